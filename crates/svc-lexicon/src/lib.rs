@@ -1,0 +1,98 @@
+//! Lexicon documents of the `dev.svc.*` family and a validator that checks a JSON record
+//! against them. The documents are embedded at build time from the repository's `lexicons/`.
+//!
+//! Written in-house rather than taken from `atproto-lexicon`: that crate's dependency tree
+//! costs minutes of build time on our machines, and we need only record validation with JSON
+//! paths in the errors.
+
+mod schema;
+mod validate;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+
+use schema::Def;
+pub use schema::LexiconError;
+
+include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+
+/// Why a record was refused, with the JSON path of the offending value
+/// (`wants.source.uri: not an at-uri`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", if path.is_empty() { "record" } else { path.as_str() })]
+pub struct ValidationError {
+    /// Dotted path from the record root, with `[i]` for array elements; empty for the root.
+    pub path: String,
+    pub message: String,
+}
+
+/// A set of lexicon documents with every reference between them resolved.
+#[derive(Debug)]
+pub struct Lexicons {
+    defs: HashMap<String, Def>,
+    records: BTreeMap<String, String>,
+}
+
+impl Lexicons {
+    /// The documents embedded in this build (`lexicons/` of the repository).
+    pub fn embedded() -> &'static Lexicons {
+        static EMBEDDED: OnceLock<Lexicons> = OnceLock::new();
+        EMBEDDED.get_or_init(|| {
+            Lexicons::from_documents(EMBEDDED_DOCUMENTS.iter().copied())
+                .expect("the embedded lexicon documents are checked by the test suite")
+        })
+    }
+
+    /// Loads lexicon documents from their JSON text and checks that every reference resolves.
+    pub fn from_documents<'a>(
+        documents: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Lexicons, LexiconError> {
+        let mut defs = HashMap::new();
+        let mut records = BTreeMap::new();
+        for text in documents {
+            schema::load_document(text, &mut defs, &mut records)?;
+        }
+        schema::check_references(&defs)?;
+        Ok(Lexicons { defs, records })
+    }
+
+    /// The NSIDs of every record kind, in byte order.
+    pub fn record_collections(&self) -> impl Iterator<Item = &str> {
+        self.records.keys().map(String::as_str)
+    }
+
+    pub fn is_record_collection(&self, nsid: &str) -> bool {
+        self.records.contains_key(nsid)
+    }
+
+    /// The record's description from its lexicon document, if it has one.
+    pub fn record_description(&self, nsid: &str) -> Option<&str> {
+        self.records
+            .get(nsid)
+            .map(String::as_str)
+            .filter(|d| !d.is_empty())
+    }
+
+    /// Checks a record against the record definition of `collection`: `$type` must equal the
+    /// collection, then every rule of the lexicon applies. Returns the first violation.
+    pub fn validate_record(
+        &self,
+        collection: &str,
+        record: &serde_json::Value,
+    ) -> Result<(), ValidationError> {
+        let Some(def) = self.defs.get(collection) else {
+            return Err(ValidationError {
+                path: String::new(),
+                message: format!("unknown record kind {collection}"),
+            });
+        };
+        validate::record(self, collection, def, record)
+    }
+
+    fn def(&self, id: &str) -> Option<&Def> {
+        self.defs.get(id)
+    }
+}
+
+#[cfg(test)]
+mod tests;

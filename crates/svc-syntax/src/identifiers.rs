@@ -1,0 +1,326 @@
+use crate::SyntaxError;
+
+/// `did:<method>:<identifier>`; no per-method rule (so `did:plc:alice` is a DID).
+pub fn check_did(value: &str) -> Result<(), SyntaxError> {
+    let err = || SyntaxError::new("did");
+    if value.len() > 2048 {
+        return Err(err());
+    }
+    let rest = value.strip_prefix("did:").ok_or_else(err)?;
+    let (method, identifier) = rest.split_once(':').ok_or_else(err)?;
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_lowercase()) {
+        return Err(err());
+    }
+    let identifier_ok = !identifier.is_empty()
+        && identifier
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'%' | b'-'))
+        && !identifier.ends_with([':', '%']);
+    if identifier_ok { Ok(()) } else { Err(err()) }
+}
+
+/// A domain name of at least two labels whose last label does not start with a digit.
+pub fn check_handle(value: &str) -> Result<(), SyntaxError> {
+    let err = || SyntaxError::new("handle");
+    if value.len() > 253 {
+        return Err(err());
+    }
+    let labels: Vec<&str> = value.split('.').collect();
+    if labels.len() < 2 {
+        return Err(err());
+    }
+    for label in &labels {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(err());
+        }
+    }
+    match labels.last().and_then(|tld| tld.bytes().next()) {
+        Some(first) if first.is_ascii_alphabetic() => Ok(()),
+        _ => Err(err()),
+    }
+}
+
+/// Reversed domain authority plus a name segment: `dev.svc.bounty`.
+pub fn check_nsid(value: &str) -> Result<(), SyntaxError> {
+    let err = || SyntaxError::new("nsid");
+    if value.len() > 317 {
+        return Err(err());
+    }
+    let segments: Vec<&str> = value.split('.').collect();
+    if segments.len() < 3 {
+        return Err(err());
+    }
+    let (name, authority) = segments.split_last().ok_or_else(err)?;
+    for segment in authority {
+        let ok = !segment.is_empty()
+            && segment.len() <= 63
+            && segment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !segment.starts_with('-')
+            && !segment.ends_with('-');
+        if !ok {
+            return Err(err());
+        }
+    }
+    if authority[0]
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_digit())
+    {
+        return Err(err());
+    }
+    let name_ok = name.len() <= 63
+        && name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric());
+    if name_ok { Ok(()) } else { Err(err()) }
+}
+
+/// 1-512 characters of `[A-Za-z0-9._:~-]`, never `.` or `..`.
+pub fn check_record_key(value: &str) -> Result<(), SyntaxError> {
+    let ok = !value.is_empty()
+        && value.len() <= 512
+        && value != "."
+        && value != ".."
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'~' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(SyntaxError::new("record-key"))
+    }
+}
+
+/// The parts of an AT-URI: `at://<authority>[/<collection>[/<rkey>]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AtUri<'a> {
+    /// A DID or a handle.
+    pub authority: &'a str,
+    pub collection: Option<&'a str>,
+    pub rkey: Option<&'a str>,
+}
+
+/// The atproto AT-URI syntax: a DID or handle authority, then optionally an NSID collection and
+/// a record key. Query strings and fragments are not part of a record's address and are refused.
+pub fn check_at_uri(value: &str) -> Result<AtUri<'_>, SyntaxError> {
+    let err = || SyntaxError::new("at-uri");
+    if value.len() > 8192 {
+        return Err(err());
+    }
+    let rest = value.strip_prefix("at://").ok_or_else(err)?;
+    let mut parts = rest.split('/');
+    let authority = parts.next().ok_or_else(err)?;
+    if check_did(authority).is_err() && check_handle(authority).is_err() {
+        return Err(err());
+    }
+    let collection = parts.next();
+    if let Some(nsid) = collection {
+        check_nsid(nsid).map_err(|_| err())?;
+    }
+    let rkey = parts.next();
+    if let Some(key) = rkey {
+        check_record_key(key).map_err(|_| err())?;
+    }
+    if parts.next().is_some() {
+        return Err(err());
+    }
+    Ok(AtUri {
+        authority,
+        collection,
+        rkey,
+    })
+}
+
+/// The lexicon `cid` format is a syntax check only: 8-256 characters of `[A-Za-z0-9+=]`.
+pub fn check_cid(value: &str) -> Result<(), SyntaxError> {
+    let ok = (8..=256).contains(&value.len())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'=');
+    if ok {
+        Ok(())
+    } else {
+        Err(SyntaxError::new("cid"))
+    }
+}
+
+/// A BCP 47 tag, checked for shape: a 2-3 letter primary language (or `i`/`x` for
+/// grandfathered and private-use tags), then subtags of 1-8 letters or digits.
+pub fn check_language(value: &str) -> Result<(), SyntaxError> {
+    let err = || SyntaxError::new("language");
+    let mut subtags = value.split('-');
+    let primary = subtags.next().ok_or_else(err)?;
+    let primary_ok = matches!(primary, "i" | "x")
+        || ((2..=3).contains(&primary.len()) && primary.bytes().all(|b| b.is_ascii_alphabetic()));
+    if !primary_ok {
+        return Err(err());
+    }
+    for subtag in subtags {
+        if subtag.is_empty()
+            || subtag.len() > 8
+            || !subtag.bytes().all(|b| b.is_ascii_alphanumeric())
+        {
+            return Err(err());
+        }
+    }
+    Ok(())
+}
+
+/// A URI with a scheme and something after the colon, without whitespace.
+pub fn check_uri(value: &str) -> Result<(), SyntaxError> {
+    let err = || SyntaxError::new("uri");
+    if value.len() > 8192 {
+        return Err(err());
+    }
+    let (scheme, rest) = value.split_once(':').ok_or_else(err)?;
+    let scheme_ok = scheme
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic())
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'.' | b'-'));
+    let rest_ok = !rest.is_empty() && !rest.chars().any(char::is_whitespace);
+    if scheme_ok && rest_ok {
+        Ok(())
+    } else {
+        Err(err())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dids() {
+        for ok in [
+            "did:plc:alice",
+            "did:web:example.com",
+            "did:plc:z72i7hdynmk6r22z27h6tvur",
+            "did:web:localhost%3A8080",
+        ] {
+            assert!(check_did(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "did:",
+            "did:plc",
+            "did:plc:",
+            "did:PLC:x",
+            "plc:x",
+            "did:plc:a b",
+            "did:plc:x:",
+            "did:plc:x%",
+        ] {
+            assert!(check_did(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn handles() {
+        for ok in [
+            "alice.test",
+            "a.b.example.com",
+            "xn--ls8h.test",
+            "a-b.c0.io",
+        ] {
+            assert!(check_handle(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "alice", "alice.", ".test", "-a.test", "a-.test", "a.1com", "a_b.test", "a..b",
+        ] {
+            assert!(check_handle(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn nsids() {
+        for ok in [
+            "dev.svc.bounty",
+            "com.atproto.repo.getRecord",
+            "dev.svc.deliberationVote",
+        ] {
+            assert!(check_nsid(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "dev.svc",
+            "dev..bounty",
+            "dev.svc.1bounty",
+            "dev.svc.bo-unty",
+            "1dev.svc.x",
+            "dev.svc.b#x",
+        ] {
+            assert!(check_nsid(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn at_uris() {
+        let parsed = check_at_uri("at://did:plc:x/dev.svc.bounty/1").unwrap();
+        assert_eq!(parsed.authority, "did:plc:x");
+        assert_eq!(parsed.collection, Some("dev.svc.bounty"));
+        assert_eq!(parsed.rkey, Some("1"));
+        for ok in [
+            "at://alice.test/dev.svc.bounty/3kabc",
+            "at://did:plc:x",
+            "at://did:plc:x/dev.svc.bounty",
+        ] {
+            assert!(check_at_uri(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "https://x.test/a",
+            "at://",
+            "at://nothandle/dev.svc.bounty/1",
+            "at://did:plc:x/notnsid/1",
+            "at://did:plc:x/dev.svc.bounty/a b",
+            "at://did:plc:x/dev.svc.bounty/1/extra",
+            "at://did:plc:x/dev.svc.bounty/",
+        ] {
+            assert!(check_at_uri(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn record_keys() {
+        assert!(check_record_key("3jzfcijpj2z2a").is_ok());
+        assert!(check_record_key("self").is_ok());
+        for bad in ["", ".", "..", "a/b", "a b"] {
+            assert!(check_record_key(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cids_languages_uris() {
+        assert!(check_cid("bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm").is_ok());
+        assert!(check_cid("short").is_err());
+        assert!(check_cid("bafy reie5737gdxlw5i64").is_err());
+        for ok in ["en", "en-US", "zh-Hant-TW", "i-klingon", "x-private"] {
+            assert!(check_language(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "english", "e", "en-", "en_US"] {
+            assert!(check_language(bad).is_err(), "{bad}");
+        }
+        for ok in ["https://example.com/x", "at://did:plc:x", "urn:isbn:1"] {
+            assert!(check_uri(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "nocolon", ":x", "https://a b", "1http://x"] {
+            assert!(check_uri(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn error_names_the_format() {
+        assert_eq!(check_at_uri("x").unwrap_err().to_string(), "not an at-uri");
+        assert_eq!(check_did("x").unwrap_err().to_string(), "not a did");
+    }
+}
