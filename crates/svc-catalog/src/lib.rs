@@ -1,14 +1,14 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! The catalog: the query specification, its index keys, and the storage of records, keys,
+//! counts and cursors behind the [`Catalog`] trait.
+
+mod catalog;
+mod clock;
+pub mod spec;
+pub mod sqlite;
+
+pub use catalog::*;
+pub use clock::ChangeClock;
+pub use spec::{ParamError, Query, QuerySet, SpecError};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+mod tests;

@@ -1,0 +1,133 @@
+//! The storage interface every backend implements. Async so that a networked backend
+//! (PostgreSQL) fits behind it; the embedded SQLite backend runs its work on blocking threads.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("unknown query {0}")]
+    UnknownQuery(String),
+    #[error("the catalog has shut down")]
+    Closed,
+}
+
+pub type CatalogResult<T> = Result<T, CatalogError>;
+pub type CatalogFuture<'a, T> = Pin<Box<dyn Future<Output = CatalogResult<T>> + Send + 'a>>;
+
+/// A record version to store, already validated against its lexicon.
+#[derive(Debug, Clone)]
+pub struct Upsert {
+    pub uri: String,
+    pub collection: String,
+    /// The repository DID: the at-uri's authority.
+    pub author: String,
+    /// The repository revision (TID) of the commit that wrote this version.
+    pub rev: String,
+    pub cid: Option<String>,
+    /// The record as parsed, for index keys.
+    pub record: Value,
+    /// The record's JSON text as it will be served.
+    pub record_json: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Change {
+    Upsert(Upsert),
+    Delete {
+        uri: String,
+        collection: String,
+        rev: String,
+    },
+}
+
+impl Change {
+    pub fn uri(&self) -> &str {
+        match self {
+            Change::Upsert(u) => &u.uri,
+            Change::Delete { uri, .. } => uri,
+        }
+    }
+}
+
+/// Where a source stood after the changes of a batch; stored in the same transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CursorPosition {
+    /// The source's role (`firehose`, `import:<file>`...).
+    pub source: String,
+    /// The endpoint the cursor belongs to; a cursor is never reused against another.
+    pub endpoint: String,
+    pub cursor: String,
+    /// Time of the last event covered, microseconds since the epoch, when the source says.
+    pub event_time_us: Option<i64>,
+}
+
+/// What one batch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApplyReport {
+    pub applied: u64,
+    /// Events older than the stored revision of their uri, ignored.
+    pub stale: u64,
+}
+
+/// One page request of a list query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    pub limit: u32,
+    pub offset: u64,
+    /// Keyset paging: only items whose uri sorts after this one.
+    pub after: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub uri: String,
+    pub author: String,
+    pub rev: String,
+    /// The stored JSON text of the record.
+    pub record_json: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub items: Vec<Item>,
+    /// Matches before paging.
+    pub total: u64,
+    /// Whether more items follow the last one of this page.
+    pub more: bool,
+}
+
+/// Record counts per collection NSID (every kind of the family, zero included).
+pub type KindCounts = BTreeMap<String, u64>;
+
+/// The catalog: records, their index keys and counts, and source cursors.
+pub trait Catalog: Send + Sync {
+    /// Applies a batch of changes in one transaction, with the cursor that covers them.
+    /// An event older than the stored revision of its uri is counted stale and ignored.
+    fn apply(
+        &self,
+        changes: Vec<Change>,
+        cursor: Option<CursorPosition>,
+    ) -> CatalogFuture<'_, ApplyReport>;
+
+    /// A page of the records under one key of a query (by its position in the [`crate::QuerySet`]),
+    /// in uri order.
+    fn list(&self, query: usize, key: String, page: PageRequest) -> CatalogFuture<'_, Page>;
+
+    /// How many records are under each key of a query.
+    fn count_keys(&self, query: usize, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
+
+    fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
+
+    fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
+
+    /// The record stored at a uri, if any (tests and tools).
+    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
+
+    /// Bumped after every commit for what it touched; answers may be cached against it.
+    fn clock(&self) -> &crate::ChangeClock;
+}

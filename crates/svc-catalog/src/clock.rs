@@ -1,0 +1,58 @@
+//! Change clocks that let readers cache answers safely: every committed change bumps the slot
+//! of each (query, key) it touched, and the kinds clock when per-kind counts moved. A cached
+//! answer is valid while its slot still shows the version read before the answer was built.
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const SLOTS: usize = 1 << 16;
+
+#[derive(Debug)]
+pub struct ChangeClock {
+    slots: Box<[AtomicU64]>,
+    kinds: AtomicU64,
+}
+
+impl Default for ChangeClock {
+    fn default() -> Self {
+        ChangeClock {
+            slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            kinds: AtomicU64::new(0),
+        }
+    }
+}
+
+fn slot(query: usize, key: &str) -> usize {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    query.hash(&mut hasher);
+    key.hash(&mut hasher);
+    hasher.finish() as usize % SLOTS
+}
+
+impl ChangeClock {
+    /// The version of one (query, key); read it before reading the catalog.
+    pub fn key_version(&self, query: usize, key: &str) -> u64 {
+        self.slots[slot(query, key)].load(Ordering::Acquire)
+    }
+
+    pub fn kinds_version(&self) -> u64 {
+        self.kinds.load(Ordering::Acquire)
+    }
+
+    /// Call after the change is committed.
+    pub fn touch_key(&self, query: usize, key: &str) {
+        self.slots[slot(query, key)].fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn touch_kinds(&self) {
+        self.kinds.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Invalidates everything (a change whose keys are not known).
+    pub fn touch_all(&self) {
+        for s in self.slots.iter() {
+            s.fetch_add(1, Ordering::AcqRel);
+        }
+        self.touch_kinds();
+    }
+}

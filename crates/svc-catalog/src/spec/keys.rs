@@ -1,0 +1,139 @@
+//! Index keys: at write time, each query extracts from a record the keys under which the record
+//! matches; a request looks its bound parameters up as one key. `matches` is the same filter
+//! evaluated directly, the reference the index is tested against.
+
+use super::{Bound, Condition, Query, Test, strings_at};
+use serde_json::Value;
+
+/// More keys than this from one record for one query means a pathological record (the
+/// lexicons bound every array well below it); its extra keys are not indexed.
+const MAX_KEYS_PER_RECORD: usize = 4096;
+
+/// Encodes parameter values as one key: each present value as `<byte length>:<value>`, each
+/// absent optional one as `-`. Length prefixes keep any two different tuples apart.
+pub fn encode_key(parts: &[Option<&str>]) -> String {
+    let mut key = String::new();
+    for part in parts {
+        match part {
+            Some(value) => {
+                key.push_str(&value.len().to_string());
+                key.push(':');
+                key.push_str(value);
+            }
+            None => key.push('-'),
+        }
+    }
+    key
+}
+
+fn fold(value: &str, fold_case: bool) -> String {
+    if fold_case {
+        value.to_ascii_lowercase()
+    } else {
+        value.to_string()
+    }
+}
+
+fn guard_holds(condition: &Condition, record: &Value) -> bool {
+    match &condition.test {
+        Test::Equals {
+            bound: Bound::Const(constant),
+            fold_case,
+        } => strings_at(&condition.path, record).any(|s| fold(s, *fold_case) == *constant),
+        Test::Equals {
+            bound: Bound::Param(_),
+            ..
+        } => true,
+        Test::OneOf { values, or_absent } => {
+            let found = condition.path.values(record);
+            if found.is_empty() {
+                *or_absent
+            } else {
+                found
+                    .iter()
+                    .filter_map(|v| v.as_str())
+                    .any(|s| values.iter().any(|v| v == s))
+            }
+        }
+        Test::Present => condition.path.values(record).iter().any(|v| match v {
+            Value::Null => false,
+            Value::String(s) => !s.is_empty(),
+            Value::Object(map) => !map.is_empty(),
+            Value::Array(elements) => !elements.is_empty(),
+            _ => true,
+        }),
+    }
+}
+
+impl Query {
+    /// The keys under which `record` (of this query's kind) matches, sorted and distinct.
+    pub fn index_keys(&self, record: &Value) -> Vec<String> {
+        if !self.conditions.iter().all(|c| guard_holds(c, record)) {
+            return Vec::new();
+        }
+        let mut choices: Vec<Vec<Option<String>>> = Vec::with_capacity(self.def.params.len());
+        for (param, &condition) in self.def.params.iter().zip(&self.param_conditions) {
+            let condition = &self.conditions[condition];
+            let fold_case = matches!(
+                condition.test,
+                Test::Equals {
+                    fold_case: true,
+                    ..
+                }
+            );
+            let mut values: Vec<Option<String>> = strings_at(&condition.path, record)
+                .map(|s| Some(fold(s, fold_case)))
+                .collect();
+            values.sort();
+            values.dedup();
+            if !param.required {
+                values.insert(0, None);
+            }
+            if values.is_empty() {
+                return Vec::new();
+            }
+            choices.push(values);
+        }
+        let mut keys = vec![String::new()];
+        let mut tuples: Vec<Vec<Option<&str>>> = vec![Vec::new()];
+        for values in &choices {
+            let mut next = Vec::with_capacity(tuples.len() * values.len());
+            'outer: for tuple in &tuples {
+                for value in values {
+                    if next.len() == MAX_KEYS_PER_RECORD {
+                        break 'outer;
+                    }
+                    let mut extended = tuple.clone();
+                    extended.push(value.as_deref());
+                    next.push(extended);
+                }
+            }
+            tuples = next;
+        }
+        if !choices.is_empty() {
+            keys = tuples.iter().map(|t| encode_key(t)).collect();
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Evaluates the filter on one record directly, with bound parameter values.
+    pub fn matches(&self, record: &Value, args: &[Option<&str>]) -> bool {
+        self.conditions
+            .iter()
+            .all(|condition| match &condition.test {
+                Test::Equals {
+                    bound: Bound::Param(i),
+                    fold_case,
+                } => match args.get(*i).copied().flatten() {
+                    None => true,
+                    Some(wanted) => {
+                        let wanted = fold(wanted, *fold_case);
+                        strings_at(&condition.path, record).any(|s| fold(s, *fold_case) == wanted)
+                    }
+                },
+                _ => guard_holds(condition, record),
+            })
+    }
+}

@@ -1,0 +1,429 @@
+//! The query specification (`spec/queries.json`): every list query, its parameters and its
+//! declarative filter. The HTTP routes, the CLI's orchestrator commands, the OpenAPI document
+//! and the catalog's index keys all come from it.
+
+mod keys;
+mod path;
+
+pub use keys::encode_key;
+pub use path::JsonPath;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The specification shipped with this build.
+pub const EMBEDDED_SPEC: &str = include_str!("../../../../spec/queries.json");
+
+/// Indexes the service needs for its own endpoints (sufficiency), not routed as list queries.
+const INTERNAL_SPEC: &str = r#"{"version":1,"queries":[{
+  "name": "verificationsSufficiency",
+  "kind": "dev.svc.verification",
+  "path": "/internal/verifications-sufficiency",
+  "description": "Verifications by lens, property variant and result.",
+  "params": [
+    {"name": "lens_uri", "type": "at-uri", "required": true},
+    {"name": "property", "type": "string", "required": true},
+    {"name": "result", "type": "string", "required": false}
+  ],
+  "filter": [
+    {"op": "ref_uri", "path": "lens", "param": "lens_uri"},
+    {"op": "eq", "path": "property.$type", "param": "property"},
+    {"op": "eq", "path": "result", "param": "result"}
+  ]
+}]}"#;
+
+/// The name of the internal sufficiency index.
+pub const SUFFICIENCY_QUERY: &str = "verificationsSufficiency";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("query specification: {0}")]
+pub struct SpecError(pub String);
+
+/// A request parameter that does not fit its declaration; the message names the parameter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{param}: {message}")]
+pub struct ParamError {
+    pub param: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ParamType {
+    String,
+    Did,
+    AtUri,
+    Enum,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamDef {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub param_type: ParamType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<String>>,
+    #[serde(default)]
+    pub required: bool,
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CliDef {
+    /// The `svc orchestrator` subcommand; several queries may share one, told apart by flags.
+    pub command: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ConditionDef {
+    /// A string at the path equals the parameter or constant.
+    Eq {
+        path: String,
+        #[serde(default)]
+        param: Option<String>,
+        #[serde(default)]
+        value: Option<String>,
+    },
+    /// Same, comparing ASCII letters without case.
+    EqAsciiCi {
+        path: String,
+        #[serde(default)]
+        param: Option<String>,
+        #[serde(default)]
+        value: Option<String>,
+    },
+    /// An element of the array at the path equals the parameter or constant.
+    Contains {
+        path: String,
+        #[serde(default)]
+        param: Option<String>,
+        #[serde(default)]
+        value: Option<String>,
+    },
+    /// The schemaRef or lensRef at the path has this `uri`.
+    RefUri {
+        path: String,
+        #[serde(default)]
+        param: Option<String>,
+        #[serde(default)]
+        value: Option<String>,
+    },
+    /// The string at the path is one of `values`, or (with `or_absent`) the path holds nothing.
+    In {
+        path: String,
+        values: Vec<String>,
+        #[serde(default)]
+        or_absent: bool,
+    },
+    /// The path holds a non-empty value.
+    Present { path: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryDef {
+    pub name: String,
+    pub kind: String,
+    pub path: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli: Option<CliDef>,
+    #[serde(default)]
+    pub params: Vec<ParamDef>,
+    pub filter: Vec<ConditionDef>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    version: u32,
+    queries: Vec<QueryDef>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Bound {
+    Param(usize),
+    Const(String),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Test {
+    /// Some string at the path equals the bound value (after ASCII case folding if asked).
+    Equals {
+        bound: Bound,
+        fold_case: bool,
+    },
+    OneOf {
+        values: Vec<String>,
+        or_absent: bool,
+    },
+    Present,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Condition {
+    pub path: JsonPath,
+    pub test: Test,
+}
+
+/// One compiled query of the specification.
+#[derive(Debug, Clone)]
+pub struct Query {
+    def: QueryDef,
+    internal: bool,
+    conditions: Vec<Condition>,
+    /// For each parameter, the condition that binds it.
+    param_conditions: Vec<usize>,
+}
+
+impl Query {
+    pub fn def(&self) -> &QueryDef {
+        &self.def
+    }
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+    pub fn kind(&self) -> &str {
+        &self.def.kind
+    }
+    pub fn params(&self) -> &[ParamDef] {
+        &self.def.params
+    }
+    /// Internal queries are indexes for the service's own endpoints; they have no route.
+    pub fn is_internal(&self) -> bool {
+        self.internal
+    }
+    /// Changes whenever the filter, parameters or kind change, so stored index keys can be
+    /// rebuilt for a query whose definition moved.
+    pub fn fingerprint(&self) -> String {
+        serde_json::json!([self.def.kind, self.def.params, self.def.filter]).to_string()
+    }
+
+    /// Checks request parameters against their declarations and returns the values in
+    /// declaration order (absent optional parameters as `None`).
+    pub fn bind<'a>(
+        &self,
+        lookup: impl Fn(&str) -> Option<&'a str>,
+    ) -> Result<Vec<Option<&'a str>>, ParamError> {
+        let mut values = Vec::with_capacity(self.def.params.len());
+        for param in &self.def.params {
+            let error = |message: String| ParamError {
+                param: param.name.clone(),
+                message,
+            };
+            let Some(value) = lookup(&param.name) else {
+                if param.required {
+                    return Err(error("required parameter missing".into()));
+                }
+                values.push(None);
+                continue;
+            };
+            match param.param_type {
+                ParamType::String => {}
+                ParamType::Did => svc_syntax::check_did(value).map_err(|e| error(e.to_string()))?,
+                ParamType::AtUri => {
+                    svc_syntax::check_at_uri(value).map_err(|e| error(e.to_string()))?;
+                }
+                ParamType::Enum => {
+                    let allowed = param.values.as_deref().unwrap_or_default();
+                    if !allowed.iter().any(|v| v == value) {
+                        return Err(error(format!("must be one of {}", allowed.join(", "))));
+                    }
+                }
+            }
+            values.push(Some(value));
+        }
+        Ok(values)
+    }
+
+    /// The index key for bound parameter values (see [`Query::index_keys`]).
+    pub fn lookup_key(&self, values: &[Option<&str>]) -> String {
+        let folded: Vec<Option<String>> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v.map(|v| self.normalize(i, v)))
+            .collect();
+        encode_key(&folded.iter().map(Option::as_deref).collect::<Vec<_>>())
+    }
+
+    fn normalize(&self, param: usize, value: &str) -> String {
+        match &self.conditions[self.param_conditions[param]].test {
+            Test::Equals {
+                fold_case: true, ..
+            } => value.to_ascii_lowercase(),
+            _ => value.to_string(),
+        }
+    }
+}
+
+/// Every query of a specification, plus the internal indexes.
+#[derive(Debug, Clone)]
+pub struct QuerySet {
+    queries: Vec<Query>,
+}
+
+impl QuerySet {
+    /// The specification shipped with this build.
+    pub fn embedded() -> QuerySet {
+        QuerySet::load(EMBEDDED_SPEC)
+            .expect("the embedded specification is checked by the test suite")
+    }
+
+    /// Loads and checks a specification; the internal indexes are added to it.
+    pub fn load(text: &str) -> Result<QuerySet, SpecError> {
+        let file: SpecFile = serde_json::from_str(text).map_err(|e| SpecError(e.to_string()))?;
+        if file.version != 1 {
+            return Err(SpecError(format!("unsupported version {}", file.version)));
+        }
+        let internal: SpecFile =
+            serde_json::from_str(INTERNAL_SPEC).map_err(|e| SpecError(e.to_string()))?;
+        let mut queries = Vec::new();
+        for (def, is_internal) in file
+            .queries
+            .into_iter()
+            .map(|d| (d, false))
+            .chain(internal.queries.into_iter().map(|d| (d, true)))
+        {
+            if queries.iter().any(|q: &Query| q.def.name == def.name) {
+                return Err(SpecError(format!("query {} is declared twice", def.name)));
+            }
+            if queries.iter().any(|q: &Query| q.def.path == def.path) {
+                return Err(SpecError(format!("path {} is declared twice", def.path)));
+            }
+            queries.push(compile(def, is_internal)?);
+        }
+        Ok(QuerySet { queries })
+    }
+
+    /// Every query, internal ones included; positions are stable for the set's lifetime.
+    pub fn all(&self) -> &[Query] {
+        &self.queries
+    }
+
+    /// The routed list queries, in specification order.
+    pub fn public(&self) -> impl Iterator<Item = (usize, &Query)> {
+        self.queries.iter().enumerate().filter(|(_, q)| !q.internal)
+    }
+
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.queries.iter().position(|q| q.def.name == name)
+    }
+}
+
+fn compile(def: QueryDef, internal: bool) -> Result<Query, SpecError> {
+    let fail = |message: String| Err(SpecError(format!("query {}: {message}", def.name)));
+    if def.name.is_empty() || !def.name.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return fail("name must be letters and digits (it becomes an XRPC method name)".into());
+    }
+    if svc_syntax::check_nsid(&def.kind).is_err() {
+        return fail(format!("kind {} is not an NSID", def.kind));
+    }
+    let path_ok = def.path.starts_with('/')
+        && def.path.len() > 1
+        && def
+            .path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.'));
+    if !path_ok {
+        return fail(format!(
+            "path {} must be an absolute path of plain segments",
+            def.path
+        ));
+    }
+    for (i, param) in def.params.iter().enumerate() {
+        if ["limit", "offset", "cursor"].contains(&param.name.as_str()) {
+            return fail(format!(
+                "parameter name {} is reserved for paging",
+                param.name
+            ));
+        }
+        if def.params[..i].iter().any(|p| p.name == param.name) {
+            return fail(format!("parameter {} is declared twice", param.name));
+        }
+        if param.param_type == ParamType::Enum && param.values.as_ref().is_none_or(Vec::is_empty) {
+            return fail(format!("enum parameter {} needs values", param.name));
+        }
+    }
+    let mut conditions = Vec::new();
+    let mut param_conditions = vec![usize::MAX; def.params.len()];
+    for condition in &def.filter {
+        let parse =
+            |p: &str| JsonPath::parse(p).map_err(|e| SpecError(format!("query {}: {e}", def.name)));
+        let (path, test) = match condition {
+            ConditionDef::Eq { path, param, value }
+            | ConditionDef::Contains { path, param, value } => {
+                (parse(path)?, (param, value, false))
+            }
+            ConditionDef::EqAsciiCi { path, param, value } => (parse(path)?, (param, value, true)),
+            ConditionDef::RefUri { path, param, value } => {
+                (parse(path)?.child("uri"), (param, value, false))
+            }
+            ConditionDef::In {
+                path,
+                values,
+                or_absent,
+            } => {
+                conditions.push(Condition {
+                    path: parse(path)?,
+                    test: Test::OneOf {
+                        values: values.clone(),
+                        or_absent: *or_absent,
+                    },
+                });
+                continue;
+            }
+            ConditionDef::Present { path } => {
+                conditions.push(Condition {
+                    path: parse(path)?,
+                    test: Test::Present,
+                });
+                continue;
+            }
+        };
+        let (param, value, fold_case) = test;
+        let bound = match (param, value) {
+            (Some(name), None) => {
+                let Some(index) = def.params.iter().position(|p| &p.name == name) else {
+                    return fail(format!("filter uses undeclared parameter {name}"));
+                };
+                if param_conditions[index] != usize::MAX {
+                    return fail(format!("parameter {name} is used by two conditions"));
+                }
+                param_conditions[index] = conditions.len();
+                Bound::Param(index)
+            }
+            (None, Some(constant)) => Bound::Const(if fold_case {
+                constant.to_ascii_lowercase()
+            } else {
+                constant.clone()
+            }),
+            _ => return fail("a condition takes exactly one of param and value".into()),
+        };
+        conditions.push(Condition {
+            path,
+            test: Test::Equals { bound, fold_case },
+        });
+    }
+    if let Some(unused) = param_conditions.iter().position(|c| *c == usize::MAX) {
+        return fail(format!(
+            "parameter {} is not used by the filter",
+            def.params[unused].name
+        ));
+    }
+    Ok(Query {
+        def,
+        internal,
+        conditions,
+        param_conditions,
+    })
+}
+
+/// Strings at a path, for key extraction and evaluation.
+pub(crate) fn strings_at<'v>(path: &JsonPath, record: &'v Value) -> impl Iterator<Item = &'v str> {
+    path.values(record).into_iter().filter_map(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests;

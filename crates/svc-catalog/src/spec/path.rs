@@ -1,0 +1,172 @@
+//! Dotted JSON paths over records, with a `$type` selector for union members:
+//! `conditions[$type=dev.svc.recommendation#conditionSourceIs].schema.uri`.
+//!
+//! Arrays fan out: a path step on an array applies to each element, and a path that ends on an
+//! array yields its elements. So `members` yields every member DID and `lensPath` yields nothing
+//! when the array is empty.
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Step {
+    field: String,
+    type_selector: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonPath {
+    steps: Vec<Step>,
+}
+
+impl JsonPath {
+    pub fn parse(text: &str) -> Result<JsonPath, String> {
+        let mut steps = Vec::new();
+        let mut rest = text;
+        while !rest.is_empty() {
+            let bracket = rest.find('[');
+            let dot = rest.find('.');
+            let (field, selector, remainder) = match (bracket, dot) {
+                (Some(b), d) if d.is_none_or(|d| b < d) => {
+                    let close = rest[b..]
+                        .find(']')
+                        .map(|c| b + c)
+                        .ok_or_else(|| format!("unclosed [ in path {text}"))?;
+                    let inner = &rest[b + 1..close];
+                    let selector = inner.strip_prefix("$type=").ok_or_else(|| {
+                        format!("path {text}: only [$type=...] selectors are supported")
+                    })?;
+                    let after = &rest[close + 1..];
+                    let after = match after.strip_prefix('.') {
+                        Some(a) => a,
+                        None if after.is_empty() => after,
+                        None => return Err(format!("path {text}: expected . after ]")),
+                    };
+                    (&rest[..b], Some(selector.to_string()), after)
+                }
+                (_, Some(d)) => (&rest[..d], None, &rest[d + 1..]),
+                (_, None) => (rest, None, ""),
+            };
+            if field.is_empty() {
+                return Err(format!("path {text} has an empty step"));
+            }
+            steps.push(Step {
+                field: field.to_string(),
+                type_selector: selector,
+            });
+            rest = remainder;
+        }
+        if steps.is_empty() {
+            return Err("empty path".to_string());
+        }
+        Ok(JsonPath { steps })
+    }
+
+    /// Appends a field step (`lens` + `uri` for a reference's uri).
+    pub fn child(&self, field: &str) -> JsonPath {
+        let mut steps = self.steps.clone();
+        steps.push(Step {
+            field: field.to_string(),
+            type_selector: None,
+        });
+        JsonPath { steps }
+    }
+
+    /// Every value the path reaches, arrays at the end expanded into their elements.
+    pub fn values<'v>(&self, root: &'v Value) -> Vec<&'v Value> {
+        let mut current = vec![root];
+        for step in &self.steps {
+            let mut next = Vec::new();
+            for value in current {
+                collect_field(value, step, &mut next);
+            }
+            current = next;
+        }
+        let mut out = Vec::with_capacity(current.len());
+        for value in current {
+            match value {
+                Value::Array(elements) => out.extend(elements.iter()),
+                other => out.push(other),
+            }
+        }
+        out
+    }
+}
+
+fn collect_field<'v>(value: &'v Value, step: &Step, out: &mut Vec<&'v Value>) {
+    match value {
+        Value::Array(elements) => {
+            for element in elements {
+                collect_field(element, step, out);
+            }
+        }
+        Value::Object(map) => {
+            let Some(found) = map.get(&step.field) else {
+                return;
+            };
+            match (&step.type_selector, found) {
+                (None, v) => out.push(v),
+                (Some(wanted), Value::Array(elements)) => {
+                    out.extend(elements.iter().filter(|e| has_type(e, wanted)));
+                }
+                (Some(wanted), v) if has_type(v, wanted) => out.push(v),
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+}
+
+fn has_type(value: &Value, wanted: &str) -> bool {
+    value.get("$type").and_then(Value::as_str) == Some(wanted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fans_out_over_arrays_and_selects_union_members() {
+        let record = json!({
+            "conditions": [
+                {"$type": "a#sourceIs", "schema": {"uri": "at://x/a.b.c/1"}},
+                {"$type": "a#targetIs", "schema": {"uri": "at://x/a.b.c/2"}},
+                {"$type": "a#sourceIs", "schema": {"uri": "at://x/a.b.c/3"}}
+            ],
+            "members": ["did:a", "did:b"],
+            "lensPath": []
+        });
+        let path = JsonPath::parse("conditions[$type=a#sourceIs].schema.uri").unwrap();
+        assert_eq!(
+            path.values(&record),
+            vec![&json!("at://x/a.b.c/1"), &json!("at://x/a.b.c/3")]
+        );
+        assert_eq!(JsonPath::parse("members").unwrap().values(&record).len(), 2);
+        assert!(
+            JsonPath::parse("lensPath")
+                .unwrap()
+                .values(&record)
+                .is_empty()
+        );
+        assert!(
+            JsonPath::parse("missing.deeper")
+                .unwrap()
+                .values(&record)
+                .is_empty()
+        );
+        assert_eq!(
+            JsonPath::parse("conditions.$type")
+                .unwrap()
+                .values(&record)
+                .len(),
+            3
+        );
+    }
+
+    #[test]
+    fn refuses_malformed_paths() {
+        for bad in ["", "a..b", "a[$type=x", "a[0]", "a[$type=x]b"] {
+            assert!(JsonPath::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,141 @@
+use super::*;
+use serde_json::json;
+
+fn query(name: &str) -> Query {
+    let set = QuerySet::embedded();
+    set.all()[set.position(name).unwrap()].clone()
+}
+
+fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> + 'a {
+    move |name| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
+#[test]
+fn the_embedded_spec_declares_the_sixteen_queries() {
+    let set = QuerySet::embedded();
+    let names: Vec<&str> = set.public().map(|(_, q)| q.name()).collect();
+    assert_eq!(names.len(), 16);
+    assert!(set.all().iter().any(|q| q.is_internal()));
+    assert!(names.contains(&"vocabulariesByName"));
+}
+
+#[test]
+fn open_bounties_take_open_claimed_or_unset_status() {
+    let q = query("openBounties");
+    for (status, expected) in [
+        (Some("open"), true),
+        (Some("claimed"), true),
+        (None, true),
+        (Some("fulfilled"), false),
+        (Some("withdrawn"), false),
+    ] {
+        let mut record = json!({"requester": "did:plc:a"});
+        if let Some(s) = status {
+            record["status"] = json!(s);
+        }
+        assert_eq!(!q.index_keys(&record).is_empty(), expected, "{status:?}");
+        assert_eq!(q.matches(&record, &[]), expected);
+    }
+    assert_eq!(q.index_keys(&json!({})), vec![String::new()]);
+}
+
+#[test]
+fn case_insensitive_keys_fold_both_sides() {
+    let q = query("adaptersForFramework");
+    let keys = q.index_keys(&json!({"framework": "Serde"}));
+    let bound = q.bind(lookup(&[("framework", "SERDE")])).unwrap();
+    assert_eq!(keys, vec![q.lookup_key(&bound)]);
+    assert!(q.matches(&json!({"framework": "serde"}), &bound));
+    let exact = query("vocabulariesByName");
+    let bound = exact.bind(lookup(&[("name", "Colors")])).unwrap();
+    assert!(!exact.matches(&json!({"name": "colors"}), &bound));
+    assert_ne!(
+        exact.index_keys(&json!({"name": "colors"})),
+        vec![exact.lookup_key(&bound)]
+    );
+}
+
+#[test]
+fn parameters_are_checked_by_type() {
+    let q = query("bountiesByRequester");
+    assert_eq!(
+        q.bind(lookup(&[])).unwrap_err().to_string(),
+        "requester_did: required parameter missing"
+    );
+    assert_eq!(
+        q.bind(lookup(&[("requester_did", "alice")]))
+            .unwrap_err()
+            .to_string(),
+        "requester_did: not a did"
+    );
+    let q = query("verificationsForLens");
+    assert_eq!(
+        q.bind(lookup(&[("lens_uri", "http://x")]))
+            .unwrap_err()
+            .to_string(),
+        "lens_uri: not an at-uri"
+    );
+    let q = query("adaptersByInvocationProtocol");
+    assert_eq!(
+        q.bind(lookup(&[("kind", "grpc")])).unwrap_err().to_string(),
+        "kind: must be one of subprocess, http, wasm"
+    );
+}
+
+#[test]
+fn optional_parameters_index_both_ways() {
+    let q = query("recommendationsStartingFrom");
+    let record = json!({
+        "lensPath": [{"uri": "at://did:plc:a/dev.panproto.schema.lens/1"}],
+        "conditions": [
+            {"$type": "dev.svc.recommendation#conditionSourceIs", "schema": {"uri": "at://did:plc:a/dev.panproto.schema.schema/1"}},
+            {"$type": "dev.svc.recommendation#conditionTargetIs", "schema": {"uri": "at://did:plc:a/dev.panproto.schema.schema/2"}}
+        ]
+    });
+    let keys = q.index_keys(&record);
+    let none = q.lookup_key(&[None]);
+    let source = q.lookup_key(&[Some("at://did:plc:a/dev.panproto.schema.schema/1")]);
+    let target = q.lookup_key(&[Some("at://did:plc:a/dev.panproto.schema.schema/2")]);
+    assert!(keys.contains(&none) && keys.contains(&source) && !keys.contains(&target));
+    let empty_path = json!({"lensPath": [], "conditions": record["conditions"].clone()});
+    assert!(q.index_keys(&empty_path).is_empty());
+}
+
+#[test]
+fn keys_of_different_tuples_never_collide() {
+    assert_ne!(
+        encode_key(&[Some("a1:b"), Some("c")]),
+        encode_key(&[Some("a"), Some("b1:c")])
+    );
+    assert_ne!(encode_key(&[None]), encode_key(&[Some("-")]));
+    assert_eq!(encode_key(&[]), "");
+}
+
+#[test]
+fn bad_specifications_are_refused_with_a_reason() {
+    let wrap = |q: serde_json::Value| json!({"version": 1, "queries": [q]}).to_string();
+    let base = json!({"name": "x", "kind": "dev.svc.bounty", "path": "/v1/x", "params": [{"name": "a", "type": "string", "required": true}], "filter": [{"op": "eq", "path": "requester", "param": "a"}]});
+    QuerySet::load(&wrap(base.clone())).unwrap();
+    let mut unused = base.clone();
+    unused["filter"] = json!([]);
+    assert!(
+        QuerySet::load(&wrap(unused))
+            .unwrap_err()
+            .to_string()
+            .contains("parameter a is not used")
+    );
+    let mut undeclared = base.clone();
+    undeclared["filter"] = json!([{"op": "eq", "path": "requester", "param": "b"}, {"op": "eq", "path": "x", "param": "a"}]);
+    assert!(
+        QuerySet::load(&wrap(undeclared))
+            .unwrap_err()
+            .to_string()
+            .contains("undeclared parameter b")
+    );
+    let mut reserved = base.clone();
+    reserved["params"][0]["name"] = json!("limit");
+    assert!(QuerySet::load(&wrap(reserved)).is_err());
+    let mut bad_op = base;
+    bad_op["filter"] = json!([{"op": "regex", "path": "requester", "param": "a"}]);
+    assert!(QuerySet::load(&wrap(bad_op)).is_err());
+}

@@ -1,0 +1,65 @@
+//! Versioned, append-only schema migrations. `PRAGMA user_version` holds the version reached;
+//! each step runs in its own transaction at start-up.
+
+use rusqlite::Connection;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: records with tombstones (a deleted record keeps its rev so that an older event cannot
+    // bring it back), per-query index keys and counts, per-kind counts, source cursors.
+    r#"
+    CREATE TABLE records (
+        uri TEXT NOT NULL UNIQUE,
+        collection TEXT NOT NULL,
+        author TEXT NOT NULL,
+        rev TEXT NOT NULL,
+        cid TEXT,
+        record TEXT,
+        indexed_at INTEGER NOT NULL
+    );
+    CREATE INDEX records_by_collection ON records (collection) WHERE record IS NOT NULL;
+    CREATE TABLE queries (
+        qid INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        fingerprint TEXT NOT NULL
+    );
+    CREATE TABLE query_keys (
+        qid INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        uri TEXT NOT NULL,
+        rid INTEGER NOT NULL,
+        PRIMARY KEY (qid, key, uri)
+    ) WITHOUT ROWID;
+    CREATE TABLE query_counts (
+        qid INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (qid, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE kind_counts (
+        collection TEXT PRIMARY KEY,
+        n INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE cursors (
+        source TEXT PRIMARY KEY,
+        endpoint TEXT NOT NULL,
+        cursor TEXT NOT NULL,
+        event_time_us INTEGER,
+        updated_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
+];
+
+pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {
+    let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let version = index as u32 + 1;
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+    }
+    Ok(MIGRATIONS.len() as u32)
+}
+
+/// The schema version this build writes; a newer database is refused.
+pub(crate) const LATEST: u32 = MIGRATIONS.len() as u32;

@@ -1,0 +1,181 @@
+//! The embedded backend: one SQLite file in WAL mode, one writer thread that owns the only
+//! write connection, and a pool of reader connections used from blocking threads.
+
+mod migrations;
+mod reader;
+mod writer;
+
+use crate::spec::QuerySet;
+use crate::{
+    ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change, ChangeClock,
+    CursorPosition, Item, KindCounts, Page, PageRequest,
+};
+use reader::ReaderPool;
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use tokio::sync::oneshot;
+use writer::{WriteJob, Writer};
+
+impl From<rusqlite::Error> for CatalogError {
+    fn from(error: rusqlite::Error) -> Self {
+        CatalogError::Storage(error.to_string())
+    }
+}
+
+pub(crate) struct Shared {
+    pub queries: QuerySet,
+    /// Database id (`queries.qid`) of each query, by position in `queries`.
+    pub qids: Vec<i64>,
+    pub clock: ChangeClock,
+}
+
+pub struct SqliteCatalog {
+    shared: Arc<Shared>,
+    writer: mpsc::Sender<WriteJob>,
+    readers: ReaderPool,
+    path: PathBuf,
+}
+
+pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // NORMAL in WAL mode: a power cut may lose the last commits, never corrupts; the cursor
+    // is committed with the records, so a restart replays exactly what was lost.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "cache_size", -32_000)?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    Ok(())
+}
+
+impl SqliteCatalog {
+    /// Opens (or creates) the catalog file, runs pending migrations, and rebuilds the index
+    /// keys of any query whose definition is new or changed since the last start.
+    pub fn open(path: &Path, queries: QuerySet, readers: usize) -> CatalogResult<SqliteCatalog> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| CatalogError::Storage(format!("{}: {e}", parent.display())))?;
+        }
+        let mut conn = Connection::open(path)?;
+        configure(&conn)?;
+        let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if found > migrations::LATEST {
+            return Err(CatalogError::Storage(format!(
+                "{} has schema version {found}, newer than this build's {}",
+                path.display(),
+                migrations::LATEST
+            )));
+        }
+        migrations::run(&mut conn)?;
+        let qids = writer::register_queries(&mut conn, &queries)?;
+        let shared = Arc::new(Shared {
+            queries,
+            qids,
+            clock: ChangeClock::default(),
+        });
+        let (sender, receiver) = mpsc::channel();
+        let writer = Writer::new(conn, Arc::clone(&shared));
+        thread::Builder::new()
+            .name("catalog-writer".into())
+            .spawn(move || writer.run(receiver))
+            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+        let readers = ReaderPool::open(path, readers.max(1))?;
+        Ok(SqliteCatalog {
+            shared,
+            writer: sender,
+            readers,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn queries(&self) -> &QuerySet {
+        &self.shared.queries
+    }
+}
+
+/// Opens a read-only connection (readers never write).
+pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    conn.pragma_update(None, "query_only", true)?;
+    conn.pragma_update(None, "cache_size", -16_000)?;
+    Ok(conn)
+}
+
+impl Catalog for SqliteCatalog {
+    fn apply(
+        &self,
+        changes: Vec<Change>,
+        cursor: Option<CursorPosition>,
+    ) -> CatalogFuture<'_, ApplyReport> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.writer
+                .send(WriteJob {
+                    changes,
+                    cursor,
+                    reply,
+                })
+                .map_err(|_| CatalogError::Closed)?;
+            answer.await.map_err(|_| CatalogError::Closed)?
+        })
+    }
+
+    fn list(&self, query: usize, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
+        Box::pin(async move {
+            let qid = self.qid(query)?;
+            self.readers
+                .run(move |conn| reader::list(conn, qid, &key, &page))
+                .await
+        })
+    }
+
+    fn count_keys(&self, query: usize, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
+        Box::pin(async move {
+            let qid = self.qid(query)?;
+            self.readers
+                .run(move |conn| reader::count_keys(conn, qid, &keys))
+                .await
+        })
+    }
+
+    fn kind_counts(&self) -> CatalogFuture<'_, KindCounts> {
+        Box::pin(async move { self.readers.run(reader::kind_counts).await })
+    }
+
+    fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {
+        Box::pin(async move {
+            self.readers
+                .run(move |conn| reader::cursor(conn, &source))
+                .await
+        })
+    }
+
+    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
+        Box::pin(async move { self.readers.run(move |conn| reader::get(conn, &uri)).await })
+    }
+
+    fn clock(&self) -> &ChangeClock {
+        &self.shared.clock
+    }
+}
+
+impl SqliteCatalog {
+    fn qid(&self, query: usize) -> CatalogResult<i64> {
+        self.shared
+            .qids
+            .get(query)
+            .copied()
+            .ok_or_else(|| CatalogError::UnknownQuery(query.to_string()))
+    }
+}

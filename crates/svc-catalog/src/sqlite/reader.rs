@@ -1,0 +1,161 @@
+//! Read paths: every list is a range scan of one (query, key) prefix of `query_keys` in uri
+//! order, joined to `records` by rowid; totals come from `query_counts`, never from counting.
+
+use crate::{CatalogError, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+
+pub(crate) struct ReaderPool {
+    connections: Arc<Mutex<Vec<Connection>>>,
+    permits: Arc<Semaphore>,
+    path: std::path::PathBuf,
+}
+
+impl ReaderPool {
+    pub fn open(path: &Path, size: usize) -> CatalogResult<ReaderPool> {
+        let mut connections = Vec::with_capacity(size);
+        for _ in 0..size {
+            connections.push(super::open_reader(path)?);
+        }
+        Ok(ReaderPool {
+            connections: Arc::new(Mutex::new(connections)),
+            permits: Arc::new(Semaphore::new(size)),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Runs `work` on a pooled connection on a blocking thread.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Connection) -> CatalogResult<T> + Send + 'static,
+    ) -> CatalogResult<T> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| CatalogError::Closed)?;
+        let pool = Arc::clone(&self.connections);
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let taken = pool.lock().map_err(|_| CatalogError::Closed)?.pop();
+            // A connection lost to a panicking reader is replaced.
+            let conn = match taken {
+                Some(conn) => conn,
+                None => super::open_reader(&path)?,
+            };
+            let outcome = work(&conn);
+            if let Ok(mut connections) = pool.lock() {
+                connections.push(conn);
+            }
+            outcome
+        })
+        .await
+        .map_err(|e| CatalogError::Storage(format!("reader task failed: {e}")))?
+    }
+}
+
+pub(crate) fn list(
+    conn: &Connection,
+    qid: i64,
+    key: &str,
+    page: &PageRequest,
+) -> CatalogResult<Page> {
+    let total: u64 = conn
+        .prepare_cached("SELECT n FROM query_counts WHERE qid = ?1 AND key = ?2")?
+        .query_row(params![qid, key], |r| r.get::<_, i64>(0))
+        .optional()?
+        .unwrap_or(0)
+        .max(0) as u64;
+    let fetch = i64::from(page.limit) + 1;
+    let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
+    let mut push = |row: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
+        items.push(Item {
+            uri: row.get(0)?,
+            author: row.get(1)?,
+            rev: row.get(2)?,
+            record_json: row.get(3)?,
+        });
+        Ok(())
+    };
+    match &page.after {
+        Some(after) => {
+            let mut stmt = conn.prepare_cached(
+                "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.rowid = k.rid \
+                 WHERE k.qid = ?1 AND k.key = ?2 AND k.uri > ?3 ORDER BY k.uri LIMIT ?4",
+            )?;
+            let mut rows = stmt.query(params![qid, key, after, fetch])?;
+            while let Some(row) = rows.next()? {
+                push(row)?;
+            }
+        }
+        None => {
+            let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
+            if page.offset < total {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.rowid = k.rid \
+                     WHERE k.qid = ?1 AND k.key = ?2 ORDER BY k.uri LIMIT ?3 OFFSET ?4",
+                )?;
+                let mut rows = stmt.query(params![qid, key, fetch, offset])?;
+                while let Some(row) = rows.next()? {
+                    push(row)?;
+                }
+            }
+        }
+    }
+    let more = items.len() > page.limit as usize;
+    items.truncate(page.limit as usize);
+    Ok(Page { items, total, more })
+}
+
+pub(crate) fn count_keys(conn: &Connection, qid: i64, keys: &[String]) -> CatalogResult<Vec<u64>> {
+    let mut stmt = conn.prepare_cached("SELECT n FROM query_counts WHERE qid = ?1 AND key = ?2")?;
+    keys.iter()
+        .map(|key| {
+            let n: Option<i64> = stmt.query_row(params![qid, key], |r| r.get(0)).optional()?;
+            Ok(n.unwrap_or(0).max(0) as u64)
+        })
+        .collect()
+}
+
+pub(crate) fn kind_counts(conn: &Connection) -> CatalogResult<KindCounts> {
+    let mut stmt = conn.prepare_cached("SELECT collection, n FROM kind_counts")?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    let mut counts = KindCounts::new();
+    for row in rows {
+        let (collection, n) = row?;
+        counts.insert(collection, n.max(0) as u64);
+    }
+    Ok(counts)
+}
+
+pub(crate) fn cursor(conn: &Connection, source: &str) -> CatalogResult<Option<CursorPosition>> {
+    Ok(conn
+        .prepare_cached("SELECT endpoint, cursor, event_time_us FROM cursors WHERE source = ?1")?
+        .query_row([source], |r| {
+            Ok(CursorPosition {
+                source: source.to_string(),
+                endpoint: r.get(0)?,
+                cursor: r.get(1)?,
+                event_time_us: r.get(2)?,
+            })
+        })
+        .optional()?)
+}
+
+pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT uri, author, rev, record FROM records WHERE uri = ?1 AND record IS NOT NULL",
+        )?
+        .query_row([uri], |r| {
+            Ok(Item {
+                uri: r.get(0)?,
+                author: r.get(1)?,
+                rev: r.get(2)?,
+                record_json: r.get(3)?,
+            })
+        })
+        .optional()?)
+}

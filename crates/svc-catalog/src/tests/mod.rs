@@ -1,0 +1,88 @@
+//! One suite for every backend: each test takes a fresh catalog from a backend's factory.
+
+mod properties;
+mod suite;
+
+use crate::spec::QuerySet;
+use crate::sqlite::SqliteCatalog;
+use crate::{Catalog, Change, Upsert};
+use serde_json::{Value, json};
+
+pub(crate) struct Fresh {
+    pub catalog: Box<dyn Catalog>,
+    pub queries: QuerySet,
+    _dir: tempfile::TempDir,
+}
+
+pub(crate) fn sqlite() -> Fresh {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let queries = QuerySet::embedded();
+    let catalog =
+        SqliteCatalog::open(&dir.path().join("catalog.db"), queries.clone(), 2).expect("open");
+    Fresh {
+        catalog: Box::new(catalog),
+        queries,
+        _dir: dir,
+    }
+}
+
+pub(crate) fn upsert(uri: &str, rev: &str, record: Value) -> Change {
+    let collection = uri
+        .split('/')
+        .nth(3)
+        .expect("uri with collection")
+        .to_string();
+    let author = uri
+        .split('/')
+        .nth(2)
+        .expect("uri with authority")
+        .to_string();
+    let mut record = record;
+    record["$type"] = json!(collection);
+    Change::Upsert(Upsert {
+        uri: uri.to_string(),
+        collection,
+        author,
+        rev: rev.to_string(),
+        cid: None,
+        record_json: record.to_string(),
+        record,
+    })
+}
+
+pub(crate) fn delete(uri: &str, rev: &str) -> Change {
+    Change::Delete {
+        uri: uri.to_string(),
+        collection: uri
+            .split('/')
+            .nth(3)
+            .expect("uri with collection")
+            .to_string(),
+        rev: rev.to_string(),
+    }
+}
+
+/// Runs every suite test against each backend.
+macro_rules! each_backend {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::suite::$test(super::sqlite()).await;
+                }
+            )*
+        }
+    };
+}
+
+each_backend!(
+    upsert_list_and_count,
+    updates_move_index_keys,
+    stale_revisions_never_roll_back,
+    deletes_leave_tombstones,
+    paging_by_offset_and_cursor,
+    cursor_is_stored_with_records,
+    kind_counts_follow_changes,
+    change_clock_moves_with_touched_keys,
+);

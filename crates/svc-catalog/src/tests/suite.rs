@@ -1,0 +1,341 @@
+use super::{Fresh, delete, upsert};
+use crate::{CursorPosition, PageRequest};
+use serde_json::json;
+
+fn page(limit: u32, offset: u64) -> PageRequest {
+    PageRequest {
+        limit,
+        offset,
+        after: None,
+    }
+}
+
+fn key(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> (usize, String) {
+    let position = fresh.queries.position(query).expect("query");
+    (position, fresh.queries.all()[position].lookup_key(args))
+}
+
+async fn uris(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> Vec<String> {
+    let (position, key) = key(fresh, query, args);
+    let page = fresh
+        .catalog
+        .list(position, key, page(1000, 0))
+        .await
+        .expect("list");
+    assert_eq!(page.total as usize, page.items.len());
+    page.items.into_iter().map(|i| i.uri).collect()
+}
+
+pub async fn upsert_list_and_count(fresh: Fresh) {
+    let a = "at://did:plc:a/dev.svc.bounty/2";
+    let b = "at://did:plc:a/dev.svc.bounty/1";
+    let report = fresh
+        .catalog
+        .apply(
+            vec![
+                upsert(a, "3a", json!({"requester": "did:plc:r", "status": "open"})),
+                upsert(b, "3a", json!({"requester": "did:plc:r"})),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.applied, 2);
+    // Ordered by uri, not by arrival.
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
+        vec![b, a]
+    );
+    assert_eq!(uris(&fresh, "openBounties", &[]).await, vec![b, a]);
+    assert!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:other")])
+            .await
+            .is_empty()
+    );
+    let item = fresh.catalog.get(a.to_string()).await.unwrap().unwrap();
+    assert_eq!(item.author, "did:plc:a");
+    assert_eq!(item.rev, "3a");
+    let stored: serde_json::Value = serde_json::from_str(&item.record_json).unwrap();
+    assert_eq!(stored["$type"], "dev.svc.bounty");
+}
+
+pub async fn updates_move_index_keys(fresh: Fresh) {
+    let a = "at://did:plc:a/dev.svc.bounty/1";
+    fresh
+        .catalog
+        .apply(
+            vec![upsert(
+                a,
+                "3a",
+                json!({"requester": "did:plc:r", "status": "open"}),
+            )],
+            None,
+        )
+        .await
+        .unwrap();
+    fresh
+        .catalog
+        .apply(
+            vec![upsert(
+                a,
+                "3b",
+                json!({"requester": "did:plc:s", "status": "fulfilled"}),
+            )],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:s")]).await,
+        vec![a]
+    );
+    assert!(uris(&fresh, "openBounties", &[]).await.is_empty());
+}
+
+pub async fn stale_revisions_never_roll_back(fresh: Fresh) {
+    let a = "at://did:plc:a/dev.svc.bounty/1";
+    fresh
+        .catalog
+        .apply(
+            vec![upsert(a, "3b", json!({"requester": "did:plc:new"}))],
+            None,
+        )
+        .await
+        .unwrap();
+    let report = fresh
+        .catalog
+        .apply(
+            vec![
+                upsert(a, "3a", json!({"requester": "did:plc:old"})),
+                delete(a, "3a"),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.stale, 2);
+    assert_eq!(report.applied, 0);
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:new")]).await,
+        vec![a]
+    );
+    assert!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:old")])
+            .await
+            .is_empty()
+    );
+}
+
+pub async fn deletes_leave_tombstones(fresh: Fresh) {
+    let a = "at://did:plc:a/dev.svc.bounty/1";
+    fresh
+        .catalog
+        .apply(
+            vec![upsert(a, "3a", json!({"requester": "did:plc:r"}))],
+            None,
+        )
+        .await
+        .unwrap();
+    fresh
+        .catalog
+        .apply(vec![delete(a, "3b")], None)
+        .await
+        .unwrap();
+    assert!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
+            .await
+            .is_empty()
+    );
+    assert!(fresh.catalog.get(a.to_string()).await.unwrap().is_none());
+    // A late create older than the delete stays deleted; a newer one comes back.
+    let report = fresh
+        .catalog
+        .apply(
+            vec![upsert(a, "3a", json!({"requester": "did:plc:r"}))],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.stale, 1);
+    assert!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
+            .await
+            .is_empty()
+    );
+    fresh
+        .catalog
+        .apply(
+            vec![upsert(a, "3c", json!({"requester": "did:plc:r"}))],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
+        vec![a]
+    );
+    // Deleting an absent uri changes nothing visible.
+    let absent = "at://did:plc:a/dev.svc.bounty/9";
+    let report = fresh
+        .catalog
+        .apply(vec![delete(absent, "3a")], None)
+        .await
+        .unwrap();
+    assert_eq!(report.applied, 1);
+    assert_eq!(
+        fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
+        1
+    );
+}
+
+pub async fn paging_by_offset_and_cursor(fresh: Fresh) {
+    let changes = (0..25)
+        .map(|i| {
+            upsert(
+                &format!("at://did:plc:a/dev.svc.bounty/{i:02}"),
+                "3a",
+                json!({"requester": "did:plc:r"}),
+            )
+        })
+        .collect();
+    fresh.catalog.apply(changes, None).await.unwrap();
+    let (position, key) = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
+    let first = fresh
+        .catalog
+        .list(position, key.clone(), page(10, 0))
+        .await
+        .unwrap();
+    assert_eq!((first.items.len(), first.total, first.more), (10, 25, true));
+    assert_eq!(first.items[0].uri, "at://did:plc:a/dev.svc.bounty/00");
+    let last = fresh
+        .catalog
+        .list(position, key.clone(), page(10, 20))
+        .await
+        .unwrap();
+    assert_eq!((last.items.len(), last.total, last.more), (5, 25, false));
+    let beyond = fresh
+        .catalog
+        .list(position, key.clone(), page(10, 25))
+        .await
+        .unwrap();
+    assert_eq!(
+        (beyond.items.len(), beyond.total, beyond.more),
+        (0, 25, false)
+    );
+    let mut after = None;
+    let mut seen = Vec::new();
+    loop {
+        let request = PageRequest {
+            limit: 7,
+            offset: 0,
+            after: after.clone(),
+        };
+        let page = fresh
+            .catalog
+            .list(position, key.clone(), request)
+            .await
+            .unwrap();
+        seen.extend(page.items.iter().map(|i| i.uri.clone()));
+        if !page.more {
+            break;
+        }
+        after = page.items.last().map(|i| i.uri.clone());
+    }
+    assert_eq!(seen.len(), 25);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]));
+}
+
+pub async fn cursor_is_stored_with_records(fresh: Fresh) {
+    assert!(
+        fresh
+            .catalog
+            .cursor("firehose".into())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let cursor = CursorPosition {
+        source: "firehose".into(),
+        endpoint: "wss://example.test/subscribe".into(),
+        cursor: "1700000000000000".into(),
+        event_time_us: Some(1_700_000_000_000_000),
+    };
+    fresh
+        .catalog
+        .apply(
+            vec![upsert(
+                "at://did:plc:a/dev.svc.bounty/1",
+                "3a",
+                json!({"requester": "did:plc:r"}),
+            )],
+            Some(cursor.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        fresh.catalog.cursor("firehose".into()).await.unwrap(),
+        Some(cursor)
+    );
+}
+
+pub async fn kind_counts_follow_changes(fresh: Fresh) {
+    fresh
+        .catalog
+        .apply(
+            vec![
+                upsert("at://did:plc:a/dev.svc.bounty/1", "3a", json!({})),
+                upsert("at://did:plc:a/dev.svc.bounty/2", "3a", json!({})),
+                upsert(
+                    "at://did:plc:a/dev.svc.vocab/1",
+                    "3a",
+                    json!({"name": "x", "world": "open"}),
+                ),
+                upsert(
+                    "at://did:plc:a/dev.svc.bounty/1",
+                    "3b",
+                    json!({"status": "open"}),
+                ),
+                delete("at://did:plc:a/dev.svc.bounty/2", "3b"),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    let counts = fresh.catalog.kind_counts().await.unwrap();
+    assert_eq!(counts.get("dev.svc.bounty"), Some(&1));
+    assert_eq!(counts.get("dev.svc.vocab"), Some(&1));
+}
+
+pub async fn change_clock_moves_with_touched_keys(fresh: Fresh) {
+    let (position, key_r) = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
+    let (_, key_s) = key(&fresh, "bountiesByRequester", &[Some("did:plc:s")]);
+    let before_r = fresh.catalog.clock().key_version(position, &key_r);
+    let before_s = fresh.catalog.clock().key_version(position, &key_s);
+    let kinds = fresh.catalog.clock().kinds_version();
+    fresh
+        .catalog
+        .apply(
+            vec![upsert(
+                "at://did:plc:a/dev.svc.bounty/1",
+                "3a",
+                json!({"requester": "did:plc:r"}),
+            )],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_ne!(
+        fresh.catalog.clock().key_version(position, &key_r),
+        before_r
+    );
+    assert_eq!(
+        fresh.catalog.clock().key_version(position, &key_s),
+        before_s
+    );
+    assert_ne!(fresh.catalog.clock().kinds_version(), kinds);
+}
