@@ -1,14 +1,17 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! Ingestion: events from any source become validated catalog changes, applied in batches with
+//! the source's cursor. Issue 2 brings the JSON Lines import; live sources build on the same
+//! [`Ingestor`].
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+mod event;
+mod import;
+mod ingest;
+mod jetstream;
+mod metrics;
+mod readiness;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use event::{Action, CommitEvent};
+pub use import::{ImportError, ImportSummary, import_file};
+pub use ingest::Ingestor;
+pub use jetstream::{JetstreamLine, parse_jetstream_line};
+pub use metrics::IngestMetrics;
+pub use readiness::Readiness;

@@ -1,14 +1,106 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! The read-only HTTP API. Routes for list queries come from the query specification: each
+//! query at its REST path and at `/xrpc/dev.svc.query.<name>`. Hand-written endpoints
+//! (sufficiency, stats, health, metrics, OpenAPI) each live in their own module.
+
+mod cache;
+mod error;
+mod health;
+mod list;
+mod metrics;
+mod openapi;
+mod params;
+mod stats;
+mod sufficiency;
+
+pub use error::ApiError;
+pub use metrics::HttpMetrics;
+
+use axum::Router;
+use axum::routing::get;
+use cache::ResponseCache;
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use std::time::Duration;
+use svc_catalog::{Catalog, QuerySet};
+
+/// Everything a running server needs, built once at start-up.
+pub struct ServerConfig {
+    pub catalog: Arc<dyn Catalog>,
+    pub queries: QuerySet,
+    /// NSIDs of every record kind, for stats and per-kind gauges.
+    pub kinds: Vec<String>,
+    /// Whether the catalog has caught up (`/readyz`).
+    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    pub request_timeout: Duration,
+    /// Bytes of encoded answers kept for reuse; 0 turns the cache off.
+    pub cache_bytes: usize,
+    pub version: String,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) struct AppState {
+    pub catalog: Arc<dyn Catalog>,
+    pub queries: QuerySet,
+    pub kinds: Vec<String>,
+    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    pub cache: ResponseCache,
+    pub metrics: HttpMetrics,
+    pub registry: Registry,
+    pub openapi: String,
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+/// Builds the router. `registry` holds the metrics of other layers (ingest); the server adds
+/// its own and serves them all at `/metrics`.
+pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
+    let metrics = HttpMetrics::default();
+    metrics.register(&mut registry);
+    let openapi = openapi::document(&config.queries, &config.version).to_string();
+    let state = Arc::new(AppState {
+        catalog: config.catalog,
+        queries: config.queries,
+        kinds: config.kinds,
+        ready: config.ready,
+        cache: ResponseCache::new(config.cache_bytes),
+        metrics,
+        registry,
+        openapi,
+    });
+    let mut router = Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .route("/openapi.json", get(openapi::serve))
+        .route("/v1/stats", get(stats::serve))
+        .route("/v1/verifications/sufficient", get(sufficiency::serve))
+        .route(
+            "/xrpc/dev.svc.query.verificationsSufficient",
+            get(sufficiency::serve),
+        );
+    for (position, query) in state.queries.public() {
+        let handler = move |state, query| list::serve(state, position, query);
+        router = router.route(&query.def().path, get(handler)).route(
+            &format!("/xrpc/dev.svc.query.{}", query.name()),
+            get(handler),
+        );
     }
+    router
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            metrics::track,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            config.request_timeout,
+            error::time_limit,
+        ))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            error::panicked,
+        ))
+        .layer(
+            tower_http::cors::CorsLayer::new()
+                .allow_origin(tower_http::cors::Any)
+                .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
+                .allow_headers(tower_http::cors::Any),
+        )
+        .with_state(state)
 }

@@ -1,0 +1,60 @@
+//! Ingest counters, registered in the process's Prometheus registry.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub source: String,
+    /// `applied`, `stale`, `invalid` or `ignored`.
+    pub outcome: String,
+}
+
+#[derive(Debug, Default)]
+pub struct IngestMetrics {
+    pub events: Family<EventLabels, Counter>,
+    pub invalid_records: Counter,
+    pub malformed_events: Counter,
+    /// Seconds between the newest applied event's time and now.
+    pub lag_seconds: Gauge<f64, AtomicU64>,
+}
+
+impl IngestMetrics {
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "svc_ingest_events",
+            "Events by source and outcome",
+            self.events.clone(),
+        );
+        registry.register(
+            "svc_ingest_invalid_records",
+            "Records refused by lexicon validation",
+            self.invalid_records.clone(),
+        );
+        registry.register(
+            "svc_ingest_malformed_events",
+            "Events that could not be parsed",
+            self.malformed_events.clone(),
+        );
+        registry.register(
+            "svc_ingest_lag_seconds",
+            "Age of the newest applied event",
+            self.lag_seconds.clone(),
+        );
+    }
+
+    pub fn count(&self, source: &str, outcome: &str, n: u64) {
+        if n > 0 {
+            self.events
+                .get_or_create(&EventLabels {
+                    source: source.to_string(),
+                    outcome: outcome.to_string(),
+                })
+                .inc_by(n);
+        }
+    }
+}

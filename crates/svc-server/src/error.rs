@@ -1,0 +1,82 @@
+//! Every error answer is JSON `{"error": "<code>", "message": "<detail>"}`.
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A bad or missing parameter; the message names it.
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+pub(crate) fn json_error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = serde_json::json!({ "error": code, "message": message }).to_string();
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match self {
+            ApiError::InvalidRequest(message) => {
+                json_error(StatusCode::BAD_REQUEST, "invalid_request", &message)
+            }
+            ApiError::Internal(message) => {
+                tracing::error!("internal error: {message}");
+                json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &message)
+            }
+        }
+    }
+}
+
+impl From<svc_catalog::CatalogError> for ApiError {
+    fn from(error: svc_catalog::CatalogError) -> Self {
+        ApiError::Internal(error.to_string())
+    }
+}
+
+pub(crate) async fn not_found(uri: axum::http::Uri) -> Response {
+    json_error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        &format!("no endpoint at {}", uri.path()),
+    )
+}
+
+pub(crate) async fn method_not_allowed(method: axum::http::Method) -> Response {
+    let mut response = json_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        &format!("{method} is not allowed; the API is read-only (GET)"),
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+    response
+}
+
+pub(crate) async fn time_limit(
+    axum::extract::State(limit): axum::extract::State<Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            &format!("the request took longer than {} ms", limit.as_millis()),
+        ),
+    }
+}
+
+pub(crate) fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    json_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "the request failed unexpectedly",
+    )
+}

@@ -1,0 +1,109 @@
+//! The generated list endpoints: parameters checked against the specification, one index
+//! lookup, and the envelope `{items, total, limit, offset, cursor?}` written directly around
+//! the stored record text (records are never parsed on the read path).
+
+use crate::cache::CacheKey;
+use crate::params::{Params, encode_cursor, paging};
+use crate::{ApiError, AppState};
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use svc_catalog::{Page, PageRequest};
+
+pub(crate) async fn serve(
+    State(state): State<Arc<AppState>>,
+    position: usize,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    match answer(&state, position, raw.as_deref()).await {
+        Ok(body) => json_response(body),
+        Err(error) => error.into_response(),
+    }
+}
+
+pub(crate) fn json_response(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn answer(state: &AppState, position: usize, raw: Option<&str>) -> Result<Bytes, ApiError> {
+    let params = Params::parse(raw);
+    let paging = paging(&params)?;
+    let query = &state.queries.all()[position];
+    for param in query.params() {
+        params.get(&param.name)?;
+    }
+    let args = query
+        .bind(|name| params.get(name).ok().flatten())
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let key = query.lookup_key(&args);
+    let cache_key = CacheKey {
+        query: position,
+        key,
+        limit: paging.limit,
+        offset: paging.offset,
+        after: paging.after.clone(),
+    };
+    // Read the version before the catalog: a change committed meanwhile makes this entry stale.
+    let version = state.catalog.clock().key_version(position, &cache_key.key);
+    if let Some(body) = state.cache.get(&cache_key, version) {
+        return Ok(body);
+    }
+    let request = PageRequest {
+        limit: paging.limit,
+        offset: paging.offset,
+        after: paging.after.clone(),
+    };
+    let page = state
+        .catalog
+        .list(position, cache_key.key.clone(), request)
+        .await?;
+    let body = Bytes::from(encode(&page, paging.limit, paging.offset));
+    state.cache.put(cache_key, version, body.clone());
+    Ok(body)
+}
+
+fn push_json_string(out: &mut Vec<u8>, value: &str) {
+    // Writing a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+fn encode(page: &Page, limit: u32, offset: u64) -> Vec<u8> {
+    let size: usize = page
+        .items
+        .iter()
+        .map(|i| i.record_json.len() + i.uri.len() * 2 + 64)
+        .sum();
+    let mut out = Vec::with_capacity(size + 128);
+    out.extend_from_slice(b"{\"items\":[");
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"uri\":");
+        push_json_string(&mut out, &item.uri);
+        out.extend_from_slice(b",\"author\":");
+        push_json_string(&mut out, &item.author);
+        out.extend_from_slice(b",\"rev\":");
+        push_json_string(&mut out, &item.rev);
+        out.extend_from_slice(b",\"record\":");
+        out.extend_from_slice(item.record_json.as_bytes());
+        out.push(b'}');
+    }
+    out.extend_from_slice(
+        format!(
+            "],\"total\":{},\"limit\":{limit},\"offset\":{offset}",
+            page.total
+        )
+        .as_bytes(),
+    );
+    if page.more {
+        if let Some(last) = page.items.last() {
+            out.extend_from_slice(b",\"cursor\":");
+            push_json_string(&mut out, &encode_cursor(&last.uri));
+        }
+    }
+    out.push(b'}');
+    out
+}

@@ -1,0 +1,115 @@
+//! The server's metrics: readiness, catalog gauges (set at scrape time from the per-kind
+//! counts) and per-route request counts and latency.
+
+use crate::AppState;
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct KindLabel {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RouteLabel {
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RouteStatusLabels {
+    pub route: String,
+    pub status: u16,
+}
+
+fn latency_histogram() -> Histogram {
+    // 100 µs to about 3 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+pub struct HttpMetrics {
+    pub(crate) ready: Gauge,
+    pub(crate) catalog_records: Family<KindLabel, Gauge>,
+    pub(crate) catalog_total: Gauge,
+    requests: Family<RouteStatusLabels, Counter>,
+    latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
+}
+
+impl Default for HttpMetrics {
+    fn default() -> Self {
+        HttpMetrics {
+            ready: Gauge::default(),
+            catalog_records: Family::default(),
+            catalog_total: Gauge::default(),
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+        }
+    }
+}
+
+impl HttpMetrics {
+    pub(crate) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "svc_orchestrator_ready",
+            "1 once the catalog has caught up",
+            self.ready.clone(),
+        );
+        registry.register(
+            "svc_orchestrator_catalog_records",
+            "Records in the catalog by kind",
+            self.catalog_records.clone(),
+        );
+        registry.register(
+            "svc_orchestrator_catalog_total",
+            "Records in the catalog",
+            self.catalog_total.clone(),
+        );
+        registry.register(
+            "svc_http_requests",
+            "HTTP requests by route and status",
+            self.requests.clone(),
+        );
+        registry.register(
+            "svc_http_request_duration_seconds",
+            "HTTP request latency by route",
+            self.latency.clone(),
+        );
+    }
+}
+
+pub(crate) async fn track(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let metrics = &state.metrics;
+    metrics
+        .latency
+        .get_or_create(&RouteLabel {
+            route: route.clone(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    metrics
+        .requests
+        .get_or_create(&RouteStatusLabels {
+            route,
+            status: response.status().as_u16(),
+        })
+        .inc();
+    response
+}

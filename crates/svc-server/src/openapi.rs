@@ -1,0 +1,135 @@
+//! `/openapi.json`: an OpenAPI 3.1 document generated from the query specification, so it
+//! lists exactly the routes the server built.
+
+use crate::AppState;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use svc_catalog::QuerySet;
+use svc_catalog::spec::{ParamDef, ParamType};
+
+pub(crate) async fn serve(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        state.openapi.clone(),
+    )
+        .into_response()
+}
+
+fn parameter(param: &ParamDef) -> Value {
+    let schema = match param.param_type {
+        ParamType::String => json!({"type": "string"}),
+        ParamType::Did => json!({"type": "string", "format": "did"}),
+        ParamType::AtUri => json!({"type": "string", "format": "at-uri"}),
+        ParamType::Enum => json!({"type": "string", "enum": param.values}),
+    };
+    json!({
+        "name": param.name,
+        "in": "query",
+        "required": param.required,
+        "description": param.description,
+        "schema": schema,
+    })
+}
+
+fn paging_parameters() -> Vec<Value> {
+    vec![
+        json!({"name": "limit", "in": "query", "required": false, "description": "Items per page.",
+               "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}}),
+        json!({"name": "offset", "in": "query", "required": false, "description": "Items to skip; not with cursor.",
+               "schema": {"type": "integer", "minimum": 0, "default": 0}}),
+        json!({"name": "cursor", "in": "query", "required": false,
+               "description": "Opaque cursor from a previous answer: the page after it (keyset paging).",
+               "schema": {"type": "string"}}),
+    ]
+}
+
+fn errors() -> Value {
+    json!({
+        "400": {"description": "A parameter is missing or invalid.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        "500": {"description": "Internal failure.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    })
+}
+
+fn text_response(description: &str) -> Value {
+    json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}})
+}
+
+pub(crate) fn document(queries: &QuerySet, version: &str) -> Value {
+    let mut paths = Map::new();
+    for (_, query) in queries.public() {
+        let mut parameters: Vec<Value> = query.params().iter().map(parameter).collect();
+        parameters.extend(paging_parameters());
+        let mut responses = errors();
+        responses["200"] = json!({"description": "A page of matching records, in uri order.",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ListResponse"}}}});
+        let operation = |id: String| {
+            json!({"get": {
+                "operationId": id,
+                "summary": query.def().description,
+                "tags": [query.kind()],
+                "parameters": parameters,
+                "responses": responses,
+            }})
+        };
+        paths.insert(
+            query.def().path.clone(),
+            operation(query.name().to_string()),
+        );
+        paths.insert(
+            format!("/xrpc/dev.svc.query.{}", query.name()),
+            operation(format!("xrpc.{}", query.name())),
+        );
+    }
+    let sufficiency = |id: &str| {
+        let mut responses = errors();
+        responses["200"] = json!({"description": "Whether the lens has the listed verifications.",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Sufficiency"}}}});
+        json!({"get": {
+            "operationId": id,
+            "summary": "Whether every listed verification kind has a verification of the lens (that holds).",
+            "parameters": [
+                {"name": "lens_uri", "in": "query", "required": true, "schema": {"type": "string", "format": "at-uri"}},
+                {"name": "kinds", "in": "query", "required": true, "description": "Comma-separated verification kinds.", "schema": {"type": "string"}},
+                {"name": "hold", "in": "query", "required": false, "schema": {"type": "boolean", "default": true}}
+            ],
+            "responses": responses,
+        }})
+    };
+    paths.insert(
+        "/v1/verifications/sufficient".into(),
+        sufficiency("verificationsSufficient"),
+    );
+    paths.insert(
+        "/xrpc/dev.svc.query.verificationsSufficient".into(),
+        sufficiency("xrpc.verificationsSufficient"),
+    );
+    paths.insert("/v1/stats".into(), json!({"get": {"operationId": "stats", "summary": "Record counts per kind.",
+        "responses": {"200": {"description": "Counts.", "content": {"application/json": {"schema": {"type": "object", "additionalProperties": {"type": "integer"}}}}}}}}));
+    paths.insert("/healthz".into(), json!({"get": {"operationId": "healthz", "responses": {"200": text_response("The process runs.")}}}));
+    paths.insert("/readyz".into(), json!({"get": {"operationId": "readyz", "responses": {
+        "200": text_response("The catalog has caught up."), "503": text_response("Still catching up.")}}}));
+    paths.insert("/metrics".into(), json!({"get": {"operationId": "metrics", "responses": {"200": text_response("Prometheus metrics.")}}}));
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "svc record catalog", "version": version,
+                 "description": "Read-only queries over the catalog of dev.svc.* records."},
+        "paths": paths,
+        "components": {"schemas": {
+            "Error": {"type": "object", "required": ["error", "message"], "properties": {
+                "error": {"type": "string"}, "message": {"type": "string"}}},
+            "ListItem": {"type": "object", "required": ["uri", "author", "rev", "record"], "properties": {
+                "uri": {"type": "string", "format": "at-uri"}, "author": {"type": "string", "format": "did"},
+                "rev": {"type": "string"}, "record": {"type": "object"}}},
+            "ListResponse": {"type": "object", "required": ["items", "total", "limit", "offset"], "properties": {
+                "items": {"type": "array", "items": {"$ref": "#/components/schemas/ListItem"}},
+                "total": {"type": "integer"}, "limit": {"type": "integer"}, "offset": {"type": "integer"},
+                "cursor": {"type": "string", "description": "Present when more items follow."}}},
+            "Sufficiency": {"type": "object", "required": ["sufficient", "required_kinds", "require_holds"], "properties": {
+                "sufficient": {"type": "boolean"}, "required_kinds": {"type": "array", "items": {"type": "string"}},
+                "require_holds": {"type": "boolean"}}}
+        }}
+    })
+}

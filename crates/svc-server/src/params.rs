@@ -1,0 +1,158 @@
+//! Query-string parsing shared by the list endpoints: the paging parameters and the lookup of
+//! declared parameters. A parameter given twice is refused rather than guessed at.
+
+use crate::ApiError;
+use base64::Engine;
+
+pub(crate) const DEFAULT_LIMIT: u32 = 100;
+pub(crate) const MAX_LIMIT: u32 = 1000;
+
+pub(crate) struct Params {
+    pairs: Vec<(String, String)>,
+}
+
+impl Params {
+    pub fn parse(raw: Option<&str>) -> Params {
+        let pairs = form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+        Params { pairs }
+    }
+
+    /// The value of a parameter; an error when it is given more than once.
+    pub fn get(&self, name: &str) -> Result<Option<&str>, ApiError> {
+        let mut found = self.pairs.iter().filter(|(n, _)| n == name);
+        let first = found.next().map(|(_, v)| v.as_str());
+        if found.next().is_some() {
+            return Err(ApiError::InvalidRequest(format!(
+                "{name}: given more than once"
+            )));
+        }
+        Ok(first)
+    }
+}
+
+fn unsigned(name: &str, value: &str) -> Result<u64, ApiError> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::InvalidRequest(format!(
+            "{name}: must be a non-negative integer, not {value:?}"
+        )));
+    }
+    value
+        .parse()
+        .map_err(|_| ApiError::InvalidRequest(format!("{name}: too large")))
+}
+
+pub(crate) struct Paging {
+    pub limit: u32,
+    pub offset: u64,
+    pub after: Option<String>,
+}
+
+pub(crate) fn paging(params: &Params) -> Result<Paging, ApiError> {
+    let limit = match params.get("limit")? {
+        None => DEFAULT_LIMIT,
+        Some(value) => {
+            let n = unsigned("limit", value).map_err(|_| {
+                ApiError::InvalidRequest(format!(
+                    "limit: must be an integer from 1 to {MAX_LIMIT}, not {value:?}"
+                ))
+            })?;
+            if !(1..=u64::from(MAX_LIMIT)).contains(&n) {
+                return Err(ApiError::InvalidRequest(format!(
+                    "limit: must be an integer from 1 to {MAX_LIMIT}, not {value:?}"
+                )));
+            }
+            n as u32
+        }
+    };
+    let offset = params
+        .get("offset")?
+        .map(|v| unsigned("offset", v))
+        .transpose()?;
+    let after = match params.get("cursor")? {
+        None => None,
+        Some(_) if offset.is_some() => {
+            return Err(ApiError::InvalidRequest(
+                "cursor: cannot be combined with offset".into(),
+            ));
+        }
+        Some(cursor) => Some(decode_cursor(cursor)?),
+    };
+    Ok(Paging {
+        limit,
+        offset: offset.unwrap_or(0),
+        after,
+    })
+}
+
+const CURSOR_PREFIX: &str = "u:";
+
+/// The opaque paging cursor: the last uri of a page, base64url without padding.
+pub(crate) fn encode_cursor(last_uri: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{last_uri}"))
+}
+
+fn decode_cursor(cursor: &str) -> Result<String, ApiError> {
+    let invalid = || ApiError::InvalidRequest("cursor: not a cursor given by this service".into());
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| invalid())?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
+    text.strip_prefix(CURSOR_PREFIX)
+        .map(str::to_string)
+        .ok_or_else(invalid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paging_of(query: &str) -> Result<Paging, String> {
+        paging(&Params::parse(Some(query))).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn limits_and_offsets() {
+        assert_eq!(paging_of("").unwrap().limit, 100);
+        assert_eq!(paging_of("limit=1000").unwrap().limit, 1000);
+        for bad in [
+            "limit=0",
+            "limit=1001",
+            "limit=-1",
+            "limit=1.5",
+            "limit=",
+            "limit=ten",
+            "limit=+5",
+        ] {
+            assert!(paging_of(bad).unwrap_err().starts_with("limit:"), "{bad}");
+        }
+        assert_eq!(paging_of("offset=7").unwrap().offset, 7);
+        for bad in ["offset=-1", "offset=x", "offset=99999999999999999999999"] {
+            assert!(paging_of(bad).unwrap_err().starts_with("offset:"), "{bad}");
+        }
+        assert!(
+            paging_of("limit=5&limit=6")
+                .unwrap_err()
+                .contains("more than once")
+        );
+    }
+
+    #[test]
+    fn cursors_round_trip_and_refuse_offset() {
+        let cursor = encode_cursor("at://did:plc:a/dev.svc.bounty/1");
+        assert_eq!(
+            paging_of(&format!("cursor={cursor}"))
+                .unwrap()
+                .after
+                .as_deref(),
+            Some("at://did:plc:a/dev.svc.bounty/1")
+        );
+        assert!(
+            paging_of(&format!("cursor={cursor}&offset=0"))
+                .unwrap_err()
+                .contains("offset")
+        );
+        assert!(paging_of("cursor=!!").unwrap_err().starts_with("cursor:"));
+    }
+}

@@ -1,0 +1,84 @@
+//! `/v1/verifications/sufficient`: does each listed verification kind have at least one
+//! verification of the lens with the matching property variant (and, with `hold`, a `holds`
+//! result)? One count lookup per kind in the internal sufficiency index.
+
+use crate::list::json_response;
+use crate::params::Params;
+use crate::{ApiError, AppState};
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use svc_catalog::spec::SUFFICIENCY_QUERY;
+
+/// Each verification kind and the `lensProperty` variant that evidences it.
+const KIND_PROPERTIES: &[(&str, &str)] = &[
+    ("roundtrip-test", "dev.svc.defs#lpRoundtrip"),
+    ("property-test", "dev.svc.defs#lpGenerator"),
+    ("formal-proof", "dev.svc.defs#lpTheorem"),
+    ("conformance-test", "dev.svc.defs#lpConformance"),
+    ("static-check", "dev.svc.defs#lpChecker"),
+    ("convergence-preserving", "dev.svc.defs#lpConvergence"),
+    ("coercion-law", "dev.svc.defs#lpCoercionLaw"),
+];
+
+pub(crate) async fn serve(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
+    match answer(&state, raw.as_deref()).await {
+        Ok(body) => json_response(Bytes::from(body.to_string())),
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn answer(state: &AppState, raw: Option<&str>) -> Result<serde_json::Value, ApiError> {
+    let params = Params::parse(raw);
+    let lens = params
+        .get("lens_uri")?
+        .ok_or_else(|| ApiError::InvalidRequest("lens_uri: required parameter missing".into()))?;
+    svc_syntax::check_at_uri(lens)
+        .map_err(|e| ApiError::InvalidRequest(format!("lens_uri: {e}")))?;
+    let kinds_text = params
+        .get("kinds")?
+        .ok_or_else(|| ApiError::InvalidRequest("kinds: required parameter missing".into()))?;
+    let require_holds = match params.get("hold")? {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "hold: must be true or false, not {other:?}"
+            )));
+        }
+    };
+    let mut kinds = Vec::new();
+    let mut variants = Vec::new();
+    for token in kinds_text
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        let Some((_, variant)) = KIND_PROPERTIES.iter().find(|(k, _)| *k == token) else {
+            let known: Vec<&str> = KIND_PROPERTIES.iter().map(|(k, _)| *k).collect();
+            return Err(ApiError::InvalidRequest(format!(
+                "kinds: unknown verification kind {token:?} (known: {})",
+                known.join(", ")
+            )));
+        };
+        kinds.push(token.to_string());
+        variants.push(*variant);
+    }
+    let position = state
+        .queries
+        .position(SUFFICIENCY_QUERY)
+        .ok_or_else(|| ApiError::Internal("the sufficiency index is missing".into()))?;
+    let index = &state.queries.all()[position];
+    let result = require_holds.then_some("holds");
+    let keys = variants
+        .iter()
+        .map(|v| index.lookup_key(&[Some(lens), Some(v), result]))
+        .collect();
+    let counts = state.catalog.count_keys(position, keys).await?;
+    Ok(serde_json::json!({
+        "sufficient": counts.iter().all(|n| *n > 0),
+        "required_kinds": kinds,
+        "require_holds": require_holds,
+    }))
+}

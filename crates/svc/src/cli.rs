@@ -1,0 +1,99 @@
+//! Command-line definitions. Every flag of `serve` also reads an `SVC_*` environment variable.
+
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const DEFAULT_FIREHOSE: &str = "wss://jetstream2.us-east.bsky.network/subscribe";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "svc",
+    version,
+    about = "A catalog of dev.svc.* AT Protocol records: indexer, query API and tools"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the query service over the catalog (and its indexer).
+    Serve(ServeArgs),
+    /// Print the version.
+    Version,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "SVC_LISTEN", default_value = "127.0.0.1:8787")]
+    pub listen: SocketAddr,
+
+    /// Catalog database file [default: <data dir>/svc/catalog.db].
+    #[arg(long, env = "SVC_DB")]
+    pub db: Option<PathBuf>,
+
+    /// Live source of events, or `none`.
+    #[arg(long, env = "SVC_FIREHOSE", default_value = DEFAULT_FIREHOSE)]
+    pub firehose: String,
+
+    /// JSON Lines file of Jetstream events to import before reporting ready (repeatable;
+    /// the variable takes a comma-separated list).
+    #[arg(long = "import", env = "SVC_IMPORT", value_delimiter = ',')]
+    pub imports: Vec<PathBuf>,
+
+    /// Query specification file replacing the built-in one.
+    #[arg(long, env = "SVC_SPEC")]
+    pub spec: Option<PathBuf>,
+
+    /// Longest time a request may take (`500ms`, `10s`, or seconds).
+    #[arg(long, env = "SVC_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+
+    /// Memory for cached answers, in MiB (0 turns the cache off).
+    #[arg(long, env = "SVC_CACHE_MB", default_value_t = 32)]
+    pub cache_mb: usize,
+
+    /// Reader connections to the catalog.
+    #[arg(long, env = "SVC_READERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub readers: u16,
+}
+
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("not a duration: {text:?} (try 10s or 500ms)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("unknown unit {unit:?} in {text:?} (ms, s or m)")),
+    };
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return Err(format!("duration must be positive: {text:?}"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+}

@@ -1,0 +1,189 @@
+//! `svc serve`: open the catalog, start the HTTP API, run the imports, then report ready and
+//! serve until SIGINT or SIGTERM.
+
+use crate::cli::ServeArgs;
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use prometheus_client::registry::Registry;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use svc_catalog::sqlite::SqliteCatalog;
+use svc_catalog::{Catalog, QuerySet};
+use svc_ingest::{IngestMetrics, Ingestor, Readiness, import_file};
+use svc_lexicon::Lexicons;
+use tokio::sync::watch;
+
+fn default_db() -> PathBuf {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    data.join("svc").join("catalog.db")
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SVC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    init_logging();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(serve(args))
+}
+
+async fn shutdown_signal(trigger: watch::Sender<bool>) {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+    tracing::info!("shutting down");
+    let _ = trigger.send(true);
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if args.firehose != "none" {
+        bail!(
+            "live indexing from {} is not available in this build yet; start with --firehose none",
+            args.firehose
+        );
+    }
+    let queries = match &args.spec {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            QuerySet::load(&text).with_context(|| format!("loading {}", path.display()))?
+        }
+        None => QuerySet::embedded(),
+    };
+    let db = args.db.clone().unwrap_or_else(default_db);
+    let catalog: Arc<dyn Catalog> = Arc::new(
+        SqliteCatalog::open(&db, queries.clone(), usize::from(args.readers))
+            .with_context(|| format!("opening the catalog {}", db.display()))?,
+    );
+    tracing::info!(db = %db.display(), "catalog open");
+
+    let ingest_metrics = Arc::new(IngestMetrics::default());
+    let mut registry = Registry::default();
+    ingest_metrics.register(&mut registry);
+    let readiness = Arc::new(Readiness::new(false));
+    let ready = {
+        let readiness = Arc::clone(&readiness);
+        Arc::new(move || readiness.is_ready())
+    };
+    let router = svc_server::router(
+        svc_server::ServerConfig {
+            catalog: Arc::clone(&catalog),
+            queries,
+            kinds: Lexicons::embedded()
+                .record_collections()
+                .map(str::to_string)
+                .collect(),
+            ready,
+            request_timeout: args.request_timeout,
+            cache_bytes: args.cache_mb.saturating_mul(1 << 20),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        registry,
+    );
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let address = listener.local_addr().context("reading the bound address")?;
+    tracing::info!("listening on http://{address}");
+
+    let (trigger, mut stopped) = watch::channel(false);
+    tokio::spawn(shutdown_signal(trigger));
+    let mut server_stopped = stopped.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = server_stopped.wait_for(|stop| *stop).await;
+            })
+            .await
+    });
+
+    let ingestor = Ingestor::new(ingest_metrics);
+    for path in &args.imports {
+        tokio::select! {
+            outcome = import_one(catalog.as_ref(), &ingestor, path) => outcome?,
+            _ = stopped.wait_for(|stop| *stop) => break,
+        }
+    }
+    if !*stopped.borrow() {
+        readiness.imports_finished();
+        tracing::info!("ready");
+    }
+    server
+        .await
+        .context("the server task failed")?
+        .context("serving HTTP")?;
+    Ok(())
+}
+
+async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> anyhow::Result<()> {
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_message(format!("importing {}", path.display()));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let started = std::time::Instant::now();
+    let summary = import_file(catalog, ingestor, path, |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })
+    .await
+    .with_context(|| format!("importing {}", path.display()))?;
+    bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    if summary.lines == 0 && summary.resumed_from_line > 0 {
+        eprintln!(
+            "import {}: already imported ({} lines); nothing to do",
+            path.display(),
+            summary.resumed_from_line
+        );
+    } else {
+        eprintln!(
+            "import {}: {} lines, {} applied, {} stale, {} invalid, {} ignored, {} malformed in {seconds:.1}s ({:.0} lines/s)",
+            path.display(),
+            summary.lines,
+            summary.applied,
+            summary.stale,
+            summary.invalid,
+            summary.ignored,
+            summary.malformed,
+            summary.lines as f64 / seconds.max(1e-9),
+        );
+    }
+    Ok(())
+}
