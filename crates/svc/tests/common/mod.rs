@@ -1,0 +1,249 @@
+//! Runs the real `svc` binary on an ephemeral port and talks to it over HTTP.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    pub url: String,
+    pub child: Child,
+    /// Everything the server wrote to stderr so far is collected here.
+    pub stderr: mpsc::Receiver<String>,
+    pub log: Vec<String>,
+}
+
+pub fn svc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_svc"))
+}
+
+impl Server {
+    /// Starts `svc serve --firehose none --listen 127.0.0.1:0 --db <db> <extra>` and waits
+    /// until it is ready.
+    pub fn start(db: &Path, extra: &[&str]) -> Server {
+        let mut child = svc()
+            .args(["serve", "--firehose", "none", "--listen", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .args(extra)
+            .env("SVC_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start svc serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Server { url: String::new(), child, stderr: receiver, log: Vec::new() };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.url.is_empty() {
+            let line = server.next_line(deadline).expect("svc serve printed no address");
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                server.url = rest.trim().to_string();
+            }
+        }
+        while Instant::now() < deadline {
+            if let Ok(response) = reqwest::blocking::get(format!("{}/readyz", server.url)) {
+                if response.status() == 200 {
+                    // Drain what was logged during start-up (import summaries).
+                    while let Ok(line) = server.stderr.try_recv() {
+                        server.log.push(line);
+                    }
+                    return server;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("svc serve never became ready; log: {:?}", server.log);
+    }
+
+    fn next_line(&mut self, deadline: Instant) -> Option<String> {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let line = self.stderr.recv_timeout(wait).ok()?;
+        self.log.push(line.clone());
+        Some(line)
+    }
+
+    pub fn get(&self, path_and_query: &str) -> (u16, Value) {
+        let (status, _, body) = self.get_raw(path_and_query);
+        let value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path_and_query}: not JSON ({e}): {body}"));
+        (status, value)
+    }
+
+    pub fn get_raw(&self, path_and_query: &str) -> (u16, String, String) {
+        let response = reqwest::blocking::get(format!("{}{path_and_query}", self.url)).expect("request");
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (status, content_type, response.text().expect("body"))
+    }
+
+    /// The uris of a list answer, checking the envelope on the way.
+    pub fn uris(&self, path_and_query: &str) -> Vec<String> {
+        let (status, body) = self.get(path_and_query);
+        assert_eq!(status, 200, "{path_and_query}: {body}");
+        let items = body["items"].as_array().expect("items");
+        assert_eq!(body["total"].as_u64(), Some(items.len() as u64), "{path_and_query}: total");
+        items.iter().map(|i| i["uri"].as_str().expect("uri").to_string()).collect()
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                while let Ok(line) = self.stderr.try_recv() {
+                    self.log.push(line);
+                }
+                return status;
+            }
+            assert!(Instant::now() < deadline, "svc serve did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A JSON Lines file of Jetstream events being written.
+pub struct Events {
+    lines: Vec<String>,
+    time: i64,
+}
+
+pub const CID: &str = "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm";
+pub const NOW: &str = "2026-11-01T12:00:00Z";
+
+impl Events {
+    pub fn new() -> Events {
+        Events { lines: Vec::new(), time: 1_700_000_000_000_000 }
+    }
+
+    /// A create of `record` (its `$type` added) at `at://did/collection/rkey`, at revision `rev`.
+    pub fn put(&mut self, did: &str, collection: &str, rkey: &str, rev: &str, mut record: Value) -> String {
+        record["$type"] = json!(collection);
+        self.time += 1;
+        self.lines.push(
+            json!({"did": did, "time_us": self.time, "kind": "commit", "commit": {
+                "rev": rev, "operation": "create", "collection": collection, "rkey": rkey,
+                "record": record, "cid": CID}})
+            .to_string(),
+        );
+        format!("at://{did}/{collection}/{rkey}")
+    }
+
+    pub fn delete(&mut self, did: &str, collection: &str, rkey: &str, rev: &str) {
+        self.time += 1;
+        self.lines.push(
+            json!({"did": did, "time_us": self.time, "kind": "commit", "commit": {
+                "rev": rev, "operation": "delete", "collection": collection, "rkey": rkey}})
+            .to_string(),
+        );
+    }
+
+    pub fn raw(&mut self, line: &str) {
+        self.lines.push(line.to_string());
+    }
+
+    pub fn write(&self, path: &Path) -> PathBuf {
+        let mut file = std::fs::File::create(path).expect("create events file");
+        for line in &self.lines {
+            writeln!(file, "{line}").expect("write");
+        }
+        path.to_path_buf()
+    }
+}
+
+pub fn schema(n: u32) -> String {
+    format!("at://did:plc:schemas/dev.panproto.schema.schema/{n}")
+}
+
+pub fn lens(n: u32) -> String {
+    format!("at://did:plc:lenses/dev.panproto.schema.lens/{n}")
+}
+
+pub fn bounty(requester: &str, wants: Value, status: Option<&str>) -> Value {
+    let mut record = json!({"requester": requester, "wants": wants, "occurredAt": NOW});
+    if let Some(status) = status {
+        record["status"] = json!(status);
+    }
+    record
+}
+
+pub fn want_lens(source: &str, target: &str) -> Value {
+    json!({"$type": "dev.svc.bounty#wantLens", "source": {"uri": source}, "target": {"uri": target}})
+}
+
+pub fn adapter(framework: &str, protocol: &str, verification: Option<&str>) -> Value {
+    let mut record = json!({
+        "framework": framework, "versionRange": ">=1.0", "author": "did:plc:alice",
+        "invocationProtocol": {"kind": protocol}, "isolation": {"kind": "process"}, "occurredAt": NOW
+    });
+    if let Some(v) = verification {
+        record["verification"] = json!(v);
+    }
+    record
+}
+
+pub fn verification(lens_ref: Value, kind: &str, property: &str, result: &str) -> Value {
+    let property = match property {
+        "lpRoundtrip" => json!({"$type": "dev.svc.defs#lpRoundtrip", "domain": "all records"}),
+        "lpGenerator" => json!({"$type": "dev.svc.defs#lpGenerator", "spec": "random"}),
+        "lpTheorem" => json!({"$type": "dev.svc.defs#lpTheorem", "statement": "get . put = id"}),
+        "lpChecker" => json!({"$type": "dev.svc.defs#lpChecker", "checker": "panproto-check"}),
+        other => panic!("no fixture for {other}"),
+    };
+    json!({"lens": lens_ref, "kind": kind, "verifier": "did:plc:verifier",
+           "tool": {"name": "svc", "version": "0.1.0"}, "property": property,
+           "result": result, "occurredAt": NOW})
+}
+
+pub fn recommendation(sources: &[&str], lens_path: &[&str]) -> Value {
+    let conditions: Vec<Value> = sources
+        .iter()
+        .map(|s| json!({"$type": "dev.svc.recommendation#conditionSourceIs", "schema": {"uri": s}}))
+        .chain([json!({"$type": "dev.svc.recommendation#conditionTargetIs", "schema": {"uri": schema(9)}})])
+        .collect();
+    let path: Vec<Value> = lens_path.iter().map(|l| json!({"uri": l})).collect();
+    json!({"issuingCommunity": "at://did:plc:guild/dev.svc.community/1", "conditions": conditions,
+           "lensPath": path, "occurredAt": NOW})
+}
+
+pub fn community(name: &str, members: &[&str]) -> Value {
+    json!({"name": name, "description": "A community of schema people.", "members": members, "createdAt": NOW})
+}
+
+pub fn dialect(owner: &str, name: &str) -> Value {
+    json!({"owningCommunity": owner, "name": name, "createdAt": NOW})
+}
+
+pub fn belief(subject: &str, holder: Option<&str>) -> Value {
+    let mut record = json!({"subject": {"uri": subject, "cid": CID}, "occurredAt": NOW});
+    if let Some(h) = holder {
+        record["holder"] = json!(h);
+    }
+    record
+}
+
+pub fn vocab(name: &str, world: &str) -> Value {
+    json!({"name": name, "world": world, "occurredAt": NOW})
+}
