@@ -75,13 +75,14 @@ pub async fn import_file(
     let source = format!("import:{}", absolute.display());
     let (endpoint, size) = file_identity(&absolute)?;
     let (mut offset, mut line_number) = (0u64, 0u64);
-    if let Some(stored) = catalog.cursor(source.clone()).await? {
-        if stored.endpoint == endpoint {
-            if let Some((o, l)) = stored.cursor.split_once(':') {
-                offset = o.parse().unwrap_or(0);
-                line_number = l.parse().unwrap_or(0);
-            }
-        }
+    // A cursor stored for another version of the file is not reused: that file starts over.
+    let stored = catalog
+        .cursor(source.clone())
+        .await?
+        .filter(|c| c.endpoint == endpoint);
+    if let Some((o, l)) = stored.as_ref().and_then(|c| c.cursor.split_once(':')) {
+        offset = o.parse().unwrap_or(0);
+        line_number = l.parse().unwrap_or(0);
     }
     let mut total = ImportSummary {
         resumed_from_line: line_number,

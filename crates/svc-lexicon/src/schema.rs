@@ -119,7 +119,7 @@ impl Context<'_> {
                 max_length: obj.get("maxLength").and_then(Value::as_u64),
                 min_graphemes: obj.get("minGraphemes").and_then(Value::as_u64),
                 max_graphemes: obj.get("maxGraphemes").and_then(Value::as_u64),
-                closed_values: obj.get("enum").map(|v| strings(v)),
+                closed_values: obj.get("enum").map(strings),
                 constant: str_field(obj, "const"),
             }),
             "integer" => Def::Integer(IntegerDef {

@@ -172,15 +172,15 @@ impl<'v> Walker<'_, 'v> {
     }
 
     fn string(&self, def: &StringDef, text: &str) -> Outcome {
-        if let Some(constant) = &def.constant {
-            if text != constant {
-                return Err(self.fail(format!("must be {constant}")));
-            }
+        if let Some(constant) = def.constant.as_ref().filter(|c| *c != text) {
+            return Err(self.fail(format!("must be {constant}")));
         }
-        if let Some(values) = &def.closed_values {
-            if !values.iter().any(|v| v == text) {
-                return Err(self.fail(format!("must be one of {}", values.join(", "))));
-            }
+        if let Some(values) = def
+            .closed_values
+            .as_ref()
+            .filter(|v| !v.iter().any(|v| v == text))
+        {
+            return Err(self.fail(format!("must be one of {}", values.join(", "))));
         }
         let bytes = text.len() as u64;
         if let Some(max) = def.max_length.filter(|m| bytes > *m) {
@@ -219,10 +219,12 @@ impl<'v> Walker<'_, 'v> {
         if def.constant.is_some_and(|c| c != number) {
             return Err(self.fail(format!("must be {}", def.constant.unwrap_or_default())));
         }
-        if let Some(values) = &def.closed_values {
-            if !values.contains(&number) {
-                return Err(self.fail("not one of the allowed values"));
-            }
+        if def
+            .closed_values
+            .as_ref()
+            .is_some_and(|v| !v.contains(&number))
+        {
+            return Err(self.fail("not one of the allowed values"));
         }
         if let Some(min) = def.minimum.filter(|m| number < *m) {
             return Err(self.fail(format!("must be at least {min}")));

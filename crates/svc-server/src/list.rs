@@ -98,11 +98,9 @@ fn encode(page: &Page, limit: u32, offset: u64) -> Vec<u8> {
         )
         .as_bytes(),
     );
-    if page.more {
-        if let Some(last) = page.items.last() {
-            out.extend_from_slice(b",\"cursor\":");
-            push_json_string(&mut out, &encode_cursor(&last.uri));
-        }
+    if let Some(last) = page.items.last().filter(|_| page.more) {
+        out.extend_from_slice(b",\"cursor\":");
+        push_json_string(&mut out, &encode_cursor(&last.uri));
     }
     out.push(b'}');
     out

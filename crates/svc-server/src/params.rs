@@ -43,6 +43,7 @@ fn unsigned(name: &str, value: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::InvalidRequest(format!("{name}: too large")))
 }
 
+#[derive(Debug)]
 pub(crate) struct Paging {
     pub limit: u32,
     pub offset: u64,

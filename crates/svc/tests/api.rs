@@ -14,7 +14,10 @@ struct Fixture {
 
 impl Fixture {
     fn uri(&self, name: &str) -> String {
-        self.uris.get(name).unwrap_or_else(|| panic!("no fixture {name}")).clone()
+        self.uris
+            .get(name)
+            .unwrap_or_else(|| panic!("no fixture {name}"))
+            .clone()
     }
     fn sorted(&self, names: &[&str]) -> Vec<String> {
         let mut uris: Vec<String> = names.iter().map(|n| self.uri(n)).collect();
@@ -32,31 +35,189 @@ fn fixture() -> Fixture {
         let uri = e.put(did, collection, rkey, "3kaaaaaaaaaa2", record);
         uris.insert(name, uri);
     };
-    put("b_open", a, "dev.svc.bounty", "3kb0000000001", bounty(a, want_lens(&schema(1), &schema(2)), Some("open")));
-    put("b_claimed", b, "dev.svc.bounty", "3kb0000000002", bounty(b, want_lens(&schema(1), &schema(2)), Some("claimed")));
-    put("b_unset", a, "dev.svc.bounty", "3kb0000000003", bounty(a, want_lens(&schema(1), &schema(3)), None));
-    put("b_fulfilled", a, "dev.svc.bounty", "3kb0000000004", bounty(a, want_lens(&schema(1), &schema(2)), Some("fulfilled")));
-    put("b_adapter", b, "dev.svc.bounty", "3kb0000000005", bounty(b, json!({"$type": "dev.svc.bounty#wantAdapter", "framework": "serde"}), None));
-    put("a_serde", a, "dev.svc.adapter", "3ka0000000001", adapter("serde", "subprocess", Some(&lens(1))));
-    put("a_Serde", b, "dev.svc.adapter", "3ka0000000002", adapter("Serde", "http", None));
-    put("a_zod", a, "dev.svc.adapter", "3ka0000000003", adapter("zod", "wasm", None));
-    put("r_one", a, "dev.svc.recommendation", "3kr0000000001", recommendation(&[&schema(1)], &[&lens(1)]));
-    put("r_two", b, "dev.svc.recommendation", "3kr0000000002", recommendation(&[&schema(2)], &[&lens(2), &lens(1)]));
-    put("v_rt_holds", a, "dev.svc.verification", "3kv0000000001", verification(json!({"uri": lens(1)}), "roundtrip-test", "lpRoundtrip", "holds"));
-    put("v_pt_false", b, "dev.svc.verification", "3kv0000000002", verification(json!({"uri": lens(1)}), "property-test", "lpGenerator", "falsified"));
-    put("v_other_lens", a, "dev.svc.verification", "3kv0000000003", verification(json!({"uri": lens(2)}), "formal-proof", "lpTheorem", "holds"));
-    put("v_cid_only", a, "dev.svc.verification", "3kv0000000004", verification(json!({"cid": CID}), "static-check", "lpChecker", "holds"));
-    put("c_guild", "did:plc:guild", "dev.svc.community", "1", community("Lens Guild", &[a, b]));
-    put("c_other", "did:plc:other", "dev.svc.community", "1", community("Schema Circle", &[b]));
-    put("d_one", a, "dev.svc.dialect", "3kd0000000001", dialect("at://did:plc:guild/dev.svc.community/1", "guild-json"));
-    put("d_two", b, "dev.svc.dialect", "3kd0000000002", dialect("at://did:plc:other/dev.svc.community/1", "circle"));
-    put("bel_held", a, "dev.svc.belief", "3ke0000000001", belief("at://did:plc:alice/dev.svc.bounty/3kb0000000001", Some(b)));
-    put("bel_unheld", b, "dev.svc.belief", "3ke0000000002", belief("at://did:plc:alice/dev.svc.bounty/3kb0000000001", None));
-    put("voc_open", a, "dev.svc.vocab", "3kc0000000001", vocab("Colors", "open"));
-    put("voc_closed", b, "dev.svc.vocab", "3kc0000000002", vocab("colors", "closed-with-default"));
+    put(
+        "b_open",
+        a,
+        "dev.svc.bounty",
+        "3kb0000000001",
+        bounty(a, want_lens(&schema(1), &schema(2)), Some("open")),
+    );
+    put(
+        "b_claimed",
+        b,
+        "dev.svc.bounty",
+        "3kb0000000002",
+        bounty(b, want_lens(&schema(1), &schema(2)), Some("claimed")),
+    );
+    put(
+        "b_unset",
+        a,
+        "dev.svc.bounty",
+        "3kb0000000003",
+        bounty(a, want_lens(&schema(1), &schema(3)), None),
+    );
+    put(
+        "b_fulfilled",
+        a,
+        "dev.svc.bounty",
+        "3kb0000000004",
+        bounty(a, want_lens(&schema(1), &schema(2)), Some("fulfilled")),
+    );
+    put(
+        "b_adapter",
+        b,
+        "dev.svc.bounty",
+        "3kb0000000005",
+        bounty(
+            b,
+            json!({"$type": "dev.svc.bounty#wantAdapter", "framework": "serde"}),
+            None,
+        ),
+    );
+    put(
+        "a_serde",
+        a,
+        "dev.svc.adapter",
+        "3ka0000000001",
+        adapter("serde", "subprocess", Some(&lens(1))),
+    );
+    put(
+        "a_Serde",
+        b,
+        "dev.svc.adapter",
+        "3ka0000000002",
+        adapter("Serde", "http", None),
+    );
+    put(
+        "a_zod",
+        a,
+        "dev.svc.adapter",
+        "3ka0000000003",
+        adapter("zod", "wasm", None),
+    );
+    put(
+        "r_one",
+        a,
+        "dev.svc.recommendation",
+        "3kr0000000001",
+        recommendation(&[&schema(1)], &[&lens(1)]),
+    );
+    put(
+        "r_two",
+        b,
+        "dev.svc.recommendation",
+        "3kr0000000002",
+        recommendation(&[&schema(2)], &[&lens(2), &lens(1)]),
+    );
+    put(
+        "v_rt_holds",
+        a,
+        "dev.svc.verification",
+        "3kv0000000001",
+        verification(
+            json!({"uri": lens(1)}),
+            "roundtrip-test",
+            "lpRoundtrip",
+            "holds",
+        ),
+    );
+    put(
+        "v_pt_false",
+        b,
+        "dev.svc.verification",
+        "3kv0000000002",
+        verification(
+            json!({"uri": lens(1)}),
+            "property-test",
+            "lpGenerator",
+            "falsified",
+        ),
+    );
+    put(
+        "v_other_lens",
+        a,
+        "dev.svc.verification",
+        "3kv0000000003",
+        verification(
+            json!({"uri": lens(2)}),
+            "formal-proof",
+            "lpTheorem",
+            "holds",
+        ),
+    );
+    put(
+        "v_cid_only",
+        a,
+        "dev.svc.verification",
+        "3kv0000000004",
+        verification(json!({"cid": CID}), "static-check", "lpChecker", "holds"),
+    );
+    put(
+        "c_guild",
+        "did:plc:guild",
+        "dev.svc.community",
+        "1",
+        community("Lens Guild", &[a, b]),
+    );
+    put(
+        "c_other",
+        "did:plc:other",
+        "dev.svc.community",
+        "1",
+        community("Schema Circle", &[b]),
+    );
+    put(
+        "d_one",
+        a,
+        "dev.svc.dialect",
+        "3kd0000000001",
+        dialect("at://did:plc:guild/dev.svc.community/1", "guild-json"),
+    );
+    put(
+        "d_two",
+        b,
+        "dev.svc.dialect",
+        "3kd0000000002",
+        dialect("at://did:plc:other/dev.svc.community/1", "circle"),
+    );
+    put(
+        "bel_held",
+        a,
+        "dev.svc.belief",
+        "3ke0000000001",
+        belief("at://did:plc:alice/dev.svc.bounty/3kb0000000001", Some(b)),
+    );
+    put(
+        "bel_unheld",
+        b,
+        "dev.svc.belief",
+        "3ke0000000002",
+        belief("at://did:plc:alice/dev.svc.bounty/3kb0000000001", None),
+    );
+    put(
+        "voc_open",
+        a,
+        "dev.svc.vocab",
+        "3kc0000000001",
+        vocab("Colors", "open"),
+    );
+    put(
+        "voc_closed",
+        b,
+        "dev.svc.vocab",
+        "3kc0000000002",
+        vocab("colors", "closed-with-default"),
+    );
     let path = e.write(&dir.path().join("events.jsonl"));
-    let server = Server::start(&dir.path().join("catalog.db"), &["--import", path.to_str().unwrap()]);
-    Fixture { _dir: dir, server, uris }
+    let server = Server::start(
+        &dir.path().join("catalog.db"),
+        &["--import", path.to_str().unwrap()],
+    );
+    Fixture {
+        _dir: dir,
+        server,
+        uris,
+    }
 }
 
 #[test]
@@ -64,38 +225,144 @@ fn every_query_answers_at_both_paths_with_the_contract_filters() {
     let f = fixture();
     let s = &f.server;
     let cases: Vec<(&str, &str, String, Vec<&str>)> = vec![
-        ("/v1/bounties/open", "openBounties", String::new(), vec!["b_open", "b_claimed", "b_unset", "b_adapter"]),
-        ("/v1/bounties/want-lens", "bountiesForWantLens", format!("source_uri={}&target_uri={}", schema(1), schema(2)), vec!["b_open", "b_claimed"]),
-        ("/v1/bounties/by-requester", "bountiesByRequester", "requester_did=did:plc:alice".into(), vec!["b_open", "b_unset", "b_fulfilled"]),
-        ("/v1/adapters", "adaptersForFramework", "framework=SERDE".into(), vec!["a_serde", "a_Serde"]),
-        ("/v1/adapters/by-invocation-protocol", "adaptersByInvocationProtocol", "kind=wasm".into(), vec!["a_zod"]),
-        ("/v1/adapters/with-verification", "adaptersWithVerification", String::new(), vec!["a_serde"]),
-        ("/v1/recommendations", "recommendationsStartingFrom", String::new(), vec!["r_one", "r_two"]),
-        ("/v1/recommendations", "recommendationsStartingFrom", format!("source_uri={}", schema(2)), vec!["r_two"]),
-        ("/v1/verifications", "verificationsForLens", format!("lens_uri={}", lens(1)), vec!["v_rt_holds", "v_pt_false"]),
-        ("/v1/verifications/by-kind", "verificationsByKind", "kind=static-check".into(), vec!["v_cid_only"]),
-        ("/v1/communities", "communitiesForMember", "member_did=did:plc:bob".into(), vec!["c_guild", "c_other"]),
-        ("/v1/communities/by-name", "communitiesByName", "name=lens%20guild".into(), vec!["c_guild"]),
-        ("/v1/dialects/for-community", "dialectsForCommunity", "community_uri=at://did:plc:guild/dev.svc.community/1".into(), vec!["d_one"]),
-        ("/v1/beliefs/about", "beliefsAboutRecord", "subject_uri=at://did:plc:alice/dev.svc.bounty/3kb0000000001".into(), vec!["bel_held", "bel_unheld"]),
-        ("/v1/beliefs/by-holder", "beliefsByHolder", "holder_did=did:plc:bob".into(), vec!["bel_held"]),
-        ("/v1/vocabularies/by-world", "vocabulariesWithWorld", "world=open".into(), vec!["voc_open"]),
-        ("/v1/vocabularies/by-name", "vocabulariesByName", "name=colors".into(), vec!["voc_closed"]),
+        (
+            "/v1/bounties/open",
+            "openBounties",
+            String::new(),
+            vec!["b_open", "b_claimed", "b_unset", "b_adapter"],
+        ),
+        (
+            "/v1/bounties/want-lens",
+            "bountiesForWantLens",
+            format!("source_uri={}&target_uri={}", schema(1), schema(2)),
+            vec!["b_open", "b_claimed"],
+        ),
+        (
+            "/v1/bounties/by-requester",
+            "bountiesByRequester",
+            "requester_did=did:plc:alice".into(),
+            vec!["b_open", "b_unset", "b_fulfilled"],
+        ),
+        (
+            "/v1/adapters",
+            "adaptersForFramework",
+            "framework=SERDE".into(),
+            vec!["a_serde", "a_Serde"],
+        ),
+        (
+            "/v1/adapters/by-invocation-protocol",
+            "adaptersByInvocationProtocol",
+            "kind=wasm".into(),
+            vec!["a_zod"],
+        ),
+        (
+            "/v1/adapters/with-verification",
+            "adaptersWithVerification",
+            String::new(),
+            vec!["a_serde"],
+        ),
+        (
+            "/v1/recommendations",
+            "recommendationsStartingFrom",
+            String::new(),
+            vec!["r_one", "r_two"],
+        ),
+        (
+            "/v1/recommendations",
+            "recommendationsStartingFrom",
+            format!("source_uri={}", schema(2)),
+            vec!["r_two"],
+        ),
+        (
+            "/v1/verifications",
+            "verificationsForLens",
+            format!("lens_uri={}", lens(1)),
+            vec!["v_rt_holds", "v_pt_false"],
+        ),
+        (
+            "/v1/verifications/by-kind",
+            "verificationsByKind",
+            "kind=static-check".into(),
+            vec!["v_cid_only"],
+        ),
+        (
+            "/v1/communities",
+            "communitiesForMember",
+            "member_did=did:plc:bob".into(),
+            vec!["c_guild", "c_other"],
+        ),
+        (
+            "/v1/communities/by-name",
+            "communitiesByName",
+            "name=lens%20guild".into(),
+            vec!["c_guild"],
+        ),
+        (
+            "/v1/dialects/for-community",
+            "dialectsForCommunity",
+            "community_uri=at://did:plc:guild/dev.svc.community/1".into(),
+            vec!["d_one"],
+        ),
+        (
+            "/v1/beliefs/about",
+            "beliefsAboutRecord",
+            "subject_uri=at://did:plc:alice/dev.svc.bounty/3kb0000000001".into(),
+            vec!["bel_held", "bel_unheld"],
+        ),
+        (
+            "/v1/beliefs/by-holder",
+            "beliefsByHolder",
+            "holder_did=did:plc:bob".into(),
+            vec!["bel_held"],
+        ),
+        (
+            "/v1/vocabularies/by-world",
+            "vocabulariesWithWorld",
+            "world=open".into(),
+            vec!["voc_open"],
+        ),
+        (
+            "/v1/vocabularies/by-name",
+            "vocabulariesByName",
+            "name=colors".into(),
+            vec!["voc_closed"],
+        ),
     ];
     for (rest, name, query, expected) in cases {
         let rest_answer = s.get(&format!("{rest}?{query}"));
         let xrpc_answer = s.get(&format!("/xrpc/dev.svc.query.{name}?{query}"));
-        assert_eq!(rest_answer, xrpc_answer, "{name} differs between its two paths");
-        assert_eq!(s.uris(&format!("{rest}?{query}")), f.sorted(&expected), "{name}?{query}");
+        assert_eq!(
+            rest_answer, xrpc_answer,
+            "{name} differs between its two paths"
+        );
+        assert_eq!(
+            s.uris(&format!("{rest}?{query}")),
+            f.sorted(&expected),
+            "{name}?{query}"
+        );
         let first = &rest_answer.1["items"][0];
-        assert_eq!(first["record"]["$type"].as_str().map(|t| t.starts_with("dev.svc.")), Some(true));
+        assert_eq!(
+            first["record"]["$type"]
+                .as_str()
+                .map(|t| t.starts_with("dev.svc.")),
+            Some(true)
+        );
         assert!(first["author"].as_str().unwrap().starts_with("did:"));
         assert_eq!(first["rev"], "3kaaaaaaaaaa2");
-        assert_eq!((rest_answer.1["limit"].as_u64(), rest_answer.1["offset"].as_u64()), (Some(100), Some(0)));
+        assert_eq!(
+            (
+                rest_answer.1["limit"].as_u64(),
+                rest_answer.1["offset"].as_u64()
+            ),
+            (Some(100), Some(0))
+        );
     }
     // Nothing matches: an empty page, not an error.
     assert!(s.uris("/v1/vocabularies/by-name?name=COLORS").is_empty());
-    assert!(s.uris(&format!("/v1/verifications?lens_uri={}", lens(7))).is_empty());
+    assert!(
+        s.uris(&format!("/v1/verifications?lens_uri={}", lens(7)))
+            .is_empty()
+    );
 }
 
 #[test]
@@ -103,9 +370,18 @@ fn bad_parameters_are_400_with_a_json_body_naming_them() {
     let f = fixture();
     let cases = [
         ("/v1/bounties/by-requester", "requester_did"),
-        ("/v1/bounties/by-requester?requester_did=alice", "requester_did"),
-        ("/v1/bounties/want-lens?source_uri=at://did:plc:a/dev.svc.x/1", "target_uri"),
-        ("/v1/bounties/want-lens?source_uri=http://x&target_uri=at://did:plc:a/dev.svc.x/1", "source_uri"),
+        (
+            "/v1/bounties/by-requester?requester_did=alice",
+            "requester_did",
+        ),
+        (
+            "/v1/bounties/want-lens?source_uri=at://did:plc:a/dev.svc.x/1",
+            "target_uri",
+        ),
+        (
+            "/v1/bounties/want-lens?source_uri=http://x&target_uri=at://did:plc:a/dev.svc.x/1",
+            "source_uri",
+        ),
         ("/v1/adapters", "framework"),
         ("/v1/adapters/by-invocation-protocol?kind=grpc", "kind"),
         ("/v1/verifications?lens_uri=lens", "lens_uri"),
@@ -120,11 +396,26 @@ fn bad_parameters_are_400_with_a_json_body_naming_them() {
         ("/v1/bounties/open?offset=-3", "offset"),
         ("/v1/bounties/open?offset=x", "offset"),
         ("/v1/bounties/open?cursor=garbage", "cursor"),
-        ("/xrpc/dev.svc.query.bountiesByRequester?requester_did=", "requester_did"),
-        ("/v1/verifications/sufficient?kinds=roundtrip-test", "lens_uri"),
-        ("/v1/verifications/sufficient?lens_uri=at://did:plc:a/x.y.z/1", "kinds"),
-        ("/v1/verifications/sufficient?lens_uri=at://did:plc:a/x.y.z/1&kinds=roundtrip-test,vibes", "vibes"),
-        ("/v1/verifications/sufficient?lens_uri=at://did:plc:a/x.y.z/1&kinds=roundtrip-test&hold=yes", "hold"),
+        (
+            "/xrpc/dev.svc.query.bountiesByRequester?requester_did=",
+            "requester_did",
+        ),
+        (
+            "/v1/verifications/sufficient?kinds=roundtrip-test",
+            "lens_uri",
+        ),
+        (
+            "/v1/verifications/sufficient?lens_uri=at://did:plc:a/x.y.z/1",
+            "kinds",
+        ),
+        (
+            "/v1/verifications/sufficient?lens_uri=at://did:plc:a/x.y.z/1&kinds=roundtrip-test,vibes",
+            "vibes",
+        ),
+        (
+            "/v1/verifications/sufficient?lens_uri=at://did:plc:a/x.y.z/1&kinds=roundtrip-test&hold=yes",
+            "hold",
+        ),
     ];
     for (path, named) in cases {
         let (status, content_type, body) = f.server.get_raw(path);
@@ -132,7 +423,10 @@ fn bad_parameters_are_400_with_a_json_body_naming_them() {
         assert_eq!(content_type, "application/json", "{path}");
         let body: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(body["error"], "invalid_request", "{path}");
-        assert!(body["message"].as_str().unwrap().contains(named), "{path}: {body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(named),
+            "{path}: {body}"
+        );
     }
 }
 
@@ -143,12 +437,33 @@ fn paging_by_limit_offset_and_cursor() {
     let all = s.uris("/v1/bounties/open");
     assert_eq!(all.len(), 4);
     let (_, page) = s.get("/v1/bounties/open?limit=3&offset=1");
-    let items: Vec<&str> = page["items"].as_array().unwrap().iter().map(|i| i["uri"].as_str().unwrap()).collect();
-    assert_eq!(items, all[1..4].iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!((page["total"].as_u64(), page["limit"].as_u64(), page["offset"].as_u64()), (Some(4), Some(3), Some(1)));
+    let items: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        items,
+        all[1..4].iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        (
+            page["total"].as_u64(),
+            page["limit"].as_u64(),
+            page["offset"].as_u64()
+        ),
+        (Some(4), Some(3), Some(1))
+    );
     assert!(page.get("cursor").is_none(), "no cursor on the last page");
     let (_, beyond) = s.get("/v1/bounties/open?offset=4");
-    assert_eq!((beyond["items"].as_array().unwrap().len(), beyond["total"].as_u64()), (0, Some(4)));
+    assert_eq!(
+        (
+            beyond["items"].as_array().unwrap().len(),
+            beyond["total"].as_u64()
+        ),
+        (0, Some(4))
+    );
     let (_, far) = s.get("/v1/bounties/open?offset=18446744073709551615");
     assert_eq!(far["items"].as_array().unwrap().len(), 0);
     let (_, max) = s.get("/v1/bounties/open?limit=1000");
@@ -159,7 +474,13 @@ fn paging_by_limit_offset_and_cursor() {
     loop {
         let (status, page) = s.get(&next);
         assert_eq!(status, 200);
-        seen.extend(page["items"].as_array().unwrap().iter().map(|i| i["uri"].as_str().unwrap().to_string()));
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["uri"].as_str().unwrap().to_string()),
+        );
         match page.get("cursor").and_then(|c| c.as_str()) {
             Some(cursor) => next = format!("/v1/bounties/open?limit=1&cursor={cursor}"),
             None => break,
@@ -168,11 +489,23 @@ fn paging_by_limit_offset_and_cursor() {
     assert_eq!(seen, all);
     let (_, first) = s.get("/v1/bounties/open?limit=1");
     let cursor = first["cursor"].as_str().unwrap();
-    let (status, body) = s.get(&format!("/v1/bounties/open?limit=1&cursor={cursor}&offset=0"));
-    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_request")));
+    let (status, body) = s.get(&format!(
+        "/v1/bounties/open?limit=1&cursor={cursor}&offset=0"
+    ));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_request"))
+    );
     // Paging parameters work on every list endpoint, with other parameters.
-    let (_, by_requester) = s.get("/v1/bounties/by-requester?requester_did=did:plc:alice&limit=1&offset=2");
-    assert_eq!((by_requester["items"].as_array().unwrap().len(), by_requester["total"].as_u64()), (1, Some(3)));
+    let (_, by_requester) =
+        s.get("/v1/bounties/by-requester?requester_did=did:plc:alice&limit=1&offset=2");
+    assert_eq!(
+        (
+            by_requester["items"].as_array().unwrap().len(),
+            by_requester["total"].as_u64()
+        ),
+        (1, Some(3))
+    );
     // Unknown parameters are ignored.
     assert_eq!(s.uris("/v1/bounties/open?colour=blue"), all);
 }
@@ -182,10 +515,20 @@ fn unknown_paths_and_methods_answer_json() {
     let f = fixture();
     let (status, content_type, body) = f.server.get_raw("/v2/nothing");
     assert_eq!((status, content_type.as_str()), (404, "application/json"));
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"], "not_found");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"],
+        "not_found"
+    );
     let client = reqwest::blocking::Client::new();
-    for method in [reqwest::Method::POST, reqwest::Method::PUT, reqwest::Method::DELETE] {
-        let response = client.request(method.clone(), format!("{}/v1/bounties/open", f.server.url)).send().unwrap();
+    for method in [
+        reqwest::Method::POST,
+        reqwest::Method::PUT,
+        reqwest::Method::DELETE,
+    ] {
+        let response = client
+            .request(method.clone(), format!("{}/v1/bounties/open", f.server.url))
+            .send()
+            .unwrap();
         assert_eq!(response.status(), 405, "{method}");
         assert_eq!(response.headers()["content-type"], "application/json");
         let body: serde_json::Value = response.json().unwrap();
@@ -196,17 +539,41 @@ fn unknown_paths_and_methods_answer_json() {
 #[test]
 fn sufficiency_counts_holding_verifications_per_kind() {
     let f = fixture();
-    let ask = |query: &str| f.server.get(&format!("/v1/verifications/sufficient?lens_uri={}&{query}", lens(1)));
+    let ask = |query: &str| {
+        f.server.get(&format!(
+            "/v1/verifications/sufficient?lens_uri={}&{query}",
+            lens(1)
+        ))
+    };
     let (status, body) = ask("kinds=roundtrip-test");
     assert_eq!(status, 200);
-    assert_eq!(body, json!({"sufficient": true, "required_kinds": ["roundtrip-test"], "require_holds": true}));
+    assert_eq!(
+        body,
+        json!({"sufficient": true, "required_kinds": ["roundtrip-test"], "require_holds": true})
+    );
     // The property-test verification was falsified: not sufficient unless hold=false.
-    assert_eq!(ask("kinds=roundtrip-test,%20property-test").1["sufficient"], false);
+    assert_eq!(
+        ask("kinds=roundtrip-test,%20property-test").1["sufficient"],
+        false
+    );
     let (_, lenient) = ask("kinds=roundtrip-test,property-test&hold=false");
-    assert_eq!(lenient, json!({"sufficient": true, "required_kinds": ["roundtrip-test", "property-test"], "require_holds": false}));
-    assert_eq!(ask("kinds=formal-proof").1["sufficient"], false, "that proof is about another lens");
-    assert_eq!(ask("kinds=,,").1, json!({"sufficient": true, "required_kinds": [], "require_holds": true}));
-    let alias = f.server.get(&format!("/xrpc/dev.svc.query.verificationsSufficient?lens_uri={}&kinds=roundtrip-test", lens(1)));
+    assert_eq!(
+        lenient,
+        json!({"sufficient": true, "required_kinds": ["roundtrip-test", "property-test"], "require_holds": false})
+    );
+    assert_eq!(
+        ask("kinds=formal-proof").1["sufficient"],
+        false,
+        "that proof is about another lens"
+    );
+    assert_eq!(
+        ask("kinds=,,").1,
+        json!({"sufficient": true, "required_kinds": [], "require_holds": true})
+    );
+    let alias = f.server.get(&format!(
+        "/xrpc/dev.svc.query.verificationsSufficient?lens_uri={}&kinds=roundtrip-test",
+        lens(1)
+    ));
     assert_eq!(alias, ask("kinds=roundtrip-test"));
 }
 
@@ -215,24 +582,59 @@ fn stats_health_readiness_metrics_openapi_and_cors() {
     let f = fixture();
     let s = &f.server;
     let (_, stats) = s.get("/v1/stats");
-    for (name, n) in [("bounties", 5), ("adapters", 3), ("recommendations", 2), ("verifications", 4), ("communities", 2), ("dialects", 2), ("beliefs", 2), ("vocabularies", 2), ("encounters", 0), ("deliberationVotes", 0), ("total", 22)] {
+    for (name, n) in [
+        ("bounties", 5),
+        ("adapters", 3),
+        ("recommendations", 2),
+        ("verifications", 4),
+        ("communities", 2),
+        ("dialects", 2),
+        ("beliefs", 2),
+        ("vocabularies", 2),
+        ("encounters", 0),
+        ("deliberationVotes", 0),
+        ("total", 22),
+    ] {
         assert_eq!(stats[name], n, "{name}");
     }
     assert_eq!(stats.as_object().unwrap().len(), 17);
-    assert_eq!(s.get_raw("/healthz"), (200, "text/plain; charset=utf-8".into(), "ok".into()));
+    assert_eq!(
+        s.get_raw("/healthz"),
+        (200, "text/plain; charset=utf-8".into(), "ok".into())
+    );
     assert_eq!(s.get_raw("/readyz").2, "ready");
     let metrics = s.get_raw("/metrics").2;
-    for line in ["svc_orchestrator_ready 1", "svc_orchestrator_catalog_records{kind=\"bounty\"} 5", "svc_orchestrator_catalog_records{kind=\"encounter\"} 0", "svc_orchestrator_catalog_total 22", "svc_ingest_events_total{source=\"import\",outcome=\"applied\"} 22"] {
-        assert!(metrics.lines().any(|l| l == line), "missing {line}:\n{metrics}");
+    for line in [
+        "svc_orchestrator_ready 1",
+        "svc_orchestrator_catalog_records{kind=\"bounty\"} 5",
+        "svc_orchestrator_catalog_records{kind=\"encounter\"} 0",
+        "svc_orchestrator_catalog_total 22",
+        "svc_ingest_events_total{source=\"import\",outcome=\"applied\"} 22",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "missing {line}:\n{metrics}"
+        );
     }
     assert!(metrics.contains("svc_http_request_duration_seconds_bucket{"));
     let (_, openapi) = s.get("/openapi.json");
     assert_eq!(openapi["openapi"], "3.1.0");
     let paths = openapi["paths"].as_object().unwrap();
-    for path in ["/v1/bounties/open", "/xrpc/dev.svc.query.vocabulariesByName", "/v1/verifications/sufficient", "/v1/stats"] {
+    for path in [
+        "/v1/bounties/open",
+        "/xrpc/dev.svc.query.vocabulariesByName",
+        "/v1/verifications/sufficient",
+        "/v1/stats",
+    ] {
         assert!(paths.contains_key(path), "{path}");
     }
-    assert_eq!(paths.keys().filter(|p| p.starts_with("/xrpc/dev.svc.query.")).count(), 17);
+    assert_eq!(
+        paths
+            .keys()
+            .filter(|p| p.starts_with("/xrpc/dev.svc.query."))
+            .count(),
+        17
+    );
     let response = reqwest::blocking::Client::new()
         .get(format!("{}/v1/stats", s.url))
         .header("Origin", "https://example.org")

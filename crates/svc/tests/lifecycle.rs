@@ -9,23 +9,71 @@ use serde_json::json;
 fn stale_revisions_never_roll_a_record_back() {
     let dir = tempfile::tempdir().unwrap();
     let mut e = Events::new();
-    let uri = e.put("did:plc:alice", "dev.svc.vocab", "3kc0000000001", "3kaaaaaaaaab3", vocab("Newer", "open"));
+    let uri = e.put(
+        "did:plc:alice",
+        "dev.svc.vocab",
+        "3kc0000000001",
+        "3kaaaaaaaaab3",
+        vocab("Newer", "open"),
+    );
     // An older update and an older delete arrive late: both are ignored.
-    e.put("did:plc:alice", "dev.svc.vocab", "3kc0000000001", "3kaaaaaaaaaa2", vocab("Older", "open"));
-    e.delete("did:plc:alice", "dev.svc.vocab", "3kc0000000001", "3kaaaaaaaaaa2");
+    e.put(
+        "did:plc:alice",
+        "dev.svc.vocab",
+        "3kc0000000001",
+        "3kaaaaaaaaaa2",
+        vocab("Older", "open"),
+    );
+    e.delete(
+        "did:plc:alice",
+        "dev.svc.vocab",
+        "3kc0000000001",
+        "3kaaaaaaaaaa2",
+    );
     // A delete, then an older create of the same uri: it stays deleted.
-    e.put("did:plc:bob", "dev.svc.vocab", "3kc0000000002", "3kaaaaaaaaaa5", vocab("Gone", "open"));
-    e.delete("did:plc:bob", "dev.svc.vocab", "3kc0000000002", "3kaaaaaaaaaa6");
-    e.put("did:plc:bob", "dev.svc.vocab", "3kc0000000002", "3kaaaaaaaaaa4", vocab("Gone", "open"));
+    e.put(
+        "did:plc:bob",
+        "dev.svc.vocab",
+        "3kc0000000002",
+        "3kaaaaaaaaaa5",
+        vocab("Gone", "open"),
+    );
+    e.delete(
+        "did:plc:bob",
+        "dev.svc.vocab",
+        "3kc0000000002",
+        "3kaaaaaaaaaa6",
+    );
+    e.put(
+        "did:plc:bob",
+        "dev.svc.vocab",
+        "3kc0000000002",
+        "3kaaaaaaaaaa4",
+        vocab("Gone", "open"),
+    );
     let path = e.write(&dir.path().join("events.jsonl"));
-    let server = Server::start(&dir.path().join("catalog.db"), &["--import", path.to_str().unwrap()]);
-    assert_eq!(server.uris("/v1/vocabularies/by-name?name=Newer"), vec![uri.clone()]);
-    assert!(server.uris("/v1/vocabularies/by-name?name=Older").is_empty());
+    let server = Server::start(
+        &dir.path().join("catalog.db"),
+        &["--import", path.to_str().unwrap()],
+    );
+    assert_eq!(
+        server.uris("/v1/vocabularies/by-name?name=Newer"),
+        vec![uri.clone()]
+    );
+    assert!(
+        server
+            .uris("/v1/vocabularies/by-name?name=Older")
+            .is_empty()
+    );
     assert!(server.uris("/v1/vocabularies/by-name?name=Gone").is_empty());
     let (_, page) = server.get("/v1/vocabularies/by-name?name=Newer");
     assert_eq!(page["items"][0]["rev"], "3kaaaaaaaaab3");
     assert_eq!(server.get("/v1/stats").1["vocabularies"], 1);
-    let summary = server.log.iter().find(|l| l.starts_with("import ")).expect("import summary");
+    let summary = server
+        .log
+        .iter()
+        .find(|l| l.starts_with("import "))
+        .expect("import summary");
     assert!(summary.contains("6 lines, 3 applied, 3 stale"), "{summary}");
 }
 
@@ -33,27 +81,66 @@ fn stale_revisions_never_roll_a_record_back() {
 fn invalid_malformed_and_foreign_lines_are_skipped_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let mut e = Events::new();
-    let good = e.put("did:plc:alice", "dev.svc.vocab", "3kc0000000001", "3kaaaaaaaaaa2", vocab("Good", "open"));
-    e.put("did:plc:alice", "dev.svc.vocab", "3kc0000000002", "3kaaaaaaaaaa2", vocab("Bad", "closed"));
+    let good = e.put(
+        "did:plc:alice",
+        "dev.svc.vocab",
+        "3kc0000000001",
+        "3kaaaaaaaaaa2",
+        vocab("Good", "open"),
+    );
+    e.put(
+        "did:plc:alice",
+        "dev.svc.vocab",
+        "3kc0000000002",
+        "3kaaaaaaaaaa2",
+        vocab("Bad", "closed"),
+    );
     e.raw("this is not json");
-    e.put("did:plc:alice", "app.bsky.feed.post", "3kc0000000003", "3kaaaaaaaaaa2", json!({"text": "hi"}));
+    e.put(
+        "did:plc:alice",
+        "app.bsky.feed.post",
+        "3kc0000000003",
+        "3kaaaaaaaaaa2",
+        json!({"text": "hi"}),
+    );
     e.raw(r#"{"did":"did:plc:alice","time_us":1,"kind":"identity","identity":{"handle":"alice.test"}}"#);
     e.raw("");
-    let after = e.put("did:plc:alice", "dev.svc.vocab", "3kc0000000004", "3kaaaaaaaaaa2", vocab("After", "open"));
+    let after = e.put(
+        "did:plc:alice",
+        "dev.svc.vocab",
+        "3kc0000000004",
+        "3kaaaaaaaaaa2",
+        vocab("After", "open"),
+    );
     let path = e.write(&dir.path().join("events.jsonl"));
-    let server = Server::start(&dir.path().join("catalog.db"), &["--import", path.to_str().unwrap()]);
+    let server = Server::start(
+        &dir.path().join("catalog.db"),
+        &["--import", path.to_str().unwrap()],
+    );
     assert_eq!(server.uris("/v1/vocabularies/by-world?world=open"), {
         let mut v = vec![good, after];
         v.sort();
         v
     });
     let log = server.log.join("\n");
-    assert!(log.contains("at://did:plc:alice/dev.svc.vocab/3kc0000000002"), "{log}");
+    assert!(
+        log.contains("at://did:plc:alice/dev.svc.vocab/3kc0000000002"),
+        "{log}"
+    );
     assert!(log.contains("world: must be one of"), "{log}");
-    assert!(log.contains("events.jsonl:3: malformed line skipped"), "{log}");
-    assert!(log.contains("7 lines, 2 applied, 0 stale, 1 invalid, 2 ignored, 1 malformed"), "{log}");
+    assert!(
+        log.contains("events.jsonl:3: malformed line skipped"),
+        "{log}"
+    );
+    assert!(
+        log.contains("7 lines, 2 applied, 0 stale, 1 invalid, 2 ignored, 1 malformed"),
+        "{log}"
+    );
     let metrics = server.get_raw("/metrics").2;
-    assert!(metrics.contains("svc_ingest_invalid_records_total 1"), "{metrics}");
+    assert!(
+        metrics.contains("svc_ingest_invalid_records_total 1"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -62,9 +149,18 @@ fn a_restart_answers_the_same_without_importing_again() {
     let db = dir.path().join("catalog.db");
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/catalog.jsonl");
     let first = Server::start(&db, &["--import", examples]);
-    let paths = ["/v1/stats", "/v1/bounties/open?limit=3", "/v1/adapters?framework=serde", "/v1/vocabularies/by-world?world=open"];
+    let paths = [
+        "/v1/stats",
+        "/v1/bounties/open?limit=3",
+        "/v1/adapters?framework=serde",
+        "/v1/vocabularies/by-world?world=open",
+    ];
     let before: Vec<_> = paths.iter().map(|p| first.get(p)).collect();
-    assert!(first.log.iter().any(|l| l.contains("0 invalid")), "the examples are all valid: {:?}", first.log);
+    assert!(
+        first.log.iter().any(|l| l.contains("0 invalid")),
+        "the examples are all valid: {:?}",
+        first.log
+    );
     assert!(first.stop().success());
     let second = Server::start(&db, &[]);
     let after: Vec<_> = paths.iter().map(|p| second.get(p)).collect();
@@ -72,7 +168,11 @@ fn a_restart_answers_the_same_without_importing_again() {
     assert!(second.stop().success());
     // The same file again is recognised as imported.
     let third = Server::start(&db, &["--import", examples]);
-    assert!(third.log.iter().any(|l| l.contains("already imported")), "{:?}", third.log);
+    assert!(
+        third.log.iter().any(|l| l.contains("already imported")),
+        "{:?}",
+        third.log
+    );
     assert_eq!(third.get("/v1/stats"), before[0]);
 }
 
@@ -94,15 +194,27 @@ fn a_query_added_to_the_specification_gets_both_routes() {
     let mut e = Events::new();
     let mut record = vocab("Animals", "open");
     record["top"] = json!("animal");
-    let uri = e.put("did:plc:alice", "dev.svc.vocab", "3kc0000000001", "3kaaaaaaaaaa2", record);
+    let uri = e.put(
+        "did:plc:alice",
+        "dev.svc.vocab",
+        "3kc0000000001",
+        "3kaaaaaaaaaa2",
+        record,
+    );
     let events = e.write(&dir.path().join("events.jsonl"));
     let db = dir.path().join("catalog.db");
     // Import first with the built-in specification, then start with the extended one: the new
     // query's keys are built from the records already stored.
     drop(Server::start(&db, &["--import", events.to_str().unwrap()]));
     let server = Server::start(&db, &["--spec", spec_path.to_str().unwrap()]);
-    assert_eq!(server.uris("/v1/vocabularies/by-top?top=animal"), vec![uri.clone()]);
-    assert_eq!(server.uris("/xrpc/dev.svc.query.vocabulariesByTop?top=animal"), vec![uri]);
+    assert_eq!(
+        server.uris("/v1/vocabularies/by-top?top=animal"),
+        vec![uri.clone()]
+    );
+    assert_eq!(
+        server.uris("/xrpc/dev.svc.query.vocabulariesByTop?top=animal"),
+        vec![uri]
+    );
     assert_eq!(server.get("/v1/vocabularies/by-top").0, 400);
     assert!(server.get("/openapi.json").1["paths"]["/v1/vocabularies/by-top"].is_object());
 }
@@ -119,7 +231,13 @@ fn sigterm_shuts_down_cleanly() {
 fn flags_read_environment_variables_and_bad_flags_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let mut e = Events::new();
-    e.put("did:plc:alice", "dev.svc.vocab", "3kc0000000001", "3kaaaaaaaaaa2", vocab("Env", "open"));
+    e.put(
+        "did:plc:alice",
+        "dev.svc.vocab",
+        "3kc0000000001",
+        "3kaaaaaaaaaa2",
+        vocab("Env", "open"),
+    );
     let events = e.write(&dir.path().join("events.jsonl"));
     let mut child = svc()
         .arg("serve")
@@ -145,19 +263,46 @@ fn flags_read_environment_variables_and_bad_flags_are_usage_errors() {
         }
     };
     assert!(ready.contains("ready"));
-    let body: serde_json::Value = reqwest::blocking::get(format!("{url}/v1/vocabularies/by-name?name=Env")).unwrap().json().unwrap();
+    let body: serde_json::Value =
+        reqwest::blocking::get(format!("{url}/v1/vocabularies/by-name?name=Env"))
+            .unwrap()
+            .json()
+            .unwrap();
     assert_eq!(body["total"], 1);
     let _ = child.kill();
+    let _ = child.wait();
     assert!(dir.path().join("env.db").exists());
 
     let output = svc().args(["serve", "--no-such-flag"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("error: unexpected argument '--no-such-flag'"));
-    let output = svc().args(["serve", "--listen", "not-an-address"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("error: unexpected argument '--no-such-flag'")
+    );
+    let output = svc()
+        .args(["serve", "--listen", "not-an-address"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    let output = svc().args(["serve", "--firehose", "none", "--db"]).arg(dir.path().join("x.db")).args(["--import", "/nonexistent/file.jsonl", "--listen", "127.0.0.1:0"]).output().unwrap();
+    let output = svc()
+        .args(["serve", "--firehose", "none", "--db"])
+        .arg(dir.path().join("x.db"))
+        .args([
+            "--import",
+            "/nonexistent/file.jsonl",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("error: importing /nonexistent/file.jsonl"));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("error: importing /nonexistent/file.jsonl")
+    );
     let output = svc().arg("version").output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), format!("svc {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        format!("svc {}", env!("CARGO_PKG_VERSION"))
+    );
 }

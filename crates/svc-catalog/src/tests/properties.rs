@@ -41,7 +41,7 @@ impl Picker {
         from[(self.next() % from.len() as u64) as usize]
     }
     fn chance(&mut self) -> bool {
-        self.next() % 2 == 0
+        self.next().is_multiple_of(2)
     }
     fn some<'a>(&mut self, from: &[&'a str]) -> Vec<&'a str> {
         from.iter().copied().filter(|_| self.chance()).collect()
@@ -49,7 +49,7 @@ impl Picker {
 }
 
 fn schema_ref(p: &mut Picker) -> Value {
-    if p.next() % 5 == 0 {
+    if p.next().is_multiple_of(5) {
         json!({"cid": "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm"})
     } else {
         json!({"uri": p.pick(REFS)})

@@ -1,7 +1,7 @@
 //! Runs the real `svc` binary on an ephemeral port and talks to it over HTTP.
 #![allow(dead_code)]
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,7 +25,14 @@ impl Server {
     /// until it is ready.
     pub fn start(db: &Path, extra: &[&str]) -> Server {
         let mut child = svc()
-            .args(["serve", "--firehose", "none", "--listen", "127.0.0.1:0", "--db"])
+            .args([
+                "serve",
+                "--firehose",
+                "none",
+                "--listen",
+                "127.0.0.1:0",
+                "--db",
+            ])
             .arg(db)
             .args(extra)
             .env("SVC_LOG", "info")
@@ -42,23 +49,30 @@ impl Server {
                 }
             }
         });
-        let mut server = Server { url: String::new(), child, stderr: receiver, log: Vec::new() };
+        let mut server = Server {
+            url: String::new(),
+            child,
+            stderr: receiver,
+            log: Vec::new(),
+        };
         let deadline = Instant::now() + Duration::from_secs(60);
         while server.url.is_empty() {
-            let line = server.next_line(deadline).expect("svc serve printed no address");
+            let line = server
+                .next_line(deadline)
+                .expect("svc serve printed no address");
             if let Some(rest) = line.split("listening on ").nth(1) {
                 server.url = rest.trim().to_string();
             }
         }
         while Instant::now() < deadline {
-            if let Ok(response) = reqwest::blocking::get(format!("{}/readyz", server.url)) {
-                if response.status() == 200 {
-                    // Drain what was logged during start-up (import summaries).
-                    while let Ok(line) = server.stderr.try_recv() {
-                        server.log.push(line);
-                    }
-                    return server;
+            let ready = reqwest::blocking::get(format!("{}/readyz", server.url))
+                .is_ok_and(|r| r.status() == 200);
+            if ready {
+                // Drain what was logged during start-up (import summaries).
+                while let Ok(line) = server.stderr.try_recv() {
+                    server.log.push(line);
                 }
+                return server;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -74,12 +88,14 @@ impl Server {
 
     pub fn get(&self, path_and_query: &str) -> (u16, Value) {
         let (status, _, body) = self.get_raw(path_and_query);
-        let value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path_and_query}: not JSON ({e}): {body}"));
+        let value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("{path_and_query}: not JSON ({e}): {body}"));
         (status, value)
     }
 
     pub fn get_raw(&self, path_and_query: &str) -> (u16, String, String) {
-        let response = reqwest::blocking::get(format!("{}{path_and_query}", self.url)).expect("request");
+        let response =
+            reqwest::blocking::get(format!("{}{path_and_query}", self.url)).expect("request");
         let status = response.status().as_u16();
         let content_type = response
             .headers()
@@ -95,14 +111,24 @@ impl Server {
         let (status, body) = self.get(path_and_query);
         assert_eq!(status, 200, "{path_and_query}: {body}");
         let items = body["items"].as_array().expect("items");
-        assert_eq!(body["total"].as_u64(), Some(items.len() as u64), "{path_and_query}: total");
-        items.iter().map(|i| i["uri"].as_str().expect("uri").to_string()).collect()
+        assert_eq!(
+            body["total"].as_u64(),
+            Some(items.len() as u64),
+            "{path_and_query}: total"
+        );
+        items
+            .iter()
+            .map(|i| i["uri"].as_str().expect("uri").to_string())
+            .collect()
     }
 
     /// Sends SIGTERM and waits for a clean exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -111,7 +137,10 @@ impl Server {
                 }
                 return status;
             }
-            assert!(Instant::now() < deadline, "svc serve did not stop on SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "svc serve did not stop on SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -135,11 +164,21 @@ pub const NOW: &str = "2026-11-01T12:00:00Z";
 
 impl Events {
     pub fn new() -> Events {
-        Events { lines: Vec::new(), time: 1_700_000_000_000_000 }
+        Events {
+            lines: Vec::new(),
+            time: 1_700_000_000_000_000,
+        }
     }
 
     /// A create of `record` (its `$type` added) at `at://did/collection/rkey`, at revision `rev`.
-    pub fn put(&mut self, did: &str, collection: &str, rkey: &str, rev: &str, mut record: Value) -> String {
+    pub fn put(
+        &mut self,
+        did: &str,
+        collection: &str,
+        rkey: &str,
+        rev: &str,
+        mut record: Value,
+    ) -> String {
         record["$type"] = json!(collection);
         self.time += 1;
         self.lines.push(
