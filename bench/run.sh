@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Query benchmark, on demand (not in CI).
+#   bench/run.sh [N]            N records, default 1,000,000
+# Generates N skewed records (bench/gen_events.py), imports them into a fresh catalog with the
+# release build, then drives the server with wrk at 32 connections on loopback: each query and
+# /healthz, first with the answer cache on (the default), then with --cache-mb 0.
+# Environment: DURATION (per endpoint, default 10s), CONNECTIONS (32), BENCH_DIR (bench-data/).
+set -euo pipefail
+N="${1:-1000000}"
+DURATION="${DURATION:-10s}"
+CONNECTIONS="${CONNECTIONS:-32}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work="${BENCH_DIR:-$root/bench-data}"
+mkdir -p "$work"
+
+if ! command -v wrk >/dev/null; then
+  echo "installing wrk (Debian package)" >&2
+  if [ "$(id -u)" = 0 ]; then apt-get install -y -q wrk >/dev/null; else sudo apt-get install -y -q wrk >/dev/null; fi
+fi
+(cd "$root" && cargo build --release -j2 -q -p svc)
+svc="$root/target/release/svc"
+
+events="$work/events-$N.jsonl"
+if [ ! -s "$events" ] || [ ! -s "$events.hot.json" ]; then
+  echo "generating $N events into $events" >&2
+  python3 "$root/bench/gen_events.py" "$N" "$events" 2>/dev/null
+fi
+hot() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$events.hot.json" "$1"; }
+requester=$(hot requester_did); framework=$(hot framework); lens=$(hot lens_uri)
+
+db="$work/catalog-$N.db"
+rm -f "$db" "$db-wal" "$db-shm"
+pid=""
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; true' EXIT
+
+start_server() { # args: log file, extra flags...
+  local log="$1"; shift
+  "$svc" serve --firehose none --listen 127.0.0.1:0 --db "$db" "$@" 2>"$log" &
+  pid=$!
+  url=""
+  for _ in $(seq 1 600000); do
+    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$log" | head -n1)
+    [ -n "$url" ] && break
+    sleep 0.05
+  done
+  until curl -fs "$url/readyz" >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
+    sleep 0.2
+  done
+}
+
+echo "importing $(wc -l <"$events") lines" >&2
+start_server "$work/import.log" --import "$events"
+summary=$(grep '^import ' "$work/import.log")
+echo "$summary"
+rss_after_import=$(ps -o rss= -p "$pid" | tr -d ' ')
+json_bytes=$(stat -c %s "$events")
+
+to_ms() { # wrk latency like 812.00us, 1.23ms, 2.01s
+  awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'
+}
+
+declare -A base
+run_suite() { # label
+  local label="$1"
+  printf '\n%s (wrk -t2 -c%s -d%s)\n' "$label" "$CONNECTIONS" "$DURATION"
+  printf '%-34s %12s %9s %9s %7s\n' endpoint "requests/s" "p50 ms" "p99 ms" ratio
+  local health_rate=""
+  for entry in \
+    "healthz|/healthz" \
+    "bounties by requester|/v1/bounties/by-requester?requester_did=$requester" \
+    "adapters by framework|/v1/adapters?framework=$framework" \
+    "open bounties limit=100|/v1/bounties/open?limit=100" \
+    "verifications for a lens|/v1/verifications?lens_uri=$lens" \
+    "sufficiency|/v1/verifications/sufficient?lens_uri=$lens&kinds=roundtrip-test,property-test"; do
+    local name="${entry%%|*}" path="${entry#*|}"
+    local out rate p50 p99
+    out=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency "$url$path")
+    rate=$(awk '/Requests\/sec/ { print $2 }' <<<"$out")
+    p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
+    p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+    if grep -q 'Non-2xx' <<<"$out"; then echo "non-2xx answers for $path" >&2; fi
+    [ -z "$health_rate" ] && health_rate="$rate"
+    printf '%-34s %12.0f %9s %9s %7.2f\n' "$name" "$rate" "$p50" "$p99" "$(awk -v a="$rate" -v b="$health_rate" 'BEGIN { print a / b }')"
+  done
+}
+
+run_suite "answer cache on (default --cache-mb 32)"
+rss_cached=$(ps -o rss= -p "$pid" | tr -d ' ')
+kill "$pid"; wait "$pid" 2>/dev/null || true
+start_server "$work/nocache.log" --cache-mb 0
+run_suite "answer cache off (--cache-mb 0)"
+rss_uncached=$(ps -o rss= -p "$pid" | tr -d ' ')
+kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+
+db_bytes=$(( $(stat -c %s "$db") + $(stat -c %s "$db-wal" 2>/dev/null || echo 0) ))
+printf '\nimported JSON: %d MB; database: %d MB (%.2fx)\n' $((json_bytes >> 20)) $((db_bytes >> 20)) "$(awk -v a="$db_bytes" -v b="$json_bytes" 'BEGIN { print a / b }')"
+printf 'server RSS: %d MB after import, %d MB after the cached run, %d MB after the uncached run\n' \
+  $((rss_after_import >> 10)) $((rss_cached >> 10)) $((rss_uncached >> 10))
