@@ -1,8 +1,7 @@
 //! The storage interface every backend implements. Async so that a networked backend
 //! (PostgreSQL) fits behind it; the embedded SQLite backend runs its work on blocking threads.
 
-use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -29,11 +28,15 @@ pub struct Upsert {
     /// The repository revision (TID) of the commit that wrote this version.
     pub rev: String,
     pub cid: Option<String>,
-    /// The record as parsed, for index keys.
-    pub record: Value,
+    /// The keys under which the record matches each query, from
+    /// [`crate::QuerySet::index_keys`]; computed by the producer, off the writer's thread.
+    pub keys: IndexKeys,
     /// The record's JSON text as it will be served.
     pub record_json: String,
 }
+
+/// (query position in the [`crate::QuerySet`], key) pairs.
+pub type IndexKeys = BTreeSet<(usize, String)>;
 
 #[derive(Debug, Clone)]
 pub enum Change {

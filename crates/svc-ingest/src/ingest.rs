@@ -6,7 +6,7 @@ use crate::event::{Action, CommitEvent};
 use crate::metrics::IngestMetrics;
 use serde_json::Value;
 use std::sync::Arc;
-use svc_catalog::{Change, Upsert};
+use svc_catalog::{Change, QuerySet, Upsert};
 use svc_lexicon::Lexicons;
 
 /// What became of one event before it reached the catalog.
@@ -20,13 +20,15 @@ pub enum Prepared {
 #[derive(Debug, Clone)]
 pub struct Ingestor {
     lexicons: &'static Lexicons,
+    queries: Arc<QuerySet>,
     metrics: Arc<IngestMetrics>,
 }
 
 impl Ingestor {
-    pub fn new(metrics: Arc<IngestMetrics>) -> Ingestor {
+    pub fn new(queries: Arc<QuerySet>, metrics: Arc<IngestMetrics>) -> Ingestor {
         Ingestor {
             lexicons: Lexicons::embedded(),
+            queries,
             metrics,
         }
     }
@@ -58,13 +60,14 @@ impl Ingestor {
         if let Err(error) = self.lexicons.validate_record(&event.collection, &record) {
             return self.invalid(&uri, &error.to_string());
         }
+        let keys = self.queries.index_keys(&event.collection, &record);
         Prepared::Change(Change::Upsert(Upsert {
+            keys,
             uri,
             collection: event.collection,
             author: event.did,
             rev: event.rev,
             cid: event.cid,
-            record,
             record_json,
         }))
     }
@@ -95,7 +98,7 @@ mod tests {
 
     #[test]
     fn family_records_are_validated_and_others_ignored() {
-        let ingestor = Ingestor::new(Arc::default());
+        let ingestor = Ingestor::new(Arc::new(QuerySet::embedded()), Arc::default());
         let valid = r#"{"$type":"dev.svc.vocab","name":"colors","world":"open","occurredAt":"2026-01-01T00:00:00Z"}"#;
         assert!(matches!(
             ingestor.prepare(event("dev.svc.vocab", valid)),

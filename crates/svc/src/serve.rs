@@ -96,7 +96,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let router = svc_server::router(
         svc_server::ServerConfig {
             catalog: Arc::clone(&catalog),
-            queries,
+            queries: queries.clone(),
             kinds: Lexicons::embedded()
                 .record_collections()
                 .map(str::to_string)
@@ -125,7 +125,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
     });
 
-    let ingestor = Ingestor::new(ingest_metrics);
+    let ingestor = Ingestor::new(Arc::new(queries), ingest_metrics);
     for path in &args.imports {
         tokio::select! {
             outcome = import_one(catalog.as_ref(), &ingestor, path) => outcome?,

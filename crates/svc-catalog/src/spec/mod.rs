@@ -262,6 +262,8 @@ impl Query {
 #[derive(Debug, Clone)]
 pub struct QuerySet {
     queries: Vec<Query>,
+    /// Positions of the queries over each collection.
+    by_kind: std::collections::HashMap<String, Vec<usize>>,
 }
 
 impl QuerySet {
@@ -294,7 +296,25 @@ impl QuerySet {
             }
             queries.push(compile(def, is_internal)?);
         }
-        Ok(QuerySet { queries })
+        let mut by_kind: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        for (position, query) in queries.iter().enumerate() {
+            by_kind
+                .entry(query.def.kind.clone())
+                .or_default()
+                .push(position);
+        }
+        Ok(QuerySet { queries, by_kind })
+    }
+
+    /// The keys under which a record of `collection` matches each query over that collection.
+    pub fn index_keys(&self, collection: &str, record: &Value) -> crate::IndexKeys {
+        let mut keys = crate::IndexKeys::new();
+        for &position in self.by_kind.get(collection).into_iter().flatten() {
+            for key in self.queries[position].index_keys(record) {
+                keys.insert((position, key));
+            }
+        }
+        keys
     }
 
     /// Every query, internal ones included; positions are stable for the set's lifetime.

@@ -16,7 +16,6 @@ const MIGRATIONS: &[&str] = &[
         record TEXT,
         indexed_at INTEGER NOT NULL
     );
-    CREATE INDEX records_by_collection ON records (collection) WHERE record IS NOT NULL;
     CREATE TABLE queries (
         qid INTEGER PRIMARY KEY,
         name TEXT NOT NULL UNIQUE,

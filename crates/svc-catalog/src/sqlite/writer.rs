@@ -4,10 +4,10 @@
 
 use super::Shared;
 use crate::spec::QuerySet;
-use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition};
+use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition, IndexKeys};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
 
@@ -23,17 +23,13 @@ const GROUP_COMMIT_CHANGES: usize = 20_000;
 pub(crate) struct Writer {
     conn: Connection,
     shared: Arc<Shared>,
-    /// Positions of the queries of each collection.
-    queries_by_kind: HashMap<String, Vec<usize>>,
 }
-
-type KeySet = BTreeSet<(usize, String)>;
 
 #[derive(Default)]
 struct Pending {
     query_counts: HashMap<(usize, String), i64>,
     kind_counts: HashMap<String, i64>,
-    touched: KeySet,
+    touched: IndexKeys,
 }
 
 fn now_ms() -> i64 {
@@ -41,26 +37,6 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-}
-
-fn by_kind(queries: &QuerySet) -> HashMap<String, Vec<usize>> {
-    let mut map: HashMap<String, Vec<usize>> = HashMap::new();
-    for (position, query) in queries.all().iter().enumerate() {
-        map.entry(query.kind().to_string())
-            .or_default()
-            .push(position);
-    }
-    map
-}
-
-fn keys_of(queries: &QuerySet, positions: Option<&Vec<usize>>, record: &Value) -> KeySet {
-    let mut keys = KeySet::new();
-    for &position in positions.into_iter().flatten() {
-        for key in queries.all()[position].index_keys(record) {
-            keys.insert((position, key));
-        }
-    }
-    keys
 }
 
 /// Assigns each query its database id, and (re)builds the keys of queries that are new or
@@ -156,12 +132,7 @@ pub(crate) fn register_queries(
 
 impl Writer {
     pub fn new(conn: Connection, shared: Arc<Shared>) -> Writer {
-        let queries_by_kind = by_kind(&shared.queries);
-        Writer {
-            conn,
-            shared,
-            queries_by_kind,
-        }
+        Writer { conn, shared }
     }
 
     pub fn run(mut self, jobs: mpsc::Receiver<WriteJob>) {
@@ -212,13 +183,7 @@ impl Writer {
         for job in group {
             let mut report = ApplyReport::default();
             for change in &job.changes {
-                if apply_change(
-                    &tx,
-                    &self.shared,
-                    &self.queries_by_kind,
-                    change,
-                    &mut pending,
-                )? {
+                if apply_change(&tx, &self.shared, change, &mut pending)? {
                     report.applied += 1;
                 } else {
                     report.stale += 1;
@@ -249,11 +214,34 @@ struct Existing {
 fn apply_change(
     tx: &Transaction<'_>,
     shared: &Shared,
-    queries_by_kind: &HashMap<String, Vec<usize>>,
     change: &Change,
     pending: &mut Pending,
 ) -> CatalogResult<bool> {
     let uri = change.uri();
+    let now = now_ms();
+    // A uri never seen before costs one insert, without a lookup first.
+    if let Change::Upsert(u) = change {
+        let inserted = tx
+            .prepare_cached(
+                "INSERT INTO records (uri, collection, author, rev, cid, record, indexed_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (uri) DO NOTHING",
+            )?
+            .execute(params![
+                u.uri,
+                u.collection,
+                u.author,
+                u.rev,
+                u.cid,
+                u.record_json,
+                now
+            ])?;
+        if inserted == 1 {
+            let rowid = tx.last_insert_rowid();
+            *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
+            update_keys(tx, shared, uri, rowid, &IndexKeys::new(), &u.keys, pending)?;
+            return Ok(true);
+        }
+    }
     let existing: Option<Existing> = tx
         .prepare_cached("SELECT rowid, rev, collection, record FROM records WHERE uri = ?1")?
         .query_row([uri], |r| {
@@ -281,10 +269,10 @@ fn apply_change(
             collection,
             ..
         }) => match serde_json::from_str::<Value>(text) {
-            Ok(record) => keys_of(&shared.queries, queries_by_kind.get(collection), &record),
-            Err(_) => KeySet::new(),
+            Ok(record) => shared.queries.index_keys(collection, &record),
+            Err(_) => IndexKeys::new(),
         },
-        _ => KeySet::new(),
+        _ => IndexKeys::new(),
     };
     if let Some(Existing {
         record: Some(_),
@@ -294,14 +282,9 @@ fn apply_change(
     {
         *pending.kind_counts.entry(collection.clone()).or_default() -= 1;
     }
-    let now = now_ms();
+    let empty = IndexKeys::new();
     let (rowid, new_keys) = match change {
         Change::Upsert(u) => {
-            let keys = keys_of(
-                &shared.queries,
-                queries_by_kind.get(&u.collection),
-                &u.record,
-            );
             let rowid = match &existing {
                 Some(e) => {
                     tx.prepare_cached(
@@ -319,7 +302,7 @@ fn apply_change(
                 }
             };
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
-            (rowid, keys)
+            (rowid, &u.keys)
         }
         Change::Delete {
             uri,
@@ -344,12 +327,26 @@ fn apply_change(
                     tx.last_insert_rowid()
                 }
             };
-            (rowid, KeySet::new())
+            (rowid, &empty)
         }
     };
+    update_keys(tx, shared, uri, rowid, &old_keys, new_keys, pending)?;
+    Ok(true)
+}
+
+/// Moves a record's index entries and counts from its old keys to its new ones.
+fn update_keys(
+    tx: &Transaction<'_>,
+    shared: &Shared,
+    uri: &str,
+    rowid: i64,
+    old_keys: &IndexKeys,
+    new_keys: &IndexKeys,
+    pending: &mut Pending,
+) -> CatalogResult<()> {
     let mut delete_key =
         tx.prepare_cached("DELETE FROM query_keys WHERE qid = ?1 AND key = ?2 AND uri = ?3")?;
-    for (position, key) in old_keys.difference(&new_keys) {
+    for (position, key) in old_keys.difference(new_keys) {
         delete_key.execute(params![shared.qids[*position], key, uri])?;
         *pending
             .query_counts
@@ -359,16 +356,16 @@ fn apply_change(
     let mut insert_key = tx.prepare_cached(
         "INSERT OR REPLACE INTO query_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
     )?;
-    for (position, key) in new_keys.difference(&old_keys) {
+    for (position, key) in new_keys.difference(old_keys) {
         insert_key.execute(params![shared.qids[*position], key, uri, rowid])?;
         *pending
             .query_counts
             .entry((*position, key.clone()))
             .or_default() += 1;
     }
-    pending.touched.extend(old_keys);
-    pending.touched.extend(new_keys);
-    Ok(true)
+    pending.touched.extend(old_keys.iter().cloned());
+    pending.touched.extend(new_keys.iter().cloned());
+    Ok(())
 }
 
 fn flush_counts(tx: &Transaction<'_>, shared: &Shared, pending: &Pending) -> CatalogResult<()> {

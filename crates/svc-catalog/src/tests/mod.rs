@@ -27,6 +27,7 @@ pub(crate) fn sqlite() -> Fresh {
 }
 
 pub(crate) fn upsert(uri: &str, rev: &str, record: Value) -> Change {
+    let queries = QuerySet::embedded();
     let collection = uri
         .split('/')
         .nth(3)
@@ -39,14 +40,15 @@ pub(crate) fn upsert(uri: &str, rev: &str, record: Value) -> Change {
         .to_string();
     let mut record = record;
     record["$type"] = json!(collection);
+    let keys = queries.index_keys(&collection, &record);
     Change::Upsert(Upsert {
+        keys,
         uri: uri.to_string(),
         collection,
         author,
         rev: rev.to_string(),
         cid: None,
         record_json: record.to_string(),
-        record,
     })
 }
 
