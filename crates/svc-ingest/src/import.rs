@@ -7,10 +7,12 @@ use crate::ingest::{Ingestor, Prepared};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use svc_catalog::{Catalog, CatalogError, Change, CursorPosition};
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use svc_catalog::{ApplyReport, Catalog, CatalogError, Change, CursorPosition};
 use tokio::sync::mpsc;
 
 const BATCH_LINES: usize = 4096;
+const BATCHES_IN_FLIGHT: usize = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -112,25 +114,44 @@ pub async fn import_file(
             }
         })
         .map_err(io_error(path))?;
-    while let Some(batch) = receiver.recv().await {
-        let batch = batch?;
-        let report = catalog.apply(batch.changes, Some(batch.cursor)).await?;
-        let metrics = ingestor.metrics();
-        metrics.count("import", "applied", report.applied);
-        metrics.count("import", "stale", report.stale);
-        metrics.count("import", "invalid", batch.summary.invalid);
-        metrics.count("import", "ignored", batch.summary.ignored);
-        metrics.malformed_events.inc_by(batch.summary.malformed);
-        total.lines += batch.summary.lines;
-        total.invalid += batch.summary.invalid;
-        total.ignored += batch.summary.ignored;
-        total.malformed += batch.summary.malformed;
-        total.applied += report.applied;
-        total.stale += report.stale;
-        progress(batch.bytes_done, size);
+    // Several batches in flight let the writer merge them into one commit: with random
+    // index keys, each commit rewrites most index pages, so fewer, larger commits win.
+    let mut in_flight = FuturesOrdered::new();
+    let mut reading = true;
+    while reading || !in_flight.is_empty() {
+        tokio::select! {
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                let (report, summary, bytes_done): (ApplyReport, ImportSummary, u64) = done?;
+                account(ingestor, &mut total, &report, &summary);
+                progress(bytes_done, size);
+            }
+            batch = receiver.recv(), if reading && in_flight.len() < BATCHES_IN_FLIGHT => match batch {
+                Some(batch) => {
+                    let Batch { changes, cursor, summary, bytes_done } = batch?;
+                    let apply = catalog.apply(changes, Some(cursor));
+                    in_flight.push_back(async move { Ok::<_, ImportError>((apply.await?, summary, bytes_done)) });
+                }
+                None => reading = false,
+            },
+        }
     }
     let _ = reader.join();
     Ok(total)
+}
+
+fn account(ingestor: &Ingestor, total: &mut ImportSummary, report: &ApplyReport, batch: &ImportSummary) {
+    let metrics = ingestor.metrics();
+    metrics.count("import", "applied", report.applied);
+    metrics.count("import", "stale", report.stale);
+    metrics.count("import", "invalid", batch.invalid);
+    metrics.count("import", "ignored", batch.ignored);
+    metrics.malformed_events.inc_by(batch.malformed);
+    total.lines += batch.lines;
+    total.invalid += batch.invalid;
+    total.ignored += batch.ignored;
+    total.malformed += batch.malformed;
+    total.applied += report.applied;
+    total.stale += report.stale;
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -18,7 +18,7 @@ pub(crate) struct WriteJob {
 }
 
 /// Queued batches merged into one commit, at most this many changes.
-const GROUP_COMMIT_CHANGES: usize = 20_000;
+const GROUP_COMMIT_CHANGES: usize = 48_000;
 
 pub(crate) struct Writer {
     conn: Connection,
