@@ -131,6 +131,15 @@ pub trait Catalog: Send + Sync {
     /// The record stored at a uri, if any (tests and tools).
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
 
+    /// Starts a bulk load if the catalog is empty (`false` otherwise, and nothing changes).
+    /// Until [`Catalog::finish_bulk`], `apply` stages changes: they are not visible, and their
+    /// reports are empty.
+    fn begin_bulk(&self) -> CatalogFuture<'_, bool>;
+
+    /// Merges everything staged since [`Catalog::begin_bulk`] in one transaction, with the
+    /// cursor, under the same rules as `apply`; the report covers all staged changes.
+    fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport>;
+
     /// Bumped after every commit for what it touched; answers may be cached against it.
     fn clock(&self) -> &crate::ChangeClock;
 }

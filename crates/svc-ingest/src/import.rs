@@ -5,9 +5,9 @@
 
 use crate::ingest::{Ingestor, Prepared};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use futures_util::stream::{FuturesOrdered, StreamExt};
 use svc_catalog::{ApplyReport, Catalog, CatalogError, Change, CursorPosition};
 use tokio::sync::mpsc;
 
@@ -114,6 +114,36 @@ pub async fn import_file(
             }
         })
         .map_err(io_error(path))?;
+    // Into an empty catalog, the import is a bulk load: staged, then merged in key order.
+    let bulk = catalog.begin_bulk().await?;
+    let mut last_cursor = None;
+    let streamed = stream_batches(
+        catalog,
+        ingestor,
+        &mut receiver,
+        &mut total,
+        &mut last_cursor,
+        |done| progress(done, size),
+    )
+    .await;
+    // A failed import still merges what it staged, with the cursor that covers exactly that.
+    if bulk {
+        let report = catalog.finish_bulk(last_cursor).await?;
+        account(ingestor, &mut total, &report, &ImportSummary::default());
+    }
+    streamed?;
+    let _ = reader.join();
+    Ok(total)
+}
+
+async fn stream_batches(
+    catalog: &dyn Catalog,
+    ingestor: &Ingestor,
+    receiver: &mut mpsc::Receiver<Result<Batch, ImportError>>,
+    total: &mut ImportSummary,
+    last_cursor: &mut Option<CursorPosition>,
+    progress: impl Fn(u64),
+) -> Result<(), ImportError> {
     // Several batches in flight let the writer merge them into one commit: with random
     // index keys, each commit rewrites most index pages, so fewer, larger commits win.
     let mut in_flight = FuturesOrdered::new();
@@ -121,25 +151,32 @@ pub async fn import_file(
     while reading || !in_flight.is_empty() {
         tokio::select! {
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                let (report, summary, bytes_done): (ApplyReport, ImportSummary, u64) = done?;
-                account(ingestor, &mut total, &report, &summary);
-                progress(bytes_done, size);
+                let (report, summary, cursor, bytes_done): (ApplyReport, ImportSummary, CursorPosition, u64) = done?;
+                account(ingestor, total, &report, &summary);
+                *last_cursor = Some(cursor);
+                progress(bytes_done);
             }
             batch = receiver.recv(), if reading && in_flight.len() < BATCHES_IN_FLIGHT => match batch {
                 Some(batch) => {
                     let Batch { changes, cursor, summary, bytes_done } = batch?;
-                    let apply = catalog.apply(changes, Some(cursor));
-                    in_flight.push_back(async move { Ok::<_, ImportError>((apply.await?, summary, bytes_done)) });
+                    let apply = catalog.apply(changes, Some(cursor.clone()));
+                    in_flight.push_back(async move {
+                        Ok::<_, ImportError>((apply.await?, summary, cursor, bytes_done))
+                    });
                 }
                 None => reading = false,
             },
         }
     }
-    let _ = reader.join();
-    Ok(total)
+    Ok(())
 }
 
-fn account(ingestor: &Ingestor, total: &mut ImportSummary, report: &ApplyReport, batch: &ImportSummary) {
+fn account(
+    ingestor: &Ingestor,
+    total: &mut ImportSummary,
+    report: &ApplyReport,
+    batch: &ImportSummary,
+) {
     let metrics = ingestor.metrics();
     metrics.count("import", "applied", report.applied);
     metrics.count("import", "stale", report.stale);

@@ -4,18 +4,21 @@
 use rusqlite::Connection;
 
 const MIGRATIONS: &[&str] = &[
-    // 1: records with tombstones (a deleted record keeps its rev so that an older event cannot
-    // bring it back), per-query index keys and counts, per-kind counts, source cursors.
+    // 1: records keyed by uri, clustered (every read joins by uri), with tombstones (a deleted
+    // record keeps its rev so that an older event cannot bring it back) and the record's index
+    // keys (so an update or delete knows what to remove without re-reading the record);
+    // per-query index keys and counts, per-kind counts, source cursors.
     r#"
     CREATE TABLE records (
-        uri TEXT NOT NULL UNIQUE,
+        uri TEXT PRIMARY KEY,
         collection TEXT NOT NULL,
         author TEXT NOT NULL,
         rev TEXT NOT NULL,
         cid TEXT,
         record TEXT,
+        keys TEXT NOT NULL,
         indexed_at INTEGER NOT NULL
-    );
+    ) WITHOUT ROWID;
     CREATE TABLE queries (
         qid INTEGER PRIMARY KEY,
         name TEXT NOT NULL UNIQUE,
@@ -25,7 +28,6 @@ const MIGRATIONS: &[&str] = &[
         qid INTEGER NOT NULL,
         key TEXT NOT NULL,
         uri TEXT NOT NULL,
-        rid INTEGER NOT NULL,
         PRIMARY KEY (qid, key, uri)
     ) WITHOUT ROWID;
     CREATE TABLE query_counts (

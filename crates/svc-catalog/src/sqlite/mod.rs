@@ -1,6 +1,7 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer thread that owns the only
 //! write connection, and a pool of reader connections used from blocking threads.
 
+mod keys_column;
 mod migrations;
 mod reader;
 mod writer;
@@ -125,7 +126,7 @@ impl Catalog for SqliteCatalog {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             self.writer
-                .send(WriteJob {
+                .send(WriteJob::Apply {
                     changes,
                     cursor,
                     reply,
@@ -167,6 +168,26 @@ impl Catalog for SqliteCatalog {
 
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
         Box::pin(async move { self.readers.run(move |conn| reader::get(conn, &uri)).await })
+    }
+
+    fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.writer
+                .send(WriteJob::BeginBulk { reply })
+                .map_err(|_| CatalogError::Closed)?;
+            answer.await.map_err(|_| CatalogError::Closed)?
+        })
+    }
+
+    fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.writer
+                .send(WriteJob::FinishBulk { cursor, reply })
+                .map_err(|_| CatalogError::Closed)?;
+            answer.await.map_err(|_| CatalogError::Closed)?
+        })
     }
 
     fn clock(&self) -> &ChangeClock {

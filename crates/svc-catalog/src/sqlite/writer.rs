@@ -1,8 +1,10 @@
 //! The single writer: owns the only write connection, applies batches in one transaction each
 //! (several queued batches share one commit), keeps index keys and counts in step with the
-//! records, and stores the source cursor in the same transaction.
+//! records, and stores the source cursor in the same transaction. A bulk load into an empty
+//! catalog stages changes and merges them in key order instead (see `bulk`).
 
 use super::Shared;
+use super::keys_column;
 use crate::spec::QuerySet;
 use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition, IndexKeys};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -11,10 +13,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
 
-pub(crate) struct WriteJob {
-    pub changes: Vec<Change>,
-    pub cursor: Option<CursorPosition>,
-    pub reply: oneshot::Sender<CatalogResult<ApplyReport>>,
+pub(crate) enum WriteJob {
+    Apply {
+        changes: Vec<Change>,
+        cursor: Option<CursorPosition>,
+        reply: oneshot::Sender<CatalogResult<ApplyReport>>,
+    },
+    BeginBulk {
+        reply: oneshot::Sender<CatalogResult<bool>>,
+    },
+    FinishBulk {
+        cursor: Option<CursorPosition>,
+        reply: oneshot::Sender<CatalogResult<ApplyReport>>,
+    },
 }
 
 /// Queued batches merged into one commit, at most this many changes.
@@ -23,6 +34,10 @@ const GROUP_COMMIT_CHANGES: usize = 48_000;
 pub(crate) struct Writer {
     conn: Connection,
     shared: Arc<Shared>,
+    /// Position in the query set of each stored qid.
+    positions: HashMap<i64, usize>,
+    /// Changes staged by a bulk load, when one is under way.
+    bulk: Option<u64>,
 }
 
 #[derive(Default)]
@@ -37,6 +52,12 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+fn author_of(uri: &str) -> String {
+    svc_syntax::check_at_uri(uri)
+        .map(|u| u.authority.to_string())
+        .unwrap_or_default()
 }
 
 /// Assigns each query its database id, and (re)builds the keys of queries that are new or
@@ -80,151 +101,240 @@ pub(crate) fn register_queries(
         };
         qids.push(qid);
     }
-    let stale: Vec<i64> = {
+    let dropped: Vec<i64> = {
         let mut stmt = tx.prepare("SELECT qid, name FROM queries")?;
         let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
-        let mut stale = Vec::new();
+        let mut dropped = Vec::new();
         for row in rows {
             let (qid, name) = row?;
             if queries.position(&name).is_none() {
-                stale.push(qid);
+                dropped.push(qid);
             }
         }
-        stale
+        dropped
     };
-    for qid in stale {
+    for qid in dropped {
         tx.execute("DELETE FROM query_keys WHERE qid = ?1", [qid])?;
         tx.execute("DELETE FROM query_counts WHERE qid = ?1", [qid])?;
         tx.execute("DELETE FROM queries WHERE qid = ?1", [qid])?;
     }
     for position in rebuild {
-        let query = &queries.all()[position];
-        let qid = qids[position];
-        let mut counts: HashMap<String, i64> = HashMap::new();
-        {
-            let mut scan = tx.prepare("SELECT rowid, uri, record FROM records WHERE collection = ?1 AND record IS NOT NULL")?;
-            let mut insert = tx.prepare(
-                "INSERT OR IGNORE INTO query_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            let mut rows = scan.query([query.kind()])?;
-            while let Some(row) = rows.next()? {
-                let rid: i64 = row.get(0)?;
-                let uri: String = row.get(1)?;
-                let text: String = row.get(2)?;
-                let Ok(record) = serde_json::from_str::<Value>(&text) else {
-                    continue;
-                };
-                for key in query.index_keys(&record) {
-                    insert.execute(params![qid, key, uri, rid])?;
-                    *counts.entry(key).or_default() += 1;
-                }
-            }
-        }
-        let mut insert =
-            tx.prepare("INSERT INTO query_counts (qid, key, n) VALUES (?1, ?2, ?3)")?;
-        for (key, n) in counts {
-            insert.execute(params![qid, key, n])?;
-        }
+        rebuild_query(&tx, queries, position, qids[position])?;
     }
     tx.commit()?;
     Ok(qids)
 }
 
+/// Files every stored record of the query's kind under the query's keys, in chunks of uris.
+fn rebuild_query(
+    tx: &Transaction<'_>,
+    queries: &QuerySet,
+    position: usize,
+    qid: i64,
+) -> CatalogResult<()> {
+    let query = &queries.all()[position];
+    let mut counts: HashMap<String, i64> = HashMap::new();
+    let mut after = String::new();
+    loop {
+        let mut rows: Vec<(String, Vec<String>, String)> = Vec::new();
+        {
+            let mut scan = tx.prepare_cached(
+                "SELECT uri, record, keys FROM records WHERE uri > ?1 AND collection = ?2 AND record IS NOT NULL ORDER BY uri LIMIT 10000",
+            )?;
+            let mut found = scan.query(params![after, query.kind()])?;
+            while let Some(row) = found.next()? {
+                let uri: String = row.get(0)?;
+                let text: String = row.get(1)?;
+                let keys = serde_json::from_str::<Value>(&text)
+                    .map(|r| query.index_keys(&r))
+                    .unwrap_or_default();
+                rows.push((uri, keys, row.get(2)?));
+            }
+        }
+        let Some(last) = rows.last().map(|r| r.0.clone()) else {
+            break;
+        };
+        let mut insert = tx.prepare_cached(
+            "INSERT OR IGNORE INTO query_keys (qid, key, uri) VALUES (?1, ?2, ?3)",
+        )?;
+        let mut update = tx.prepare_cached("UPDATE records SET keys = ?2 WHERE uri = ?1")?;
+        for (uri, keys, column) in rows {
+            for key in &keys {
+                insert.execute(params![qid, key, uri])?;
+                *counts.entry(key.clone()).or_default() += 1;
+            }
+            update.execute(params![
+                uri,
+                keys_column::replace_query(&column, qid, &keys)
+            ])?;
+        }
+        after = last;
+    }
+    let mut insert =
+        tx.prepare_cached("INSERT INTO query_counts (qid, key, n) VALUES (?1, ?2, ?3)")?;
+    for (key, n) in counts {
+        insert.execute(params![qid, key, n])?;
+    }
+    Ok(())
+}
+
 impl Writer {
     pub fn new(conn: Connection, shared: Arc<Shared>) -> Writer {
-        Writer { conn, shared }
+        let positions = shared
+            .qids
+            .iter()
+            .enumerate()
+            .map(|(p, q)| (*q, p))
+            .collect();
+        Writer {
+            conn,
+            shared,
+            positions,
+            bulk: None,
+        }
     }
 
     pub fn run(mut self, jobs: mpsc::Receiver<WriteJob>) {
-        while let Ok(first) = jobs.recv() {
-            let mut group = vec![first];
-            let mut size = group[0].changes.len();
-            while size < GROUP_COMMIT_CHANGES {
-                match jobs.try_recv() {
-                    Ok(job) => {
-                        size += job.changes.len();
-                        group.push(job);
+        let mut held: Option<WriteJob> = None;
+        while let Some(job) = held.take().or_else(|| jobs.recv().ok()) {
+            match job {
+                WriteJob::Apply {
+                    changes,
+                    cursor,
+                    reply,
+                } => {
+                    let mut group = vec![(changes, cursor, reply)];
+                    let mut size = group[0].0.len();
+                    while size < GROUP_COMMIT_CHANGES {
+                        match jobs.try_recv() {
+                            Ok(WriteJob::Apply {
+                                changes,
+                                cursor,
+                                reply,
+                            }) => {
+                                size += changes.len();
+                                group.push((changes, cursor, reply));
+                            }
+                            Ok(other) => {
+                                held = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
                     }
-                    Err(_) => break,
+                    self.apply_group(group);
                 }
-            }
-            match self.commit_group(&group) {
-                Ok((reports, pending)) => {
-                    self.publish(&pending);
-                    for (job, report) in group.into_iter().zip(reports) {
-                        let _ = job.reply.send(Ok(report));
-                    }
+                WriteJob::BeginBulk { reply } => {
+                    let _ = reply.send(self.begin_bulk());
                 }
-                Err(error) => {
-                    for job in group {
-                        let _ = job
-                            .reply
-                            .send(Err(CatalogError::Storage(error.to_string())));
+                WriteJob::FinishBulk { cursor, reply } => {
+                    let outcome = self.finish_bulk(cursor);
+                    if outcome.is_ok() {
+                        self.shared.clock.touch_all();
                     }
+                    let _ = reply.send(outcome);
                 }
             }
         }
     }
 
-    /// Readers may cache against the clock: bump it only after the commit.
-    fn publish(&self, pending: &Pending) {
+    fn apply_group(
+        &mut self,
+        group: Vec<(
+            Vec<Change>,
+            Option<CursorPosition>,
+            oneshot::Sender<CatalogResult<ApplyReport>>,
+        )>,
+    ) {
+        let jobs: Vec<(&[Change], Option<&CursorPosition>)> = group
+            .iter()
+            .map(|(changes, cursor, _)| (changes.as_slice(), cursor.as_ref()))
+            .collect();
+        let outcome = if self.bulk.is_some() {
+            self.stage(&jobs)
+        } else {
+            self.commit_group(&jobs)
+        };
+        match outcome {
+            Ok(reports) => {
+                for ((_, _, reply), report) in group.into_iter().zip(reports) {
+                    let _ = reply.send(Ok(report));
+                }
+            }
+            Err(error) => {
+                for (_, _, reply) in group {
+                    let _ = reply.send(Err(CatalogError::Storage(error.to_string())));
+                }
+            }
+        }
+    }
+
+    fn commit_group(
+        &mut self,
+        jobs: &[(&[Change], Option<&CursorPosition>)],
+    ) -> CatalogResult<Vec<ApplyReport>> {
+        let tx = self.conn.transaction()?;
+        let mut pending = Pending::default();
+        let mut reports = Vec::with_capacity(jobs.len());
+        for (changes, cursor) in jobs {
+            let mut report = ApplyReport::default();
+            for change in *changes {
+                if apply_change(&tx, &self.shared, &self.positions, change, &mut pending)? {
+                    report.applied += 1;
+                } else {
+                    report.stale += 1;
+                }
+            }
+            if let Some(cursor) = cursor {
+                store_cursor(&tx, cursor)?;
+            }
+            reports.push(report);
+        }
+        flush_counts(&tx, &self.shared, &pending)?;
+        tx.commit()?;
+        // Readers may cache against the clock: bump it only after the commit.
         for (position, key) in &pending.touched {
             self.shared.clock.touch_key(*position, key);
         }
         if !pending.kind_counts.is_empty() {
             self.shared.clock.touch_kinds();
         }
-    }
-
-    fn commit_group(&mut self, group: &[WriteJob]) -> CatalogResult<(Vec<ApplyReport>, Pending)> {
-        let tx = self.conn.transaction()?;
-        let mut pending = Pending::default();
-        let mut reports = Vec::with_capacity(group.len());
-        for job in group {
-            let mut report = ApplyReport::default();
-            for change in &job.changes {
-                if apply_change(&tx, &self.shared, change, &mut pending)? {
-                    report.applied += 1;
-                } else {
-                    report.stale += 1;
-                }
-            }
-            if let Some(cursor) = &job.cursor {
-                tx.prepare_cached(
-                    "INSERT OR REPLACE INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                )?
-                .execute(params![cursor.source, cursor.endpoint, cursor.cursor, cursor.event_time_us, now_ms()])?;
-            }
-            reports.push(report);
-        }
-        flush_counts(&tx, &self.shared, &pending)?;
-        tx.commit()?;
-        Ok((reports, pending))
+        Ok(reports)
     }
 }
 
+fn store_cursor(tx: &Transaction<'_>, cursor: &CursorPosition) -> CatalogResult<()> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![cursor.source, cursor.endpoint, cursor.cursor, cursor.event_time_us, now_ms()])?;
+    Ok(())
+}
+
 struct Existing {
-    rowid: i64,
     rev: String,
     collection: String,
-    record: Option<String>,
+    live: bool,
+    keys: String,
 }
 
 /// Applies one change; `false` when it was older than the stored revision.
 fn apply_change(
     tx: &Transaction<'_>,
     shared: &Shared,
+    positions: &HashMap<i64, usize>,
     change: &Change,
     pending: &mut Pending,
 ) -> CatalogResult<bool> {
     let uri = change.uri();
     let now = now_ms();
+    let empty = IndexKeys::new();
     // A uri never seen before costs one insert, without a lookup first.
     if let Change::Upsert(u) = change {
         let inserted = tx
             .prepare_cached(
-                "INSERT INTO records (uri, collection, author, rev, cid, record, indexed_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (uri) DO NOTHING",
+                "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (uri) DO NOTHING",
             )?
             .execute(params![
                 u.uri,
@@ -233,23 +343,25 @@ fn apply_change(
                 u.rev,
                 u.cid,
                 u.record_json,
+                keys_column::encode(&shared.qids, &u.keys),
                 now
             ])?;
         if inserted == 1 {
-            let rowid = tx.last_insert_rowid();
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
-            update_keys(tx, shared, uri, rowid, &IndexKeys::new(), &u.keys, pending)?;
+            update_keys(tx, shared, uri, &empty, &u.keys, pending)?;
             return Ok(true);
         }
     }
     let existing: Option<Existing> = tx
-        .prepare_cached("SELECT rowid, rev, collection, record FROM records WHERE uri = ?1")?
+        .prepare_cached(
+            "SELECT rev, collection, record IS NOT NULL, keys FROM records WHERE uri = ?1",
+        )?
         .query_row([uri], |r| {
             Ok(Existing {
-                rowid: r.get(0)?,
-                rev: r.get(1)?,
-                collection: r.get(2)?,
-                record: r.get(3)?,
+                rev: r.get(0)?,
+                collection: r.get(1)?,
+                live: r.get(2)?,
+                keys: r.get(3)?,
             })
         })
         .optional()?;
@@ -263,46 +375,33 @@ fn apply_change(
     {
         return Ok(false);
     }
-    let old_keys = match &existing {
-        Some(Existing {
-            record: Some(text),
-            collection,
-            ..
-        }) => match serde_json::from_str::<Value>(text) {
-            Ok(record) => shared.queries.index_keys(collection, &record),
-            Err(_) => IndexKeys::new(),
-        },
-        _ => IndexKeys::new(),
-    };
-    if let Some(Existing {
-        record: Some(_),
-        collection,
-        ..
-    }) = &existing
-    {
-        *pending.kind_counts.entry(collection.clone()).or_default() -= 1;
+    let old_keys = existing
+        .as_ref()
+        .map(|e| keys_column::decode(&e.keys, positions))
+        .unwrap_or_default();
+    if let Some(e) = existing.as_ref().filter(|e| e.live) {
+        *pending.kind_counts.entry(e.collection.clone()).or_default() -= 1;
     }
-    let empty = IndexKeys::new();
-    let (rowid, new_keys) = match change {
+    let new_keys = match change {
         Change::Upsert(u) => {
-            let rowid = match &existing {
-                Some(e) => {
-                    tx.prepare_cached(
-                        "UPDATE records SET collection = ?2, author = ?3, rev = ?4, cid = ?5, record = ?6, indexed_at = ?7 WHERE rowid = ?1",
-                    )?
-                    .execute(params![e.rowid, u.collection, u.author, u.rev, u.cid, u.record_json, now])?;
-                    e.rowid
-                }
-                None => {
-                    tx.prepare_cached(
-                        "INSERT INTO records (uri, collection, author, rev, cid, record, indexed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    )?
-                    .execute(params![u.uri, u.collection, u.author, u.rev, u.cid, u.record_json, now])?;
-                    tx.last_insert_rowid()
-                }
-            };
+            tx.prepare_cached(
+                "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (uri) DO UPDATE SET \
+                 collection = excluded.collection, author = excluded.author, rev = excluded.rev, cid = excluded.cid, \
+                 record = excluded.record, keys = excluded.keys, indexed_at = excluded.indexed_at",
+            )?
+            .execute(params![
+                u.uri,
+                u.collection,
+                u.author,
+                u.rev,
+                u.cid,
+                u.record_json,
+                keys_column::encode(&shared.qids, &u.keys),
+                now
+            ])?;
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
-            (rowid, &u.keys)
+            &u.keys
         }
         Change::Delete {
             uri,
@@ -310,27 +409,16 @@ fn apply_change(
             rev,
         } => {
             // The tombstone keeps the revision, so an older create cannot resurrect the record.
-            let rowid = match &existing {
-                Some(e) => {
-                    tx.prepare_cached("UPDATE records SET rev = ?2, cid = NULL, record = NULL, indexed_at = ?3 WHERE rowid = ?1")?
-                        .execute(params![e.rowid, rev, now])?;
-                    e.rowid
-                }
-                None => {
-                    let author = svc_syntax::check_at_uri(uri)
-                        .map(|u| u.authority.to_string())
-                        .unwrap_or_default();
-                    tx.prepare_cached(
-                        "INSERT INTO records (uri, collection, author, rev, cid, record, indexed_at) VALUES (?1, ?2, ?3, ?4, NULL, NULL, ?5)",
-                    )?
-                    .execute(params![uri, collection, author, rev, now])?;
-                    tx.last_insert_rowid()
-                }
-            };
-            (rowid, &empty)
+            tx.prepare_cached(
+                "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
+                 VALUES (?1, ?2, ?3, ?4, NULL, NULL, '[]', ?5) ON CONFLICT (uri) DO UPDATE SET \
+                 rev = excluded.rev, cid = NULL, record = NULL, keys = '[]', indexed_at = excluded.indexed_at",
+            )?
+            .execute(params![uri, collection, author_of(uri), rev, now])?;
+            &empty
         }
     };
-    update_keys(tx, shared, uri, rowid, &old_keys, new_keys, pending)?;
+    update_keys(tx, shared, uri, &old_keys, new_keys, pending)?;
     Ok(true)
 }
 
@@ -339,7 +427,6 @@ fn update_keys(
     tx: &Transaction<'_>,
     shared: &Shared,
     uri: &str,
-    rowid: i64,
     old_keys: &IndexKeys,
     new_keys: &IndexKeys,
     pending: &mut Pending,
@@ -353,11 +440,10 @@ fn update_keys(
             .entry((*position, key.clone()))
             .or_default() -= 1;
     }
-    let mut insert_key = tx.prepare_cached(
-        "INSERT OR REPLACE INTO query_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
-    )?;
+    let mut insert_key =
+        tx.prepare_cached("INSERT OR IGNORE INTO query_keys (qid, key, uri) VALUES (?1, ?2, ?3)")?;
     for (position, key) in new_keys.difference(old_keys) {
-        insert_key.execute(params![shared.qids[*position], key, uri, rowid])?;
+        insert_key.execute(params![shared.qids[*position], key, uri])?;
         *pending
             .query_counts
             .entry((*position, key.clone()))
@@ -394,3 +480,5 @@ fn flush_counts(tx: &Transaction<'_>, shared: &Shared, pending: &Pending) -> Cat
     }
     Ok(())
 }
+
+mod bulk;

@@ -87,4 +87,5 @@ each_backend!(
     cursor_is_stored_with_records,
     kind_counts_follow_changes,
     change_clock_moves_with_touched_keys,
+    bulk_loads_only_into_an_empty_catalog,
 );

@@ -179,7 +179,7 @@ fn argument_tuples(params: &[crate::spec::ParamDef]) -> Vec<Vec<Option<String>>>
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
-    fn index_lookups_equal_direct_evaluation(ops in prop::collection::vec(op(), 1..60), batch in 1usize..8) {
+    fn index_lookups_equal_direct_evaluation(ops in prop::collection::vec(op(), 1..60), batch in 1usize..8, bulk in any::<bool>()) {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         runtime.block_on(async {
             let fresh = sqlite();
@@ -200,9 +200,20 @@ proptest! {
                     if !stale { model.insert(uri, (rev.to_string(), Some(body))); }
                 }
             }
+            // The same changes, applied one batch at a time or as one bulk load, give the
+            // same catalog.
+            if bulk {
+                assert!(fresh.catalog.begin_bulk().await.unwrap());
+            }
             for chunk in changes.chunks(batch) {
                 fresh.catalog.apply(chunk.to_vec(), None).await.unwrap();
             }
+            if bulk {
+                let report = fresh.catalog.finish_bulk(None).await.unwrap();
+                assert_eq!(report.applied + report.stale, changes.len() as u64);
+            }
+            let live = model.values().filter(|(_, r)| r.is_some()).count() as u64;
+            assert_eq!(fresh.catalog.kind_counts().await.unwrap().values().sum::<u64>(), live);
             for (position, query) in fresh.queries.all().iter().enumerate() {
                 for args in argument_tuples(query.params()) {
                     let args: Vec<Option<&str>> = args.iter().map(Option::as_deref).collect();

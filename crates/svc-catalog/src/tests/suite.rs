@@ -339,3 +339,61 @@ pub async fn change_clock_moves_with_touched_keys(fresh: Fresh) {
     );
     assert_ne!(fresh.catalog.clock().kinds_version(), kinds);
 }
+
+pub async fn bulk_loads_only_into_an_empty_catalog(fresh: Fresh) {
+    let a = "at://did:plc:a/dev.svc.bounty/1";
+    assert!(fresh.catalog.begin_bulk().await.unwrap());
+    fresh
+        .catalog
+        .apply(
+            vec![
+                upsert(a, "3b", json!({"requester": "did:plc:r"})),
+                upsert(a, "3a", json!({"requester": "did:plc:old"})),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    // Nothing is visible before the merge.
+    assert!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
+            .await
+            .is_empty()
+    );
+    let cursor = CursorPosition {
+        source: "import:x".into(),
+        endpoint: "e".into(),
+        cursor: "9".into(),
+        event_time_us: None,
+    };
+    let report = fresh
+        .catalog
+        .finish_bulk(Some(cursor.clone()))
+        .await
+        .unwrap();
+    assert_eq!((report.applied, report.stale), (1, 1));
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
+        vec![a]
+    );
+    assert_eq!(
+        fresh.catalog.cursor("import:x".into()).await.unwrap(),
+        Some(cursor)
+    );
+    assert_eq!(
+        fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
+        1
+    );
+    // Now the catalog holds records: no second bulk load, and apply works as before.
+    assert!(!fresh.catalog.begin_bulk().await.unwrap());
+    fresh
+        .catalog
+        .apply(vec![delete(a, "3c")], None)
+        .await
+        .unwrap();
+    assert!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
+            .await
+            .is_empty()
+    );
+}
