@@ -2,6 +2,7 @@
 //! verification of the lens with the matching property variant (and, with `hold`, a `holds`
 //! result)? One count lookup per kind in the internal sufficiency index.
 
+use crate::cache::CacheKey;
 use crate::list::json_response;
 use crate::params::Params;
 use crate::{ApiError, AppState};
@@ -9,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use svc_catalog::spec::SUFFICIENCY_QUERY;
+use svc_catalog::spec::{SUFFICIENCY_QUERY, encode_key};
 
 /// Each verification kind and the `lensProperty` variant that evidences it.
 const KIND_PROPERTIES: &[(&str, &str)] = &[
@@ -24,12 +25,12 @@ const KIND_PROPERTIES: &[(&str, &str)] = &[
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
     match answer(&state, raw.as_deref()).await {
-        Ok(body) => json_response(Bytes::from(body.to_string())),
+        Ok(body) => json_response(body),
         Err(error) => error.into_response(),
     }
 }
 
-async fn answer(state: &AppState, raw: Option<&str>) -> Result<serde_json::Value, ApiError> {
+async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> {
     let params = Params::parse(raw);
     let lens = params
         .get("lens_uri")?
@@ -71,14 +72,36 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<serde_json::Value
         .ok_or_else(|| ApiError::Internal("the sufficiency index is missing".into()))?;
     let index = &state.queries.all()[position];
     let result = require_holds.then_some("holds");
-    let keys = variants
+    let keys: Vec<String> = variants
         .iter()
         .map(|v| index.lookup_key(&[Some(lens), Some(v), result]))
         .collect();
+    // Versions only grow, so their sum moves whenever any of the keys changed.
+    let clock = state.catalog.clock();
+    let version = keys
+        .iter()
+        .map(|k| clock.key_version(position, k))
+        .fold(0u64, u64::wrapping_add);
+    let key_parts: Vec<Option<&str>> = keys.iter().map(|k| Some(k.as_str())).collect();
+    let cache_key = CacheKey {
+        query: position,
+        key: format!("{}|{}", encode_key(&key_parts), kinds.join(",")),
+        limit: 0,
+        offset: 0,
+        after: None,
+    };
+    if let Some(body) = state.cache.get(&cache_key, version) {
+        return Ok(body);
+    }
     let counts = state.catalog.count_keys(position, keys).await?;
-    Ok(serde_json::json!({
-        "sufficient": counts.iter().all(|n| *n > 0),
-        "required_kinds": kinds,
-        "require_holds": require_holds,
-    }))
+    let body = Bytes::from(
+        serde_json::json!({
+            "sufficient": counts.iter().all(|n| *n > 0),
+            "required_kinds": kinds,
+            "require_holds": require_holds,
+        })
+        .to_string(),
+    );
+    state.cache.put(cache_key, version, body.clone());
+    Ok(body)
 }
