@@ -4,13 +4,14 @@
 use rusqlite::Connection;
 
 const MIGRATIONS: &[&str] = &[
-    // 1: records keyed by uri, clustered (every read joins by uri), with tombstones (a deleted
-    // record keeps its rev so that an older event cannot bring it back) and the record's index
-    // keys (so an update or delete knows what to remove without re-reading the record);
-    // per-query index keys and counts, per-kind counts, source cursors.
+    // 1: records in arrival order with a uri index (a bulk load appends rows and builds the
+    // index once, sorted), tombstones (a deleted record keeps its rev so that an older event
+    // cannot bring it back) and the record's index keys (so an update or delete knows what to
+    // remove without re-reading the record); per-query index keys pointing at record rowids,
+    // per-query and per-kind counts, source cursors.
     r#"
     CREATE TABLE records (
-        uri TEXT PRIMARY KEY,
+        uri TEXT NOT NULL,
         collection TEXT NOT NULL,
         author TEXT NOT NULL,
         rev TEXT NOT NULL,
@@ -18,7 +19,8 @@ const MIGRATIONS: &[&str] = &[
         record TEXT,
         keys TEXT NOT NULL,
         indexed_at INTEGER NOT NULL
-    ) WITHOUT ROWID;
+    );
+    CREATE UNIQUE INDEX records_uri ON records (uri);
     CREATE TABLE queries (
         qid INTEGER PRIMARY KEY,
         name TEXT NOT NULL UNIQUE,
@@ -28,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
         qid INTEGER NOT NULL,
         key TEXT NOT NULL,
         uri TEXT NOT NULL,
+        rid INTEGER NOT NULL,
         PRIMARY KEY (qid, key, uri)
     ) WITHOUT ROWID;
     CREATE TABLE query_counts (

@@ -41,10 +41,6 @@ pub struct SqliteCatalog {
 
 pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
-    // Records are stored in the uri index itself (a clustered WITHOUT ROWID table), where a row
-    // stays on its page only up to about a quarter of the page: 8 KiB pages keep records of up
-    // to 2 KiB inline instead of spilling each onto an overflow page. Takes effect on new files.
-    conn.pragma_update(None, "page_size", 8192)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // NORMAL in WAL mode: a power cut may lose the last commits, never corrupts; the cursor
     // is committed with the records, so a restart replays exactly what was lost.
@@ -77,6 +73,9 @@ impl SqliteCatalog {
             )));
         }
         migrations::run(&mut conn)?;
+        if writer::recover_interrupted_bulk(&conn)? {
+            tracing::warn!(db = %path.display(), "an interrupted bulk load was rolled back; the catalog is empty");
+        }
         let qids = writer::register_queries(&mut conn, &queries)?;
         let shared = Arc::new(Shared {
             queries,

@@ -1,5 +1,5 @@
 //! Read paths: every list is a range scan of one (query, key) prefix of `query_keys` in uri
-//! order, joined to the clustered `records` by uri; totals come from `query_counts`, never from counting.
+//! order, joined to `records` by rowid; totals come from `query_counts`, never from counting.
 
 use crate::{CatalogError, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -82,7 +82,7 @@ pub(crate) fn list(
     match &page.after {
         Some(after) => {
             let mut stmt = conn.prepare_cached(
-                "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.uri = k.uri \
+                "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.rowid = k.rid \
                  WHERE k.qid = ?1 AND k.key = ?2 AND k.uri > ?3 ORDER BY k.uri LIMIT ?4",
             )?;
             let mut rows = stmt.query(params![qid, key, after, fetch])?;
@@ -94,7 +94,7 @@ pub(crate) fn list(
             let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
             if page.offset < total {
                 let mut stmt = conn.prepare_cached(
-                    "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.uri = k.uri \
+                    "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.rowid = k.rid \
                      WHERE k.qid = ?1 AND k.key = ?2 ORDER BY k.uri LIMIT ?3 OFFSET ?4",
                 )?;
                 let mut rows = stmt.query(params![qid, key, fetch, offset])?;

@@ -136,35 +136,36 @@ fn rebuild_query(
     let mut counts: HashMap<String, i64> = HashMap::new();
     let mut after = String::new();
     loop {
-        let mut rows: Vec<(String, Vec<String>, String)> = Vec::new();
+        let mut rows: Vec<(i64, String, Vec<String>, String)> = Vec::new();
         {
             let mut scan = tx.prepare_cached(
-                "SELECT uri, record, keys FROM records WHERE uri > ?1 AND collection = ?2 AND record IS NOT NULL ORDER BY uri LIMIT 10000",
+                "SELECT rowid, uri, record, keys FROM records WHERE uri > ?1 AND collection = ?2 AND record IS NOT NULL ORDER BY uri LIMIT 10000",
             )?;
             let mut found = scan.query(params![after, query.kind()])?;
             while let Some(row) = found.next()? {
-                let uri: String = row.get(0)?;
-                let text: String = row.get(1)?;
+                let rowid: i64 = row.get(0)?;
+                let uri: String = row.get(1)?;
+                let text: String = row.get(2)?;
                 let keys = serde_json::from_str::<Value>(&text)
                     .map(|r| query.index_keys(&r))
                     .unwrap_or_default();
-                rows.push((uri, keys, row.get(2)?));
+                rows.push((rowid, uri, keys, row.get(3)?));
             }
         }
-        let Some(last) = rows.last().map(|r| r.0.clone()) else {
+        let Some(last) = rows.last().map(|r| r.1.clone()) else {
             break;
         };
         let mut insert = tx.prepare_cached(
-            "INSERT OR IGNORE INTO query_keys (qid, key, uri) VALUES (?1, ?2, ?3)",
+            "INSERT OR IGNORE INTO query_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
         )?;
-        let mut update = tx.prepare_cached("UPDATE records SET keys = ?2 WHERE uri = ?1")?;
-        for (uri, keys, column) in rows {
+        let mut update = tx.prepare_cached("UPDATE records SET keys = ?2 WHERE rowid = ?1")?;
+        for (rowid, uri, keys, column) in rows {
             for key in &keys {
-                insert.execute(params![qid, key, uri])?;
+                insert.execute(params![qid, key, uri, rowid])?;
                 *counts.entry(key.clone()).or_default() += 1;
             }
             update.execute(params![
-                uri,
+                rowid,
                 keys_column::replace_query(&column, qid, &keys)
             ])?;
         }
@@ -312,6 +313,7 @@ fn store_cursor(tx: &Transaction<'_>, cursor: &CursorPosition) -> CatalogResult<
 }
 
 struct Existing {
+    rowid: i64,
     rev: String,
     collection: String,
     live: bool,
@@ -348,20 +350,22 @@ fn apply_change(
             ])?;
         if inserted == 1 {
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
-            update_keys(tx, shared, uri, &empty, &u.keys, pending)?;
+            let rowid = tx.last_insert_rowid();
+            update_keys(tx, shared, uri, rowid, &empty, &u.keys, pending)?;
             return Ok(true);
         }
     }
     let existing: Option<Existing> = tx
         .prepare_cached(
-            "SELECT rev, collection, record IS NOT NULL, keys FROM records WHERE uri = ?1",
+            "SELECT rowid, rev, collection, record IS NOT NULL, keys FROM records WHERE uri = ?1",
         )?
         .query_row([uri], |r| {
             Ok(Existing {
-                rev: r.get(0)?,
-                collection: r.get(1)?,
-                live: r.get(2)?,
-                keys: r.get(3)?,
+                rowid: r.get(0)?,
+                rev: r.get(1)?,
+                collection: r.get(2)?,
+                live: r.get(3)?,
+                keys: r.get(4)?,
             })
         })
         .optional()?;
@@ -418,7 +422,12 @@ fn apply_change(
             &empty
         }
     };
-    update_keys(tx, shared, uri, &old_keys, new_keys, pending)?;
+    // An update keeps its row; a tombstone for a uri never seen is a new row.
+    let rowid = match &existing {
+        Some(e) => e.rowid,
+        None => tx.last_insert_rowid(),
+    };
+    update_keys(tx, shared, uri, rowid, &old_keys, new_keys, pending)?;
     Ok(true)
 }
 
@@ -427,6 +436,7 @@ fn update_keys(
     tx: &Transaction<'_>,
     shared: &Shared,
     uri: &str,
+    rowid: i64,
     old_keys: &IndexKeys,
     new_keys: &IndexKeys,
     pending: &mut Pending,
@@ -440,10 +450,11 @@ fn update_keys(
             .entry((*position, key.clone()))
             .or_default() -= 1;
     }
-    let mut insert_key =
-        tx.prepare_cached("INSERT OR IGNORE INTO query_keys (qid, key, uri) VALUES (?1, ?2, ?3)")?;
+    let mut insert_key = tx.prepare_cached(
+        "INSERT OR IGNORE INTO query_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
+    )?;
     for (position, key) in new_keys.difference(old_keys) {
-        insert_key.execute(params![shared.qids[*position], key, uri])?;
+        insert_key.execute(params![shared.qids[*position], key, uri, rowid])?;
         *pending
             .query_counts
             .entry((*position, key.clone()))
@@ -482,3 +493,4 @@ fn flush_counts(tx: &Transaction<'_>, shared: &Shared, pending: &Pending) -> Cat
 }
 
 mod bulk;
+pub(crate) use bulk::recover_interrupted as recover_interrupted_bulk;

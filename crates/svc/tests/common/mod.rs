@@ -68,9 +68,11 @@ impl Server {
             let ready = reqwest::blocking::get(format!("{}/readyz", server.url))
                 .is_ok_and(|r| r.status() == 200);
             if ready {
-                // Drain what was logged during start-up (import summaries).
-                while let Ok(line) = server.stderr.try_recv() {
-                    server.log.push(line);
+                // Everything logged up to the "ready" line (import summaries) is in the log.
+                while !server.log.iter().any(|l| l.ends_with(" ready")) {
+                    server
+                        .next_line(deadline)
+                        .expect("svc serve logged no ready line");
                 }
                 return server;
             }
