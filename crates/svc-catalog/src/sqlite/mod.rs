@@ -39,13 +39,19 @@ pub struct SqliteCatalog {
     path: PathBuf,
 }
 
+/// Page cache of the write connection (negative: KiB).
+pub(crate) const WRITER_CACHE_KIB: i64 = -32_000;
+
 pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    // Records average over half a KiB: 8 KiB pages pack them with less waste at page ends.
+    // Takes effect on new files only.
+    conn.pragma_update(None, "page_size", 8192)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // NORMAL in WAL mode: a power cut may lose the last commits, never corrupts; the cursor
     // is committed with the records, so a restart replays exactly what was lost.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "cache_size", -32_000)?;
+    conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // Checkpoint every 64 MiB of WAL instead of 4 MiB: hot pages (counts, recent keys) are
     // copied back once per checkpoint, so fewer checkpoints mean far fewer writes on ingest.

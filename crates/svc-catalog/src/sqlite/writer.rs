@@ -28,6 +28,13 @@ pub(crate) enum WriteJob {
     },
 }
 
+/// An apply job waiting in a group commit.
+type QueuedApply = (
+    Vec<Change>,
+    Option<CursorPosition>,
+    oneshot::Sender<CatalogResult<ApplyReport>>,
+);
+
 /// Queued batches merged into one commit, at most this many changes.
 const GROUP_COMMIT_CHANGES: usize = 48_000;
 
@@ -239,14 +246,7 @@ impl Writer {
         }
     }
 
-    fn apply_group(
-        &mut self,
-        group: Vec<(
-            Vec<Change>,
-            Option<CursorPosition>,
-            oneshot::Sender<CatalogResult<ApplyReport>>,
-        )>,
-    ) {
+    fn apply_group(&mut self, group: Vec<QueuedApply>) {
         let jobs: Vec<(&[Change], Option<&CursorPosition>)> = group
             .iter()
             .map(|(changes, cursor, _)| (changes.as_slice(), cursor.as_ref()))

@@ -52,7 +52,11 @@ impl Writer {
         }
         // Sorts of a large load spill to a temporary file rather than to memory.
         self.conn.pragma_update(None, "temp_store", "FILE")?;
-        self.conn.execute_batch("DROP INDEX records_uri")?;
+        self.conn.execute_batch(
+            "DROP INDEX records_uri;
+             DROP TABLE IF EXISTS temp.staged_keys;
+             CREATE TEMP TABLE staged_keys (qid INTEGER NOT NULL, key TEXT NOT NULL, uri TEXT NOT NULL, rid INTEGER NOT NULL);",
+        )?;
         self.bulk = Some(0);
         Ok(true)
     }
@@ -70,19 +74,36 @@ impl Writer {
                 "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?;
+            // Keys are staged beside the rows, so settling never reads the records again.
+            let mut insert_key = tx.prepare_cached(
+                "INSERT INTO temp.staged_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
+            )?;
             for (changes, _) in jobs {
                 for change in *changes {
                     match change {
-                        Change::Upsert(u) => insert.execute(params![
-                            u.uri,
-                            u.collection,
-                            u.author,
-                            u.rev,
-                            u.cid,
-                            u.record_json,
-                            keys_column::encode(&self.shared.qids, &u.keys),
-                            now
-                        ])?,
+                        Change::Upsert(u) => insert
+                            .execute(params![
+                                u.uri,
+                                u.collection,
+                                u.author,
+                                u.rev,
+                                u.cid,
+                                u.record_json,
+                                keys_column::encode(&self.shared.qids, &u.keys),
+                                now
+                            ])
+                            .and_then(|inserted| {
+                                let rid = tx.last_insert_rowid();
+                                for (position, key) in &u.keys {
+                                    insert_key.execute(params![
+                                        self.shared.qids[*position],
+                                        key,
+                                        u.uri,
+                                        rid
+                                    ])?;
+                                }
+                                Ok(inserted)
+                            })?,
                         Change::Delete {
                             uri,
                             collection,
@@ -119,7 +140,18 @@ impl Writer {
             return Ok(ApplyReport::default());
         };
         let outcome = self.settle(staged, cursor.as_ref());
-        let restored = self.conn.pragma_update(None, "temp_store", "MEMORY");
+        let restored = self
+            .conn
+            .execute_batch(
+                "DROP TABLE IF EXISTS temp.staged_keys; DROP TABLE IF EXISTS temp.superseded;",
+            )
+            .and_then(|_| self.conn.pragma_update(None, "temp_store", "MEMORY"))
+            .and_then(|_| self.conn.pragma_update(None, "threads", 0))
+            .and_then(|_| {
+                self.conn
+                    .pragma_update(None, "cache_size", super::super::WRITER_CACHE_KIB)
+            })
+            .and_then(|_| self.conn.execute_batch("PRAGMA shrink_memory"));
         if outcome.is_err() {
             recover_interrupted(&self.conn)?;
         }
@@ -134,6 +166,9 @@ impl Writer {
         cursor: Option<&CursorPosition>,
     ) -> CatalogResult<ApplyReport> {
         let started = std::time::Instant::now();
+        // The sorts below may use a second thread; memory they took goes back after
+        // (`shrink_memory` in `finish_bulk`).
+        self.conn.pragma_update(None, "threads", 2)?;
         let tx = self.conn.transaction()?;
         let mut report = ApplyReport::default();
         let mut kinds: HashMap<String, i64> = HashMap::new();
@@ -174,10 +209,15 @@ impl Writer {
                 *kinds.entry(collection).or_default() += 1;
             }
         }
+        tx.execute_batch(
+            "DROP TABLE IF EXISTS temp.superseded; CREATE TEMP TABLE superseded (rowid INTEGER PRIMARY KEY);",
+        )?;
         {
             let mut delete = tx.prepare("DELETE FROM records WHERE rowid = ?1")?;
+            let mut remember = tx.prepare("INSERT INTO temp.superseded (rowid) VALUES (?1)")?;
             for rowid in &superseded {
                 delete.execute([rowid])?;
+                remember.execute([rowid])?;
             }
         }
         let settled = started.elapsed();
@@ -185,8 +225,8 @@ impl Writer {
         let indexed = started.elapsed();
         tx.execute(
             "INSERT INTO query_keys (qid, key, uri, rid)
-             SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), r.uri, r.rowid
-             FROM records r, json_each(r.keys) j WHERE r.record IS NOT NULL ORDER BY 1, 2, 3",
+             SELECT qid, key, uri, rid FROM temp.staged_keys
+             WHERE rid NOT IN (SELECT rowid FROM temp.superseded) ORDER BY qid, key, uri",
             [],
         )?;
         let keyed = started.elapsed();
