@@ -1,0 +1,76 @@
+//! CAR v1 slices, as carried in a `#commit` frame's `blocks`: a header, then blocks of
+//! `varint(length) CID data`. Only CIDv1 appears in atproto repositories.
+
+use super::dagcbor::CborError;
+use std::collections::HashMap;
+
+fn varint(input: &mut &[u8]) -> Result<u64, CborError> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let Some((&byte, rest)) = input.split_first() else {
+            return Err(CborError("CAR: truncated varint".into()));
+        };
+        *input = rest;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(CborError("CAR: varint too long".into()))
+}
+
+/// The length of the CIDv1 at the front of `input`.
+fn cid_length(input: &[u8]) -> Result<usize, CborError> {
+    let mut rest = input;
+    let version = varint(&mut rest)?;
+    if version != 1 {
+        return Err(CborError(format!("CAR: CID version {version} is not supported")));
+    }
+    let _codec = varint(&mut rest)?;
+    let _hash = varint(&mut rest)?;
+    let digest = usize::try_from(varint(&mut rest)?).map_err(|_| CborError("CAR: digest too long".into()))?;
+    if rest.len() < digest {
+        return Err(CborError("CAR: truncated CID".into()));
+    }
+    Ok(input.len() - rest.len() + digest)
+}
+
+/// Every block of a CAR slice, by binary CID.
+pub fn blocks(car: &[u8]) -> Result<HashMap<Vec<u8>, Vec<u8>>, CborError> {
+    let mut rest = car;
+    let header = usize::try_from(varint(&mut rest)?).map_err(|_| CborError("CAR: header too long".into()))?;
+    if rest.len() < header {
+        return Err(CborError("CAR: truncated header".into()));
+    }
+    rest = &rest[header..];
+    let mut found = HashMap::new();
+    while !rest.is_empty() {
+        let length = usize::try_from(varint(&mut rest)?).map_err(|_| CborError("CAR: block too long".into()))?;
+        if rest.len() < length {
+            return Err(CborError("CAR: truncated block".into()));
+        }
+        let (block, after) = rest.split_at(length);
+        let cid = cid_length(block)?;
+        found.insert(block[..cid].to_vec(), block[cid..].to_vec());
+        rest = after;
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_blocks_by_cid() {
+        let cid = [0x01, 0x71, 0x12, 0x02, 0xaa, 0xbb];
+        let data = [0xa0];
+        let mut car = vec![0x01, 0xa0]; // header: an empty map
+        car.push((cid.len() + data.len()) as u8);
+        car.extend_from_slice(&cid);
+        car.extend_from_slice(&data);
+        let blocks = blocks(&car).unwrap();
+        assert_eq!(blocks.get(&cid[..]), Some(&vec![0xa0]));
+        assert!(super::blocks(&car[..car.len() - 1]).is_err());
+    }
+}
