@@ -9,6 +9,9 @@
 //   SVC_PEERS_PLC_PORT       PLC port (default 0: a free port)
 //   SVC_PEERS_PDS_PORT       PDS port (default 0: a free port)
 //   SVC_PEERS_ADMIN_PASSWORD PDS admin password (default: random)
+//   SVC_PEERS_EXIT_ON_STDIN_EOF=1  also shut down (as on SIGTERM) when stdin reaches its end or
+//                            fails: a parent that holds the write end of a pipe as our stdin
+//                            ends us by exiting, however it exits (the kernel closes the pipe)
 //   other PDS_* variables    passed to the PDS, except those set here (see pdsEnv below)
 import { createRequire } from 'node:module'
 import crypto from 'node:crypto'
@@ -197,6 +200,17 @@ async function main() {
 }
 
 process.on('SIGTERM', () => shutdown(0))
+if (/^(1|true)$/i.test(process.env.SVC_PEERS_EXIT_ON_STDIN_EOF ?? '')) {
+  const onEnd = (why) => {
+    if (!stopping) info(`stdin ${why}: shutting down`)
+    shutdown(0)
+  }
+  process.stdin.on('end', () => onEnd('closed'))
+  process.stdin.on('error', (err) => onEnd(`failed (${err.code ?? err})`))
+  // Discard whatever arrives; only the end matters.
+  process.stdin.on('data', () => {})
+  process.stdin.resume()
+}
 process.on('SIGINT', () => shutdown(0))
 process.on('uncaughtException', (err) => {
   fail(`uncaught: ${err?.stack ?? err}`)

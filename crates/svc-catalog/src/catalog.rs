@@ -77,6 +77,16 @@ pub struct ApplyReport {
     pub stale: u64,
 }
 
+/// What the source says of an account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccountStatus {
+    Active,
+    /// Deactivated, suspended, taken down...: its records leave every answer and count.
+    Inactive(String),
+    /// Its records are removed.
+    Deleted,
+}
+
 /// One page request of a list query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageRequest {
@@ -130,6 +140,9 @@ pub trait Catalog: Send + Sync {
 
     /// The record stored at a uri, if any (tests and tools).
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
+
+    /// Records an account's status change, hiding, restoring or removing its records.
+    fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()>;
 
     /// Starts a bulk load if the catalog is empty (`false` otherwise, and nothing changes).
     /// Until [`Catalog::finish_bulk`], `apply` stages changes: they are not visible, and their

@@ -51,6 +51,15 @@ const MIGRATIONS: &[&str] = &[
         updated_at INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 2: accounts the source reports inactive (deactivated, suspended, takendown): their
+    // records stay stored but leave the index and the counts until the account is active again.
+    r#"
+    CREATE TABLE inactive_accounts (
+        did TEXT PRIMARY KEY,
+        status TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -8,8 +8,8 @@ mod writer;
 
 use crate::spec::QuerySet;
 use crate::{
-    ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change, ChangeClock,
-    CursorPosition, Item, KindCounts, Page, PageRequest,
+    AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
+    ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest,
 };
 use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
@@ -177,6 +177,16 @@ impl Catalog for SqliteCatalog {
 
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
         Box::pin(async move { self.readers.run(move |conn| reader::get(conn, &uri)).await })
+    }
+
+    fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.writer
+                .send(WriteJob::Account { did, status, reply })
+                .map_err(|_| CatalogError::Closed)?;
+            answer.await.map_err(|_| CatalogError::Closed)?
+        })
     }
 
     fn begin_bulk(&self) -> CatalogFuture<'_, bool> {

@@ -6,10 +6,12 @@
 use super::Shared;
 use super::keys_column;
 use crate::spec::QuerySet;
-use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition, IndexKeys};
+use crate::{
+    AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, CursorPosition, IndexKeys,
+};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
 
@@ -25,6 +27,11 @@ pub(crate) enum WriteJob {
     FinishBulk {
         cursor: Option<CursorPosition>,
         reply: oneshot::Sender<CatalogResult<ApplyReport>>,
+    },
+    Account {
+        did: String,
+        status: AccountStatus,
+        reply: oneshot::Sender<CatalogResult<()>>,
     },
 }
 
@@ -45,6 +52,8 @@ pub(crate) struct Writer {
     positions: HashMap<i64, usize>,
     /// Changes staged by a bulk load, when one is under way.
     bulk: Option<u64>,
+    /// Accounts whose records are out of the index.
+    inactive: HashSet<String>,
 }
 
 #[derive(Default)]
@@ -194,11 +203,13 @@ impl Writer {
             .enumerate()
             .map(|(p, q)| (*q, p))
             .collect();
+        let inactive = load_inactive(&conn).unwrap_or_default();
         Writer {
             conn,
             shared,
             positions,
             bulk: None,
+            inactive,
         }
     }
 
@@ -231,6 +242,9 @@ impl Writer {
                         }
                     }
                     self.apply_group(group);
+                }
+                WriteJob::Account { did, status, reply } => {
+                    let _ = reply.send(self.set_account(&did, &status));
                 }
                 WriteJob::BeginBulk { reply } => {
                     let _ = reply.send(self.begin_bulk());
@@ -280,7 +294,14 @@ impl Writer {
         for (changes, cursor) in jobs {
             let mut report = ApplyReport::default();
             for change in *changes {
-                if apply_change(&tx, &self.shared, &self.positions, change, &mut pending)? {
+                if apply_change(
+                    &tx,
+                    &self.shared,
+                    &self.positions,
+                    &self.inactive,
+                    change,
+                    &mut pending,
+                )? {
                     report.applied += 1;
                 } else {
                     report.stale += 1;
@@ -293,14 +314,18 @@ impl Writer {
         }
         flush_counts(&tx, &self.shared, &pending)?;
         tx.commit()?;
-        // Readers may cache against the clock: bump it only after the commit.
+        self.publish(&pending);
+        Ok(reports)
+    }
+
+    /// Readers may cache against the clock: bump it only after the commit.
+    fn publish(&self, pending: &Pending) {
         for (position, key) in &pending.touched {
             self.shared.clock.touch_key(*position, key);
         }
         if !pending.kind_counts.is_empty() {
             self.shared.clock.touch_kinds();
         }
-        Ok(reports)
     }
 }
 
@@ -325,10 +350,16 @@ fn apply_change(
     tx: &Transaction<'_>,
     shared: &Shared,
     positions: &HashMap<i64, usize>,
+    inactive: &HashSet<String>,
     change: &Change,
     pending: &mut Pending,
 ) -> CatalogResult<bool> {
     let uri = change.uri();
+    // An inactive account's records are stored but stay out of the index and the counts
+    // until it is active again; a scratch `Pending` takes what they would have changed.
+    let hide = inactive.contains(accounts::did_of(uri));
+    let mut hidden = Pending::default();
+    let pending = if hide { &mut hidden } else { pending };
     let now = now_ms();
     let empty = IndexKeys::new();
     // A uri never seen before costs one insert, without a lookup first.
@@ -351,7 +382,9 @@ fn apply_change(
         if inserted == 1 {
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
             let rowid = tx.last_insert_rowid();
-            update_keys(tx, shared, uri, rowid, &empty, &u.keys, pending)?;
+            if !hide {
+                update_keys(tx, shared, uri, rowid, &empty, &u.keys, pending)?;
+            }
             return Ok(true);
         }
     }
@@ -427,7 +460,9 @@ fn apply_change(
         Some(e) => e.rowid,
         None => tx.last_insert_rowid(),
     };
-    update_keys(tx, shared, uri, rowid, &old_keys, new_keys, pending)?;
+    if !hide {
+        update_keys(tx, shared, uri, rowid, &old_keys, new_keys, pending)?;
+    }
     Ok(true)
 }
 
@@ -492,5 +527,12 @@ fn flush_counts(tx: &Transaction<'_>, shared: &Shared, pending: &Pending) -> Cat
     Ok(())
 }
 
+mod accounts;
 mod bulk;
 pub(crate) use bulk::recover_interrupted as recover_interrupted_bulk;
+
+fn load_inactive(conn: &Connection) -> rusqlite::Result<HashSet<String>> {
+    let mut stmt = conn.prepare("SELECT did FROM inactive_accounts")?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    rows.collect()
+}

@@ -88,4 +88,5 @@ each_backend!(
     kind_counts_follow_changes,
     change_clock_moves_with_touched_keys,
     bulk_loads_only_into_an_empty_catalog,
+    accounts_hide_restore_and_remove_records,
 );

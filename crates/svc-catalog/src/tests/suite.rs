@@ -1,5 +1,5 @@
 use super::{Fresh, delete, upsert};
-use crate::{CursorPosition, PageRequest};
+use crate::{AccountStatus, CursorPosition, PageRequest};
 use serde_json::json;
 
 fn page(limit: u32, offset: u64) -> PageRequest {
@@ -395,5 +395,84 @@ pub async fn bulk_loads_only_into_an_empty_catalog(fresh: Fresh) {
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
             .await
             .is_empty()
+    );
+}
+
+pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
+    let a1 = "at://did:plc:a/dev.svc.bounty/1";
+    let a2 = "at://did:plc:a/dev.svc.bounty/2";
+    let b1 = "at://did:plc:b/dev.svc.bounty/1";
+    let r = json!({"requester": "did:plc:r"});
+    fresh
+        .catalog
+        .apply(
+            vec![upsert(a1, "3a", r.clone()), upsert(b1, "3a", r.clone())],
+            None,
+        )
+        .await
+        .unwrap();
+    let requester = [Some("did:plc:r")];
+    fresh
+        .catalog
+        .set_account(
+            "did:plc:a".into(),
+            AccountStatus::Inactive("deactivated".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &requester).await,
+        vec![b1]
+    );
+    assert_eq!(
+        fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
+        1
+    );
+    // Writes of an inactive account are kept, out of sight.
+    fresh
+        .catalog
+        .apply(vec![upsert(a2, "3b", r.clone())], None)
+        .await
+        .unwrap();
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &requester).await,
+        vec![b1]
+    );
+    fresh
+        .catalog
+        .set_account("did:plc:a".into(), AccountStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &requester).await,
+        vec![a1, a2, b1]
+    );
+    assert_eq!(
+        fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
+        3
+    );
+    // Activating an active account changes nothing.
+    fresh
+        .catalog
+        .set_account("did:plc:a".into(), AccountStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &requester).await.len(),
+        3
+    );
+    fresh
+        .catalog
+        .set_account("did:plc:a".into(), AccountStatus::Deleted)
+        .await
+        .unwrap();
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &requester).await,
+        vec![b1]
+    );
+    assert!(fresh.catalog.get(a1.to_string()).await.unwrap().is_none());
+    assert_eq!(
+        fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
+        1
     );
 }
