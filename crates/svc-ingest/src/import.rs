@@ -230,7 +230,9 @@ fn read_batches(
                     Prepared::Invalid => summary.invalid += 1,
                     Prepared::Ignored => summary.ignored += 1,
                 },
-                Ok(JetstreamLine::Other { .. }) => summary.ignored += 1,
+                Ok(JetstreamLine::Other { .. } | JetstreamLine::Account { .. }) => {
+                    summary.ignored += 1
+                }
                 Err(reason) => {
                     summary.malformed += 1;
                     tracing::warn!(

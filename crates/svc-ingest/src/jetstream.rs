@@ -6,7 +6,15 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 #[derive(Debug, Deserialize)]
+struct AccountBody<'a> {
+    active: Option<bool>,
+    status: Option<&'a str>,
+}
+
+#[derive(Debug, Deserialize)]
 struct Line<'a> {
+    #[serde(borrow)]
+    account: Option<AccountBody<'a>>,
     #[serde(borrow)]
     did: Option<&'a str>,
     time_us: Option<i64>,
@@ -33,6 +41,12 @@ struct Commit<'a> {
 #[derive(Debug)]
 pub enum JetstreamLine {
     Commit(CommitEvent),
+    /// An account's status changed.
+    Account {
+        did: String,
+        status: svc_catalog::AccountStatus,
+        time_us: Option<i64>,
+    },
     /// An identity, account or other non-commit event, with its kind and time.
     Other {
         kind: String,
@@ -45,6 +59,23 @@ pub fn parse_jetstream_line(text: &str) -> Result<JetstreamLine, String> {
     let line: Line<'_> =
         serde_json::from_str(text).map_err(|e| format!("not a JSON event: {e}"))?;
     let kind = line.kind.ok_or("missing kind")?;
+    if kind == "account" {
+        let did = line.did.ok_or("missing did")?;
+        svc_syntax::check_did(did).map_err(|e| format!("did: {e}"))?;
+        let account = line.account.ok_or("missing account")?;
+        let status = match (account.active.unwrap_or(true), account.status) {
+            (true, _) => svc_catalog::AccountStatus::Active,
+            (false, Some("deleted")) => svc_catalog::AccountStatus::Deleted,
+            (false, other) => {
+                svc_catalog::AccountStatus::Inactive(other.unwrap_or("inactive").to_string())
+            }
+        };
+        return Ok(JetstreamLine::Account {
+            did: did.to_string(),
+            status,
+            time_us: line.time_us,
+        });
+    }
     if kind != "commit" {
         return Ok(JetstreamLine::Other {
             kind: kind.to_string(),
@@ -108,6 +139,32 @@ mod tests {
             panic!("commit")
         };
         assert_eq!(event.action, Action::Delete);
+    }
+
+    #[test]
+    fn account_events_carry_the_status() {
+        let line = r#"{"did":"did:plc:a","time_us":9,"kind":"account","account":{"active":false,"did":"did:plc:a","seq":3,"status":"deactivated"}}"#;
+        let JetstreamLine::Account {
+            did,
+            status,
+            time_us,
+        } = parse_jetstream_line(line).unwrap()
+        else {
+            panic!("account")
+        };
+        assert_eq!((did.as_str(), time_us), ("did:plc:a", Some(9)));
+        assert_eq!(
+            status,
+            svc_catalog::AccountStatus::Inactive("deactivated".into())
+        );
+        let active = r#"{"did":"did:plc:a","time_us":10,"kind":"account","account":{"active":true,"did":"did:plc:a","seq":4}}"#;
+        assert!(matches!(
+            parse_jetstream_line(active).unwrap(),
+            JetstreamLine::Account {
+                status: svc_catalog::AccountStatus::Active,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! [`Ingestor`].
 
 mod event;
+pub mod firehose;
 mod import;
 mod ingest;
 mod jetstream;

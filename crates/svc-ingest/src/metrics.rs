@@ -21,6 +21,9 @@ pub struct IngestMetrics {
     pub malformed_events: Counter,
     /// Seconds between the newest applied event's time and now.
     pub lag_seconds: Gauge<f64, AtomicU64>,
+    pub reconnects: Counter,
+    pub backfill_repos_done: Gauge,
+    pub backfill_repos_total: Gauge,
 }
 
 impl IngestMetrics {
@@ -44,6 +47,21 @@ impl IngestMetrics {
             "svc_ingest_lag_seconds",
             "Age of the newest applied event",
             self.lag_seconds.clone(),
+        );
+        registry.register(
+            "svc_ingest_reconnects",
+            "Reconnections to the live source",
+            self.reconnects.clone(),
+        );
+        registry.register(
+            "svc_backfill_repos_done",
+            "Repositories backfilled",
+            self.backfill_repos_done.clone(),
+        );
+        registry.register(
+            "svc_backfill_repos_total",
+            "Repositories to backfill",
+            self.backfill_repos_total.clone(),
         );
     }
 

@@ -10,6 +10,46 @@ pub fn check_datetime(value: &str) -> Result<(), SyntaxError> {
     }
 }
 
+/// Microseconds since the Unix epoch of an atproto datetime, or `None` if it is not one.
+pub fn datetime_to_unix_micros(value: &str) -> Option<i64> {
+    parse(value.as_bytes())?;
+    let b = value.as_bytes();
+    let num = |r: std::ops::Range<usize>| digits(b, r).map(i64::from);
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = &value[19..];
+    let mut micros = 0i64;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let len = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        let padded = format!("{:0<6}", &fraction[..len.min(6)]);
+        micros = padded.parse().ok()?;
+        rest = &fraction[len..];
+    }
+    let offset_seconds = match rest.as_bytes() {
+        [b'Z'] => 0,
+        [sign, ..] => {
+            let hours: i64 = rest[1..3].parse().ok()?;
+            let minutes: i64 = rest[4..6].parse().ok()?;
+            let total = hours * 3600 + minutes * 60;
+            if *sign == b'-' { -total } else { total }
+        }
+        [] => return None,
+    };
+    // Days from the civil date (proleptic Gregorian), after Howard Hinnant's algorithm.
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * m + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
+    Some(seconds * 1_000_000 + micros)
+}
+
 fn digits(bytes: &[u8], range: std::ops::Range<usize>) -> Option<u32> {
     let slice = bytes.get(range)?;
     if !slice.iter().all(u8::is_ascii_digit) {
@@ -88,6 +128,22 @@ mod tests {
         ] {
             assert!(check_datetime(ok).is_ok(), "{ok}");
         }
+    }
+
+    #[test]
+    fn converts_to_unix_microseconds() {
+        use super::datetime_to_unix_micros as micros;
+        assert_eq!(micros("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            micros("2024-01-02T03:04:05.5Z"),
+            Some(1_704_164_645_500_000)
+        );
+        assert_eq!(
+            micros("2024-01-02T04:04:05.5+01:00"),
+            Some(1_704_164_645_500_000)
+        );
+        assert_eq!(micros("2000-02-29T00:00:00Z"), Some(951_782_400_000_000));
+        assert_eq!(micros("not a date"), None);
     }
 
     #[test]

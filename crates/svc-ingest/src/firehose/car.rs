@@ -24,11 +24,14 @@ fn cid_length(input: &[u8]) -> Result<usize, CborError> {
     let mut rest = input;
     let version = varint(&mut rest)?;
     if version != 1 {
-        return Err(CborError(format!("CAR: CID version {version} is not supported")));
+        return Err(CborError(format!(
+            "CAR: CID version {version} is not supported"
+        )));
     }
     let _codec = varint(&mut rest)?;
     let _hash = varint(&mut rest)?;
-    let digest = usize::try_from(varint(&mut rest)?).map_err(|_| CborError("CAR: digest too long".into()))?;
+    let digest = usize::try_from(varint(&mut rest)?)
+        .map_err(|_| CborError("CAR: digest too long".into()))?;
     if rest.len() < digest {
         return Err(CborError("CAR: truncated CID".into()));
     }
@@ -38,14 +41,16 @@ fn cid_length(input: &[u8]) -> Result<usize, CborError> {
 /// Every block of a CAR slice, by binary CID.
 pub fn blocks(car: &[u8]) -> Result<HashMap<Vec<u8>, Vec<u8>>, CborError> {
     let mut rest = car;
-    let header = usize::try_from(varint(&mut rest)?).map_err(|_| CborError("CAR: header too long".into()))?;
+    let header = usize::try_from(varint(&mut rest)?)
+        .map_err(|_| CborError("CAR: header too long".into()))?;
     if rest.len() < header {
         return Err(CborError("CAR: truncated header".into()));
     }
     rest = &rest[header..];
     let mut found = HashMap::new();
     while !rest.is_empty() {
-        let length = usize::try_from(varint(&mut rest)?).map_err(|_| CborError("CAR: block too long".into()))?;
+        let length = usize::try_from(varint(&mut rest)?)
+            .map_err(|_| CborError("CAR: block too long".into()))?;
         if rest.len() < length {
             return Err(CborError("CAR: truncated block".into()));
         }

@@ -62,9 +62,21 @@ impl<'a> Reader<'a> {
         Ok(match info {
             0..=23 => u64::from(info),
             24 => u64::from(self.byte()?),
-            25 => u64::from(u16::from_be_bytes(self.take(2)?.try_into().map_err(|_| CborError("short".into()))?)),
-            26 => u64::from(u32::from_be_bytes(self.take(4)?.try_into().map_err(|_| CborError("short".into()))?)),
-            27 => u64::from_be_bytes(self.take(8)?.try_into().map_err(|_| CborError("short".into()))?),
+            25 => u64::from(u16::from_be_bytes(
+                self.take(2)?
+                    .try_into()
+                    .map_err(|_| CborError("short".into()))?,
+            )),
+            26 => u64::from(u32::from_be_bytes(
+                self.take(4)?
+                    .try_into()
+                    .map_err(|_| CborError("short".into()))?,
+            )),
+            27 => u64::from_be_bytes(
+                self.take(8)?
+                    .try_into()
+                    .map_err(|_| CborError("short".into()))?,
+            ),
             _ => return fail(format!("unsupported additional information {info}")),
         })
     }
@@ -91,12 +103,18 @@ impl<'a> Reader<'a> {
             }
             3 => {
                 let n = self.length(info)?;
-                let text = std::str::from_utf8(self.take(n)?).map_err(|_| CborError("text is not UTF-8".into()))?;
+                let text = std::str::from_utf8(self.take(n)?)
+                    .map_err(|_| CborError("text is not UTF-8".into()))?;
                 Ok(Cbor::Text(text.to_string()))
             }
             4 => {
                 let n = self.length(info)?;
-                self.nested(|r| (0..n).map(|_| r.value()).collect::<Result<Vec<_>, _>>().map(Cbor::Array))
+                self.nested(|r| {
+                    (0..n)
+                        .map(|_| r.value())
+                        .collect::<Result<Vec<_>, _>>()
+                        .map(Cbor::Array)
+                })
             }
             5 => {
                 let n = self.length(info)?;
@@ -117,7 +135,9 @@ impl<'a> Reader<'a> {
                     return fail(format!("unsupported tag {tag}"));
                 }
                 match self.value()? {
-                    Cbor::Bytes(bytes) if bytes.first() == Some(&0) => Ok(Cbor::Link(bytes[1..].to_vec())),
+                    Cbor::Bytes(bytes) if bytes.first() == Some(&0) => {
+                        Ok(Cbor::Link(bytes[1..].to_vec()))
+                    }
                     _ => fail("tag 42 must hold bytes starting with 0x00"),
                 }
             }
@@ -134,7 +154,10 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn nested(&mut self, inner: impl FnOnce(&mut Self) -> Result<Cbor, CborError>) -> Result<Cbor, CborError> {
+    fn nested(
+        &mut self,
+        inner: impl FnOnce(&mut Self) -> Result<Cbor, CborError>,
+    ) -> Result<Cbor, CborError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return fail("nested too deeply");
@@ -185,15 +208,20 @@ impl Cbor {
             Cbor::Integer(n) => i64::try_from(*n)
                 .map(Value::from)
                 .unwrap_or_else(|_| Value::from(*n as f64)),
-            Cbor::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
+            Cbor::Float(f) => serde_json::Number::from_f64(*f)
+                .map(Value::Number)
+                .unwrap_or(Value::Null),
             Cbor::Bytes(bytes) => serde_json::json!({
                 "$bytes": base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
             }),
             Cbor::Text(text) => Value::String(text.clone()),
             Cbor::Array(items) => Value::Array(items.iter().map(Cbor::to_json).collect()),
-            Cbor::Map(entries) => {
-                Value::Object(entries.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
-            }
+            Cbor::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_json()))
+                    .collect(),
+            ),
             Cbor::Link(cid) => serde_json::json!({ "$link": cid_string(cid) }),
         }
     }
@@ -227,8 +255,8 @@ mod tests {
     fn decodes_the_shapes_of_the_data_model() {
         // {"a": 1, "b": [true, null, -2], "c": h'0102', "d": "hé"}
         let bytes = [
-            0xa4, 0x61, b'a', 0x01, 0x61, b'b', 0x83, 0xf5, 0xf6, 0x21, 0x61, b'c', 0x42, 1, 2, 0x61, b'd', 0x63, b'h',
-            0xc3, 0xa9,
+            0xa4, 0x61, b'a', 0x01, 0x61, b'b', 0x83, 0xf5, 0xf6, 0x21, 0x61, b'c', 0x42, 1, 2,
+            0x61, b'd', 0x63, b'h', 0xc3, 0xa9,
         ];
         let (value, rest) = decode(&bytes).unwrap();
         assert!(rest.is_empty());
@@ -241,7 +269,9 @@ mod tests {
     #[test]
     fn decodes_links_and_leaves_the_rest() {
         // tag 42 of h'00 01 71 12 02 aa bb', then a trailing 0x01
-        let bytes = [0xd8, 0x2a, 0x47, 0x00, 0x01, 0x71, 0x12, 0x02, 0xaa, 0xbb, 0x01];
+        let bytes = [
+            0xd8, 0x2a, 0x47, 0x00, 0x01, 0x71, 0x12, 0x02, 0xaa, 0xbb, 0x01,
+        ];
         let (value, rest) = decode(&bytes).unwrap();
         assert_eq!(value, Cbor::Link(vec![0x01, 0x71, 0x12, 0x02, 0xaa, 0xbb]));
         assert_eq!(rest, &[0x01]);
@@ -254,7 +284,10 @@ mod tests {
         assert!(decode(&[0xa1, 0x01, 0x01]).is_err(), "integer map key");
         assert!(decode(&[0xc1, 0x00]).is_err(), "tag other than 42");
         assert!(decode(&[0x62, b'a']).is_err(), "truncated");
-        assert!(decode(&[0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]).is_err(), "huge length");
+        assert!(
+            decode(&[0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]).is_err(),
+            "huge length"
+        );
         let deep: Vec<u8> = std::iter::repeat_n(0x81, 100).chain([0x00]).collect();
         assert!(decode(&deep).is_err(), "too deep");
     }

@@ -1,6 +1,8 @@
 //! Runs the real `svc` binary on an ephemeral port and talks to it over HTTP.
 #![allow(dead_code)]
 
+pub mod peers;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

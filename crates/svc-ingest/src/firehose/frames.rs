@@ -1,0 +1,137 @@
+//! `com.atproto.sync.subscribeRepos` frames: a DAG-CBOR header `{op, t}` then a body. Commit
+//! ops take their record from the frame's CAR slice, converted to atproto JSON.
+
+use super::car;
+use super::dagcbor::{self, Cbor};
+use super::{SourceEvent, SourceMessage};
+use crate::event::{Action, CommitEvent};
+use svc_catalog::AccountStatus;
+
+fn time_of(body: &Cbor) -> Option<i64> {
+    body.get("time")
+        .and_then(Cbor::as_str)
+        .and_then(svc_syntax::datetime_to_unix_micros)
+}
+
+/// Decodes one binary websocket message of the repository firehose.
+pub fn decode_frame(bytes: &[u8]) -> Result<SourceMessage, String> {
+    let (header, rest) = dagcbor::decode(bytes).map_err(|e| format!("header: {e}"))?;
+    let (body, _) = dagcbor::decode(rest).map_err(|e| format!("body: {e}"))?;
+    let op = header
+        .get("op")
+        .and_then(Cbor::as_i64)
+        .ok_or("header without op")?;
+    if op == -1 {
+        let error = body
+            .get("error")
+            .and_then(Cbor::as_str)
+            .unwrap_or("unknown");
+        let message = body.get("message").and_then(Cbor::as_str).unwrap_or("");
+        return Ok(SourceMessage::only(SourceEvent::Error {
+            error: error.into(),
+            message: message.into(),
+        }));
+    }
+    let seq = body.get("seq").and_then(Cbor::as_i64);
+    let time_us = time_of(&body);
+    let did = || {
+        body.get("did")
+            .and_then(Cbor::as_str)
+            .map(str::to_string)
+            .ok_or("event without did")
+    };
+    let events = match header.get("t").and_then(Cbor::as_str) {
+        Some("#commit") => commit_events(&body, time_us)?,
+        Some("#account") => {
+            let active = body.get("active").and_then(Cbor::as_bool).unwrap_or(true);
+            let status = body
+                .get("status")
+                .and_then(Cbor::as_str)
+                .unwrap_or("inactive");
+            let status = match (active, status) {
+                (true, _) => AccountStatus::Active,
+                (false, "deleted") => AccountStatus::Deleted,
+                (false, other) => AccountStatus::Inactive(other.to_string()),
+            };
+            vec![SourceEvent::Account {
+                did: did()?,
+                status,
+            }]
+        }
+        Some("#identity") => vec![SourceEvent::Identity { did: did()? }],
+        Some("#info") => {
+            let name = body.get("name").and_then(Cbor::as_str).unwrap_or("unknown");
+            let message = body.get("message").and_then(Cbor::as_str).unwrap_or("");
+            vec![SourceEvent::Info {
+                name: name.into(),
+                message: message.into(),
+            }]
+        }
+        // #sync and types of later versions move the cursor and nothing else.
+        _ => Vec::new(),
+    };
+    Ok(SourceMessage {
+        events,
+        cursor: seq,
+        time_us,
+    })
+}
+
+fn commit_events(body: &Cbor, time_us: Option<i64>) -> Result<Vec<SourceEvent>, String> {
+    let repo = body
+        .get("repo")
+        .and_then(Cbor::as_str)
+        .ok_or("commit without repo")?;
+    let rev = body
+        .get("rev")
+        .and_then(Cbor::as_str)
+        .ok_or("commit without rev")?;
+    let Some(Cbor::Array(ops)) = body.get("ops") else {
+        return Err("commit without ops".into());
+    };
+    let blocks = match body.get("blocks") {
+        Some(Cbor::Bytes(bytes)) => car::blocks(bytes).map_err(|e| e.to_string())?,
+        _ => Default::default(),
+    };
+    let mut events = Vec::new();
+    for op in ops {
+        let Some((collection, rkey)) = op
+            .get("path")
+            .and_then(Cbor::as_str)
+            .and_then(|p| p.split_once('/'))
+        else {
+            continue;
+        };
+        let action = match op.get("action").and_then(Cbor::as_str) {
+            Some("create") => Action::Create,
+            Some("update") => Action::Update,
+            Some("delete") => Action::Delete,
+            _ => continue,
+        };
+        let cid = match op.get("cid") {
+            Some(Cbor::Link(cid)) => Some(cid.clone()),
+            _ => None,
+        };
+        let record_json = match (action, &cid) {
+            (Action::Delete, _) => None,
+            // A record missing from the slice (a `tooBig` commit) reaches validation as
+            // invalid rather than being dropped unseen.
+            (_, Some(cid)) => blocks
+                .get(cid)
+                .and_then(|block| dagcbor::decode(block).ok())
+                .map(|(record, _)| record.to_json().to_string()),
+            (_, None) => None,
+        };
+        events.push(SourceEvent::Commit(CommitEvent {
+            did: repo.to_string(),
+            collection: collection.to_string(),
+            rkey: rkey.to_string(),
+            action,
+            rev: rev.to_string(),
+            cid: cid.as_deref().map(dagcbor::cid_string),
+            record_json,
+            time_us,
+        }));
+    }
+    Ok(events)
+}

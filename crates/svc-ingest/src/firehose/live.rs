@@ -1,0 +1,363 @@
+//! Following a live source: connect, read, batch, apply with the cursor in the same
+//! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
+
+use super::{SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
+use crate::ingest::{Ingestor, Prepared};
+use crate::jetstream::{JetstreamLine, parse_jetstream_line};
+use futures_util::{SinkExt, StreamExt};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use svc_catalog::{Catalog, CatalogError, Change, CursorPosition};
+use tokio::sync::watch;
+use tokio_tungstenite::tungstenite::Message;
+
+/// The source name under which the live cursor is stored.
+pub const LIVE_SOURCE: &str = "firehose";
+/// Jetstream cursors are times; resuming a little earlier covers events still in flight.
+const JETSTREAM_REWIND_US: i64 = 5_000_000;
+const BATCH_EVENTS: usize = 1000;
+const BATCH_WAIT: Duration = Duration::from_millis(50);
+/// A connection that stayed up this long resets the backoff.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    pub url: String,
+    /// Reuse a stored cursor even when it was stored for another endpoint.
+    pub force_cursor: bool,
+    /// No message and no pong for this long: the connection is dead.
+    pub liveness: Duration,
+    /// How old the newest event may be, or how long ago a ping was answered, to be caught up.
+    pub ready_lag: Duration,
+    pub max_backoff: Duration,
+}
+
+/// What the live source is doing, for readiness.
+#[derive(Debug, Default)]
+pub struct LiveStatus {
+    connected: AtomicBool,
+    /// Events read but not yet applied.
+    pending: AtomicBool,
+    last_event_us: AtomicI64,
+    last_pong_us: AtomicI64,
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+impl LiveStatus {
+    /// CONTRACT "Caught up": connected, and either the newest event is recent, or nothing is
+    /// pending and the connection answered a ping recently (a quiet source is not lagging).
+    pub fn caught_up(&self, ready_lag: Duration) -> bool {
+        let lag = ready_lag.as_micros() as i64;
+        let now = now_us();
+        self.connected.load(Ordering::Acquire)
+            && (now - self.last_event_us.load(Ordering::Acquire) <= lag
+                || (!self.pending.load(Ordering::Acquire)
+                    && now - self.last_pong_us.load(Ordering::Acquire) <= lag))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+/// A pseudo-random factor in [0.5, 1.5) for backoff jitter; no cryptographic need.
+fn jitter() -> f64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    0.5 + f64::from(nanos % 1000) / 1000.0
+}
+
+fn connect_url(kind: SourceKind, endpoint: &str, cursor: Option<i64>) -> String {
+    match kind {
+        SourceKind::Jetstream => {
+            let mut url = format!("{endpoint}?wantedCollections=dev.svc.*");
+            if let Some(cursor) = cursor {
+                url.push_str(&format!(
+                    "&cursor={}",
+                    (cursor - JETSTREAM_REWIND_US).max(0)
+                ));
+            }
+            url
+        }
+        SourceKind::Repos => match cursor {
+            Some(cursor) => format!("{endpoint}?cursor={cursor}"),
+            None => endpoint.to_string(),
+        },
+    }
+}
+
+/// Follows the live source until shutdown. Only storage failure ends it with an error.
+pub async fn run_live(
+    catalog: Arc<dyn Catalog>,
+    ingestor: Ingestor,
+    config: LiveConfig,
+    status: Arc<LiveStatus>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), LiveError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (kind, endpoint) = source_kind(&config.url).map_err(LiveError::Config)?;
+    let mut cursor = match catalog.cursor(LIVE_SOURCE.to_string()).await? {
+        Some(stored) if stored.endpoint == endpoint || config.force_cursor => {
+            stored.cursor.parse().ok()
+        }
+        Some(stored) => {
+            tracing::warn!(
+                stored = %stored.endpoint,
+                "the stored cursor belongs to another endpoint; starting from the live tail (--force-cursor reuses it)"
+            );
+            None
+        }
+        None => None,
+    };
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let url = connect_url(kind, &endpoint, cursor);
+        tracing::info!(%url, "connecting to the live source");
+        let connected_at = Instant::now();
+        match tokio_tungstenite::connect_async(url.as_str()).await {
+            Ok((socket, _)) => {
+                status.connected.store(true, Ordering::Release);
+                status.last_pong_us.store(now_us(), Ordering::Release);
+                let mut session = Session {
+                    catalog: catalog.as_ref(),
+                    ingestor: &ingestor,
+                    kind,
+                    endpoint: &endpoint,
+                    status: &status,
+                    cursor: &mut cursor,
+                    batch: Vec::new(),
+                    dirty: false,
+                    batch_time: None,
+                };
+                let outcome = session.follow(socket, &config, &mut shutdown).await;
+                status.connected.store(false, Ordering::Release);
+                status.pending.store(false, Ordering::Release);
+                match outcome {
+                    Ok(()) if *shutdown.borrow() => return Ok(()),
+                    Ok(()) => tracing::warn!("the live source closed the connection"),
+                    Err(FollowError::Catalog(error)) => return Err(error.into()),
+                    Err(FollowError::Connection(reason)) => tracing::warn!("live source: {reason}"),
+                }
+            }
+            Err(error) => tracing::warn!(%url, "cannot connect to the live source: {error}"),
+        }
+        if connected_at.elapsed() >= STABLE_AFTER {
+            backoff = Duration::from_millis(250);
+        }
+        ingestor.metrics().reconnects.inc();
+        let wait = backoff.mul_f64(jitter());
+        backoff = (backoff * 2).min(config.max_backoff);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+        }
+    }
+}
+
+enum FollowError {
+    Connection(String),
+    Catalog(CatalogError),
+}
+
+impl From<CatalogError> for FollowError {
+    fn from(error: CatalogError) -> Self {
+        FollowError::Catalog(error)
+    }
+}
+
+struct Session<'a> {
+    catalog: &'a dyn Catalog,
+    ingestor: &'a Ingestor,
+    kind: SourceKind,
+    endpoint: &'a str,
+    status: &'a LiveStatus,
+    cursor: &'a mut Option<i64>,
+    batch: Vec<Change>,
+    /// The cursor moved since it was last stored.
+    dirty: bool,
+    batch_time: Option<i64>,
+}
+
+impl Session<'_> {
+    async fn follow(
+        &mut self,
+        socket: tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+        config: &LiveConfig,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), FollowError> {
+        let (mut sink, mut stream) = socket.split();
+        let mut flush_tick = tokio::time::interval(BATCH_WAIT);
+        let ping_every = (config.ready_lag / 2)
+            .min(config.liveness / 2)
+            .max(Duration::from_millis(100));
+        let mut ping_tick = tokio::time::interval(ping_every);
+        let mut last_heard = Instant::now();
+        loop {
+            tokio::select! {
+                message = stream.next() => {
+                    let message = match message {
+                        None => return self.flush().await,
+                        Some(Err(error)) => {
+                            self.flush().await?;
+                            return Err(FollowError::Connection(error.to_string()));
+                        }
+                        Some(Ok(message)) => message,
+                    };
+                    last_heard = Instant::now();
+                    let decoded = match (&message, self.kind) {
+                        (Message::Binary(bytes), SourceKind::Repos) => Some(decode_frame(bytes)),
+                        (Message::Text(text), SourceKind::Jetstream) => Some(jetstream_message(text.as_str())),
+                        (Message::Ping(payload), _) => {
+                            let _ = sink.send(Message::Pong(payload.clone())).await;
+                            None
+                        }
+                        (Message::Pong(_), _) => {
+                            self.status.last_pong_us.store(now_us(), Ordering::Release);
+                            None
+                        }
+                        (Message::Close(_), _) => return self.flush().await,
+                        _ => None,
+                    };
+                    match decoded {
+                        Some(Ok(message)) => self.take(message).await?,
+                        Some(Err(reason)) => {
+                            self.ingestor.metrics().malformed_events.inc();
+                            tracing::warn!("malformed live event skipped: {reason}");
+                        }
+                        None => {}
+                    }
+                    if self.batch.len() >= BATCH_EVENTS {
+                        self.flush().await?;
+                    }
+                }
+                _ = flush_tick.tick() => self.flush().await?,
+                _ = ping_tick.tick() => {
+                    if last_heard.elapsed() > config.liveness {
+                        self.flush().await?;
+                        return Err(FollowError::Connection(format!(
+                            "nothing heard for {} s; reconnecting",
+                            last_heard.elapsed().as_secs()
+                        )));
+                    }
+                    if sink.send(Message::Ping(Vec::new().into())).await.is_err() {
+                        self.flush().await?;
+                        return Err(FollowError::Connection("ping failed".into()));
+                    }
+                }
+                _ = shutdown.wait_for(|stop| *stop) => return self.flush().await,
+            }
+        }
+    }
+
+    async fn take(&mut self, message: SourceMessage) -> Result<(), FollowError> {
+        for event in message.events {
+            match event {
+                SourceEvent::Commit(commit) => match self.ingestor.prepare(commit) {
+                    Prepared::Change(change) => {
+                        self.batch.push(change);
+                        self.status.pending.store(true, Ordering::Release);
+                    }
+                    Prepared::Invalid => self.ingestor.metrics().count(LIVE_SOURCE, "invalid", 1),
+                    Prepared::Ignored => self.ingestor.metrics().count(LIVE_SOURCE, "ignored", 1),
+                },
+                SourceEvent::Account { did, status } => {
+                    // Changes read before the account event apply before it.
+                    self.flush().await?;
+                    tracing::info!(%did, ?status, "account status");
+                    self.catalog.set_account(did, status).await?;
+                }
+                SourceEvent::Identity { .. } => {}
+                SourceEvent::Info { name, message } => {
+                    tracing::warn!(%name, "live source says: {message}");
+                }
+                SourceEvent::Error { error, message } => {
+                    self.flush().await?;
+                    return Err(FollowError::Connection(format!(
+                        "error frame {error}: {message}"
+                    )));
+                }
+            }
+        }
+        if let Some(cursor) = message.cursor {
+            *self.cursor = Some(cursor);
+            self.dirty = true;
+        }
+        if message.time_us.is_some() {
+            self.batch_time = message.time_us;
+        }
+        Ok(())
+    }
+
+    /// Applies what was read, with the cursor that covers it, in one transaction.
+    async fn flush(&mut self) -> Result<(), FollowError> {
+        if self.batch.is_empty() && !self.dirty {
+            return Ok(());
+        }
+        let cursor = self.cursor.map(|cursor| CursorPosition {
+            source: LIVE_SOURCE.to_string(),
+            endpoint: self.endpoint.to_string(),
+            cursor: cursor.to_string(),
+            event_time_us: self.batch_time,
+        });
+        let changes = std::mem::take(&mut self.batch);
+        let report = self.catalog.apply(changes, cursor).await?;
+        self.dirty = false;
+        self.status.pending.store(false, Ordering::Release);
+        let metrics = self.ingestor.metrics();
+        metrics.count(LIVE_SOURCE, "applied", report.applied);
+        metrics.count(LIVE_SOURCE, "stale", report.stale);
+        if let Some(time) = self.batch_time {
+            self.status.last_event_us.store(time, Ordering::Release);
+            metrics
+                .lag_seconds
+                .set(((now_us() - time) as f64 / 1e6).max(0.0));
+        }
+        Ok(())
+    }
+}
+
+/// One Jetstream JSON message as a source message (the cursor is its `time_us`).
+fn jetstream_message(text: &str) -> Result<SourceMessage, String> {
+    Ok(match parse_jetstream_line(text)? {
+        JetstreamLine::Commit(commit) => {
+            let time = commit.time_us;
+            SourceMessage {
+                events: vec![SourceEvent::Commit(commit)],
+                cursor: time,
+                time_us: time,
+            }
+        }
+        JetstreamLine::Account {
+            did,
+            status,
+            time_us,
+        } => SourceMessage {
+            events: vec![SourceEvent::Account { did, status }],
+            cursor: time_us,
+            time_us,
+        },
+        JetstreamLine::Other { time_us, .. } => SourceMessage {
+            events: Vec::new(),
+            cursor: time_us,
+            time_us,
+        },
+    })
+}
