@@ -2,6 +2,7 @@
 //! the source's cursor. Issue 2 brings the JSON Lines import; live sources build on the same
 //! [`Ingestor`].
 
+mod backfill;
 mod event;
 pub mod firehose;
 mod import;
@@ -10,6 +11,7 @@ mod jetstream;
 mod metrics;
 mod readiness;
 
+pub use backfill::{run_backfill, BackfillError, BackfillSummary};
 pub use event::{Action, CommitEvent};
 pub use import::{ImportError, ImportSummary, import_file};
 pub use ingest::Ingestor;

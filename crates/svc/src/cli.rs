@@ -45,6 +45,22 @@ pub struct ServeArgs {
     #[arg(long = "import", env = "SVC_IMPORT", value_delimiter = ',')]
     pub imports: Vec<PathBuf>,
 
+    /// PDS or relay to backfill from before following the live source.
+    #[arg(long, env = "SVC_BACKFILL")]
+    pub backfill: Option<String>,
+
+    /// Reuse a stored cursor even if it was stored for another firehose endpoint.
+    #[arg(long, env = "SVC_FORCE_CURSOR")]
+    pub force_cursor: bool,
+
+    /// How far behind the live source may be and still count as caught up (`/readyz`).
+    #[arg(long, env = "SVC_READY_LAG", default_value = "10s", value_parser = parse_duration)]
+    pub ready_lag: Duration,
+
+    /// A live connection silent this long (no event, no pong) is re-opened.
+    #[arg(long, env = "SVC_LIVENESS", default_value = "30s", value_parser = parse_duration)]
+    pub liveness: Duration,
+
     /// Query specification file replacing the built-in one.
     #[arg(long, env = "SVC_SPEC")]
     pub spec: Option<PathBuf>,

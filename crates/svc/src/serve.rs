@@ -2,7 +2,7 @@
 //! serve until SIGINT or SIGTERM.
 
 use crate::cli::ServeArgs;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use prometheus_client::registry::Registry;
 use std::io::IsTerminal;
@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use svc_catalog::sqlite::SqliteCatalog;
 use svc_catalog::{Catalog, QuerySet};
-use svc_ingest::{IngestMetrics, Ingestor, Readiness, import_file};
+use svc_ingest::firehose::{run_live, LiveConfig, LiveStatus};
+use svc_ingest::{import_file, run_backfill, IngestMetrics, Ingestor, Readiness};
 use svc_lexicon::Lexicons;
 use tokio::sync::watch;
 
@@ -64,12 +65,14 @@ async fn shutdown_signal(trigger: watch::Sender<bool>) {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    if args.firehose != "none" {
-        bail!(
-            "live indexing from {} is not available in this build yet; start with --firehose none",
-            args.firehose
-        );
-    }
+    let live_url = match args.firehose.as_str() {
+        "none" => None,
+        url => {
+            // A bad URL is a start-up error, not a reconnect loop.
+            svc_ingest::firehose::source_kind(url).map_err(|e| anyhow::anyhow!("--firehose {e}"))?;
+            Some(url.to_string())
+        }
+    };
     let queries = match &args.spec {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -88,7 +91,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let ingest_metrics = Arc::new(IngestMetrics::default());
     let mut registry = Registry::default();
     ingest_metrics.register(&mut registry);
-    let readiness = Arc::new(Readiness::new(false));
+    let live_status = Arc::new(LiveStatus::default());
+    let readiness = Arc::new(Readiness::new(
+        live_url.as_ref().map(|_| (Arc::clone(&live_status), args.ready_lag)),
+        args.backfill.is_some(),
+    ));
     let ready = {
         let readiness = Arc::clone(&readiness);
         Arc::new(move || readiness.is_ready())
@@ -132,10 +139,53 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             _ = stopped.wait_for(|stop| *stop) => break,
         }
     }
-    if !*stopped.borrow() {
-        readiness.imports_finished();
-        tracing::info!("ready");
+    if *stopped.borrow() {
+        return finish(server).await;
     }
+    readiness.imports_finished();
+    // The live stream starts before the backfill, so no event falls between the two.
+    let live = live_url.map(|url| {
+        let config = LiveConfig {
+            url,
+            force_cursor: args.force_cursor,
+            liveness: args.liveness,
+            ready_lag: args.ready_lag,
+            max_backoff: std::time::Duration::from_secs(30),
+        };
+        tokio::spawn(run_live(
+            Arc::clone(&catalog),
+            ingestor.clone(),
+            config,
+            Arc::clone(&live_status),
+            stopped.clone(),
+        ))
+    });
+    if let Some(url) = &args.backfill {
+        tokio::select! {
+            outcome = backfill(catalog.as_ref(), &ingestor, url) => outcome?,
+            _ = stopped.wait_for(|stop| *stop) => return finish(server).await,
+        }
+        readiness.backfill_finished();
+    }
+    tokio::spawn(announce_ready(Arc::clone(&readiness), stopped.clone()));
+    if let Some(live) = live {
+        live.await.context("the live source task failed")?.context("following the live source")?;
+    }
+    finish(server).await
+}
+
+/// Logs "ready" once the catalog has caught up.
+async fn announce_ready(readiness: Arc<Readiness>, stopped: watch::Receiver<bool>) {
+    while !*stopped.borrow() {
+        if readiness.is_ready() {
+            tracing::info!("ready");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+async fn finish(server: tokio::task::JoinHandle<std::io::Result<()>>) -> anyhow::Result<()> {
     server
         .await
         .context("the server task failed")?
@@ -185,5 +235,42 @@ async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> 
             summary.lines as f64 / seconds.max(1e-9),
         );
     }
+    Ok(())
+}
+
+async fn backfill(catalog: &dyn Catalog, ingestor: &Ingestor, url: &str) -> anyhow::Result<()> {
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} repositories eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_message(format!("backfilling from {url}"));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let collections: Vec<String> = Lexicons::embedded().record_collections().map(str::to_string).collect();
+    let started = std::time::Instant::now();
+    tracing::info!(%url, "backfill started");
+    let summary = run_backfill(catalog, ingestor, url, &collections, |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+        if done % 100 == 0 || done == total {
+            tracing::info!("backfill: {done}/{total} repositories");
+        }
+    })
+    .await
+    .with_context(|| format!("backfilling from {url}"))?;
+    bar.finish_and_clear();
+    tracing::info!(
+        repositories = summary.repositories,
+        records = summary.records,
+        applied = summary.applied,
+        stale = summary.stale,
+        invalid = summary.invalid,
+        "backfill finished in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }

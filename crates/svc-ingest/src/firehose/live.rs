@@ -124,7 +124,8 @@ pub async fn run_live(
     };
     let mut backoff = Duration::from_millis(250);
     loop {
-        if *shutdown.borrow() {
+        let stopping = *shutdown.borrow();
+        if stopping {
             return Ok(());
         }
         let url = connect_url(kind, &endpoint, cursor);
@@ -148,8 +149,9 @@ pub async fn run_live(
                 let outcome = session.follow(socket, &config, &mut shutdown).await;
                 status.connected.store(false, Ordering::Release);
                 status.pending.store(false, Ordering::Release);
+                let stopping = *shutdown.borrow();
                 match outcome {
-                    Ok(()) if *shutdown.borrow() => return Ok(()),
+                    Ok(()) if stopping => return Ok(()),
                     Ok(()) => tracing::warn!("the live source closed the connection"),
                     Err(FollowError::Catalog(error)) => return Err(error.into()),
                     Err(FollowError::Connection(reason)) => tracing::warn!("live source: {reason}"),
@@ -165,9 +167,15 @@ pub async fn run_live(
         backoff = (backoff * 2).min(config.max_backoff);
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+            _ = stop_requested(&mut shutdown) => return Ok(()),
         }
     }
+}
+
+/// Resolves once shutdown is asked for (the watch guard is dropped inside, so the
+/// future stays `Send`).
+async fn stop_requested(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 enum FollowError {
@@ -262,7 +270,7 @@ impl Session<'_> {
                         return Err(FollowError::Connection("ping failed".into()));
                     }
                 }
-                _ = shutdown.wait_for(|stop| *stop) => return self.flush().await,
+                _ = stop_requested(shutdown) => return self.flush().await,
             }
         }
     }

@@ -1,0 +1,221 @@
+//! `--backfill URL`: every family record already in a PDS (or relay) before the live stream
+//! began. Lists repositories (`listReposByCollection` per family collection where the server
+//! has it, as relays do; `listRepos` otherwise), takes each repository's current revision, then
+//! pages `com.atproto.repo.listRecords` per family collection and applies the records under
+//! the normal ingest rules. The live stream starts before the backfill, so nothing falls in
+//! between, and revisions keep a late backfilled version from overwriting a newer live one.
+
+use crate::event::{Action, CommitEvent};
+use crate::ingest::{Ingestor, Prepared};
+use serde::Deserialize;
+use std::collections::BTreeSet;
+use svc_catalog::{Catalog, CatalogError};
+
+const SOURCE: &str = "backfill";
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackfillError {
+    #[error("{url}: {message}")]
+    Http { url: String, message: String },
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackfillSummary {
+    pub repositories: u64,
+    pub records: u64,
+    pub applied: u64,
+    pub stale: u64,
+    pub invalid: u64,
+}
+
+#[derive(Deserialize)]
+struct RepoPage {
+    #[serde(default)]
+    repos: Vec<RepoEntry>,
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RepoEntry {
+    did: String,
+    rev: Option<String>,
+    active: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct RecordPage {
+    #[serde(default)]
+    records: Vec<RecordEntry>,
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RecordEntry {
+    uri: String,
+    cid: Option<String>,
+    value: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct LatestCommit {
+    rev: String,
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    async fn get<T: for<'de> Deserialize<'de>>(&self, method: &str, query: &[(&str, &str)]) -> Result<Option<T>, BackfillError> {
+        let url = format!("{}/xrpc/{method}", self.base);
+        let fail = |message: String| BackfillError::Http { url: url.clone(), message };
+        let address = reqwest::Url::parse_with_params(&url, query).map_err(|e| fail(e.to_string()))?;
+        let response = self.http.get(address).send().await.map_err(|e| fail(e.to_string()))?;
+        let status = response.status();
+        // Not implemented here (a PDS asked a relay's method): the caller tries another way.
+        if status == reqwest::StatusCode::NOT_IMPLEMENTED || status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default();
+            if body.contains("MethodNotImplemented") {
+                return Ok(None);
+            }
+            return Err(fail(format!("{status}: {body}")));
+        }
+        response.json().await.map(Some).map_err(|e| fail(e.to_string()))
+    }
+}
+
+/// Backfills every family collection of every active repository of the server at `url`.
+/// `progress(done, total)` follows the repositories.
+pub async fn run_backfill(
+    catalog: &dyn Catalog,
+    ingestor: &Ingestor,
+    url: &str,
+    collections: &[String],
+    progress: impl Fn(u64, u64),
+) -> Result<BackfillSummary, BackfillError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .map_err(|e| BackfillError::Http { url: url.into(), message: e.to_string() })?;
+    let client = Client { http, base: url.trim_end_matches('/').to_string() };
+    let repos = list_repositories(&client, collections).await?;
+    let metrics = ingestor.metrics();
+    metrics.backfill_repos_total.set(repos.len() as i64);
+    metrics.backfill_repos_done.set(0);
+    let mut summary = BackfillSummary::default();
+    for (done, (did, rev)) in repos.iter().enumerate() {
+        // The revision is taken before listing: every listed record is at most that new.
+        let rev = match rev {
+            Some(rev) => rev.clone(),
+            None => match client.get::<LatestCommit>("com.atproto.sync.getLatestCommit", &[("did", did)]).await? {
+                Some(latest) => latest.rev,
+                None => continue,
+            },
+        };
+        for collection in collections {
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut query = vec![("repo", did.as_str()), ("collection", collection.as_str()), ("limit", "100")];
+                if let Some(c) = &cursor {
+                    query.push(("cursor", c));
+                }
+                let Some(page) = client.get::<RecordPage>("com.atproto.repo.listRecords", &query).await? else { break };
+                let mut changes = Vec::with_capacity(page.records.len());
+                for record in &page.records {
+                    summary.records += 1;
+                    let Some(rkey) = record.uri.rsplit('/').next() else { continue };
+                    let event = CommitEvent {
+                        did: did.clone(),
+                        collection: collection.clone(),
+                        rkey: rkey.to_string(),
+                        action: Action::Create,
+                        rev: rev.clone(),
+                        cid: record.cid.clone(),
+                        record_json: Some(record.value.to_string()),
+                        time_us: None,
+                    };
+                    match ingestor.prepare(event) {
+                        Prepared::Change(change) => changes.push(change),
+                        Prepared::Invalid => summary.invalid += 1,
+                        Prepared::Ignored => {}
+                    }
+                }
+                if !changes.is_empty() {
+                    let report = catalog.apply(changes, None).await?;
+                    summary.applied += report.applied;
+                    summary.stale += report.stale;
+                    metrics.count(SOURCE, "applied", report.applied);
+                    metrics.count(SOURCE, "stale", report.stale);
+                }
+                match page.cursor {
+                    Some(next) if !page.records.is_empty() => cursor = Some(next),
+                    _ => break,
+                }
+            }
+        }
+        summary.repositories += 1;
+        metrics.backfill_repos_done.set(done as i64 + 1);
+        progress(done as u64 + 1, repos.len() as u64);
+    }
+    metrics.count(SOURCE, "invalid", summary.invalid);
+    Ok(summary)
+}
+
+/// DIDs (with their revision when the listing gives it) of the active repositories.
+async fn list_repositories(client: &Client, collections: &[String]) -> Result<Vec<(String, Option<String>)>, BackfillError> {
+    let mut by_collection: BTreeSet<String> = BTreeSet::new();
+    let mut relay = true;
+    'collections: for collection in collections {
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut query = vec![("collection", collection.as_str()), ("limit", "1000")];
+            if let Some(c) = &cursor {
+                query.push(("cursor", c));
+            }
+            match client.get::<RepoPage>("com.atproto.sync.listReposByCollection", &query).await? {
+                None => {
+                    relay = false;
+                    break 'collections;
+                }
+                Some(page) => {
+                    by_collection.extend(page.repos.into_iter().map(|r| r.did));
+                    match page.cursor {
+                        Some(next) => cursor = Some(next),
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+    if relay {
+        return Ok(by_collection.into_iter().map(|did| (did, None)).collect());
+    }
+    let mut repos = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut query = vec![("limit", "1000")];
+        if let Some(c) = &cursor {
+            query.push(("cursor", c));
+        }
+        let Some(page) = client.get::<RepoPage>("com.atproto.sync.listRepos", &query).await? else {
+            return Err(BackfillError::Http {
+                url: client.base.clone(),
+                message: "neither listReposByCollection nor listRepos is available".into(),
+            });
+        };
+        let empty = page.repos.is_empty();
+        repos.extend(page.repos.into_iter().filter(|r| r.active != Some(false)).map(|r| (r.did, r.rev)));
+        match page.cursor {
+            Some(next) if !empty => cursor = Some(next),
+            _ => break,
+        }
+    }
+    Ok(repos)
+}
