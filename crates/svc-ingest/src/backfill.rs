@@ -69,24 +69,45 @@ struct Client {
 }
 
 impl Client {
-    async fn get<T: for<'de> Deserialize<'de>>(&self, method: &str, query: &[(&str, &str)]) -> Result<Option<T>, BackfillError> {
+    async fn get<T: for<'de> Deserialize<'de>>(
+        &self,
+        method: &str,
+        query: &[(&str, &str)],
+    ) -> Result<Option<T>, BackfillError> {
         let url = format!("{}/xrpc/{method}", self.base);
-        let fail = |message: String| BackfillError::Http { url: url.clone(), message };
-        let address = reqwest::Url::parse_with_params(&url, query).map_err(|e| fail(e.to_string()))?;
-        let response = self.http.get(address).send().await.map_err(|e| fail(e.to_string()))?;
+        let fail = |message: String| BackfillError::Http {
+            url: url.clone(),
+            message,
+        };
+        let address =
+            reqwest::Url::parse_with_params(&url, query).map_err(|e| fail(e.to_string()))?;
+        let response = self
+            .http
+            .get(address)
+            .send()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
         let status = response.status();
         // Not implemented here (a PDS asked a relay's method): the caller tries another way.
-        if status == reqwest::StatusCode::NOT_IMPLEMENTED || status == reqwest::StatusCode::NOT_FOUND {
+        if status == reqwest::StatusCode::NOT_IMPLEMENTED
+            || status == reqwest::StatusCode::NOT_FOUND
+        {
             return Ok(None);
         }
         if !status.is_success() {
             let body = response.text().await.unwrap_or_default();
-            if body.contains("MethodNotImplemented") {
+            // A PDS answers a method it does not have with MethodNotImplemented, or with
+            // "No service configured" when it would proxy it.
+            if body.contains("MethodNotImplemented") || body.contains("No service configured") {
                 return Ok(None);
             }
             return Err(fail(format!("{status}: {body}")));
         }
-        response.json().await.map(Some).map_err(|e| fail(e.to_string()))
+        response
+            .json()
+            .await
+            .map(Some)
+            .map_err(|e| fail(e.to_string()))
     }
 }
 
@@ -103,8 +124,14 @@ pub async fn run_backfill(
     let http = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(60))
         .build()
-        .map_err(|e| BackfillError::Http { url: url.into(), message: e.to_string() })?;
-    let client = Client { http, base: url.trim_end_matches('/').to_string() };
+        .map_err(|e| BackfillError::Http {
+            url: url.into(),
+            message: e.to_string(),
+        })?;
+    let client = Client {
+        http,
+        base: url.trim_end_matches('/').to_string(),
+    };
     let repos = list_repositories(&client, collections).await?;
     let metrics = ingestor.metrics();
     metrics.backfill_repos_total.set(repos.len() as i64);
@@ -114,7 +141,10 @@ pub async fn run_backfill(
         // The revision is taken before listing: every listed record is at most that new.
         let rev = match rev {
             Some(rev) => rev.clone(),
-            None => match client.get::<LatestCommit>("com.atproto.sync.getLatestCommit", &[("did", did)]).await? {
+            None => match client
+                .get::<LatestCommit>("com.atproto.sync.getLatestCommit", &[("did", did)])
+                .await?
+            {
                 Some(latest) => latest.rev,
                 None => continue,
             },
@@ -122,15 +152,26 @@ pub async fn run_backfill(
         for collection in collections {
             let mut cursor: Option<String> = None;
             loop {
-                let mut query = vec![("repo", did.as_str()), ("collection", collection.as_str()), ("limit", "100")];
+                let mut query = vec![
+                    ("repo", did.as_str()),
+                    ("collection", collection.as_str()),
+                    ("limit", "100"),
+                ];
                 if let Some(c) = &cursor {
                     query.push(("cursor", c));
                 }
-                let Some(page) = client.get::<RecordPage>("com.atproto.repo.listRecords", &query).await? else { break };
+                let Some(page) = client
+                    .get::<RecordPage>("com.atproto.repo.listRecords", &query)
+                    .await?
+                else {
+                    break;
+                };
                 let mut changes = Vec::with_capacity(page.records.len());
                 for record in &page.records {
                     summary.records += 1;
-                    let Some(rkey) = record.uri.rsplit('/').next() else { continue };
+                    let Some(rkey) = record.uri.rsplit('/').next() else {
+                        continue;
+                    };
                     let event = CommitEvent {
                         did: did.clone(),
                         collection: collection.clone(),
@@ -169,7 +210,10 @@ pub async fn run_backfill(
 }
 
 /// DIDs (with their revision when the listing gives it) of the active repositories.
-async fn list_repositories(client: &Client, collections: &[String]) -> Result<Vec<(String, Option<String>)>, BackfillError> {
+async fn list_repositories(
+    client: &Client,
+    collections: &[String],
+) -> Result<Vec<(String, Option<String>)>, BackfillError> {
     let mut by_collection: BTreeSet<String> = BTreeSet::new();
     let mut relay = true;
     'collections: for collection in collections {
@@ -179,7 +223,10 @@ async fn list_repositories(client: &Client, collections: &[String]) -> Result<Ve
             if let Some(c) = &cursor {
                 query.push(("cursor", c));
             }
-            match client.get::<RepoPage>("com.atproto.sync.listReposByCollection", &query).await? {
+            match client
+                .get::<RepoPage>("com.atproto.sync.listReposByCollection", &query)
+                .await?
+            {
                 None => {
                     relay = false;
                     break 'collections;
@@ -204,14 +251,22 @@ async fn list_repositories(client: &Client, collections: &[String]) -> Result<Ve
         if let Some(c) = &cursor {
             query.push(("cursor", c));
         }
-        let Some(page) = client.get::<RepoPage>("com.atproto.sync.listRepos", &query).await? else {
+        let Some(page) = client
+            .get::<RepoPage>("com.atproto.sync.listRepos", &query)
+            .await?
+        else {
             return Err(BackfillError::Http {
                 url: client.base.clone(),
                 message: "neither listReposByCollection nor listRepos is available".into(),
             });
         };
         let empty = page.repos.is_empty();
-        repos.extend(page.repos.into_iter().filter(|r| r.active != Some(false)).map(|r| (r.did, r.rev)));
+        repos.extend(
+            page.repos
+                .into_iter()
+                .filter(|r| r.active != Some(false))
+                .map(|r| (r.did, r.rev)),
+        );
         match page.cursor {
             Some(next) if !empty => cursor = Some(next),
             _ => break,

@@ -2,8 +2,8 @@
 //! and the live source (when there is one) current.
 
 use crate::firehose::LiveStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[derive(Debug)]
@@ -35,6 +35,9 @@ impl Readiness {
     pub fn is_ready(&self) -> bool {
         self.imports_done.load(Ordering::Acquire)
             && self.backfill_done.load(Ordering::Acquire)
-            && self.live.as_ref().is_none_or(|(status, lag)| status.caught_up(*lag))
+            && self
+                .live
+                .as_ref()
+                .is_none_or(|(status, lag)| status.caught_up(*lag))
     }
 }

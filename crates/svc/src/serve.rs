@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use svc_catalog::sqlite::SqliteCatalog;
 use svc_catalog::{Catalog, QuerySet};
-use svc_ingest::firehose::{run_live, LiveConfig, LiveStatus};
-use svc_ingest::{import_file, run_backfill, IngestMetrics, Ingestor, Readiness};
+use svc_ingest::firehose::{LiveConfig, LiveStatus, run_live};
+use svc_ingest::{IngestMetrics, Ingestor, Readiness, import_file, run_backfill};
 use svc_lexicon::Lexicons;
 use tokio::sync::watch;
 
@@ -69,7 +69,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "none" => None,
         url => {
             // A bad URL is a start-up error, not a reconnect loop.
-            svc_ingest::firehose::source_kind(url).map_err(|e| anyhow::anyhow!("--firehose {e}"))?;
+            svc_ingest::firehose::source_kind(url)
+                .map_err(|e| anyhow::anyhow!("--firehose {e}"))?;
             Some(url.to_string())
         }
     };
@@ -93,7 +94,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     ingest_metrics.register(&mut registry);
     let live_status = Arc::new(LiveStatus::default());
     let readiness = Arc::new(Readiness::new(
-        live_url.as_ref().map(|_| (Arc::clone(&live_status), args.ready_lag)),
+        live_url
+            .as_ref()
+            .map(|_| (Arc::clone(&live_status), args.ready_lag)),
         args.backfill.is_some(),
     ));
     let ready = {
@@ -169,7 +172,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tokio::spawn(announce_ready(Arc::clone(&readiness), stopped.clone()));
     if let Some(live) = live {
-        live.await.context("the live source task failed")?.context("following the live source")?;
+        live.await
+            .context("the live source task failed")?
+            .context("following the live source")?;
     }
     finish(server).await
 }
@@ -250,7 +255,10 @@ async fn backfill(catalog: &dyn Catalog, ingestor: &Ingestor, url: &str) -> anyh
     } else {
         ProgressBar::hidden()
     };
-    let collections: Vec<String> = Lexicons::embedded().record_collections().map(str::to_string).collect();
+    let collections: Vec<String> = Lexicons::embedded()
+        .record_collections()
+        .map(str::to_string)
+        .collect();
     let started = std::time::Instant::now();
     tracing::info!(%url, "backfill started");
     let summary = run_backfill(catalog, ingestor, url, &collections, |done, total| {

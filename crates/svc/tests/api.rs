@@ -519,7 +519,7 @@ fn unknown_paths_and_methods_answer_json() {
         serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"],
         "not_found"
     );
-    let client = reqwest::blocking::Client::new();
+    let client = common::http().clone();
     for method in [
         reqwest::Method::POST,
         reqwest::Method::PUT,
@@ -635,7 +635,8 @@ fn stats_health_readiness_metrics_openapi_and_cors() {
             .count(),
         17
     );
-    let response = reqwest::blocking::Client::new()
+    let response = common::http()
+        .clone()
         .get(format!("{}/v1/stats", s.url))
         .header("Origin", "https://example.org")
         .send()

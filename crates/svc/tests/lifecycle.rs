@@ -263,11 +263,12 @@ fn flags_read_environment_variables_and_bad_flags_are_usage_errors() {
         }
     };
     assert!(ready.contains("ready"));
-    let body: serde_json::Value =
-        reqwest::blocking::get(format!("{url}/v1/vocabularies/by-name?name=Env"))
-            .unwrap()
-            .json()
-            .unwrap();
+    let body: serde_json::Value = common::http()
+        .get(format!("{url}/v1/vocabularies/by-name?name=Env"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
     assert_eq!(body["total"], 1);
     let _ = child.kill();
     let _ = child.wait();

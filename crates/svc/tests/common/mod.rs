@@ -26,15 +26,15 @@ impl Server {
     /// Starts `svc serve --firehose none --listen 127.0.0.1:0 --db <db> <extra>` and waits
     /// until it is ready.
     pub fn start(db: &Path, extra: &[&str]) -> Server {
+        let mut args = vec!["--firehose", "none"];
+        args.extend_from_slice(extra);
+        Server::launch(db, &args)
+    }
+
+    /// Starts `svc serve --listen 127.0.0.1:0 --db <db> <args>` and waits until it is ready.
+    pub fn launch(db: &Path, extra: &[&str]) -> Server {
         let mut child = svc()
-            .args([
-                "serve",
-                "--firehose",
-                "none",
-                "--listen",
-                "127.0.0.1:0",
-                "--db",
-            ])
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
             .arg(db)
             .args(extra)
             .env("SVC_LOG", "info")
@@ -67,7 +67,9 @@ impl Server {
             }
         }
         while Instant::now() < deadline {
-            let ready = reqwest::blocking::get(format!("{}/readyz", server.url))
+            let ready = http()
+                .get(format!("{}/readyz", server.url))
+                .send()
                 .is_ok_and(|r| r.status() == 200);
             if ready {
                 // Everything logged up to the "ready" line (import summaries) is in the log.
@@ -98,8 +100,10 @@ impl Server {
     }
 
     pub fn get_raw(&self, path_and_query: &str) -> (u16, String, String) {
-        let response =
-            reqwest::blocking::get(format!("{}{path_and_query}", self.url)).expect("request");
+        let response = http()
+            .get(format!("{}{path_and_query}", self.url))
+            .send()
+            .expect("request");
         let status = response.status().as_u16();
         let content_type = response
             .headers()
@@ -124,6 +128,33 @@ impl Server {
             .iter()
             .map(|i| i["uri"].as_str().expect("uri").to_string())
             .collect()
+    }
+
+    /// Kills the server with SIGKILL: no chance to flush or clean up.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Polls `path_and_query` until `check` holds for its JSON answer, for at most `within`.
+    pub fn wait_for(
+        &self,
+        path_and_query: &str,
+        within: Duration,
+        check: impl Fn(&Value) -> bool,
+    ) -> Duration {
+        let started = Instant::now();
+        loop {
+            let (status, body) = self.get(path_and_query);
+            if status == 200 && check(&body) {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < within,
+                "{path_and_query}: not as expected within {within:?}; last answer {body}"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
     }
 
     /// Sends SIGTERM and waits for a clean exit.
@@ -289,4 +320,22 @@ pub fn belief(subject: &str, holder: Option<&str>) -> Value {
 
 pub fn vocab(name: &str, world: &str) -> Value {
     json!({"name": name, "world": world, "occurredAt": NOW})
+}
+
+/// The process's TLS provider: reqwest is built without one here (the service picks ring),
+/// so it is installed before any client is made.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// One HTTP client for the tests.
+pub fn http() -> &'static reqwest::blocking::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::blocking::Client> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        install_crypto();
+        reqwest::blocking::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("an HTTP client")
+    })
 }

@@ -227,6 +227,7 @@ fn start() -> Result<Peers, String> {
         v[k].as_u64()
             .ok_or_else(|| format!("JSON line lacks {k}: {line}"))
     };
+    super::install_crypto();
     let http = Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(60))
