@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the query service over the catalog (and its indexer).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the version.
     Version,
 }

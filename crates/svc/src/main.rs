@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         }
     };
     let outcome = match cli.command {
-        cli::Command::Serve(args) => serve::run(args),
+        cli::Command::Serve(args) => serve::run(*args),
         cli::Command::Version => {
             println!("svc {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod peers;
+pub mod replay;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};

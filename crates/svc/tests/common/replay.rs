@@ -1,0 +1,125 @@
+//! A stand-in for Jetstream, which has no runnable server here: a websocket server that
+//! speaks its wire format (JSON text events, `cursor` in microseconds, `wantedCollections`),
+//! serves a list of events from the requested cursor on, and can drop a connection on demand.
+
+use futures_util::{SinkExt, StreamExt};
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+
+#[derive(Default)]
+pub struct ReplayState {
+    /// (time_us, JSON text): sent in this order to every connection, from its cursor on.
+    pub events: Vec<(i64, String)>,
+    /// Drop the next connection after sending this many events.
+    pub disconnect_after: Option<usize>,
+    /// The `cursor` query parameter of each connection, in order (`None`: no cursor).
+    pub cursors: Vec<Option<i64>>,
+    /// The `wantedCollections` of each connection.
+    pub wanted: Vec<Vec<String>>,
+}
+
+pub struct Replay {
+    pub url: String,
+    pub state: Arc<Mutex<ReplayState>>,
+}
+
+fn query_values(uri: &str, name: &str) -> Vec<String> {
+    uri.split_once('?')
+        .map(|(_, q)| q)
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(k, _)| *k == name)
+        .map(|(_, v)| v.replace("%2A", "*"))
+        .collect()
+}
+
+fn wanted(collections: &[String], line: &str) -> bool {
+    let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+        return true; // malformed lines go out as they are
+    };
+    let Some(collection) = event["commit"]["collection"].as_str() else {
+        return true; // identity and account events are not filtered
+    };
+    collections.is_empty()
+        || collections.iter().any(|w| match w.strip_suffix('*') {
+            Some(prefix) => collection.starts_with(prefix),
+            None => collection == w,
+        })
+}
+
+impl Replay {
+    pub fn start(events: Vec<(i64, String)>) -> Replay {
+        let state = Arc::new(Mutex::new(ReplayState {
+            events,
+            ..ReplayState::default()
+        }));
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                let port = listener.local_addr().expect("address").port();
+                sender.send(port).expect("port");
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(serve(stream, Arc::clone(&shared)));
+                }
+            });
+        });
+        let port = receiver.recv().expect("the replay server started");
+        Replay {
+            url: format!("ws://127.0.0.1:{port}/subscribe"),
+            state,
+        }
+    }
+}
+
+// The callback type is the handshake API's own.
+#[allow(clippy::result_large_err)]
+async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
+    let mut uri = String::new();
+    let callback = |request: &Request, response: Response| {
+        uri = request.uri().to_string();
+        Ok(response)
+    };
+    let Ok(mut socket) = tokio_tungstenite::accept_hdr_async(stream, callback).await else {
+        return;
+    };
+    let cursor = query_values(&uri, "cursor")
+        .first()
+        .and_then(|c| c.parse().ok());
+    let collections = query_values(&uri, "wantedCollections");
+    let (events, disconnect_after) = {
+        let mut state = state.lock().expect("state");
+        state.cursors.push(cursor);
+        state.wanted.push(collections.clone());
+        let events: Vec<String> = state
+            .events
+            .iter()
+            .filter(|(time, _)| cursor.is_none_or(|c| *time >= c))
+            .filter(|(_, line)| wanted(&collections, line))
+            .map(|(_, line)| line.clone())
+            .collect();
+        (events, state.disconnect_after.take())
+    };
+    for (sent, line) in events.into_iter().enumerate() {
+        if disconnect_after == Some(sent) {
+            return; // dropped without a close frame, like a network failure
+        }
+        if socket.send(Message::Text(line.into())).await.is_err() {
+            return;
+        }
+    }
+    // Quiet now: answer pings until the client goes.
+    while let Some(Ok(message)) = socket.next().await {
+        if let Message::Ping(payload) = message {
+            let _ = socket.send(Message::Pong(payload)).await;
+        }
+    }
+}

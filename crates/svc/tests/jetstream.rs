@@ -1,0 +1,173 @@
+//! Following Jetstream (through a replay server that speaks its wire format): cursors,
+//! rewind on resume, reconnects, endpoint checks, and events that must be skipped.
+
+mod common;
+
+use common::replay::Replay;
+use common::*;
+use serde_json::json;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// A Jetstream commit event creating a vocabulary named `name` at `time_us`.
+fn vocab_event(time_us: i64, rkey: &str, name: &str, world: &str) -> (i64, String) {
+    let line = json!({"did": "did:plc:jetstream", "time_us": time_us, "kind": "commit", "commit": {
+        "rev": format!("3k{rkey}"), "operation": "create", "collection": "dev.svc.vocab", "rkey": rkey,
+        "record": {"$type": "dev.svc.vocab", "name": name, "world": world, "occurredAt": NOW}, "cid": CID}});
+    (time_us, line.to_string())
+}
+
+fn events(base: i64, from: usize, to: usize) -> Vec<(i64, String)> {
+    (from..to)
+        .map(|i| {
+            vocab_event(
+                base + i as i64 * 1_000_000,
+                &format!("aaaaaaaa{i:03}"),
+                &format!("js-{i:03}"),
+                "open",
+            )
+        })
+        .collect()
+}
+
+fn jetstream_server(dir: &tempfile::TempDir, replay: &Replay, extra: &[&str]) -> Server {
+    let mut args = vec![
+        "--firehose",
+        replay.url.as_str(),
+        "--ready-lag",
+        "5s",
+        "--liveness",
+        "3s",
+    ];
+    args.extend_from_slice(extra);
+    Server::launch(&dir.path().join("catalog.db"), &args)
+}
+
+fn total(server: &Server) -> u64 {
+    server.get("/v1/vocabularies/by-world?world=open&limit=1").1["total"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn skips_foreign_and_bad_events_and_reconnects_with_a_rewound_cursor() {
+    let base = now_us() - 60_000_000;
+    let mut list = events(base, 0, 10);
+    list.push((base + 10_500_000, "{not json".to_string()));
+    list.push(vocab_event(
+        base + 10_600_000,
+        "bbbbbbbbbbbb2",
+        "bad-world",
+        "closed",
+    ));
+    list.push((base + 10_700_000, json!({"did": "did:plc:x", "time_us": base + 10_700_000, "kind": "commit",
+        "commit": {"rev": "3kx", "operation": "create", "collection": "app.bsky.feed.post", "rkey": "1",
+        "record": {"$type": "app.bsky.feed.post", "text": "hi"}}}).to_string()));
+    list.extend(events(base, 11, 20));
+    let replay = Replay::start(list);
+    replay.state.lock().unwrap().disconnect_after = Some(7);
+    let dir = tempfile::tempdir().unwrap();
+    let server = jetstream_server(&dir, &replay, &[]);
+    server.wait_for(
+        "/v1/vocabularies/by-world?world=open&limit=1",
+        Duration::from_secs(15),
+        |b| b["total"] == 19,
+    );
+    let state = replay.state.lock().unwrap();
+    assert!(
+        state.cursors.len() >= 2,
+        "it reconnected: {:?}",
+        state.cursors
+    );
+    assert_eq!(
+        state.cursors[0], None,
+        "a fresh catalog starts at the live tail"
+    );
+    // Resumed a few seconds before the last event it had stored.
+    let resumed = state.cursors[1].expect("a cursor on reconnect");
+    assert!(
+        resumed <= base + 6_000_000 - 5_000_000 + 1_000_000,
+        "{resumed} vs {base}"
+    );
+    assert!(resumed >= base - 5_000_000, "{resumed} vs {base}");
+    assert_eq!(state.wanted[0], vec!["dev.svc.*".to_string()]);
+    drop(state);
+    // The replayed events were applied once each (the rewind re-delivers, nothing doubles).
+    let uris = server.uris("/v1/vocabularies/by-world?world=open&limit=1000");
+    assert_eq!(uris.len(), 19);
+    assert_eq!(
+        server.get("/v1/vocabularies/by-name?name=bad-world").1["total"],
+        0
+    );
+    let metrics = server.get_raw("/metrics").2;
+    assert!(
+        metrics.contains("svc_ingest_malformed_events_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("svc_ingest_events_total{source=\"firehose\",outcome=\"invalid\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("svc_ingest_reconnects_total ") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    assert_eq!(server.get_raw("/readyz").2, "ready");
+}
+
+#[test]
+fn a_restart_resumes_from_the_stored_cursor_of_the_same_endpoint_only() {
+    let base = now_us() - 30_000_000;
+    let replay = Replay::start(events(base, 0, 5));
+    let dir = tempfile::tempdir().unwrap();
+    let first = jetstream_server(&dir, &replay, &[]);
+    first.wait_for(
+        "/v1/vocabularies/by-world?world=open&limit=1",
+        Duration::from_secs(10),
+        |b| b["total"] == 5,
+    );
+    assert!(first.stop().success());
+    replay
+        .state
+        .lock()
+        .unwrap()
+        .events
+        .extend(events(base, 5, 8));
+    let second = jetstream_server(&dir, &replay, &[]);
+    second.wait_for(
+        "/v1/vocabularies/by-world?world=open&limit=1",
+        Duration::from_secs(10),
+        |b| b["total"] == 8,
+    );
+    let resumed = replay.state.lock().unwrap().cursors[1].expect("the stored cursor");
+    assert_eq!(
+        resumed,
+        base + 4_000_000 - 5_000_000,
+        "the last stored time, rewound 5 s"
+    );
+    assert!(second.stop().success());
+    // Another endpoint: the stored cursor is not reused unless forced.
+    let other = Replay::start(events(base, 0, 8));
+    let third = jetstream_server(&dir, &other, &[]);
+    assert!(
+        third
+            .log
+            .iter()
+            .any(|l| l.contains("belongs to another endpoint")),
+        "{:?}",
+        third.log
+    );
+    assert_eq!(other.state.lock().unwrap().cursors[0], None);
+    assert!(third.stop().success());
+    let forced = jetstream_server(&dir, &other, &["--force-cursor"]);
+    assert!(other.state.lock().unwrap().cursors[1].is_some());
+    assert_eq!(total(&forced), 8);
+}
