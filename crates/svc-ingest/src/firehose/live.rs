@@ -4,11 +4,14 @@
 use super::{SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
 use crate::ingest::{Ingestor, Prepared};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
+use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use svc_catalog::{Catalog, CatalogError, Change, CursorPosition};
+use svc_catalog::{ApplyReport, Catalog, CatalogError, Change, CursorPosition};
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -16,7 +19,8 @@ use tokio_tungstenite::tungstenite::Message;
 pub const LIVE_SOURCE: &str = "firehose";
 /// Jetstream cursors are times; resuming a little earlier covers events still in flight.
 const JETSTREAM_REWIND_US: i64 = 5_000_000;
-const BATCH_EVENTS: usize = 1000;
+const BATCH_EVENTS: usize = 2000;
+const MAX_IN_FLIGHT: usize = 16;
 const BATCH_WAIT: Duration = Duration::from_millis(50);
 /// A connection that stayed up this long resets the backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
@@ -145,6 +149,7 @@ pub async fn run_live(
                     batch: Vec::new(),
                     dirty: false,
                     batch_time: None,
+                    in_flight: FuturesOrdered::new(),
                 };
                 let outcome = session.follow(socket, &config, &mut shutdown).await;
                 status.connected.store(false, Ordering::Release);
@@ -200,7 +205,13 @@ struct Session<'a> {
     /// The cursor moved since it was last stored.
     dirty: bool,
     batch_time: Option<i64>,
+    /// Batches sent to the catalog and not yet committed, oldest first: the writer merges
+    /// queued batches into one commit, which keeps up with a busy stream.
+    in_flight: FuturesOrdered<Applying<'a>>,
 }
+
+type Applying<'a> =
+    Pin<Box<dyn Future<Output = Result<(ApplyReport, Option<i64>), CatalogError>> + Send + 'a>>;
 
 impl Session<'_> {
     async fn follow(
@@ -253,10 +264,21 @@ impl Session<'_> {
                         None => {}
                     }
                     if self.batch.len() >= BATCH_EVENTS {
-                        self.flush().await?;
+                        self.send();
+                        // Back-pressure: a bounded number of batches wait for the writer.
+                        if self.in_flight.len() >= MAX_IN_FLIGHT {
+                            if let Some(done) = self.in_flight.next().await {
+                                let (report, time) = done?;
+                                self.committed(report, time);
+                            }
+                        }
                     }
                 }
-                _ = flush_tick.tick() => self.flush().await?,
+                Some(done) = self.in_flight.next(), if !self.in_flight.is_empty() => {
+                    let (report, time) = done?;
+                    self.committed(report, time);
+                }
+                _ = flush_tick.tick() => self.send(),
                 _ = ping_tick.tick() => {
                     if last_heard.elapsed() > config.liveness {
                         self.flush().await?;
@@ -314,10 +336,11 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Applies what was read, with the cursor that covers it, in one transaction.
-    async fn flush(&mut self) -> Result<(), FollowError> {
+    /// Sends what was read to the catalog, with the cursor that covers it (one transaction),
+    /// without waiting for the commit.
+    fn send(&mut self) {
         if self.batch.is_empty() && !self.dirty {
-            return Ok(());
+            return;
         }
         let cursor = self.cursor.map(|cursor| CursorPosition {
             source: LIVE_SOURCE.to_string(),
@@ -326,18 +349,38 @@ impl Session<'_> {
             event_time_us: self.batch_time,
         });
         let changes = std::mem::take(&mut self.batch);
-        let report = self.catalog.apply(changes, cursor).await?;
+        let applying = self.catalog.apply(changes, cursor);
+        let time = self.batch_time;
+        self.in_flight.push_back(Box::pin(async move {
+            applying.await.map(|report| (report, time))
+        }));
         self.dirty = false;
-        self.status.pending.store(false, Ordering::Release);
+    }
+
+    /// Accounts for one committed batch.
+    fn committed(&mut self, report: ApplyReport, time: Option<i64>) {
         let metrics = self.ingestor.metrics();
         metrics.count(LIVE_SOURCE, "applied", report.applied);
         metrics.count(LIVE_SOURCE, "stale", report.stale);
-        if let Some(time) = self.batch_time {
+        if let Some(time) = time {
             self.status.last_event_us.store(time, Ordering::Release);
             metrics
                 .lag_seconds
                 .set(((now_us() - time) as f64 / 1e6).max(0.0));
         }
+        if self.in_flight.is_empty() && self.batch.is_empty() {
+            self.status.pending.store(false, Ordering::Release);
+        }
+    }
+
+    /// Sends what was read and waits until everything sent is committed.
+    async fn flush(&mut self) -> Result<(), FollowError> {
+        self.send();
+        while let Some(done) = self.in_flight.next().await {
+            let (report, time) = done?;
+            self.committed(report, time);
+        }
+        self.status.pending.store(false, Ordering::Release);
         Ok(())
     }
 }
