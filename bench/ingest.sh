@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Ingest benchmark, on demand (not in CI).
+#   bench/ingest.sh [N]     N replayed Jetstream events, default 1,000,000
+# Streams N events from a Jetstream replay server over loopback into a fresh `svc serve`, then
+# times publish-to-queryable through the reference PDS's firehose (scripts/peers).
+set -euo pipefail
+N="${1:-1000000}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work="${BENCH_DIR:-$root/bench-data}"
+mkdir -p "$work"
+events="$work/events-$N.jsonl"
+if [ ! -s "$events" ]; then
+  python3 "$root/bench/gen_events.py" "$N" "$events" 2>/dev/null
+fi
+(cd "$root" && cargo build --release -j2 -q -p svc --bin svc --example ingest_bench)
+"$root/scripts/peers" install >/dev/null
+"$root/target/release/examples/ingest_bench" "$root/target/release/svc" "$events" "$N" ${NO_PDS:+--no-pds}
