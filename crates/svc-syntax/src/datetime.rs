@@ -50,6 +50,32 @@ pub fn datetime_to_unix_micros(value: &str) -> Option<i64> {
     Some(seconds * 1_000_000 + micros)
 }
 
+/// An atproto datetime (UTC, microseconds) for a time since the Unix epoch.
+pub fn format_unix_micros(micros: i64) -> String {
+    let seconds = micros.div_euclid(1_000_000);
+    let fraction = micros.rem_euclid(1_000_000);
+    let days = seconds.div_euclid(86_400);
+    let in_day = seconds.rem_euclid(86_400);
+    // Civil date from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        in_day / 3600,
+        in_day % 3600 / 60,
+        in_day % 60,
+        fraction / 1000
+    )
+}
+
 fn digits(bytes: &[u8], range: std::ops::Range<usize>) -> Option<u32> {
     let slice = bytes.get(range)?;
     if !slice.iter().all(u8::is_ascii_digit) {
@@ -144,6 +170,16 @@ mod tests {
         );
         assert_eq!(micros("2000-02-29T00:00:00Z"), Some(951_782_400_000_000));
         assert_eq!(micros("not a date"), None);
+        for value in [
+            0,
+            951_782_400_000_000,
+            1_704_164_645_500_000,
+            4_102_444_800_123_000,
+        ] {
+            let text = super::format_unix_micros(value);
+            assert!(super::check_datetime(&text).is_ok(), "{text}");
+            assert_eq!(micros(&text), Some(value), "{text}");
+        }
     }
 
     #[test]

@@ -16,7 +16,18 @@ use std::time::{Duration, Instant};
 
 fn start_svc(svc: &str, db: &std::path::Path, firehose: &str) -> (Child, String) {
     let mut child = Command::new(svc)
-        .args(["serve", "--listen", "127.0.0.1:0", "--ready-lag", "10s", "--liveness", "60s", "--firehose", firehose, "--db"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--ready-lag",
+            "10s",
+            "--liveness",
+            "60s",
+            "--firehose",
+            firehose,
+            "--db",
+        ])
         .arg(db)
         .env("SVC_LOG", "warn,svc::serve=info")
         .stderr(Stdio::piped())
@@ -35,7 +46,11 @@ fn start_svc(svc: &str, db: &std::path::Path, firehose: &str) -> (Child, String)
 }
 
 fn get_json(client: &reqwest::blocking::Client, url: &str) -> serde_json::Value {
-    client.get(url).send().and_then(|r| r.json()).unwrap_or_default()
+    client
+        .get(url)
+        .send()
+        .and_then(|r| r.json())
+        .unwrap_or_default()
 }
 
 fn replay_bench(svc: &str, events_path: &str, n: usize, client: &reqwest::blocking::Client) {
@@ -43,7 +58,10 @@ fn replay_bench(svc: &str, events_path: &str, n: usize, client: &reqwest::blocki
     let mut events = Vec::with_capacity(n);
     for line in BufReader::new(file).lines().take(n) {
         let line = line.expect("line");
-        let time = serde_json::from_str::<serde_json::Value>(&line).ok().and_then(|v| v["time_us"].as_i64()).unwrap_or(0);
+        let time = serde_json::from_str::<serde_json::Value>(&line)
+            .ok()
+            .and_then(|v| v["time_us"].as_i64())
+            .unwrap_or(0);
         events.push((time, line));
     }
     let n = events.len();
@@ -53,12 +71,17 @@ fn replay_bench(svc: &str, events_path: &str, n: usize, client: &reqwest::blocki
     let (mut child, url) = start_svc(svc, &dir.path().join("catalog.db"), &replay.url);
     let mut last_report = Instant::now();
     loop {
-        let total = get_json(client, &format!("{url}/v1/stats"))["total"].as_u64().unwrap_or(0);
+        let total = get_json(client, &format!("{url}/v1/stats"))["total"]
+            .as_u64()
+            .unwrap_or(0);
         if total as usize >= n {
             break;
         }
         if last_report.elapsed() > Duration::from_secs(10) {
-            eprintln!("  {total} applied after {:.0} s", started.elapsed().as_secs_f64());
+            eprintln!(
+                "  {total} applied after {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
             last_report = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -66,7 +89,10 @@ fn replay_bench(svc: &str, events_path: &str, n: usize, client: &reqwest::blocki
     let seconds = started.elapsed().as_secs_f64();
     let _ = child.kill();
     let _ = child.wait();
-    println!("replay: {n} events applied and queryable in {seconds:.1} s: {:.0} events/s", n as f64 / seconds);
+    println!(
+        "replay: {n} events applied and queryable in {seconds:.1} s: {:.0} events/s",
+        n as f64 / seconds
+    );
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -104,7 +130,12 @@ fn pds_bench(svc: &str, client: &reqwest::blocking::Client) {
     let token = account["accessJwt"].as_str().expect("token").to_string();
     let dir = tempfile::tempdir().expect("temporary directory");
     let (mut child, url) = start_svc(svc, &dir.path().join("catalog.db"), &pds_ws);
-    while client.get(format!("{url}/readyz")).send().map(|r| r.status() != 200).unwrap_or(true) {
+    while client
+        .get(format!("{url}/readyz"))
+        .send()
+        .map(|r| r.status() != 200)
+        .unwrap_or(true)
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
     let mut latencies = Vec::new();
@@ -114,16 +145,24 @@ fn pds_bench(svc: &str, client: &reqwest::blocking::Client) {
         client
             .post(format!("{pds}/xrpc/com.atproto.repo.createRecord"))
             .bearer_auth(&token)
-            .json(&serde_json::json!({"repo": did, "collection": "dev.svc.vocab", "record": record}))
+            .json(
+                &serde_json::json!({"repo": did, "collection": "dev.svc.vocab", "record": record}),
+            )
             .send()
             .expect("createRecord");
         let published = Instant::now();
         loop {
-            let answer = get_json(client, &format!("{url}/v1/vocabularies/by-name?name={name}"));
+            let answer = get_json(
+                client,
+                &format!("{url}/v1/vocabularies/by-name?name={name}"),
+            );
             if answer["total"] == 1 {
                 break;
             }
-            assert!(published.elapsed() < Duration::from_secs(10), "{name} never appeared");
+            assert!(
+                published.elapsed() < Duration::from_secs(10),
+                "{name} never appeared"
+            );
             std::thread::sleep(Duration::from_millis(2));
         }
         latencies.push(published.elapsed().as_secs_f64() * 1000.0);
@@ -148,9 +187,15 @@ fn main() {
         eprintln!("usage: ingest_bench <svc binary> <events.jsonl> [N] [--no-pds]");
         std::process::exit(2);
     };
-    let n = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(1_000_000);
+    let n = args
+        .get(3)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1_000_000);
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::blocking::Client::builder().no_proxy().build().expect("client");
+    let client = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
     replay_bench(svc, events, n, &client);
     if !args.iter().any(|a| a == "--no-pds") {
         pds_bench(svc, &client);

@@ -14,6 +14,15 @@ pub const DEFAULT_FIREHOSE: &str = "wss://jetstream2.us-east.bsky.network/subscr
     about = "A catalog of dev.svc.* AT Protocol records: indexer, query API and tools"
 )]
 pub struct Cli {
+    /// Base address of the query API, for `orchestrator`.
+    #[arg(
+        long,
+        global = true,
+        env = "SVC_URL",
+        default_value = "http://localhost:8787"
+    )]
+    pub url: String,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -22,8 +31,94 @@ pub struct Cli {
 pub enum Command {
     /// Run the query service over the catalog (and its indexer).
     Serve(Box<ServeArgs>),
+    /// Resolve a DID and print its handle and PDS.
+    Resolve {
+        /// did:plc or did:web.
+        did: String,
+    },
+    /// Fetch a record by its AT-URI from its author's PDS and print its value.
+    Fetch {
+        /// at://<did or handle>/<collection>/<rkey>
+        uri: String,
+    },
+    /// Log in with an app password and store the session (legacy bearer tokens, not OAuth).
+    #[command(subcommand)]
+    Oauth(OauthCommand),
+    /// Validate a record against its lexicon and publish it to your repository.
+    Publish(PublishArgs),
+    /// Query a running `svc serve` (subcommands come from the query specification).
+    #[command(subcommand_required = true, arg_required_else_help = true)]
+    Orchestrator,
+    /// Build encounter records.
+    #[command(subcommand)]
+    Encounter(EncounterCommand),
+    /// Print a shell completion script.
+    Completions { shell: clap_complete::Shell },
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OauthCommand {
+    /// Create a session with an app password and store it.
+    Login {
+        #[arg(long)]
+        handle: String,
+        /// The app password [env: ATPROTO_APP_PASSWORD or ATPROTO_PASSWORD; else asked on a terminal].
+        #[arg(long = "app-password", alias = "app_password")]
+        app_password: Option<String>,
+        /// The PDS to log in to [default: resolved from the handle].
+        #[arg(long = "pds-url", alias = "pds_url")]
+        pds_url: Option<String>,
+    },
+    /// Print the stored sessions (no tokens), ordered by DID.
+    List,
+    /// Forget the stored session of a DID (a missing one is not an error).
+    Logout {
+        #[arg(long)]
+        did: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// Record kind: `bounty`, `dev.svc.bounty`, `vocabulary`...
+    pub kind: String,
+    /// JSON file of the record, or `-` for standard input.
+    #[arg(long)]
+    pub record: String,
+    /// Record key [default: a new TID].
+    #[arg(long)]
+    pub rkey: Option<String>,
+    /// Publish as this DID [default: the first stored session, by DID].
+    #[arg(long)]
+    pub did: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EncounterCommand {
+    /// Ask for a use (on stderr, answers from stdin) and print an encounter record.
+    Record(EncounterArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EncounterArgs {
+    #[arg(long)]
+    pub lens: String,
+    #[arg(long = "source-schema", alias = "source_schema")]
+    pub source_schema: String,
+    #[arg(long = "target-schema", alias = "target_schema")]
+    pub target_schema: Option<String>,
+    /// A vocabulary record whose actions are offered.
+    #[arg(long = "action-vocab", alias = "action_vocab")]
+    pub action_vocab: Option<String>,
+    #[arg(long, default_value = "invocation-log")]
+    pub kind: String,
+    #[arg(long, default_value = "public-detailed")]
+    pub visibility: String,
+    /// Ask one free-text line instead of the structured use.
+    #[arg(long = "text-only", alias = "text_only")]
+    pub text_only: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,37 +1,99 @@
-//! The `svc` command. Errors from every layer become one `error: <message>` line here.
+//! The `svc` command. Errors from every layer become one `error: <message>` line here; usage
+//! errors exit 2, failures 1.
 
 mod cli;
+mod commands;
 mod serve;
 
-use clap::Parser;
+use anyhow::Context;
+use clap::{CommandFactory, FromArgMatches};
+use commands::UsageError;
+use std::process::ExitCode;
+use svc_catalog::QuerySet;
 
 // Ingestion allocates on one thread and frees on another, at high rates; glibc's allocator
 // spent a quarter of the import reader's time there. mimalloc handles that pattern well.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use std::process::ExitCode;
 
-fn main() -> ExitCode {
-    let cli = match cli::Cli::try_parse() {
-        Ok(cli) => cli,
+/// The whole command tree, with `orchestrator` filled from the query specification.
+fn command(queries: &QuerySet) -> clap::Command {
+    cli::Cli::command().mut_subcommand("orchestrator", |o| {
+        commands::orchestrator::subcommands(o, queries)
+    })
+}
+
+fn run(queries: &QuerySet) -> anyhow::Result<()> {
+    let matches = match command(queries).try_get_matches() {
+        Ok(matches) => matches,
         Err(error) => {
             // Help and version go to stdout with success; usage errors exit 2.
             let _ = error.print();
-            return ExitCode::from(if error.use_stderr() { 2 } else { 0 });
+            std::process::exit(if error.use_stderr() { 2 } else { 0 });
         }
     };
-    let outcome = match cli.command {
+    if let Some(("orchestrator", sub)) = matches.subcommand() {
+        // `--url` is global: it may be given before or after `orchestrator`.
+        let url = [sub, &matches]
+            .iter()
+            .find_map(|m| m.try_get_one::<String>("url").ok().flatten().cloned())
+            .unwrap_or_else(|| "http://localhost:8787".to_string());
+        return commands::orchestrator::run(&url, queries, sub);
+    }
+    let cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
+    match cli.command {
         cli::Command::Serve(args) => serve::run(*args),
+        cli::Command::Resolve { did } => commands::identity::resolve(&did),
+        cli::Command::Fetch { uri } => commands::identity::fetch(&uri),
+        cli::Command::Oauth(cli::OauthCommand::Login {
+            handle,
+            app_password,
+            pds_url,
+        }) => commands::oauth::login(&handle, app_password, pds_url),
+        cli::Command::Oauth(cli::OauthCommand::List) => commands::oauth::list(),
+        cli::Command::Oauth(cli::OauthCommand::Logout { did }) => commands::oauth::logout(&did),
+        cli::Command::Publish(args) => commands::publish::publish(&args),
+        cli::Command::Encounter(cli::EncounterCommand::Record(args)) => {
+            commands::encounter::record(&args)
+        }
+        cli::Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command(queries), "svc", &mut script);
+            std::io::Write::write_all(&mut std::io::stdout(), &script)
+                .context("writing the completion script")
+        }
+        cli::Command::Orchestrator => Ok(()),
         cli::Command::Version => {
             println!("svc {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+    }
+}
+
+fn main() -> ExitCode {
+    // The orchestrator's subcommands follow the same specification as the server's routes
+    // (`SVC_SPEC` names another file).
+    let queries = match std::env::var_os("SVC_SPEC") {
+        Some(path) => match std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| QuerySet::load(&t).map_err(|e| e.to_string()))
+        {
+            Ok(queries) => queries,
+            Err(error) => {
+                eprintln!(
+                    "error: SVC_SPEC {}: {error}",
+                    std::path::Path::new(&path).display()
+                );
+                return ExitCode::from(2);
+            }
+        },
+        None => QuerySet::embedded(),
     };
-    match outcome {
+    match run(&queries) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            ExitCode::from(if error.is::<UsageError>() { 2 } else { 1 })
         }
     }
 }

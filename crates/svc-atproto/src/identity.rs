@@ -1,0 +1,230 @@
+//! DID documents (did:plc through a PLC directory, did:web through `/.well-known/did.json`) and
+//! handles (HTTPS `/.well-known/atproto-did`, then DNS TXT `_atproto.<handle>`).
+
+use crate::{AtprotoError, AtprotoResult};
+use serde::Serialize;
+use serde_json::Value;
+
+/// What `svc resolve` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResolvedDid {
+    pub did: String,
+    pub method: String,
+    pub handle: Option<String>,
+    pub pds_url: Option<String>,
+    pub also_known_as: Vec<String>,
+}
+
+pub struct Resolver {
+    http: reqwest::blocking::Client,
+    plc_url: String,
+}
+
+impl Resolver {
+    pub fn new(http: reqwest::blocking::Client, plc_url: &str) -> Resolver {
+        Resolver {
+            http,
+            plc_url: plc_url.trim_end_matches('/').to_string(),
+        }
+    }
+
+    fn get_json(&self, url: &str) -> AtprotoResult<Value> {
+        let fail = |message: String| AtprotoError::Http {
+            url: url.to_string(),
+            message,
+        };
+        let response = self.http.get(url).send().map_err(|e| fail(e.to_string()))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(fail(format!("{status}")));
+        }
+        response
+            .json()
+            .map_err(|e| fail(format!("not a JSON document: {e}")))
+    }
+
+    pub fn resolve_did(&self, did: &str) -> AtprotoResult<ResolvedDid> {
+        svc_syntax::check_did(did).map_err(|e| AtprotoError::Invalid(format!("{did}: {e}")))?;
+        let method = did.split(':').nth(1).unwrap_or_default().to_string();
+        let document = match method.as_str() {
+            "plc" => self.get_json(&format!("{}/{did}", self.plc_url))?,
+            "web" => {
+                let host = did["did:web:".len()..]
+                    .replace("%3A", ":")
+                    .replace("%3a", ":");
+                if host.contains(':') && !host.starts_with("localhost") {
+                    return Err(AtprotoError::Invalid(format!(
+                        "{did}: did:web with a path is not supported"
+                    )));
+                }
+                let scheme = if host.starts_with("localhost") {
+                    "http"
+                } else {
+                    "https"
+                };
+                self.get_json(&format!("{scheme}://{host}/.well-known/did.json"))?
+            }
+            other => {
+                return Err(AtprotoError::Invalid(format!(
+                    "{did}: the DID method {other} is not supported (plc, web)"
+                )))
+            }
+        };
+        if document.get("id").and_then(Value::as_str) != Some(did) {
+            return Err(AtprotoError::Invalid(format!(
+                "{did}: the DID document is for another DID"
+            )));
+        }
+        let also_known_as: Vec<String> = document
+            .get("alsoKnownAs")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let handle = also_known_as
+            .iter()
+            .find_map(|a| a.strip_prefix("at://"))
+            .map(str::to_string);
+        let pds_url = document
+            .get("service")
+            .and_then(Value::as_array)
+            .and_then(|services| {
+                services.iter().find_map(|s| {
+                    let id = s.get("id").and_then(Value::as_str)?;
+                    let is_pds = id == "#atproto_pds" || id == format!("{did}#atproto_pds");
+                    is_pds
+                        .then(|| {
+                            s.get("serviceEndpoint")
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                        })
+                        .flatten()
+                })
+            });
+        Ok(ResolvedDid {
+            did: did.to_string(),
+            method,
+            handle,
+            pds_url,
+            also_known_as,
+        })
+    }
+
+    /// A handle to its DID: `GET https://<handle>/.well-known/atproto-did`, then DNS TXT
+    /// `_atproto.<handle>`. With `service`, that server's `com.atproto.identity.resolveHandle`
+    /// is asked instead (a PDS knows its own handles, also ones no DNS knows, like `*.test`).
+    pub fn resolve_handle(&self, handle: &str, service: Option<&str>) -> AtprotoResult<String> {
+        svc_syntax::check_handle(handle)
+            .map_err(|e| AtprotoError::Invalid(format!("{handle}: {e}")))?;
+        if let Some(service) = service {
+            let url = format!(
+                "{}/xrpc/com.atproto.identity.resolveHandle?handle={handle}",
+                service.trim_end_matches('/')
+            );
+            let answer = self.get_json(&url)?;
+            return answer
+                .get("did")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| AtprotoError::Invalid(format!("{handle}: {service} gave no DID")));
+        }
+        let well_known = format!("https://{handle}/.well-known/atproto-did");
+        if let Ok(response) = self.http.get(&well_known).send() {
+            if response.status().is_success() {
+                if let Ok(text) = response.text() {
+                    let did = text.trim();
+                    if svc_syntax::check_did(did).is_ok() {
+                        return Ok(did.to_string());
+                    }
+                }
+            }
+        }
+        crate::identity::dns::txt_did(handle).ok_or_else(|| {
+            AtprotoError::Invalid(format!(
+                "{handle}: no DID found (HTTPS well-known and DNS TXT _atproto.{handle})"
+            ))
+        })
+    }
+}
+
+mod dns {
+    //! One DNS TXT query over UDP to the first nameserver of /etc/resolv.conf: the only DNS
+    //! the command needs, not worth a resolver crate.
+
+    use std::net::UdpSocket;
+    use std::time::Duration;
+
+    fn nameserver() -> Option<String> {
+        let conf = std::fs::read_to_string("/etc/resolv.conf").ok()?;
+        conf.lines()
+            .filter_map(|l| l.trim().strip_prefix("nameserver"))
+            .map(|s| s.trim().to_string())
+            .next()
+    }
+
+    fn query(name: &str) -> Vec<u8> {
+        let mut packet = vec![0x5a, 0x17, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        for label in name.split('.') {
+            packet.push(label.len() as u8);
+            packet.extend_from_slice(label.as_bytes());
+        }
+        packet.extend_from_slice(&[0, 0, 16, 0, 1]);
+        packet
+    }
+
+    fn skip_name(packet: &[u8], mut at: usize) -> Option<usize> {
+        loop {
+            let len = *packet.get(at)? as usize;
+            if len == 0 {
+                return Some(at + 1);
+            }
+            if len & 0xc0 == 0xc0 {
+                return Some(at + 2);
+            }
+            at += 1 + len;
+        }
+    }
+
+    pub(super) fn txt_did(handle: &str) -> Option<String> {
+        let server = nameserver()?;
+        let socket = UdpSocket::bind("0.0.0.0:0").ok()?;
+        socket.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+        let address = if server.contains(':') {
+            format!("[{server}]:53")
+        } else {
+            format!("{server}:53")
+        };
+        socket
+            .send_to(&query(&format!("_atproto.{handle}")), address)
+            .ok()?;
+        let mut buffer = [0u8; 1500];
+        let n = socket.recv(&mut buffer).ok()?;
+        let packet = &buffer[..n];
+        let answers = u16::from_be_bytes([*packet.get(6)?, *packet.get(7)?]);
+        let mut at = skip_name(packet, 12)? + 4;
+        for _ in 0..answers {
+            at = skip_name(packet, at)?;
+            let kind = u16::from_be_bytes([*packet.get(at)?, *packet.get(at + 1)?]);
+            let length = u16::from_be_bytes([*packet.get(at + 8)?, *packet.get(at + 9)?]) as usize;
+            let data = packet.get(at + 10..at + 10 + length)?;
+            if kind == 16 {
+                let mut text = String::new();
+                let mut i = 0;
+                while i < data.len() {
+                    let len = data[i] as usize;
+                    text.push_str(&String::from_utf8_lossy(data.get(i + 1..i + 1 + len)?));
+                    i += 1 + len;
+                }
+                if let Some(did) = text.strip_prefix("did=") {
+                    return Some(did.to_string());
+                }
+            }
+            at += 10 + length;
+        }
+        None
+    }
+}

@@ -1,0 +1,55 @@
+//! The AT Protocol as the `svc` command uses it: DID and handle resolution, the XRPC calls
+//! (getRecord, createSession, refreshSession, createRecord), and the session store.
+//! Blocking: a command does one thing at a time, and start-up stays cheap.
+
+mod identity;
+mod session;
+mod xrpc;
+
+pub use identity::{ResolvedDid, Resolver};
+pub use reqwest::Url;
+pub use session::{Session, SessionStore, SessionSummary};
+pub use xrpc::{CreatedRecord, Xrpc};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AtprotoError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{url}: {message}")]
+    Http { url: String, message: String },
+    /// The server answered with an XRPC error.
+    #[error("{url}: {status} {error}: {message}")]
+    Xrpc {
+        url: String,
+        status: u16,
+        error: String,
+        message: String,
+    },
+    #[error("{path}: {message}")]
+    Store { path: String, message: String },
+}
+
+impl AtprotoError {
+    /// The XRPC error name, when the server gave one.
+    pub fn xrpc_error(&self) -> Option<&str> {
+        match self {
+            AtprotoError::Xrpc { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+pub type AtprotoResult<T> = Result<T, AtprotoError>;
+
+/// An HTTP client with the ring TLS provider (no OpenSSL, no aws-lc builds).
+pub fn http_client() -> AtprotoResult<reqwest::blocking::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::blocking::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| AtprotoError::Http {
+            url: String::new(),
+            message: e.to_string(),
+        })
+}

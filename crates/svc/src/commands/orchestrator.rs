@@ -1,0 +1,176 @@
+//! `svc orchestrator ...`: subcommands and flags generated from the query specification, so a
+//! query added there is reachable here without code. Several queries may share a subcommand
+//! (`bounties`, `bounties --requester_did`): the flags given pick the query.
+
+use super::{UsageError, print_json};
+use anyhow::Context;
+use clap::{Arg, ArgMatches, Command};
+use std::collections::BTreeMap;
+use svc_catalog::spec::ParamType;
+use svc_catalog::{Query, QuerySet};
+
+const PAGING: [(&str, &str); 3] = [
+    ("limit", "Items per page (1-1000, default 100)"),
+    ("offset", "Items to skip"),
+    ("cursor", "Cursor from a previous answer (the next page)"),
+];
+
+fn command_name(query: &Query) -> String {
+    query
+        .def()
+        .cli
+        .as_ref()
+        .map(|c| c.command.clone())
+        .unwrap_or_else(|| query.name().to_string())
+}
+
+/// Queries by subcommand, in specification order.
+fn by_command(queries: &QuerySet) -> BTreeMap<String, Vec<&Query>> {
+    let mut map: BTreeMap<String, Vec<&Query>> = BTreeMap::new();
+    for (_, query) in queries.public() {
+        map.entry(command_name(query)).or_default().push(query);
+    }
+    map
+}
+
+/// The `orchestrator` subcommands of a specification.
+pub fn subcommands(orchestrator: Command, queries: &QuerySet) -> Command {
+    let mut orchestrator = orchestrator
+        .subcommand(Command::new("stats").about("Record counts per kind (GET /v1/stats)"));
+    for (name, group) in by_command(queries) {
+        let about: Vec<String> = group
+            .iter()
+            .map(|q| format!("{} (GET {})", q.def().description, q.def().path))
+            .collect();
+        let mut command = Command::new(name).about(about.join("; "));
+        let mut seen = Vec::new();
+        for query in &group {
+            for param in query.params() {
+                if seen.contains(&param.name) {
+                    continue;
+                }
+                seen.push(param.name.clone());
+                let mut arg = Arg::new(param.name.clone())
+                    .long(param.name.clone())
+                    .help(param.description.clone());
+                let kebab = param.name.replace('_', "-");
+                if kebab != param.name {
+                    arg = arg.alias(kebab);
+                }
+                if param.param_type == ParamType::Enum {
+                    arg = arg.value_parser(clap::builder::PossibleValuesParser::new(
+                        param.values.clone().unwrap_or_default(),
+                    ));
+                }
+                command = command.arg(arg);
+            }
+        }
+        for (name, help) in PAGING {
+            command = command.arg(Arg::new(name).long(name).help(help));
+        }
+        orchestrator = orchestrator.subcommand(command);
+    }
+    orchestrator
+}
+
+/// The query the given flags ask for: every flag is one of its parameters and every required
+/// parameter is given; the one using most of the flags wins.
+fn pick<'q>(group: &[&'q Query], given: &[&str]) -> Option<&'q Query> {
+    group
+        .iter()
+        .copied()
+        .filter(|q| {
+            given
+                .iter()
+                .all(|g| q.params().iter().any(|p| p.name == *g))
+                && q.params()
+                    .iter()
+                    .filter(|p| p.required)
+                    .all(|p| given.contains(&p.name.as_str()))
+        })
+        .max_by_key(|q| std::cmp::Reverse(q.params().len() - given.len()))
+}
+
+pub fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> anyhow::Result<()> {
+    let Some((name, sub)) = matches.subcommand() else {
+        return Err(
+            UsageError("a subcommand is required; see `svc help orchestrator`".into()).into(),
+        );
+    };
+    let (path, mut pairs) = if name == "stats" {
+        ("/v1/stats".to_string(), Vec::new())
+    } else {
+        let groups = by_command(queries);
+        let group = groups
+            .get(name)
+            .with_context(|| format!("unknown subcommand {name}"))?;
+        let mut given = Vec::new();
+        let mut pairs = Vec::new();
+        for query in group {
+            for param in query.params() {
+                if let Some(value) = sub.get_one::<String>(&param.name) {
+                    if !given.contains(&param.name.as_str()) {
+                        given.push(param.name.as_str());
+                        pairs.push((param.name.clone(), value.clone()));
+                    }
+                }
+            }
+        }
+        let Some(query) = pick(group, &given) else {
+            let forms: Vec<String> = group
+                .iter()
+                .map(|q| {
+                    let flags: Vec<String> = q
+                        .params()
+                        .iter()
+                        .filter(|p| p.required)
+                        .map(|p| format!("--{} <{}>", p.name, p.name.to_uppercase()))
+                        .collect();
+                    format!("svc orchestrator {name} {}", flags.join(" "))
+                        .trim_end()
+                        .to_string()
+                })
+                .collect();
+            return Err(UsageError(format!(
+                "these flags match no query; use one of: {}",
+                forms.join(" | ")
+            ))
+            .into());
+        };
+        (query.def().path.clone(), pairs)
+    };
+    for (name, _) in PAGING {
+        if let Some(value) = matches
+            .subcommand()
+            .and_then(|(_, sub)| sub.try_get_one::<String>(name).ok().flatten())
+        {
+            pairs.push((name.to_string(), value.clone()));
+        }
+    }
+    let url = svc_atproto::Url::parse_with_params(
+        &format!("{}{path}", base_url.trim_end_matches('/')),
+        &pairs,
+    )
+    .map_err(|e| UsageError(format!("--url {base_url}: {e}")))?;
+    let http = svc_atproto::http_client()?;
+    let response = http
+        .get(url.clone())
+        .send()
+        .map_err(|e| anyhow::anyhow!("cannot reach {base_url}: {}", root_cause(&e)))?;
+    let status = response.status();
+    let body: serde_json::Value = response
+        .json()
+        .with_context(|| format!("{url}: the answer is not JSON"))?;
+    if !status.is_success() {
+        anyhow::bail!("{} {}", status.as_u16(), body);
+    }
+    print_json(&body)
+}
+
+fn root_cause(error: &dyn std::error::Error) -> String {
+    let mut current = error;
+    while let Some(source) = current.source() {
+        current = source;
+    }
+    current.to_string()
+}
