@@ -1,0 +1,490 @@
+//! The `svc` command against the reference PDS and PLC directory, and a running `svc serve`.
+
+mod common;
+
+use common::peers::peers;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Output, Stdio};
+
+/// Runs `svc` with a private session directory and the test PLC directory.
+fn run(
+    sessions: &std::path::Path,
+    plc: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+    env: &[(&str, &str)],
+) -> Output {
+    let mut command = svc();
+    command
+        .args(args)
+        .env("SVC_SESSION_DIR", sessions)
+        .env("SVC_PLC_URL", plc)
+        .env_remove("ATPROTO_APP_PASSWORD")
+        .env_remove("ATPROTO_PASSWORD")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("svc");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("write stdin");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("svc output")
+}
+
+fn json_out(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).to_string()
+}
+
+/// One record of every kind from the examples, by collection.
+fn example_records() -> BTreeMap<String, Value> {
+    let text = include_str!("../../../examples/catalog.jsonl");
+    let mut records = BTreeMap::new();
+    for line in text.lines() {
+        let event: Value = serde_json::from_str(line).expect("example line");
+        let commit = &event["commit"];
+        if commit["operation"] == "create" {
+            let collection = commit["collection"].as_str().unwrap().to_string();
+            records
+                .entry(collection)
+                .or_insert_with(|| commit["record"].clone());
+        }
+    }
+    records
+}
+
+#[test]
+fn the_command_line_against_the_reference_pds() {
+    let Some(peers) = peers() else { return };
+    let alice = peers.create_account("cli");
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("sessions");
+    let plc = peers.plc.as_str();
+
+    // resolve
+    let resolved = json_out(&run(&sessions, plc, &["resolve", &alice.did], None, &[]));
+    assert_eq!(resolved["did"], alice.did);
+    assert_eq!(resolved["method"], "plc");
+    assert_eq!(resolved["handle"], alice.handle);
+    assert_eq!(resolved["pds_url"], peers.pds);
+    assert_eq!(
+        resolved["also_known_as"][0],
+        format!("at://{}", alice.handle)
+    );
+
+    // login (password from the environment), list
+    let login = run(
+        &sessions,
+        plc,
+        &[
+            "oauth",
+            "login",
+            "--handle",
+            &alice.handle,
+            "--pds-url",
+            &peers.pds,
+        ],
+        None,
+        &[("ATPROTO_APP_PASSWORD", &alice.password)],
+    );
+    let summary = json_out(&login);
+    assert_eq!(summary["did"], alice.did);
+    let listed = json_out(&run(&sessions, plc, &["oauth", "list"], None, &[]));
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["handle"], alice.handle);
+    let session_file = sessions.join(format!("{}.json", alice.did));
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(&session_file).unwrap()).unwrap();
+    for token in [
+        stored["access_jwt"].as_str().unwrap(),
+        stored["refresh_jwt"].as_str().unwrap(),
+        alice.password.as_str(),
+    ] {
+        for output in [&login.stdout, &login.stderr] {
+            assert!(
+                !String::from_utf8_lossy(output).contains(token),
+                "a secret reached the output"
+            );
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&session_file)
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+    }
+
+    // a server following the PDS, for orchestrator
+    let server_dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        &server_dir.path().join("catalog.db"),
+        &["--firehose", peers.pds_ws.as_str(), "--ready-lag", "5s"],
+    );
+
+    // publish one record of every kind, fetch each back equal to what was sent
+    let records = example_records();
+    assert_eq!(records.len(), 16);
+    for (collection, record) in &records {
+        let path = dir.path().join("record.json");
+        std::fs::write(&path, record.to_string()).unwrap();
+        let kind = collection.trim_start_matches("dev.svc.");
+        let published = json_out(&run(
+            &sessions,
+            plc,
+            &[
+                "publish",
+                kind,
+                "--record",
+                path.to_str().unwrap(),
+                "--did",
+                &alice.did,
+            ],
+            None,
+            &[],
+        ));
+        let uri = published["uri"].as_str().unwrap();
+        assert!(
+            uri.starts_with(&format!("at://{}/{collection}/", alice.did)),
+            "{uri}"
+        );
+        assert!(published["cid"].as_str().unwrap().starts_with("bafyrei"));
+        let fetched = json_out(&run(&sessions, plc, &["fetch", uri], None, &[]));
+        assert_eq!(&fetched, record, "{collection}");
+    }
+
+    // orchestrator through the running server
+    let url = server.url.clone();
+    let framework = records["dev.svc.adapter"]["framework"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    server.wait_for(
+        &format!("/v1/adapters?framework={framework}"),
+        std::time::Duration::from_secs(5),
+        |b| {
+            b["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|i| i["author"] == alice.did)
+        },
+    );
+    let adapters = json_out(&run(
+        &sessions,
+        plc,
+        &[
+            "--url",
+            &url,
+            "orchestrator",
+            "adapters",
+            "--framework",
+            &framework,
+        ],
+        None,
+        &[],
+    ));
+    assert!(
+        adapters["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["author"] == alice.did)
+    );
+    let mine = json_out(&run(
+        &sessions,
+        plc,
+        &[
+            "--url",
+            &url,
+            "orchestrator",
+            "bounties",
+            "--requester-did",
+            records["dev.svc.bounty"]["requester"].as_str().unwrap(),
+            "--limit",
+            "1",
+        ],
+        None,
+        &[],
+    ));
+    assert_eq!(mine["limit"], 1);
+
+    // an encounter from piped answers, then published
+    let lens = "at://did:plc:lenses/dev.panproto.schema.lens/3kaaaaaaaaaa2";
+    let source = "at://did:plc:schemas/dev.panproto.schema.schema/3kaaaaaaaaaa2";
+    let encounter = json_out(&run(
+        &sessions,
+        plc,
+        &[
+            "encounter",
+            "record",
+            "--lens",
+            lens,
+            "--source-schema",
+            source,
+        ],
+        Some("translate\nprofile records\n\ncli test\n"),
+        &[],
+    ));
+    assert_eq!(encounter["$type"], "dev.svc.encounter");
+    assert_eq!(encounter["use"]["action"], "translate");
+    assert_eq!(encounter["use"]["material"]["scope"], "profile records");
+    assert!(encounter["use"].get("purpose").is_none());
+    assert_eq!(encounter["use"]["actor"], "cli test");
+    assert_eq!(
+        (encounter["kind"].as_str(), encounter["visibility"].as_str()),
+        (Some("invocation-log"), Some("public-detailed"))
+    );
+    assert!(encounter.get("targetSchema").is_none());
+    let path = dir.path().join("encounter.json");
+    std::fs::write(&path, encounter.to_string()).unwrap();
+    let published = json_out(&run(
+        &sessions,
+        plc,
+        &["publish", "encounter", "--record", path.to_str().unwrap()],
+        None,
+        &[],
+    ));
+    assert!(
+        published["uri"]
+            .as_str()
+            .unwrap()
+            .contains("/dev.svc.encounter/")
+    );
+
+    // failure paths
+    let wrong = run(
+        &sessions,
+        plc,
+        &[
+            "oauth",
+            "login",
+            "--handle",
+            &alice.handle,
+            "--pds-url",
+            &peers.pds,
+            "--app-password",
+            "wrong-password",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        stderr(&wrong).starts_with("error: login failed"),
+        "{}",
+        stderr(&wrong)
+    );
+    let unknown = run(
+        &sessions,
+        plc,
+        &["publish", "gizmo", "--record", "-"],
+        Some("{}"),
+        &[],
+    );
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stderr(&unknown).contains("unknown record kind"));
+    let invalid = run(
+        &sessions,
+        plc,
+        &["publish", "vocab", "--record", "-"],
+        Some(r#"{"name":"x","world":"flat","occurredAt":"2026-01-01T00:00:00Z"}"#),
+        &[],
+    );
+    assert_eq!(invalid.status.code(), Some(1));
+    assert!(
+        stderr(&invalid).contains("world: must be one of"),
+        "{}",
+        stderr(&invalid)
+    );
+    let down = run(
+        &sessions,
+        plc,
+        &["--url", "http://127.0.0.1:9", "orchestrator", "stats"],
+        None,
+        &[],
+    );
+    assert_eq!(down.status.code(), Some(1));
+    assert!(
+        stderr(&down).starts_with("error: cannot reach"),
+        "{}",
+        stderr(&down)
+    );
+    let bad = run(
+        &sessions,
+        plc,
+        &[
+            "--url",
+            &url,
+            "orchestrator",
+            "verifications",
+            "--lens_uri",
+            "nope",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stderr(&bad).contains("\"error\":\"invalid_request\""),
+        "{}",
+        stderr(&bad)
+    );
+
+    // logout, twice; then publishing has no session
+    let out = json_out(&run(
+        &sessions,
+        plc,
+        &["oauth", "logout", "--did", &alice.did],
+        None,
+        &[],
+    ));
+    assert_eq!(out["removed"], true);
+    let again = json_out(&run(
+        &sessions,
+        plc,
+        &["oauth", "logout", "--did", &alice.did],
+        None,
+        &[],
+    ));
+    assert_eq!(again["removed"], false);
+    assert_eq!(
+        json_out(&run(&sessions, plc, &["oauth", "list"], None, &[])),
+        serde_json::json!([])
+    );
+    let missing = run(
+        &sessions,
+        plc,
+        &["publish", "vocab", "--record", "-"],
+        Some(r#"{"name":"x","world":"open","occurredAt":"2026-01-01T00:00:00Z"}"#),
+        &[],
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("no stored session"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+#[test]
+fn help_version_completions_and_usage_errors() {
+    let version = svc().arg("version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("svc {}", env!("CARGO_PKG_VERSION"))
+    );
+    for flag in ["--version", "-V"] {
+        assert_eq!(
+            String::from_utf8_lossy(&svc().arg(flag).output().unwrap().stdout).trim(),
+            format!("svc {}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+    let help = String::from_utf8_lossy(
+        &svc()
+            .args(["help", "orchestrator"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    let spec: Value = serde_json::from_str(include_str!("../../../spec/queries.json")).unwrap();
+    for query in spec["queries"].as_array().unwrap() {
+        let command = query["cli"]["command"].as_str().unwrap();
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{command} "))),
+            "{command} missing:\n{help}"
+        );
+    }
+    assert!(help.contains("stats"));
+    for shell in ["bash", "zsh", "fish"] {
+        let script = svc().args(["completions", shell]).output().unwrap();
+        assert!(
+            script.status.success() && script.stdout.len() > 200,
+            "{shell}"
+        );
+    }
+    let unknown = svc()
+        .args(["orchestrator", "bounties", "--nope"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).starts_with("error: "));
+    let missing = svc().args(["fetch"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    let both = svc()
+        .args([
+            "orchestrator",
+            "bounties",
+            "--requester_did=did:plc:a",
+            "--limit=2",
+            "--url",
+            "http://127.0.0.1:9",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        both.status.code(),
+        Some(1),
+        "flags in --flag=value form parse; only the server is missing"
+    );
+}
+
+#[test]
+fn a_query_added_to_the_specification_becomes_a_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec: Value = serde_json::from_str(include_str!("../../../spec/queries.json")).unwrap();
+    spec["queries"].as_array_mut().unwrap().push(serde_json::json!({
+        "name": "vocabulariesByTop", "kind": "dev.svc.vocab", "path": "/v1/vocabularies/by-top",
+        "description": "Vocabularies by top concept.", "cli": {"command": "vocabularies-by-top"},
+        "params": [{"name": "top_id", "type": "string", "required": true, "description": "Top concept id."}],
+        "filter": [{"op": "eq", "path": "top", "param": "top_id"}]
+    }));
+    let path = dir.path().join("queries.json");
+    std::fs::write(&path, spec.to_string()).unwrap();
+    let help = svc()
+        .args(["help", "orchestrator"])
+        .env("SVC_SPEC", &path)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).contains("vocabularies-by-top"));
+    let sub = svc()
+        .args(["orchestrator", "vocabularies-by-top", "--help"])
+        .env("SVC_SPEC", &path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&sub.stdout);
+    assert!(text.contains("--top_id"), "{text}");
+}
