@@ -283,6 +283,104 @@ fn the_command_line_against_the_reference_pds() {
             .contains("/dev.svc.encounter/")
     );
 
+    // an encounter whose action comes from a vocabulary, chosen by number
+    let vocab = serde_json::json!({"name": "actions", "world": "open", "occurredAt": NOW,
+        "actions": [{"id": "read", "parents": []}, {"id": "translate", "parents": ["read"], "description": "change shape"}]});
+    let vocab_path = dir.path().join("vocab.json");
+    std::fs::write(&vocab_path, vocab.to_string()).unwrap();
+    let vocab_uri = json_out(&run(
+        &sessions,
+        plc,
+        &[
+            "publish",
+            "vocabulary",
+            "--record",
+            vocab_path.to_str().unwrap(),
+        ],
+        None,
+        &[],
+    ))["uri"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let chosen = run(
+        &sessions,
+        plc,
+        &[
+            "encounter",
+            "record",
+            "--lens",
+            lens,
+            "--source-schema",
+            source,
+            "--action-vocab",
+            &vocab_uri,
+            "--kind",
+            "curated",
+        ],
+        Some("2\n\n\n\n"),
+        &[],
+    );
+    let chosen_json = json_out(&chosen);
+    assert_eq!(chosen_json["use"]["action"], "translate");
+    assert_eq!(chosen_json["use"]["actionVocabulary"]["uri"], vocab_uri);
+    assert_eq!(chosen_json["kind"], "curated");
+    assert!(
+        stderr(&chosen).contains("2) translate: change shape"),
+        "{}",
+        stderr(&chosen)
+    );
+    let text_only = json_out(&run(
+        &sessions,
+        plc,
+        &[
+            "encounter",
+            "record",
+            "--lens",
+            lens,
+            "--source-schema",
+            source,
+            "--target-schema",
+            source,
+            "--text-only",
+        ],
+        Some("read the whole catalog\n"),
+        &[],
+    ));
+    assert_eq!(text_only["use"]["action"], "read the whole catalog");
+    assert_eq!(text_only["targetSchema"]["uri"], source);
+
+    // a refused access token is refreshed once, and the session file rewritten
+    let mut stale: Value =
+        serde_json::from_str(&std::fs::read_to_string(&session_file).unwrap()).unwrap();
+    let old_refresh = stale["refresh_jwt"].as_str().unwrap().to_string();
+    stale["access_jwt"] = Value::String("not-a-valid-token".into());
+    std::fs::write(&session_file, stale.to_string()).unwrap();
+    let refreshed = run(
+        &sessions,
+        plc,
+        &["publish", "vocab", "--record", vocab_path.to_str().unwrap()],
+        None,
+        &[],
+    );
+    json_out(&refreshed);
+    let renewed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&session_file).unwrap()).unwrap();
+    assert_ne!(renewed["access_jwt"], "not-a-valid-token");
+    assert_ne!(renewed["refresh_jwt"].as_str().unwrap(), old_refresh);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&session_file)
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+    }
+
     // failure paths
     let wrong = run(
         &sessions,

@@ -102,7 +102,10 @@ pub fn publish(args: &PublishArgs) -> anyhow::Result<()> {
         &rkey,
         &record,
     ) {
-        Err(AtprotoError::Xrpc { error, .. }) if error == "ExpiredToken" => {
+        // An expired (or otherwise refused) access token: refresh once, store, retry.
+        Err(AtprotoError::Xrpc { error, .. })
+            if error == "ExpiredToken" || error == "InvalidToken" =>
+        {
             let tokens = xrpc
                 .refresh_session(&session.pds_url, &session.refresh_jwt)
                 .context("refreshing the session")?;
