@@ -112,10 +112,10 @@ fn pds_bench(svc: &str, client: &reqwest::blocking::Client) {
     let mut out = BufReader::new(peers.stdout.take().expect("stdout")).lines();
     let info: serde_json::Value = loop {
         let line = out.next().expect("peers exited").expect("line");
-        if let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) {
-            if value.get("pds").is_some() {
-                break value;
-            }
+        if let Ok(value) = serde_json::from_str::<serde_json::Value>(&line)
+            && value.get("pds").is_some()
+        {
+            break value;
         }
     };
     let pds = info["pds"].as_str().expect("pds").to_string();

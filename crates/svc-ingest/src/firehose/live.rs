@@ -266,11 +266,11 @@ impl Session<'_> {
                     if self.batch.len() >= BATCH_EVENTS {
                         self.send();
                         // Back-pressure: a bounded number of batches wait for the writer.
-                        if self.in_flight.len() >= MAX_IN_FLIGHT {
-                            if let Some(done) = self.in_flight.next().await {
-                                let (report, time) = done?;
-                                self.committed(report, time);
-                            }
+                        if self.in_flight.len() >= MAX_IN_FLIGHT
+                            && let Some(done) = self.in_flight.next().await
+                        {
+                            let (report, time) = done?;
+                            self.committed(report, time);
                         }
                     }
                 }

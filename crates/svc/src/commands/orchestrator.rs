@@ -108,11 +108,11 @@ pub fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> anyhow::
         let mut pairs = Vec::new();
         for query in group {
             for param in query.params() {
-                if let Some(value) = sub.get_one::<String>(&param.name) {
-                    if !given.contains(&param.name.as_str()) {
-                        given.push(param.name.as_str());
-                        pairs.push((param.name.clone(), value.clone()));
-                    }
+                if let Some(value) = sub.get_one::<String>(&param.name)
+                    && !given.contains(&param.name.as_str())
+                {
+                    given.push(param.name.as_str());
+                    pairs.push((param.name.clone(), value.clone()));
                 }
             }
         }
