@@ -369,16 +369,11 @@ fn apply_change(
                 "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (uri) DO NOTHING",
             )?
-            .execute(params![
-                u.uri,
-                u.collection,
-                u.author,
-                u.rev,
-                u.cid,
-                u.record_json,
-                keys_column::encode(&shared.qids, &u.keys),
-                now
-            ])?;
+            .execute(rusqlite::params_from_iter(upsert_params(
+                u,
+                &shared.qids,
+                now,
+            )))?;
         if inserted == 1 {
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
             let rowid = tx.last_insert_rowid();
@@ -427,16 +422,7 @@ fn apply_change(
                  collection = excluded.collection, author = excluded.author, rev = excluded.rev, cid = excluded.cid, \
                  record = excluded.record, keys = excluded.keys, indexed_at = excluded.indexed_at",
             )?
-            .execute(params![
-                u.uri,
-                u.collection,
-                u.author,
-                u.rev,
-                u.cid,
-                u.record_json,
-                keys_column::encode(&shared.qids, &u.keys),
-                now
-            ])?;
+            .execute(rusqlite::params_from_iter(upsert_params(u, &shared.qids, now)))?;
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
             &u.keys
         }
@@ -464,6 +450,25 @@ fn apply_change(
         update_keys(tx, shared, uri, rowid, &old_keys, new_keys, pending)?;
     }
     Ok(true)
+}
+
+/// The eight values of a records row for an upsert, in column order
+/// (uri, collection, author, rev, cid, record, keys, indexed_at).
+pub(super) fn upsert_params<'a>(
+    u: &'a crate::Upsert,
+    qids: &[i64],
+    now: i64,
+) -> [Box<dyn rusqlite::ToSql + 'a>; 8] {
+    [
+        Box::new(&u.uri),
+        Box::new(&u.collection),
+        Box::new(&u.author),
+        Box::new(&u.rev),
+        Box::new(&u.cid),
+        Box::new(&u.record_json),
+        Box::new(keys_column::encode(qids, &u.keys)),
+        Box::new(now),
+    ]
 }
 
 /// Moves a record's index entries and counts from its old keys to its new ones.

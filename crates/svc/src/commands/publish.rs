@@ -94,14 +94,17 @@ pub fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     let store = SessionStore::from_env();
     let mut session = session_for(&store, args.did.as_deref())?;
     let xrpc = Xrpc::new(http_client()?);
-    let created = match xrpc.create_record(
-        &session.pds_url,
-        &session.access_jwt,
-        &session.did,
-        &collection,
-        &rkey,
-        &record,
-    ) {
+    let create = |session: &Session| {
+        xrpc.create_record(
+            &session.pds_url,
+            &session.access_jwt,
+            &session.did,
+            &collection,
+            &rkey,
+            &record,
+        )
+    };
+    let created = match create(&session) {
         // An expired (or otherwise refused) access token: refresh once, store, retry.
         Err(AtprotoError::Xrpc { error, .. })
             if error == "ExpiredToken" || error == "InvalidToken" =>
@@ -112,14 +115,7 @@ pub fn publish(args: &PublishArgs) -> anyhow::Result<()> {
             session.access_jwt = tokens.access_jwt;
             session.refresh_jwt = tokens.refresh_jwt;
             store.save(&session)?;
-            xrpc.create_record(
-                &session.pds_url,
-                &session.access_jwt,
-                &session.did,
-                &collection,
-                &rkey,
-                &record,
-            )
+            create(&session)
         }
         other => other,
     }

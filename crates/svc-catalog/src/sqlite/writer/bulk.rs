@@ -8,7 +8,7 @@
 //! change older than the stored revision is stale. If a bulk load is interrupted, the
 //! catalog (empty before it began) is emptied again at the next start.
 
-use super::{Writer, author_of, keys_column, now_ms, store_cursor};
+use super::{Writer, author_of, now_ms, store_cursor};
 use crate::{ApplyReport, CatalogResult, Change, CursorPosition};
 use rusqlite::{Connection, params};
 use std::collections::HashMap;
@@ -82,16 +82,11 @@ impl Writer {
                 for change in *changes {
                     match change {
                         Change::Upsert(u) => insert
-                            .execute(params![
-                                u.uri,
-                                u.collection,
-                                u.author,
-                                u.rev,
-                                u.cid,
-                                u.record_json,
-                                keys_column::encode(&self.shared.qids, &u.keys),
-                                now
-                            ])
+                            .execute(rusqlite::params_from_iter(super::upsert_params(
+                                u,
+                                &self.shared.qids,
+                                now,
+                            )))
                             .and_then(|inserted| {
                                 let rid = tx.last_insert_rowid();
                                 for (position, key) in &u.keys {
