@@ -166,8 +166,9 @@ mod dns {
             .next()
     }
 
-    fn query(name: &str) -> Vec<u8> {
-        let mut packet = vec![0x5a, 0x17, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    fn query(id: u16, name: &str) -> Vec<u8> {
+        let [high, low] = id.to_be_bytes();
+        let mut packet = vec![high, low, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
         for label in name.split('.') {
             packet.push(label.len() as u8);
             packet.extend_from_slice(label.as_bytes());
@@ -198,12 +199,22 @@ mod dns {
         } else {
             format!("{server}:53")
         };
+        // A query id nobody can predict, and answers only from the server asked.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .subsec_nanos();
+        let id = (nanos ^ std::process::id()) as u16;
+        socket.connect(address).ok()?;
         socket
-            .send_to(&query(&format!("_atproto.{handle}")), address)
+            .send(&query(id, &format!("_atproto.{handle}")))
             .ok()?;
         let mut buffer = [0u8; 1500];
         let n = socket.recv(&mut buffer).ok()?;
         let packet = &buffer[..n];
+        if packet.get(..2)? != id.to_be_bytes() {
+            return None;
+        }
         let answers = u16::from_be_bytes([*packet.get(6)?, *packet.get(7)?]);
         let mut at = skip_name(packet, 12)? + 4;
         for _ in 0..answers {
@@ -219,7 +230,10 @@ mod dns {
                     text.push_str(&String::from_utf8_lossy(data.get(i + 1..i + 1 + len)?));
                     i += 1 + len;
                 }
-                if let Some(did) = text.strip_prefix("did=") {
+                if let Some(did) = text
+                    .strip_prefix("did=")
+                    .filter(|d| svc_syntax::check_did(d).is_ok())
+                {
                     return Some(did.to_string());
                 }
             }

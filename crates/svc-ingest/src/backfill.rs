@@ -28,6 +28,8 @@ pub struct BackfillSummary {
     pub applied: u64,
     pub stale: u64,
     pub invalid: u64,
+    /// Repositories that could not be read and were skipped.
+    pub failed: u64,
 }
 
 #[derive(Deserialize)]
@@ -138,75 +140,107 @@ pub async fn run_backfill(
     metrics.backfill_repos_done.set(0);
     let mut summary = BackfillSummary::default();
     for (done, (did, rev)) in repos.iter().enumerate() {
-        // The revision is taken before listing: every listed record is at most that new.
-        let rev = match rev {
-            Some(rev) => rev.clone(),
-            None => match client
-                .get::<LatestCommit>("com.atproto.sync.getLatestCommit", &[("did", did)])
-                .await?
-            {
-                Some(latest) => latest.rev,
-                None => continue,
-            },
-        };
-        for collection in collections {
-            let mut cursor: Option<String> = None;
-            loop {
-                let mut query = vec![
-                    ("repo", did.as_str()),
-                    ("collection", collection.as_str()),
-                    ("limit", "100"),
-                ];
-                if let Some(c) = &cursor {
-                    query.push(("cursor", c));
-                }
-                let Some(page) = client
-                    .get::<RecordPage>("com.atproto.repo.listRecords", &query)
-                    .await?
-                else {
-                    break;
-                };
-                let mut changes = Vec::with_capacity(page.records.len());
-                for record in &page.records {
-                    summary.records += 1;
-                    let Some(rkey) = record.uri.rsplit('/').next() else {
-                        continue;
-                    };
-                    let event = CommitEvent {
-                        did: did.clone(),
-                        collection: collection.clone(),
-                        rkey: rkey.to_string(),
-                        action: Action::Create,
-                        rev: rev.clone(),
-                        cid: record.cid.clone(),
-                        record_json: Some(record.value.to_string()),
-                        time_us: None,
-                    };
-                    match ingestor.prepare(event) {
-                        Prepared::Change(change) => changes.push(change),
-                        Prepared::Invalid => summary.invalid += 1,
-                        Prepared::Ignored => {}
-                    }
-                }
-                if !changes.is_empty() {
-                    let report = catalog.apply(changes, None).await?;
-                    summary.applied += report.applied;
-                    summary.stale += report.stale;
-                    metrics.count(SOURCE, "applied", report.applied);
-                    metrics.count(SOURCE, "stale", report.stale);
-                }
-                match page.cursor {
-                    Some(next) if !page.records.is_empty() => cursor = Some(next),
-                    _ => break,
-                }
+        // One repository that cannot be read (gone, taken down, a server error) is logged and
+        // skipped: nothing but storage failure stops ingestion.
+        match backfill_repository(
+            catalog,
+            ingestor,
+            &client,
+            did,
+            rev.as_deref(),
+            collections,
+            &mut summary,
+        )
+        .await
+        {
+            Ok(()) => summary.repositories += 1,
+            Err(BackfillError::Catalog(error)) => return Err(BackfillError::Catalog(error)),
+            Err(error) => {
+                summary.failed += 1;
+                tracing::warn!(%did, "backfill skipped a repository: {error}");
             }
         }
-        summary.repositories += 1;
         metrics.backfill_repos_done.set(done as i64 + 1);
         progress(done as u64 + 1, repos.len() as u64);
     }
     metrics.count(SOURCE, "invalid", summary.invalid);
     Ok(summary)
+}
+
+async fn backfill_repository(
+    catalog: &dyn Catalog,
+    ingestor: &Ingestor,
+    client: &Client,
+    did: &str,
+    rev: Option<&str>,
+    collections: &[String],
+    summary: &mut BackfillSummary,
+) -> Result<(), BackfillError> {
+    let metrics = ingestor.metrics();
+    // The revision is taken before listing: every listed record is at most that new.
+    let rev = match rev {
+        Some(rev) => rev.to_string(),
+        None => match client
+            .get::<LatestCommit>("com.atproto.sync.getLatestCommit", &[("did", did)])
+            .await?
+        {
+            Some(latest) => latest.rev,
+            None => return Ok(()),
+        },
+    };
+    for collection in collections {
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut query = vec![
+                ("repo", did),
+                ("collection", collection.as_str()),
+                ("limit", "100"),
+            ];
+            if let Some(c) = &cursor {
+                query.push(("cursor", c));
+            }
+            let Some(page) = client
+                .get::<RecordPage>("com.atproto.repo.listRecords", &query)
+                .await?
+            else {
+                break;
+            };
+            let mut changes = Vec::with_capacity(page.records.len());
+            for record in &page.records {
+                summary.records += 1;
+                let Some(rkey) = record.uri.rsplit('/').next() else {
+                    continue;
+                };
+                let event = CommitEvent {
+                    did: did.to_string(),
+                    collection: collection.clone(),
+                    rkey: rkey.to_string(),
+                    action: Action::Create,
+                    rev: rev.clone(),
+                    cid: record.cid.clone(),
+                    record_json: Some(record.value.to_string()),
+                    time_us: None,
+                };
+                match ingestor.prepare(event) {
+                    Prepared::Change(change) => changes.push(change),
+                    Prepared::Invalid => summary.invalid += 1,
+                    Prepared::Ignored => {}
+                }
+            }
+            if !changes.is_empty() {
+                let report = catalog.apply(changes, None).await?;
+                summary.applied += report.applied;
+                summary.stale += report.stale;
+                metrics.count(SOURCE, "applied", report.applied);
+                metrics.count(SOURCE, "stale", report.stale);
+            }
+            match page.cursor {
+                Some(next) if !page.records.is_empty() => cursor = Some(next),
+                _ => break,
+            }
+        }
+    }
+    Ok(())
 }
 
 /// DIDs (with their revision when the listing gives it) of the active repositories.

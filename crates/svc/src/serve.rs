@@ -165,7 +165,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     if let Some(url) = &args.backfill {
         tokio::select! {
-            outcome = backfill(catalog.as_ref(), &ingestor, url) => outcome?,
+            outcome = backfill(catalog.as_ref(), &ingestor, url) => {
+                // A backfill that cannot list repositories is reported, not fatal: the live
+                // stream goes on (storage failures still end the process).
+                if let Err(error) = outcome {
+                    let storage = error
+                        .chain()
+                        .any(|e| matches!(e.downcast_ref::<svc_ingest::BackfillError>(), Some(svc_ingest::BackfillError::Catalog(_))));
+                    if storage {
+                        return Err(error);
+                    }
+                    tracing::error!("backfill failed, following the live source without it: {error:#}");
+                }
+            }
             _ = stopped.wait_for(|stop| *stop) => return finish(server).await,
         }
         readiness.backfill_finished();
@@ -277,6 +289,7 @@ async fn backfill(catalog: &dyn Catalog, ingestor: &Ingestor, url: &str) -> anyh
         applied = summary.applied,
         stale = summary.stale,
         invalid = summary.invalid,
+        failed = summary.failed,
         "backfill finished in {:.1}s",
         started.elapsed().as_secs_f64()
     );

@@ -62,6 +62,9 @@ pub(crate) fn list(
     key: &str,
     page: &PageRequest,
 ) -> CatalogResult<Page> {
+    // `total` and the items come from one snapshot, so a commit in between cannot split them.
+    let snapshot = conn.unchecked_transaction()?;
+    let conn: &Connection = &snapshot;
     let total: u64 = conn
         .prepare_cached("SELECT n FROM query_counts WHERE qid = ?1 AND key = ?2")?
         .query_row(params![qid, key], |r| r.get::<_, i64>(0))

@@ -134,8 +134,9 @@ pub(crate) fn register_queries(
         tx.execute("DELETE FROM query_counts WHERE qid = ?1", [qid])?;
         tx.execute("DELETE FROM queries WHERE qid = ?1", [qid])?;
     }
+    let inactive = load_inactive(&tx)?;
     for position in rebuild {
-        rebuild_query(&tx, queries, position, qids[position])?;
+        rebuild_query(&tx, queries, position, qids[position], &inactive)?;
     }
     tx.commit()?;
     Ok(qids)
@@ -147,6 +148,7 @@ fn rebuild_query(
     queries: &QuerySet,
     position: usize,
     qid: i64,
+    inactive: &HashSet<String>,
 ) -> CatalogResult<()> {
     let query = &queries.all()[position];
     let mut counts: HashMap<String, i64> = HashMap::new();
@@ -176,7 +178,13 @@ fn rebuild_query(
         )?;
         let mut update = tx.prepare_cached("UPDATE records SET keys = ?2 WHERE rowid = ?1")?;
         for (rowid, uri, keys, column) in rows {
-            for key in &keys {
+            // An inactive account's records keep their keys column but stay out of the index.
+            let indexed: &[String] = if inactive.contains(accounts::did_of(&uri)) {
+                &[]
+            } else {
+                &keys
+            };
+            for key in indexed {
                 insert.execute(params![qid, key, uri, rowid])?;
                 *counts.entry(key.clone()).or_default() += 1;
             }
@@ -484,21 +492,24 @@ fn update_keys(
     let mut delete_key =
         tx.prepare_cached("DELETE FROM query_keys WHERE qid = ?1 AND key = ?2 AND uri = ?3")?;
     for (position, key) in old_keys.difference(new_keys) {
-        delete_key.execute(params![shared.qids[*position], key, uri])?;
-        *pending
-            .query_counts
-            .entry((*position, key.clone()))
-            .or_default() -= 1;
+        if delete_key.execute(params![shared.qids[*position], key, uri])? == 1 {
+            *pending
+                .query_counts
+                .entry((*position, key.clone()))
+                .or_default() -= 1;
+        }
     }
     let mut insert_key = tx.prepare_cached(
         "INSERT OR IGNORE INTO query_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
     )?;
     for (position, key) in new_keys.difference(old_keys) {
-        insert_key.execute(params![shared.qids[*position], key, uri, rowid])?;
-        *pending
-            .query_counts
-            .entry((*position, key.clone()))
-            .or_default() += 1;
+        // Counts follow what the index actually gained, so they cannot drift.
+        if insert_key.execute(params![shared.qids[*position], key, uri, rowid])? == 1 {
+            *pending
+                .query_counts
+                .entry((*position, key.clone()))
+                .or_default() += 1;
+        }
     }
     pending.touched.extend(old_keys.iter().cloned());
     pending.touched.extend(new_keys.iter().cloned());
@@ -524,9 +535,14 @@ fn flush_counts(tx: &Transaction<'_>, shared: &Shared, pending: &Pending) -> Cat
     let mut add_kind = tx.prepare_cached(
         "INSERT INTO kind_counts (collection, n) VALUES (?1, ?2) ON CONFLICT (collection) DO UPDATE SET n = n + excluded.n",
     )?;
+    let mut prune_kind =
+        tx.prepare_cached("DELETE FROM kind_counts WHERE collection = ?1 AND n <= 0")?;
     for (collection, delta) in &pending.kind_counts {
         if *delta != 0 {
             add_kind.execute(params![collection, delta])?;
+        }
+        if *delta < 0 {
+            prune_kind.execute([collection])?;
         }
     }
     Ok(())

@@ -89,4 +89,5 @@ each_backend!(
     change_clock_moves_with_touched_keys,
     bulk_loads_only_into_an_empty_catalog,
     accounts_hide_restore_and_remove_records,
+    no_bulk_load_while_accounts_are_inactive,
 );

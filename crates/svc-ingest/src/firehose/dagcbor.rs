@@ -110,16 +110,18 @@ impl<'a> Reader<'a> {
             4 => {
                 let n = self.length(info)?;
                 self.nested(|r| {
-                    (0..n)
-                        .map(|_| r.value())
-                        .collect::<Result<Vec<_>, _>>()
-                        .map(Cbor::Array)
+                    // A declared length is only a claim: grow as elements actually decode.
+                    let mut items = Vec::with_capacity(n.min(256));
+                    for _ in 0..n {
+                        items.push(r.value()?);
+                    }
+                    Ok(Cbor::Array(items))
                 })
             }
             5 => {
                 let n = self.length(info)?;
                 self.nested(|r| {
-                    let mut entries = Vec::with_capacity(n);
+                    let mut entries = Vec::with_capacity(n.min(256));
                     for _ in 0..n {
                         let Cbor::Text(key) = r.value()? else {
                             return fail("map key is not a string");
@@ -134,7 +136,8 @@ impl<'a> Reader<'a> {
                 if tag != 42 {
                     return fail(format!("unsupported tag {tag}"));
                 }
-                match self.value()? {
+                // Through `nested`, so a chain of tags cannot exhaust the stack.
+                match self.nested(Self::value)? {
                     Cbor::Bytes(bytes) if bytes.first() == Some(&0) => {
                         Ok(Cbor::Link(bytes[1..].to_vec()))
                     }
@@ -290,5 +293,14 @@ mod tests {
         );
         let deep: Vec<u8> = std::iter::repeat_n(0x81, 100).chain([0x00]).collect();
         assert!(decode(&deep).is_err(), "too deep");
+        let tags: Vec<u8> = std::iter::repeat_n([0xd8, 0x2a], 100_000)
+            .flatten()
+            .collect();
+        assert!(
+            decode(&tags).is_err(),
+            "a chain of tags is too deep, not a stack overflow"
+        );
+        let claim = [0x9a, 0x00, 0x10, 0x00, 0x00, 0x00];
+        assert!(decode(&claim).is_err(), "a length claim beyond the input");
     }
 }

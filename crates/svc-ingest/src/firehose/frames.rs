@@ -82,6 +82,7 @@ fn commit_events(body: &Cbor, time_us: Option<i64>) -> Result<Vec<SourceEvent>, 
         .get("repo")
         .and_then(Cbor::as_str)
         .ok_or("commit without repo")?;
+    svc_syntax::check_did(repo).map_err(|e| format!("commit repo: {e}"))?;
     let rev = body
         .get("rev")
         .and_then(Cbor::as_str)
@@ -102,6 +103,12 @@ fn commit_events(body: &Cbor, time_us: Option<i64>) -> Result<Vec<SourceEvent>, 
         else {
             continue;
         };
+        // An op path that is not `<nsid>/<record key>` cannot name a record.
+        if svc_syntax::check_nsid(collection).is_err()
+            || svc_syntax::check_record_key(rkey).is_err()
+        {
+            continue;
+        }
         let action = match op.get("action").and_then(Cbor::as_str) {
             Some("create") => Action::Create,
             Some("update") => Action::Update,

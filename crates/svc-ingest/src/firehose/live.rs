@@ -14,12 +14,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use svc_catalog::{ApplyReport, Catalog, CatalogError, Change, CursorPosition};
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 /// The source name under which the live cursor is stored.
 pub const LIVE_SOURCE: &str = "firehose";
 /// Jetstream cursors are times; resuming a little earlier covers events still in flight.
 const JETSTREAM_REWIND_US: i64 = 5_000_000;
 const BATCH_EVENTS: usize = 2000;
+const MAX_MESSAGE_BYTES: usize = 8 << 20;
 const MAX_IN_FLIGHT: usize = 16;
 const BATCH_WAIT: Duration = Duration::from_millis(50);
 /// A connection that stayed up this long resets the backoff.
@@ -135,7 +137,13 @@ pub async fn run_live(
         let url = connect_url(kind, &endpoint, cursor);
         tracing::info!(%url, "connecting to the live source");
         let connected_at = Instant::now();
-        match tokio_tungstenite::connect_async(url.as_str()).await {
+        // Firehose frames are small (a commit carries a bounded CAR slice): a limit keeps a
+        // hostile server from making the process buffer huge messages.
+        let limits = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE_BYTES))
+            .max_frame_size(Some(MAX_MESSAGE_BYTES));
+        match tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false).await
+        {
             Ok((socket, _)) => {
                 status.connected.store(true, Ordering::Release);
                 status.last_pong_us.store(now_us(), Ordering::Release);
@@ -320,6 +328,14 @@ impl Session<'_> {
                 }
                 SourceEvent::Error { error, message } => {
                     self.flush().await?;
+                    if error == "FutureCursor" {
+                        // The server has not reached our cursor (it was reset, or another
+                        // server answers at this address): start over from its live tail.
+                        tracing::warn!(
+                            "the live source is behind the stored cursor; resuming from its live tail"
+                        );
+                        *self.cursor = None;
+                    }
                     return Err(FollowError::Connection(format!(
                         "error frame {error}: {message}"
                     )));

@@ -51,17 +51,22 @@ impl Writer {
                     "DELETE FROM records WHERE uri >= ?1 AND uri < ?2",
                     params![from, to],
                 )?;
-                tx.execute("DELETE FROM inactive_accounts WHERE did = ?1", [did])?;
+                // The account stays on record as deleted: a late event for it (a backfill page
+                // read before the deletion) is stored out of sight, not served.
+                tx.execute(
+                    "INSERT OR REPLACE INTO inactive_accounts (did, status, updated_at) VALUES (?1, 'deleted', ?2)",
+                    params![did, now_ms()],
+                )?;
             }
         }
         super::flush_counts(&tx, &self.shared, &pending)?;
         tx.commit()?;
         match status {
-            AccountStatus::Inactive(_) => {
-                self.inactive.insert(did.to_string());
-            }
-            _ => {
+            AccountStatus::Active => {
                 self.inactive.remove(did);
+            }
+            AccountStatus::Inactive(_) | AccountStatus::Deleted => {
+                self.inactive.insert(did.to_string());
             }
         }
         self.publish(&pending);

@@ -47,13 +47,16 @@ impl Writer {
                 .query_row("SELECT NOT EXISTS (SELECT 1 FROM records)", [], |r| {
                     r.get(0)
                 })?;
-        if !empty {
+        // With inactive accounts on record, records must be filed one by one (hidden or
+        // not); the bulk path files everything.
+        if !empty || !self.inactive.is_empty() {
             return Ok(false);
         }
         // Sorts of a large load spill to a temporary file rather than to memory.
         self.conn.pragma_update(None, "temp_store", "FILE")?;
         self.conn.execute_batch(
-            "DROP INDEX records_uri;
+            "DELETE FROM query_keys; DELETE FROM query_counts; DELETE FROM kind_counts;
+             DROP INDEX records_uri;
              DROP TABLE IF EXISTS temp.staged_keys;
              CREATE TEMP TABLE staged_keys (qid INTEGER NOT NULL, key TEXT NOT NULL, uri TEXT NOT NULL, rid INTEGER NOT NULL);",
         )?;
@@ -231,7 +234,7 @@ impl Writer {
         )?;
         {
             let mut insert =
-                tx.prepare("INSERT INTO kind_counts (collection, n) VALUES (?1, ?2)")?;
+                tx.prepare("INSERT OR REPLACE INTO kind_counts (collection, n) VALUES (?1, ?2)")?;
             for (collection, n) in &kinds {
                 insert.execute(params![collection, n])?;
             }
