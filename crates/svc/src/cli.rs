@@ -144,6 +144,10 @@ pub struct ServeArgs {
     #[arg(long, env = "SVC_BACKFILL")]
     pub backfill: Option<String>,
 
+    /// Ask Jetstream for zstd-compressed events (about a quarter of the bytes).
+    #[arg(long = "jetstream-zstd", env = "SVC_JETSTREAM_ZSTD")]
+    pub jetstream_zstd: bool,
+
     /// Reuse a stored cursor even if it was stored for another firehose endpoint.
     #[arg(long, env = "SVC_FORCE_CURSOR")]
     pub force_cursor: bool,

@@ -154,6 +154,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             liveness: args.liveness,
             ready_lag: args.ready_lag,
             max_backoff: std::time::Duration::from_secs(30),
+            compress: args.jetstream_zstd,
         };
         tokio::spawn(run_live(
             Arc::clone(&catalog),

@@ -171,3 +171,23 @@ fn a_restart_resumes_from_the_stored_cursor_of_the_same_endpoint_only() {
     assert!(other.state.lock().unwrap().cursors[1].is_some());
     assert_eq!(total(&forced), 8);
 }
+
+#[test]
+fn compressed_events_are_read_with_the_jetstream_dictionary() {
+    let base = now_us() - 30_000_000;
+    let replay = Replay::start(events(base, 0, 6));
+    let dir = tempfile::tempdir().unwrap();
+    let server = jetstream_server(&dir, &replay, &["--jetstream-zstd"]);
+    server.wait_for(
+        "/v1/vocabularies/by-world?world=open&limit=1",
+        Duration::from_secs(10),
+        |b| b["total"] == 6,
+    );
+    let metrics = server.get_raw("/metrics").2;
+    assert!(
+        metrics.contains("svc_ingest_malformed_events_total 0"),
+        "{metrics}"
+    );
+    let compressed = replay.state.lock().unwrap().compressed.clone();
+    assert_eq!(compressed, vec![true], "it asked for compression");
+}

@@ -37,6 +37,21 @@ pub struct LiveConfig {
     /// How old the newest event may be, or how long ago a ping was answered, to be caught up.
     pub ready_lag: Duration,
     pub max_backoff: Duration,
+    /// Ask Jetstream for zstd-compressed events (`compress=true`).
+    pub compress: bool,
+}
+
+/// The dictionary Jetstream compresses events with (see `data/README.md`).
+const JETSTREAM_DICTIONARY: &[u8] = include_bytes!("../../data/jetstream-zstd-dictionary");
+
+/// Decompresses one Jetstream event compressed with its dictionary.
+pub fn decompress_jetstream(frame: &[u8]) -> Result<String, String> {
+    let mut decompressor = zstd::bulk::Decompressor::with_dictionary(JETSTREAM_DICTIONARY)
+        .map_err(|e| format!("zstd: {e}"))?;
+    let bytes = decompressor
+        .decompress(frame, MAX_MESSAGE_BYTES)
+        .map_err(|e| format!("zstd: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| "zstd: the event is not UTF-8".to_string())
 }
 
 /// What the live source is doing, for readiness.
@@ -86,10 +101,13 @@ fn jitter() -> f64 {
     0.5 + f64::from(nanos % 1000) / 1000.0
 }
 
-fn connect_url(kind: SourceKind, endpoint: &str, cursor: Option<i64>) -> String {
+fn connect_url(kind: SourceKind, endpoint: &str, cursor: Option<i64>, compress: bool) -> String {
     match kind {
         SourceKind::Jetstream => {
             let mut url = format!("{endpoint}?wantedCollections=dev.svc.*");
+            if compress {
+                url.push_str("&compress=true");
+            }
             if let Some(cursor) = cursor {
                 url.push_str(&format!(
                     "&cursor={}",
@@ -134,7 +152,7 @@ pub async fn run_live(
         if stopping {
             return Ok(());
         }
-        let url = connect_url(kind, &endpoint, cursor);
+        let url = connect_url(kind, &endpoint, cursor, config.compress);
         tracing::info!(%url, "connecting to the live source");
         let connected_at = Instant::now();
         // Firehose frames are small (a commit carries a bounded CAR slice): a limit keeps a
@@ -252,6 +270,9 @@ impl Session<'_> {
                     let decoded = match (&message, self.kind) {
                         (Message::Binary(bytes), SourceKind::Repos) => Some(decode_frame(bytes)),
                         (Message::Text(text), SourceKind::Jetstream) => Some(jetstream_message(text.as_str())),
+                        (Message::Binary(bytes), SourceKind::Jetstream) => {
+                            Some(decompress_jetstream(bytes).and_then(|text| jetstream_message(&text)))
+                        }
                         (Message::Ping(payload), _) => {
                             let _ = sink.send(Message::Pong(payload.clone())).await;
                             None

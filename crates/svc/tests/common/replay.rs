@@ -18,6 +18,8 @@ pub struct ReplayState {
     pub cursors: Vec<Option<i64>>,
     /// The `wantedCollections` of each connection.
     pub wanted: Vec<Vec<String>>,
+    /// Whether each connection asked for zstd compression.
+    pub compressed: Vec<bool>,
 }
 
 pub struct Replay {
@@ -95,10 +97,14 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
         .first()
         .and_then(|c| c.parse().ok());
     let collections = query_values(&uri, "wantedCollections");
+    let compress = query_values(&uri, "compress")
+        .first()
+        .is_some_and(|c| c == "true");
     let (events, disconnect_after) = {
         let mut state = state.lock().expect("state");
         state.cursors.push(cursor);
         state.wanted.push(collections.clone());
+        state.compressed.push(compress);
         let events: Vec<String> = state
             .events
             .iter()
@@ -112,7 +118,21 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
         if disconnect_after == Some(sent) {
             return; // dropped without a close frame, like a network failure
         }
-        if socket.send(Message::Text(line.into())).await.is_err() {
+        let message = if compress {
+            // Jetstream compresses each event with its published dictionary.
+            let dictionary = include_bytes!("../../../svc-ingest/data/jetstream-zstd-dictionary");
+            let mut compressor =
+                zstd::bulk::Compressor::with_dictionary(3, dictionary).expect("zstd");
+            Message::Binary(
+                compressor
+                    .compress(line.as_bytes())
+                    .expect("compress")
+                    .into(),
+            )
+        } else {
+            Message::Text(line.into())
+        };
+        if socket.send(message).await.is_err() {
             return;
         }
     }
