@@ -11,7 +11,7 @@ use crate::{
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
 
@@ -58,7 +58,11 @@ pub(crate) struct Writer {
 
 #[derive(Default)]
 struct Pending {
-    query_counts: HashMap<(usize, String), i64>,
+    /// Index entries to write, by (query position, key, uri): `Some(rowid)` to file the record
+    /// there, `None` to take it out. The last change of a group wins; they are written in key
+    /// order, so a group walks each index once instead of jumping around it.
+    key_writes: BTreeMap<(usize, String, String), Option<i64>>,
+    query_counts: BTreeMap<(usize, String), i64>,
     kind_counts: HashMap<String, i64>,
     touched: IndexKeys,
 }
@@ -298,28 +302,35 @@ impl Writer {
     ) -> CatalogResult<Vec<ApplyReport>> {
         let tx = self.conn.transaction()?;
         let mut pending = Pending::default();
-        let mut reports = Vec::with_capacity(jobs.len());
-        for (changes, cursor) in jobs {
-            let mut report = ApplyReport::default();
-            for change in *changes {
-                if apply_change(
-                    &tx,
-                    &self.shared,
-                    &self.positions,
-                    &self.inactive,
-                    change,
-                    &mut pending,
-                )? {
-                    report.applied += 1;
-                } else {
-                    report.stale += 1;
-                }
+        let mut reports = vec![ApplyReport::default(); jobs.len()];
+        // In uri order (a stable sort keeps each uri's changes in arrival order), so the group
+        // walks the uri index once; the outcome does not depend on the order across uris.
+        let mut order: Vec<(usize, &Change)> = jobs
+            .iter()
+            .enumerate()
+            .flat_map(|(job, (changes, _))| changes.iter().map(move |change| (job, change)))
+            .collect();
+        order.sort_by(|a, b| a.1.uri().cmp(b.1.uri()));
+        for (job, change) in order {
+            if apply_change(
+                &tx,
+                &self.shared,
+                &self.positions,
+                &self.inactive,
+                change,
+                &mut pending,
+            )? {
+                reports[job].applied += 1;
+            } else {
+                reports[job].stale += 1;
             }
+        }
+        for (_, cursor) in jobs {
             if let Some(cursor) = cursor {
                 store_cursor(&tx, cursor)?;
             }
-            reports.push(report);
         }
+        write_keys(&tx, &self.shared, &mut pending)?;
         flush_counts(&tx, &self.shared, &pending)?;
         tx.commit()?;
         self.publish(&pending);
@@ -386,7 +397,7 @@ fn apply_change(
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
             let rowid = tx.last_insert_rowid();
             if !hide {
-                update_keys(tx, shared, uri, rowid, &empty, &u.keys, pending)?;
+                update_keys(uri, rowid, &empty, &u.keys, pending);
             }
             return Ok(true);
         }
@@ -455,7 +466,7 @@ fn apply_change(
         None => tx.last_insert_rowid(),
     };
     if !hide {
-        update_keys(tx, shared, uri, rowid, &old_keys, new_keys, pending)?;
+        update_keys(uri, rowid, &old_keys, new_keys, pending);
     }
     Ok(true)
 }
@@ -481,38 +492,46 @@ pub(super) fn upsert_params<'a>(
 
 /// Moves a record's index entries and counts from its old keys to its new ones.
 fn update_keys(
-    tx: &Transaction<'_>,
-    shared: &Shared,
     uri: &str,
     rowid: i64,
     old_keys: &IndexKeys,
     new_keys: &IndexKeys,
     pending: &mut Pending,
-) -> CatalogResult<()> {
-    let mut delete_key =
-        tx.prepare_cached("DELETE FROM query_keys WHERE qid = ?1 AND key = ?2 AND uri = ?3")?;
+) {
     for (position, key) in old_keys.difference(new_keys) {
-        if delete_key.execute(params![shared.qids[*position], key, uri])? == 1 {
-            *pending
-                .query_counts
-                .entry((*position, key.clone()))
-                .or_default() -= 1;
-        }
+        pending
+            .key_writes
+            .insert((*position, key.clone(), uri.to_string()), None);
     }
-    let mut insert_key = tx.prepare_cached(
-        "INSERT OR IGNORE INTO query_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
-    )?;
     for (position, key) in new_keys.difference(old_keys) {
-        // Counts follow what the index actually gained, so they cannot drift.
-        if insert_key.execute(params![shared.qids[*position], key, uri, rowid])? == 1 {
-            *pending
-                .query_counts
-                .entry((*position, key.clone()))
-                .or_default() += 1;
-        }
+        pending
+            .key_writes
+            .insert((*position, key.clone(), uri.to_string()), Some(rowid));
     }
     pending.touched.extend(old_keys.iter().cloned());
     pending.touched.extend(new_keys.iter().cloned());
+}
+
+/// Writes the group's index entries in key order. Counts follow what the index actually
+/// gained or lost, so they cannot drift.
+fn write_keys(tx: &Transaction<'_>, shared: &Shared, pending: &mut Pending) -> CatalogResult<()> {
+    let mut delete_key =
+        tx.prepare_cached("DELETE FROM query_keys WHERE qid = ?1 AND key = ?2 AND uri = ?3")?;
+    let mut insert_key = tx.prepare_cached(
+        "INSERT OR IGNORE INTO query_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for ((position, key, uri), write) in std::mem::take(&mut pending.key_writes) {
+        let qid = shared.qids[position];
+        let delta = match write {
+            Some(rowid) => {
+                i64::try_from(insert_key.execute(params![qid, key, uri, rowid])?).unwrap_or(0)
+            }
+            None => -i64::try_from(delete_key.execute(params![qid, key, uri])?).unwrap_or(0),
+        };
+        if delta != 0 {
+            *pending.query_counts.entry((position, key)).or_default() += delta;
+        }
+    }
     Ok(())
 }
 

@@ -29,7 +29,7 @@ impl Writer {
         match status {
             AccountStatus::Inactive(reason) => {
                 if !was_inactive {
-                    file_repository(&tx, &self.shared, &self.positions, did, false, &mut pending)?;
+                    file_repository(&tx, &self.positions, did, false, &mut pending)?;
                 }
                 tx.execute(
                     "INSERT OR REPLACE INTO inactive_accounts (did, status, updated_at) VALUES (?1, ?2, ?3)",
@@ -38,13 +38,13 @@ impl Writer {
             }
             AccountStatus::Active => {
                 if was_inactive {
-                    file_repository(&tx, &self.shared, &self.positions, did, true, &mut pending)?;
+                    file_repository(&tx, &self.positions, did, true, &mut pending)?;
                 }
                 tx.execute("DELETE FROM inactive_accounts WHERE did = ?1", [did])?;
             }
             AccountStatus::Deleted => {
                 if !was_inactive {
-                    file_repository(&tx, &self.shared, &self.positions, did, false, &mut pending)?;
+                    file_repository(&tx, &self.positions, did, false, &mut pending)?;
                 }
                 let (from, to) = repository_range(did);
                 tx.execute(
@@ -59,6 +59,7 @@ impl Writer {
                 )?;
             }
         }
+        super::write_keys(&tx, &self.shared, &mut pending)?;
         super::flush_counts(&tx, &self.shared, &pending)?;
         tx.commit()?;
         match status {
@@ -78,7 +79,6 @@ impl Writer {
 /// out of the index (`false`), with the counts.
 fn file_repository(
     tx: &Transaction<'_>,
-    shared: &super::Shared,
     positions: &std::collections::HashMap<i64, usize>,
     did: &str,
     file: bool,
@@ -99,10 +99,10 @@ fn file_repository(
     for (rowid, uri, collection, keys) in rows {
         let keys = super::keys_column::decode(&keys, positions);
         if file {
-            super::update_keys(tx, shared, &uri, rowid, &empty, &keys, pending)?;
+            super::update_keys(&uri, rowid, &empty, &keys, pending);
             *pending.kind_counts.entry(collection).or_default() += 1;
         } else {
-            super::update_keys(tx, shared, &uri, rowid, &keys, &empty, pending)?;
+            super::update_keys(&uri, rowid, &keys, &empty, pending);
             *pending.kind_counts.entry(collection).or_default() -= 1;
         }
     }
