@@ -43,7 +43,7 @@ type QueuedApply = (
 );
 
 /// Queued batches merged into one commit, at most this many changes.
-const GROUP_COMMIT_CHANGES: usize = 48_000;
+const GROUP_COMMIT_CHANGES: usize = 100_000;
 
 pub(crate) struct Writer {
     conn: Connection,

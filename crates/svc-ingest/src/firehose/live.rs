@@ -20,9 +20,9 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 pub const LIVE_SOURCE: &str = "firehose";
 /// Jetstream cursors are times; resuming a little earlier covers events still in flight.
 const JETSTREAM_REWIND_US: i64 = 5_000_000;
-const BATCH_EVENTS: usize = 2000;
+const BATCH_EVENTS: usize = 4000;
 const MAX_MESSAGE_BYTES: usize = 8 << 20;
-const MAX_IN_FLIGHT: usize = 16;
+const MAX_IN_FLIGHT: usize = 25;
 const BATCH_WAIT: Duration = Duration::from_millis(50);
 /// A connection that stayed up this long resets the backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
