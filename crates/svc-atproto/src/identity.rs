@@ -67,7 +67,7 @@ impl Resolver {
             other => {
                 return Err(AtprotoError::Invalid(format!(
                     "{did}: the DID method {other} is not supported (plc, web)"
-                )))
+                )));
             }
         };
         if document.get("id").and_then(Value::as_str) != Some(did) {
@@ -133,15 +133,19 @@ impl Resolver {
                 .ok_or_else(|| AtprotoError::Invalid(format!("{handle}: {service} gave no DID")));
         }
         let well_known = format!("https://{handle}/.well-known/atproto-did");
-        if let Ok(response) = self.http.get(&well_known).send() {
-            if response.status().is_success() {
-                if let Ok(text) = response.text() {
-                    let did = text.trim();
-                    if svc_syntax::check_did(did).is_ok() {
-                        return Ok(did.to_string());
-                    }
-                }
-            }
+        let answer = self
+            .http
+            .get(&well_known)
+            .send()
+            .ok()
+            .filter(|r| r.status().is_success())
+            .and_then(|r| r.text().ok());
+        if let Some(did) = answer
+            .as_deref()
+            .map(str::trim)
+            .filter(|d| svc_syntax::check_did(d).is_ok())
+        {
+            return Ok(did.to_string());
         }
         crate::identity::dns::txt_did(handle).ok_or_else(|| {
             AtprotoError::Invalid(format!(

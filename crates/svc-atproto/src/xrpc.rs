@@ -3,7 +3,7 @@
 
 use crate::{AtprotoError, AtprotoResult};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 pub struct Xrpc {
     http: reqwest::blocking::Client,
