@@ -71,6 +71,14 @@ struct Client {
 }
 
 impl Client {
+    /// The same client, for another server.
+    fn at(&self, base: String) -> Client {
+        Client {
+            http: self.http.clone(),
+            base: base.trim_end_matches('/').to_string(),
+        }
+    }
+
     async fn get<T: for<'de> Deserialize<'de>>(
         &self,
         method: &str,
@@ -119,6 +127,7 @@ pub async fn run_backfill(
     catalog: &dyn Catalog,
     ingestor: &Ingestor,
     url: &str,
+    plc_url: &str,
     collections: &[String],
     progress: impl Fn(u64, u64),
 ) -> Result<BackfillSummary, BackfillError> {
@@ -146,6 +155,7 @@ pub async fn run_backfill(
             catalog,
             ingestor,
             &client,
+            plc_url,
             did,
             rev.as_deref(),
             collections,
@@ -167,16 +177,53 @@ pub async fn run_backfill(
     Ok(summary)
 }
 
+/// The PDS a DID document names (`#atproto_pds`), if it can be read.
+async fn repository_host(client: &Client, plc_url: &str, did: &str) -> Option<String> {
+    let document_url = if let Some(host) = did.strip_prefix("did:web:") {
+        format!("https://{}/.well-known/did.json", host.replace("%3A", ":"))
+    } else if did.starts_with("did:plc:") {
+        format!("{}/{did}", plc_url.trim_end_matches('/'))
+    } else {
+        return None;
+    };
+    let document: serde_json::Value = client
+        .http
+        .get(&document_url)
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    document
+        .get("service")?
+        .as_array()?
+        .iter()
+        .find_map(|service| {
+            let id = service.get("id")?.as_str()?;
+            (id == "#atproto_pds" || id == format!("{did}#atproto_pds"))
+                .then(|| service.get("serviceEndpoint")?.as_str().map(str::to_string))
+                .flatten()
+        })
+}
+
 async fn backfill_repository(
     catalog: &dyn Catalog,
     ingestor: &Ingestor,
     client: &Client,
+    plc_url: &str,
     did: &str,
     rev: Option<&str>,
     collections: &[String],
     summary: &mut BackfillSummary,
 ) -> Result<(), BackfillError> {
     let metrics = ingestor.metrics();
+    // Records are read from the repository's own PDS (a relay lists repositories but does not
+    // serve their records); the given server when the DID document cannot be read.
+    let own = repository_host(client, plc_url, did)
+        .await
+        .map(|host| client.at(host));
+    let client = own.as_ref().unwrap_or(client);
     // The revision is taken before listing: every listed record is at most that new.
     let rev = match rev {
         Some(rev) => rev.to_string(),

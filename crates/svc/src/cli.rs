@@ -144,6 +144,14 @@ pub struct ServeArgs {
     #[arg(long, env = "SVC_BACKFILL")]
     pub backfill: Option<String>,
 
+    /// PLC directory for resolving DIDs (backfill reads each repository from its own PDS).
+    #[arg(
+        long = "plc-url",
+        env = "SVC_PLC_URL",
+        default_value = "https://plc.directory"
+    )]
+    pub plc_url: String,
+
     /// Ask Jetstream for zstd-compressed events (about a quarter of the bytes).
     #[arg(long = "jetstream-zstd", env = "SVC_JETSTREAM_ZSTD")]
     pub jetstream_zstd: bool,

@@ -173,7 +173,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     if let Some(url) = &args.backfill {
         tokio::select! {
-            outcome = backfill(catalog.as_ref(), &ingestor, url) => {
+            outcome = backfill(catalog.as_ref(), &ingestor, url, &args.plc_url) => {
                 // A backfill that cannot list repositories is reported, not fatal: the live
                 // stream goes on (storage failures still end the process).
                 if let Err(error) = outcome {
@@ -263,7 +263,12 @@ async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> 
     Ok(())
 }
 
-async fn backfill(catalog: &dyn Catalog, ingestor: &Ingestor, url: &str) -> anyhow::Result<()> {
+async fn backfill(
+    catalog: &dyn Catalog,
+    ingestor: &Ingestor,
+    url: &str,
+    plc_url: &str,
+) -> anyhow::Result<()> {
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(0);
         bar.set_style(
@@ -281,13 +286,20 @@ async fn backfill(catalog: &dyn Catalog, ingestor: &Ingestor, url: &str) -> anyh
         .collect();
     let started = std::time::Instant::now();
     tracing::info!(%url, "backfill started");
-    let summary = run_backfill(catalog, ingestor, url, &collections, |done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-        if done % 100 == 0 || done == total {
-            tracing::info!("backfill: {done}/{total} repositories");
-        }
-    })
+    let summary = run_backfill(
+        catalog,
+        ingestor,
+        url,
+        plc_url,
+        &collections,
+        |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+            if done % 100 == 0 || done == total {
+                tracing::info!("backfill: {done}/{total} repositories");
+            }
+        },
+    )
     .await
     .with_context(|| format!("backfilling from {url}"))?;
     bar.finish_and_clear();

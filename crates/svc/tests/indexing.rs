@@ -185,7 +185,16 @@ fn backfill_finds_what_the_pds_already_holds() {
     }
     peers.create_record(&dave, "dev.svc.bounty", json!({"$type": "dev.svc.bounty", "requester": dave.did, "wants": {"$type": "dev.svc.bounty#wantAdapter", "framework": "serde"}, "occurredAt": NOW}), None);
     let dir = tempfile::tempdir().unwrap();
-    let server = live_server(&dir, peers, &["--backfill", peers.pds.as_str()]);
+    let server = live_server(
+        &dir,
+        peers,
+        &[
+            "--backfill",
+            peers.pds.as_str(),
+            "--plc-url",
+            peers.plc.as_str(),
+        ],
+    );
     let held = all_uris(&server, "/v1/vocabularies/by-world?world=open");
     let found: BTreeSet<String> = held.into_iter().filter(|u| u.contains(&dave.did)).collect();
     assert_eq!(found, written);
