@@ -148,21 +148,17 @@ pub async fn run_backfill(
     metrics.backfill_repos_total.set(repos.len() as i64);
     metrics.backfill_repos_done.set(0);
     let mut summary = BackfillSummary::default();
+    let context = Backfill {
+        catalog,
+        ingestor,
+        client: &client,
+        plc_url,
+        collections,
+    };
     for (done, (did, rev)) in repos.iter().enumerate() {
         // One repository that cannot be read (gone, taken down, a server error) is logged and
         // skipped: nothing but storage failure stops ingestion.
-        match backfill_repository(
-            catalog,
-            ingestor,
-            &client,
-            plc_url,
-            did,
-            rev.as_deref(),
-            collections,
-            &mut summary,
-        )
-        .await
-        {
+        match backfill_repository(&context, did, rev.as_deref(), &mut summary).await {
             Ok(()) => summary.repositories += 1,
             Err(BackfillError::Catalog(error)) => return Err(BackfillError::Catalog(error)),
             Err(error) => {
@@ -207,16 +203,28 @@ async fn repository_host(client: &Client, plc_url: &str, did: &str) -> Option<St
         })
 }
 
+/// What every repository of one backfill shares.
+struct Backfill<'a> {
+    catalog: &'a dyn Catalog,
+    ingestor: &'a Ingestor,
+    client: &'a Client,
+    plc_url: &'a str,
+    collections: &'a [String],
+}
+
 async fn backfill_repository(
-    catalog: &dyn Catalog,
-    ingestor: &Ingestor,
-    client: &Client,
-    plc_url: &str,
+    context: &Backfill<'_>,
     did: &str,
     rev: Option<&str>,
-    collections: &[String],
     summary: &mut BackfillSummary,
 ) -> Result<(), BackfillError> {
+    let Backfill {
+        catalog,
+        ingestor,
+        client,
+        plc_url,
+        collections,
+    } = *context;
     let metrics = ingestor.metrics();
     // Records are read from the repository's own PDS (a relay lists repositories but does not
     // serve their records); the given server when the DID document cannot be read.
