@@ -221,12 +221,16 @@ impl Writer {
         let settled = started.elapsed();
         tx.execute_batch("CREATE UNIQUE INDEX records_uri ON records (uri)")?;
         let indexed = started.elapsed();
-        tx.execute(
+        // Most loads replace nothing: then every staged key stands, unfiltered.
+        let keys_sql = if superseded.is_empty() {
+            "INSERT INTO query_keys (qid, key, uri, rid)
+             SELECT qid, key, uri, rid FROM temp.staged_keys ORDER BY qid, key, uri"
+        } else {
             "INSERT INTO query_keys (qid, key, uri, rid)
              SELECT qid, key, uri, rid FROM temp.staged_keys
-             WHERE rid NOT IN (SELECT rowid FROM temp.superseded) ORDER BY qid, key, uri",
-            [],
-        )?;
+             WHERE rid NOT IN (SELECT rowid FROM temp.superseded) ORDER BY qid, key, uri"
+        };
+        tx.execute(keys_sql, [])?;
         let keyed = started.elapsed();
         tx.execute(
             "INSERT INTO query_counts (qid, key, n) SELECT qid, key, count(*) FROM query_keys GROUP BY qid, key",
