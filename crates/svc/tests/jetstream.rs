@@ -191,3 +191,70 @@ fn compressed_events_are_read_with_the_jetstream_dictionary() {
     let compressed = replay.state.lock().unwrap().compressed.clone();
     assert_eq!(compressed, vec![true], "it asked for compression");
 }
+
+#[test]
+fn a_catch_up_into_an_empty_catalog_is_bulk_loaded_and_survives_a_crash() {
+    // Old events and an empty catalog: the source is caught up with a bulk load.
+    let base = now_us() - 3_600_000_000;
+    let replay = Replay::start(events(base, 0, 2000));
+    let dir = tempfile::tempdir().unwrap();
+    let first = Server::listening(
+        &dir.path().join("catalog.db"),
+        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
+    );
+    // Killed while it catches up (as soon as the events went out, before the source is quiet).
+    let started = std::time::Instant::now();
+    while replay.state.lock().unwrap().cursors.is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never connected"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let log = first.kill9();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("catching up with a bulk load")),
+        "{log:?}"
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("catch-up settled")),
+        "killed too late to test the crash: {log:?}"
+    );
+    // The restart replays from just before the first event, and every event lands once.
+    let mut second = Server::listening(
+        &dir.path().join("catalog.db"),
+        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
+    );
+    second.wait_ready();
+    assert_eq!(total(&second), 2000);
+    let cursors = replay.state.lock().unwrap().cursors.clone();
+    assert_eq!(cursors[0], None);
+    let resumed = cursors[1].expect("a resume point was stored before the catch-up");
+    assert!(
+        resumed <= base && resumed >= base - 6_000_000,
+        "{resumed} vs {base}"
+    );
+    // A later catch-up (after a clean stop) is visible too.
+    assert!(second.stop().success());
+    replay
+        .state
+        .lock()
+        .unwrap()
+        .events
+        .extend(events(base, 2000, 2100));
+    let third = jetstream_server(&dir, &replay, &[]);
+    third.wait_for(
+        "/v1/vocabularies/by-world?world=open&limit=1",
+        Duration::from_secs(10),
+        |b| b["total"] == 2100,
+    );
+    assert!(
+        third
+            .log
+            .iter()
+            .all(|l| !l.contains("catching up with a bulk load")),
+        "a catalog with a cursor is not bulk-loaded"
+    );
+}

@@ -22,6 +22,8 @@ pub const LIVE_SOURCE: &str = "firehose";
 const JETSTREAM_REWIND_US: i64 = 5_000_000;
 const BATCH_EVENTS: usize = 4000;
 const MAX_MESSAGE_BYTES: usize = 8 << 20;
+/// Silence that ends a catch-up.
+const CATCH_UP_QUIET: Duration = Duration::from_secs(1);
 const MAX_IN_FLIGHT: usize = 25;
 const BATCH_WAIT: Duration = Duration::from_millis(50);
 /// A connection that stayed up this long resets the backoff.
@@ -146,6 +148,9 @@ pub async fn run_live(
         }
         None => None,
     };
+    // With no cursor stored at all, a source that starts far in the past is a catch-up into
+    // an empty catalog: it is bulk-loaded (see `Session::catch_up`).
+    let mut may_catch_up = catalog.cursor(LIVE_SOURCE.to_string()).await?.is_none();
     let mut backoff = Duration::from_millis(250);
     loop {
         let stopping = *shutdown.borrow();
@@ -176,8 +181,17 @@ pub async fn run_live(
                     dirty: false,
                     batch_time: None,
                     in_flight: FuturesOrdered::new(),
+                    may_catch_up,
+                    catching_up: false,
+                    ready_lag: config.ready_lag,
                 };
-                let outcome = session.follow(socket, &config, &mut shutdown).await;
+                let mut outcome = session.follow(socket, &config, &mut shutdown).await;
+                // A catch-up is settled whenever the connection ends, so the writer is back
+                // to normal for the next one.
+                if let Err(error) = session.end_catch_up().await {
+                    outcome = Err(error);
+                }
+                may_catch_up = session.may_catch_up;
                 status.connected.store(false, Ordering::Release);
                 status.pending.store(false, Ordering::Release);
                 let stopping = *shutdown.borrow();
@@ -234,6 +248,11 @@ struct Session<'a> {
     /// Batches sent to the catalog and not yet committed, oldest first: the writer merges
     /// queued batches into one commit, which keeps up with a busy stream.
     in_flight: FuturesOrdered<Applying<'a>>,
+    /// The first event decides whether this is a catch-up (see `catch_up`); once only.
+    may_catch_up: bool,
+    /// Changes are being staged into a bulk load.
+    catching_up: bool,
+    ready_lag: Duration,
 }
 
 type Applying<'a> =
@@ -307,7 +326,13 @@ impl Session<'_> {
                     let (report, time) = done?;
                     self.committed(report, time);
                 }
-                _ = flush_tick.tick() => self.send(),
+                _ = flush_tick.tick() => {
+                    // A catch-up ends when the source goes quiet: everything old has come.
+                    if self.catching_up && self.batch.is_empty() && last_heard.elapsed() >= CATCH_UP_QUIET {
+                        self.end_catch_up().await?;
+                    }
+                    self.send();
+                }
                 _ = ping_tick.tick() => {
                     if last_heard.elapsed() > config.liveness {
                         self.flush().await?;
@@ -327,6 +352,17 @@ impl Session<'_> {
     }
 
     async fn take(&mut self, message: SourceMessage) -> Result<(), FollowError> {
+        let recent = message
+            .time_us
+            .is_some_and(|time| now_us() - time <= self.ready_lag.as_micros() as i64);
+        if self.may_catch_up && !message.events.is_empty() {
+            self.may_catch_up = false;
+            if !recent {
+                self.catch_up(&message).await?;
+            }
+        } else if self.catching_up && recent {
+            self.end_catch_up().await?;
+        }
         for event in message.events {
             match event {
                 SourceEvent::Commit(commit) => match self.ingestor.prepare(commit) {
@@ -339,6 +375,7 @@ impl Session<'_> {
                 },
                 SourceEvent::Account { did, status } => {
                     // Changes read before the account event apply before it.
+                    self.end_catch_up().await?;
                     self.flush().await?;
                     tracing::info!(%did, ?status, "account status");
                     self.catalog.set_account(did, status).await?;
@@ -373,6 +410,54 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// Starts a catch-up: the catalog is empty, no cursor was ever stored, and the source begins
+    /// far in the past (a replay, a relay from an old cursor). The changes are bulk-loaded,
+    /// invisible until the catch-up ends, which is many times faster than filing them one by
+    /// one. First a resume point just before this message is stored, so a crash during the
+    /// catch-up (which empties the catalog again at the next start) replays from here.
+    async fn catch_up(&mut self, first: &SourceMessage) -> Result<(), FollowError> {
+        let Some(resume) = first.cursor.map(|c| c - 1) else {
+            return Ok(());
+        };
+        let position = CursorPosition {
+            source: LIVE_SOURCE.to_string(),
+            endpoint: self.endpoint.to_string(),
+            cursor: resume.to_string(),
+            event_time_us: first.time_us,
+        };
+        self.catalog.apply(Vec::new(), Some(position)).await?;
+        if self.catalog.begin_bulk().await? {
+            self.catching_up = true;
+            self.status.pending.store(true, Ordering::Release);
+            tracing::info!("the live source starts in the past: catching up with a bulk load");
+        }
+        Ok(())
+    }
+
+    /// Settles a catch-up, with the cursor of the last staged event.
+    async fn end_catch_up(&mut self) -> Result<(), FollowError> {
+        if !self.catching_up {
+            return Ok(());
+        }
+        self.flush().await?;
+        let cursor = self.cursor.map(|cursor| CursorPosition {
+            source: LIVE_SOURCE.to_string(),
+            endpoint: self.endpoint.to_string(),
+            cursor: cursor.to_string(),
+            event_time_us: self.batch_time,
+        });
+        let report = self.catalog.finish_bulk(cursor).await?;
+        self.catching_up = false;
+        tracing::info!(
+            applied = report.applied,
+            stale = report.stale,
+            "catch-up settled"
+        );
+        self.committed(report, self.batch_time);
+        self.status.pending.store(false, Ordering::Release);
+        Ok(())
+    }
+
     /// Sends what was read to the catalog, with the cursor that covers it (one transaction),
     /// without waiting for the commit.
     fn send(&mut self) {
@@ -396,6 +481,10 @@ impl Session<'_> {
 
     /// Accounts for one committed batch.
     fn committed(&mut self, report: ApplyReport, time: Option<i64>) {
+        if self.catching_up {
+            // Staged, not visible: nothing to count or to call current yet.
+            return;
+        }
         let metrics = self.ingestor.metrics();
         metrics.count(LIVE_SOURCE, "applied", report.applied);
         metrics.count(LIVE_SOURCE, "stale", report.stale);

@@ -34,6 +34,13 @@ impl Server {
 
     /// Starts `svc serve --listen 127.0.0.1:0 --db <db> <args>` and waits until it is ready.
     pub fn launch(db: &Path, extra: &[&str]) -> Server {
+        let mut server = Server::listening(db, extra);
+        server.wait_ready();
+        server
+    }
+
+    /// Starts `svc serve` and returns as soon as it listens, ready or not.
+    pub fn listening(db: &Path, extra: &[&str]) -> Server {
         let mut child = svc()
             .args(["serve", "--listen", "127.0.0.1:0", "--db"])
             .arg(db)
@@ -67,6 +74,13 @@ impl Server {
                 server.url = rest.trim().to_string();
             }
         }
+        server
+    }
+
+    /// Waits until `/readyz` says ready and the "ready" line is logged.
+    pub fn wait_ready(&mut self) {
+        let server = self;
+        let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             let ready = http()
                 .get(format!("{}/readyz", server.url))
@@ -79,7 +93,7 @@ impl Server {
                         .next_line(deadline)
                         .expect("svc serve logged no ready line");
                 }
-                return server;
+                return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -132,9 +146,14 @@ impl Server {
     }
 
     /// Kills the server with SIGKILL: no chance to flush or clean up.
-    pub fn kill9(mut self) {
+    /// Returns everything it logged.
+    pub fn kill9(mut self) -> Vec<String> {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_millis(200)) {
+            self.log.push(line);
+        }
+        std::mem::take(&mut self.log)
     }
 
     /// Polls `path_and_query` until `check` holds for its JSON answer, for at most `within`.
