@@ -15,6 +15,48 @@ pub struct ResolvedDid {
     pub also_known_as: Vec<String>,
 }
 
+/// Where the DID document of a DID is: `<plc>/<did>` for did:plc, `/.well-known/did.json` of
+/// the host for did:web (plain HTTP for `localhost`, as test servers run).
+pub fn did_document_url(did: &str, plc_url: &str) -> AtprotoResult<String> {
+    svc_syntax::check_did(did).map_err(|e| AtprotoError::Invalid(format!("{did}: {e}")))?;
+    match did.split(':').nth(1).unwrap_or_default() {
+        "plc" => Ok(format!("{}/{did}", plc_url.trim_end_matches('/'))),
+        "web" => {
+            let host = did["did:web:".len()..]
+                .replace("%3A", ":")
+                .replace("%3a", ":");
+            if host.contains(':') && !host.starts_with("localhost") {
+                return Err(AtprotoError::Invalid(format!(
+                    "{did}: did:web with a path is not supported"
+                )));
+            }
+            let scheme = if host.starts_with("localhost") {
+                "http"
+            } else {
+                "https"
+            };
+            Ok(format!("{scheme}://{host}/.well-known/did.json"))
+        }
+        other => Err(AtprotoError::Invalid(format!(
+            "{did}: the DID method {other} is not supported (plc, web)"
+        ))),
+    }
+}
+
+/// The PDS a DID document names: its `#atproto_pds` service endpoint.
+pub fn pds_endpoint(document: &Value, did: &str) -> Option<String> {
+    document
+        .get("service")?
+        .as_array()?
+        .iter()
+        .find_map(|service| {
+            let id = service.get("id")?.as_str()?;
+            (id == "#atproto_pds" || id == format!("{did}#atproto_pds"))
+                .then(|| service.get("serviceEndpoint")?.as_str().map(str::to_string))
+                .flatten()
+        })
+}
+
 pub struct Resolver {
     http: reqwest::blocking::Client,
     plc_url: String,
@@ -46,30 +88,7 @@ impl Resolver {
     pub fn resolve_did(&self, did: &str) -> AtprotoResult<ResolvedDid> {
         svc_syntax::check_did(did).map_err(|e| AtprotoError::Invalid(format!("{did}: {e}")))?;
         let method = did.split(':').nth(1).unwrap_or_default().to_string();
-        let document = match method.as_str() {
-            "plc" => self.get_json(&format!("{}/{did}", self.plc_url))?,
-            "web" => {
-                let host = did["did:web:".len()..]
-                    .replace("%3A", ":")
-                    .replace("%3a", ":");
-                if host.contains(':') && !host.starts_with("localhost") {
-                    return Err(AtprotoError::Invalid(format!(
-                        "{did}: did:web with a path is not supported"
-                    )));
-                }
-                let scheme = if host.starts_with("localhost") {
-                    "http"
-                } else {
-                    "https"
-                };
-                self.get_json(&format!("{scheme}://{host}/.well-known/did.json"))?
-            }
-            other => {
-                return Err(AtprotoError::Invalid(format!(
-                    "{did}: the DID method {other} is not supported (plc, web)"
-                )));
-            }
-        };
+        let document = self.get_json(&did_document_url(did, &self.plc_url)?)?;
         if document.get("id").and_then(Value::as_str) != Some(did) {
             return Err(AtprotoError::Invalid(format!(
                 "{did}: the DID document is for another DID"
@@ -89,22 +108,7 @@ impl Resolver {
             .iter()
             .find_map(|a| a.strip_prefix("at://"))
             .map(str::to_string);
-        let pds_url = document
-            .get("service")
-            .and_then(Value::as_array)
-            .and_then(|services| {
-                services.iter().find_map(|s| {
-                    let id = s.get("id").and_then(Value::as_str)?;
-                    let is_pds = id == "#atproto_pds" || id == format!("{did}#atproto_pds");
-                    is_pds
-                        .then(|| {
-                            s.get("serviceEndpoint")
-                                .and_then(Value::as_str)
-                                .map(str::to_string)
-                        })
-                        .flatten()
-                })
-            });
+        let pds_url = pds_endpoint(&document, did);
         Ok(ResolvedDid {
             did: did.to_string(),
             method,

@@ -6,7 +6,7 @@ mod identity;
 mod session;
 mod xrpc;
 
-pub use identity::{ResolvedDid, Resolver};
+pub use identity::{ResolvedDid, Resolver, did_document_url, pds_endpoint};
 pub use reqwest::Url;
 pub use session::{Session, SessionStore, SessionSummary};
 pub use xrpc::{CreatedRecord, Xrpc};
@@ -41,9 +41,15 @@ impl AtprotoError {
 
 pub type AtprotoResult<T> = Result<T, AtprotoError>;
 
-/// An HTTP client with the ring TLS provider (no OpenSSL, no aws-lc builds).
-pub fn http_client() -> AtprotoResult<reqwest::blocking::Client> {
+/// Installs the process's TLS provider, ring (no OpenSSL, no aws-lc builds): reqwest and
+/// tokio-tungstenite are built without one. Idempotent.
+pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// An HTTP client with the ring TLS provider.
+pub fn http_client() -> AtprotoResult<reqwest::blocking::Client> {
+    install_crypto();
     reqwest::blocking::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
         .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))

@@ -87,6 +87,18 @@ pub enum AccountStatus {
     Deleted,
 }
 
+impl AccountStatus {
+    /// From an account event of either firehose: `active`, and the `status` it gives when not
+    /// active (`deleted`, `deactivated`, `suspended`, `takendown`...).
+    pub fn from_event(active: bool, status: Option<&str>) -> AccountStatus {
+        match (active, status) {
+            (true, _) => AccountStatus::Active,
+            (false, Some("deleted")) => AccountStatus::Deleted,
+            (false, other) => AccountStatus::Inactive(other.unwrap_or("inactive").to_string()),
+        }
+    }
+}
+
 /// One page request of a list query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageRequest {

@@ -131,7 +131,7 @@ pub async fn run_backfill(
     collections: &[String],
     progress: impl Fn(u64, u64),
 ) -> Result<BackfillSummary, BackfillError> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    svc_atproto::install_crypto();
     let http = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(60))
         .build()
@@ -175,13 +175,7 @@ pub async fn run_backfill(
 
 /// The PDS a DID document names (`#atproto_pds`), if it can be read.
 async fn repository_host(client: &Client, plc_url: &str, did: &str) -> Option<String> {
-    let document_url = if let Some(host) = did.strip_prefix("did:web:") {
-        format!("https://{}/.well-known/did.json", host.replace("%3A", ":"))
-    } else if did.starts_with("did:plc:") {
-        format!("{}/{did}", plc_url.trim_end_matches('/'))
-    } else {
-        return None;
-    };
+    let document_url = svc_atproto::did_document_url(did, plc_url).ok()?;
     let document: serde_json::Value = client
         .http
         .get(&document_url)
@@ -191,16 +185,7 @@ async fn repository_host(client: &Client, plc_url: &str, did: &str) -> Option<St
         .json()
         .await
         .ok()?;
-    document
-        .get("service")?
-        .as_array()?
-        .iter()
-        .find_map(|service| {
-            let id = service.get("id")?.as_str()?;
-            (id == "#atproto_pds" || id == format!("{did}#atproto_pds"))
-                .then(|| service.get("serviceEndpoint")?.as_str().map(str::to_string))
-                .flatten()
-        })
+    svc_atproto::pds_endpoint(&document, did)
 }
 
 /// What every repository of one backfill shares.

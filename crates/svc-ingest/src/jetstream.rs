@@ -63,13 +63,8 @@ pub fn parse_jetstream_line(text: &str) -> Result<JetstreamLine, String> {
         let did = line.did.ok_or("missing did")?;
         svc_syntax::check_did(did).map_err(|e| format!("did: {e}"))?;
         let account = line.account.ok_or("missing account")?;
-        let status = match (account.active.unwrap_or(true), account.status) {
-            (true, _) => svc_catalog::AccountStatus::Active,
-            (false, Some("deleted")) => svc_catalog::AccountStatus::Deleted,
-            (false, other) => {
-                svc_catalog::AccountStatus::Inactive(other.unwrap_or("inactive").to_string())
-            }
-        };
+        let status =
+            svc_catalog::AccountStatus::from_event(account.active.unwrap_or(true), account.status);
         return Ok(JetstreamLine::Account {
             did: did.to_string(),
             status,

@@ -191,7 +191,7 @@ fn main() {
         .get(3)
         .and_then(|n| n.parse().ok())
         .unwrap_or(1_000_000);
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    svc_atproto::install_crypto();
     let client = reqwest::blocking::Client::builder()
         .no_proxy()
         .build()

@@ -218,20 +218,24 @@ async fn finish(server: tokio::task::JoinHandle<std::io::Result<()>>) -> anyhow:
     Ok(())
 }
 
+/// A progress bar on a terminal; hidden otherwise (logs and summaries say the rest).
+fn progress_bar(template: &str, message: String) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(message);
+    bar
+}
+
 async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> anyhow::Result<()> {
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar.set_message(format!("importing {}", path.display()));
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress_bar(
+        "{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        format!("importing {}", path.display()),
+    );
     let started = std::time::Instant::now();
     let summary = import_file(catalog, ingestor, path, |done, total| {
         bar.set_length(total);
@@ -269,17 +273,10 @@ async fn backfill(
     url: &str,
     plc_url: &str,
 ) -> anyhow::Result<()> {
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} repositories eta {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar.set_message(format!("backfilling from {url}"));
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress_bar(
+        "{msg} [{bar:40}] {pos}/{len} repositories eta {eta}",
+        format!("backfilling from {url}"),
+    );
     let collections: Vec<String> = Lexicons::embedded()
         .record_collections()
         .map(str::to_string)

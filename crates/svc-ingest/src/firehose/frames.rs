@@ -44,15 +44,8 @@ pub fn decode_frame(bytes: &[u8]) -> Result<SourceMessage, String> {
         Some("#commit") => commit_events(&body, time_us)?,
         Some("#account") => {
             let active = body.get("active").and_then(Cbor::as_bool).unwrap_or(true);
-            let status = body
-                .get("status")
-                .and_then(Cbor::as_str)
-                .unwrap_or("inactive");
-            let status = match (active, status) {
-                (true, _) => AccountStatus::Active,
-                (false, "deleted") => AccountStatus::Deleted,
-                (false, other) => AccountStatus::Inactive(other.to_string()),
-            };
+            let status =
+                AccountStatus::from_event(active, body.get("status").and_then(Cbor::as_str));
             vec![SourceEvent::Account {
                 did: did()?,
                 status,

@@ -133,7 +133,7 @@ pub async fn run_live(
     status: Arc<LiveStatus>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), LiveError> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    svc_atproto::install_crypto();
     let (kind, endpoint) = source_kind(&config.url).map_err(LiveError::Config)?;
     let mut cursor = match catalog.cursor(LIVE_SOURCE.to_string()).await? {
         Some(stored) if stored.endpoint == endpoint || config.force_cursor => {
@@ -410,6 +410,16 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// The stored form of a live cursor.
+    fn position(&self, cursor: i64, event_time_us: Option<i64>) -> CursorPosition {
+        CursorPosition {
+            source: LIVE_SOURCE.to_string(),
+            endpoint: self.endpoint.to_string(),
+            cursor: cursor.to_string(),
+            event_time_us,
+        }
+    }
+
     /// Starts a catch-up: the catalog is empty, no cursor was ever stored, and the source begins
     /// far in the past (a replay, a relay from an old cursor). The changes are bulk-loaded,
     /// invisible until the catch-up ends, which is many times faster than filing them one by
@@ -419,12 +429,7 @@ impl Session<'_> {
         let Some(resume) = first.cursor.map(|c| c - 1) else {
             return Ok(());
         };
-        let position = CursorPosition {
-            source: LIVE_SOURCE.to_string(),
-            endpoint: self.endpoint.to_string(),
-            cursor: resume.to_string(),
-            event_time_us: first.time_us,
-        };
+        let position = self.position(resume, first.time_us);
         self.catalog.apply(Vec::new(), Some(position)).await?;
         if self.catalog.begin_bulk().await? {
             self.catching_up = true;
@@ -440,12 +445,9 @@ impl Session<'_> {
             return Ok(());
         }
         self.flush().await?;
-        let cursor = self.cursor.map(|cursor| CursorPosition {
-            source: LIVE_SOURCE.to_string(),
-            endpoint: self.endpoint.to_string(),
-            cursor: cursor.to_string(),
-            event_time_us: self.batch_time,
-        });
+        let cursor = self
+            .cursor
+            .map(|cursor| self.position(cursor, self.batch_time));
         let report = self.catalog.finish_bulk(cursor).await?;
         self.catching_up = false;
         tracing::info!(
@@ -464,12 +466,9 @@ impl Session<'_> {
         if self.batch.is_empty() && !self.dirty {
             return;
         }
-        let cursor = self.cursor.map(|cursor| CursorPosition {
-            source: LIVE_SOURCE.to_string(),
-            endpoint: self.endpoint.to_string(),
-            cursor: cursor.to_string(),
-            event_time_us: self.batch_time,
-        });
+        let cursor = self
+            .cursor
+            .map(|cursor| self.position(cursor, self.batch_time));
         let changes = std::mem::take(&mut self.batch);
         let applying = self.catalog.apply(changes, cursor);
         let time = self.batch_time;

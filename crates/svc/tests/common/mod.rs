@@ -345,7 +345,7 @@ pub fn vocab(name: &str, world: &str) -> Value {
 /// The process's TLS provider: reqwest is built without one here (the service picks ring),
 /// so it is installed before any client is made.
 pub fn install_crypto() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    svc_atproto::install_crypto();
 }
 
 /// One HTTP client for the tests.
