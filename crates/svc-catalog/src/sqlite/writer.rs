@@ -50,8 +50,8 @@ pub(crate) struct Writer {
     shared: Arc<Shared>,
     /// Position in the query set of each stored qid.
     positions: HashMap<i64, usize>,
-    /// Changes staged by a bulk load, when one is under way.
-    bulk: Option<u64>,
+    /// What a bulk load has staged, when one is under way.
+    bulk: Option<Box<bulk::BulkLoad>>,
     /// Accounts whose records are out of the index.
     inactive: HashSet<String>,
 }
@@ -226,6 +226,7 @@ impl Writer {
     }
 
     pub fn run(mut self, jobs: mpsc::Receiver<WriteJob>) {
+        self.checkpoint_wal("start");
         let mut held: Option<WriteJob> = None;
         while let Some(job) = held.take().or_else(|| jobs.recv().ok()) {
             match job {
@@ -263,10 +264,15 @@ impl Writer {
                 }
                 WriteJob::FinishBulk { cursor, reply } => {
                     let outcome = self.finish_bulk(cursor);
-                    if outcome.is_ok() {
+                    let settled = outcome.is_ok();
+                    if settled {
                         self.shared.clock.touch_all();
                     }
                     let _ = reply.send(outcome);
+                    // The load is committed and visible; writes queued meanwhile wait for this.
+                    if settled {
+                        self.checkpoint_wal("the bulk load");
+                    }
                 }
             }
         }

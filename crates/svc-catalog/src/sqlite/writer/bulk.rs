@@ -11,7 +11,44 @@
 use super::{Writer, author_of, now_ms, store_cursor};
 use crate::{ApplyReport, CatalogResult, Change, CursorPosition};
 use rusqlite::{Connection, params};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
+
+/// What a bulk load under way has staged.
+#[derive(Default)]
+pub(super) struct BulkLoad {
+    staged: u64,
+    /// Hashes of the staged uris. While no two are equal, every row stands as staged and
+    /// settling skips the pass over each uri's versions (a sort of the whole table).
+    uri_hashes: HashSet<u64>,
+    hasher: RandomState,
+    /// A uri hash came twice: several versions of one uri (or a collision) to settle.
+    repeated: bool,
+    /// Staged upserts per collection: the kind counts while nothing repeated.
+    kinds: HashMap<String, i64>,
+}
+
+impl BulkLoad {
+    fn note(&mut self, uri: &str, upsert_of: Option<&str>) {
+        self.staged += 1;
+        if self.repeated {
+            return;
+        }
+        if !self.uri_hashes.insert(self.hasher.hash_one(uri)) {
+            self.repeated = true;
+            self.uri_hashes = HashSet::new();
+            return;
+        }
+        if let Some(collection) = upsert_of {
+            match self.kinds.get_mut(collection) {
+                Some(n) => *n += 1,
+                None => {
+                    self.kinds.insert(collection.to_string(), 1);
+                }
+            }
+        }
+    }
+}
 
 /// Whether the uri index exists; it is missing only while a bulk load is under way.
 fn uri_index_exists(conn: &Connection) -> rusqlite::Result<bool> {
@@ -54,13 +91,15 @@ impl Writer {
         }
         // Sorts of a large load spill to a temporary file rather than to memory.
         self.conn.pragma_update(None, "temp_store", "FILE")?;
+        // No checkpoints while loading: each would copy the new pages into the database file
+        // and wait for the disk twice. The WAL only grows (a power cut keeps a valid prefix
+        // of it); `checkpoint_wal` moves it into the database once the load has settled.
+        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         self.conn.execute_batch(
             "DELETE FROM query_keys; DELETE FROM query_counts; DELETE FROM kind_counts;
-             DROP INDEX records_uri;
-             DROP TABLE IF EXISTS temp.staged_keys;
-             CREATE TEMP TABLE staged_keys (qid INTEGER NOT NULL, key TEXT NOT NULL, uri TEXT NOT NULL, rid INTEGER NOT NULL);",
+             DROP INDEX records_uri;",
         )?;
-        self.bulk = Some(0);
+        self.bulk = Some(Box::default());
         Ok(true)
     }
 
@@ -69,62 +108,51 @@ impl Writer {
         &mut self,
         jobs: &[(&[Change], Option<&CursorPosition>)],
     ) -> CatalogResult<Vec<ApplyReport>> {
+        let Some(load) = self.bulk.as_mut() else {
+            return Err(crate::CatalogError::Storage(
+                "no bulk load under way".into(),
+            ));
+        };
         let tx = self.conn.transaction()?;
-        let mut staged = 0u64;
         let now = now_ms();
         {
             let mut insert = tx.prepare_cached(
                 "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?;
-            // Keys are staged beside the rows, so settling never reads the records again.
-            let mut insert_key = tx.prepare_cached(
-                "INSERT INTO temp.staged_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
-            )?;
             for (changes, _) in jobs {
                 for change in *changes {
                     match change {
-                        Change::Upsert(u) => insert
-                            .execute(rusqlite::params_from_iter(super::upsert_params(
+                        Change::Upsert(u) => {
+                            load.note(&u.uri, Some(&u.collection));
+                            insert.execute(rusqlite::params_from_iter(super::upsert_params(
                                 u,
                                 &self.shared.qids,
                                 now,
-                            )))
-                            .and_then(|inserted| {
-                                let rid = tx.last_insert_rowid();
-                                for (position, key) in &u.keys {
-                                    insert_key.execute(params![
-                                        self.shared.qids[*position],
-                                        key,
-                                        u.uri,
-                                        rid
-                                    ])?;
-                                }
-                                Ok(inserted)
-                            })?,
+                            )))?
+                        }
                         Change::Delete {
                             uri,
                             collection,
                             rev,
-                        } => insert.execute(params![
-                            uri,
-                            collection,
-                            author_of(uri),
-                            rev,
-                            None::<String>,
-                            None::<String>,
-                            "[]",
-                            now
-                        ])?,
+                        } => {
+                            load.note(uri, None);
+                            insert.execute(params![
+                                uri,
+                                collection,
+                                author_of(uri),
+                                rev,
+                                None::<String>,
+                                None::<String>,
+                                "[]",
+                                now
+                            ])?
+                        }
                     };
-                    staged += 1;
                 }
             }
         }
         tx.commit()?;
-        if let Some(total) = self.bulk.as_mut() {
-            *total += staged;
-        }
         // Staged changes are reported by `finish_bulk`, once they are settled.
         Ok(jobs.iter().map(|_| ApplyReport::default()).collect())
     }
@@ -134,16 +162,20 @@ impl Writer {
         &mut self,
         cursor: Option<CursorPosition>,
     ) -> CatalogResult<ApplyReport> {
-        let Some(staged) = self.bulk.take() else {
+        let Some(load) = self.bulk.take() else {
             return Ok(ApplyReport::default());
         };
-        let outcome = self.settle(staged, cursor.as_ref());
+        let outcome = self.settle(*load, cursor.as_ref());
         let restored = self
             .conn
-            .execute_batch(
-                "DROP TABLE IF EXISTS temp.staged_keys; DROP TABLE IF EXISTS temp.superseded;",
-            )
-            .and_then(|_| self.conn.pragma_update(None, "temp_store", "MEMORY"))
+            .pragma_update(None, "temp_store", "MEMORY")
+            .and_then(|_| {
+                self.conn.pragma_update(
+                    None,
+                    "wal_autocheckpoint",
+                    super::super::WAL_AUTOCHECKPOINT_PAGES,
+                )
+            })
             .and_then(|_| self.conn.pragma_update(None, "threads", 0))
             .and_then(|_| {
                 self.conn
@@ -158,79 +190,57 @@ impl Writer {
         Ok(report)
     }
 
+    /// Moves the WAL into the database file and truncates it: after a bulk load, which grows
+    /// it without checkpoints, and at start (a process stopped before that checkpoint ended).
+    /// Until then the load is as durable as any commit in WAL mode with `synchronous = NORMAL`.
+    pub(super) fn checkpoint_wal(&self, after: &str) {
+        let started = std::time::Instant::now();
+        let busy = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                row.get::<_, i64>(0)
+            });
+        let seconds = started.elapsed().as_secs_f64();
+        match busy {
+            // A start with an empty WAL is not worth a line.
+            Ok(0) if seconds < 0.1 => {}
+            Ok(0) => tracing::info!("catalog checkpointed after {after} in {seconds:.1}s"),
+            // Readers held it back; the next automatic checkpoint finishes the job.
+            Ok(_) => tracing::info!("catalog checkpoint after {after} left for later (busy)"),
+            Err(error) => tracing::warn!("catalog checkpoint after {after} failed: {error}"),
+        }
+    }
+
     fn settle(
         &mut self,
-        staged: u64,
+        load: BulkLoad,
         cursor: Option<&CursorPosition>,
     ) -> CatalogResult<ApplyReport> {
         let started = std::time::Instant::now();
+        let staged = load.staged;
         // The sorts below may use a second thread; memory they took goes back after
         // (`shrink_memory` in `finish_bulk`).
         self.conn.pragma_update(None, "threads", 2)?;
         let tx = self.conn.transaction()?;
-        let mut report = ApplyReport::default();
-        let mut kinds: HashMap<String, i64> = HashMap::new();
-        let mut superseded: Vec<i64> = Vec::new();
-        {
-            // Each uri's versions in arrival order: a version applies when its rev is not older
-            // than the one it would replace; the last applied one stays, the others go.
-            let mut versions = tx.prepare(
-                "SELECT uri, rowid, rev, collection, record IS NOT NULL FROM records ORDER BY uri, rowid",
-            )?;
-            let mut rows = versions.query([])?;
-            // The version standing so far for the current uri: (uri, rowid, rev, collection, live).
-            let mut standing: Option<(String, i64, String, String, bool)> = None;
-            while let Some(row) = rows.next()? {
-                let (uri, rowid, rev): (String, i64, String) =
-                    (row.get(0)?, row.get(1)?, row.get(2)?);
-                match standing.as_mut() {
-                    Some(current) if current.0 == uri => {
-                        if rev >= current.2 {
-                            superseded.push(current.1);
-                            *current = (uri, rowid, rev, row.get(3)?, row.get(4)?);
-                            report.applied += 1;
-                        } else {
-                            superseded.push(rowid);
-                            report.stale += 1;
-                        }
-                    }
-                    _ => {
-                        if let Some((_, _, _, collection, true)) = standing.take() {
-                            *kinds.entry(collection).or_default() += 1;
-                        }
-                        standing = Some((uri, rowid, rev, row.get(3)?, row.get(4)?));
-                        report.applied += 1;
-                    }
-                }
-            }
-            if let Some((_, _, _, collection, true)) = standing {
-                *kinds.entry(collection).or_default() += 1;
-            }
-        }
-        tx.execute_batch(
-            "DROP TABLE IF EXISTS temp.superseded; CREATE TEMP TABLE superseded (rowid INTEGER PRIMARY KEY);",
-        )?;
-        {
-            let mut delete = tx.prepare("DELETE FROM records WHERE rowid = ?1")?;
-            let mut remember = tx.prepare("INSERT INTO temp.superseded (rowid) VALUES (?1)")?;
-            for rowid in &superseded {
-                delete.execute([rowid])?;
-                remember.execute([rowid])?;
-            }
-        }
+        let (report, kinds) = if load.repeated {
+            settle_versions(&tx)?
+        } else {
+            let report = ApplyReport {
+                applied: staged,
+                stale: 0,
+            };
+            (report, load.kinds)
+        };
         let settled = started.elapsed();
         tx.execute_batch("CREATE UNIQUE INDEX records_uri ON records (uri)")?;
         let indexed = started.elapsed();
-        // Most loads replace nothing: then every staged key stands, unfiltered.
-        let keys_sql = if superseded.is_empty() {
+        // Built from the rows' keys columns: staging them as rows of their own costs more.
+        tx.execute(
             "INSERT INTO query_keys (qid, key, uri, rid)
-             SELECT qid, key, uri, rid FROM temp.staged_keys ORDER BY qid, key, uri"
-        } else {
-            "INSERT INTO query_keys (qid, key, uri, rid)
-             SELECT qid, key, uri, rid FROM temp.staged_keys
-             WHERE rid NOT IN (SELECT rowid FROM temp.superseded) ORDER BY qid, key, uri"
-        };
-        tx.execute(keys_sql, [])?;
+             SELECT k.value ->> 0, k.value ->> 1, r.uri, r.rowid FROM records r, json_each(r.keys) k
+             ORDER BY 1, 2, 3",
+            [],
+        )?;
         let keyed = started.elapsed();
         tx.execute(
             "INSERT INTO query_counts (qid, key, n) SELECT qid, key, count(*) FROM query_keys GROUP BY qid, key",
@@ -261,4 +271,53 @@ impl Writer {
         );
         Ok(report)
     }
+}
+
+/// Settles each uri's versions in arrival order: a version applies when its rev is not older
+/// than the one it would replace; the last applied one stays, the others are deleted.
+/// Returns the outcome and the standing records per collection.
+fn settle_versions(
+    tx: &rusqlite::Transaction<'_>,
+) -> CatalogResult<(ApplyReport, HashMap<String, i64>)> {
+    let mut report = ApplyReport::default();
+    let mut kinds: HashMap<String, i64> = HashMap::new();
+    let mut superseded: Vec<i64> = Vec::new();
+    {
+        let mut versions = tx.prepare(
+            "SELECT uri, rowid, rev, collection, record IS NOT NULL FROM records ORDER BY uri, rowid",
+        )?;
+        let mut rows = versions.query([])?;
+        // The version standing so far for the current uri: (uri, rowid, rev, collection, live).
+        let mut standing: Option<(String, i64, String, String, bool)> = None;
+        while let Some(row) = rows.next()? {
+            let (uri, rowid, rev): (String, i64, String) = (row.get(0)?, row.get(1)?, row.get(2)?);
+            match standing.as_mut() {
+                Some(current) if current.0 == uri => {
+                    if rev >= current.2 {
+                        superseded.push(current.1);
+                        *current = (uri, rowid, rev, row.get(3)?, row.get(4)?);
+                        report.applied += 1;
+                    } else {
+                        superseded.push(rowid);
+                        report.stale += 1;
+                    }
+                }
+                _ => {
+                    if let Some((_, _, _, collection, true)) = standing.take() {
+                        *kinds.entry(collection).or_default() += 1;
+                    }
+                    standing = Some((uri, rowid, rev, row.get(3)?, row.get(4)?));
+                    report.applied += 1;
+                }
+            }
+        }
+        if let Some((_, _, _, collection, true)) = standing {
+            *kinds.entry(collection).or_default() += 1;
+        }
+    }
+    let mut delete = tx.prepare("DELETE FROM records WHERE rowid = ?1")?;
+    for rowid in &superseded {
+        delete.execute([rowid])?;
+    }
+    Ok((report, kinds))
 }
