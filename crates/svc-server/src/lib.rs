@@ -76,7 +76,7 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
             get(sufficiency::serve),
         );
     for (position, query) in state.queries.public() {
-        let handler = move |state, query| list::serve(state, position, query);
+        let handler = move |state, headers, query| list::serve(state, position, headers, query);
         router = router.route(&query.def().path, get(handler)).route(
             &format!("/xrpc/dev.svc.query.{}", query.name()),
             get(handler),

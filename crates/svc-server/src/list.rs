@@ -1,13 +1,14 @@
 //! The generated list endpoints: parameters checked against the specification, one index
 //! lookup, and the envelope `{items, total, limit, offset, cursor?}` written directly around
-//! the stored record text (records are never parsed on the read path).
+//! the stored record text (records are never parsed on the read path). A cached answer goes
+//! out gzip-compressed to clients that accept gzip.
 
-use crate::cache::CacheKey;
+use crate::cache::{Answer, CacheKey};
 use crate::params::{Params, encode_cursor, paging};
 use crate::{ApiError, AppState};
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
-use axum::http::header;
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use svc_catalog::{Page, PageRequest};
@@ -15,19 +16,63 @@ use svc_catalog::{Page, PageRequest};
 pub(crate) async fn serve(
     State(state): State<Arc<AppState>>,
     position: usize,
+    headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    match answer(&state, position, raw.as_deref()).await {
-        Ok(body) => json_response(body),
-        Err(error) => error.into_response(),
-    }
+    let answer = match answer(&state, position, raw.as_deref()).await {
+        Ok(answer) => answer,
+        Err(error) => return error.into_response(),
+    };
+    let compressed = accepts_gzip(&headers)
+        .then(|| answer.gzip().cloned())
+        .flatten();
+    let mut response = match compressed {
+        Some(body) => {
+            let mut response = json_response(body);
+            response
+                .headers_mut()
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            response
+        }
+        None => json_response(answer.identity.clone()),
+    };
+    // Shared caches must keep the two forms apart.
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    response
+}
+
+/// Whether `Accept-Encoding` lists gzip (or `*`) with a non-zero quality.
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';');
+            let name = parts.next().unwrap_or_default().trim();
+            let quality = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            (name.eq_ignore_ascii_case("gzip")
+                || name.eq_ignore_ascii_case("x-gzip")
+                || name == "*")
+                && quality > 0.0
+        })
 }
 
 pub(crate) fn json_response(body: Bytes) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-async fn answer(state: &AppState, position: usize, raw: Option<&str>) -> Result<Bytes, ApiError> {
+async fn answer(
+    state: &AppState,
+    position: usize,
+    raw: Option<&str>,
+) -> Result<Arc<Answer>, ApiError> {
     let params = Params::parse(raw);
     let paging = paging(&params)?;
     let query = &state.queries.all()[position];
@@ -47,8 +92,8 @@ async fn answer(state: &AppState, position: usize, raw: Option<&str>) -> Result<
     };
     // Read the version before the catalog: a change committed meanwhile makes this entry stale.
     let version = state.catalog.clock().key_version(position, &cache_key.key);
-    if let Some(body) = state.cache.get(&cache_key, version) {
-        return Ok(body);
+    if let Some(answer) = state.cache.get(&cache_key, version) {
+        return Ok(answer);
     }
     let request = PageRequest {
         limit: paging.limit,
@@ -59,9 +104,13 @@ async fn answer(state: &AppState, position: usize, raw: Option<&str>) -> Result<
         .catalog
         .list(position, cache_key.key.clone(), request)
         .await?;
-    let body = Bytes::from(encode(&page, paging.limit, paging.offset));
-    state.cache.put(cache_key, version, body.clone());
-    Ok(body)
+    let answer = Arc::new(Answer::new(Bytes::from(encode(
+        &page,
+        paging.limit,
+        paging.offset,
+    ))));
+    state.cache.put(cache_key, version, Arc::clone(&answer));
+    Ok(answer)
 }
 
 fn push_json_string(out: &mut Vec<u8>, value: &str) {
@@ -104,4 +153,29 @@ fn encode(page: &Page, limit: u32, offset: u64) -> Vec<u8> {
     }
     out.push(b'}');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accepting(value: &str) -> bool {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_str(value).unwrap(),
+        );
+        accepts_gzip(&headers)
+    }
+
+    #[test]
+    fn gzip_is_chosen_only_when_accepted() {
+        assert!(accepting("gzip"));
+        assert!(accepting("br, GZIP;q=0.5"));
+        assert!(accepting("deflate, *"));
+        assert!(!accepting("gzip;q=0"));
+        assert!(!accepting("br, zstd"));
+        assert!(!accepting("identity"));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
 }

@@ -2,7 +2,7 @@
 //! verification of the lens with the matching property variant (and, with `hold`, a `holds`
 //! result)? One count lookup per kind in the internal sufficiency index.
 
-use crate::cache::CacheKey;
+use crate::cache::{Answer, CacheKey};
 use crate::list::json_response;
 use crate::params::Params;
 use crate::{ApiError, AppState};
@@ -90,8 +90,8 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         offset: 0,
         after: None,
     };
-    if let Some(body) = state.cache.get(&cache_key, version) {
-        return Ok(body);
+    if let Some(answer) = state.cache.get(&cache_key, version) {
+        return Ok(answer.identity.clone());
     }
     let counts = state.catalog.count_keys(position, keys).await?;
     let body = Bytes::from(
@@ -102,6 +102,8 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         })
         .to_string(),
     );
-    state.cache.put(cache_key, version, body.clone());
+    state
+        .cache
+        .put(cache_key, version, Arc::new(Answer::new(body.clone())));
     Ok(body)
 }

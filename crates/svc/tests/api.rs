@@ -643,3 +643,56 @@ fn stats_health_readiness_metrics_openapi_and_cors() {
         .unwrap();
     assert_eq!(response.headers()["access-control-allow-origin"], "*");
 }
+
+#[test]
+fn list_answers_are_gzipped_for_clients_that_accept_it() {
+    let f = fixture();
+    let s = &f.server;
+    let url = format!("{}/v1/bounties/open", s.url);
+    let (_, _, plain) = s.get_raw("/v1/bounties/open");
+    assert!(plain.len() > 1024, "a long enough answer: {}", plain.len());
+    let fetch = |accept: Option<&str>| {
+        let mut request = common::http().get(&url);
+        if let Some(accept) = accept {
+            request = request.header("accept-encoding", accept);
+        }
+        let response = request.send().unwrap();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        let (encoding, vary) = (header("content-encoding"), header("vary"));
+        (encoding, vary, response.bytes().unwrap().to_vec())
+    };
+    // Twice: the first answer fills the cache, the second comes from it.
+    for _ in 0..2 {
+        let (encoding, vary, body) = fetch(Some("br, gzip;q=0.8"));
+        assert_eq!(encoding.as_deref(), Some("gzip"));
+        assert_eq!(vary.as_deref(), Some("accept-encoding"));
+        let mut inflated = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut inflated)
+            .unwrap();
+        assert_eq!(inflated, plain);
+        assert!(body.len() < plain.len() / 2);
+    }
+    for accept in [None, Some("gzip;q=0"), Some("br")] {
+        let (encoding, vary, body) = fetch(accept);
+        assert_eq!(encoding, None, "{accept:?}");
+        assert_eq!(vary.as_deref(), Some("accept-encoding"));
+        assert_eq!(String::from_utf8(body).unwrap(), plain);
+    }
+    // Short answers stay plain whatever the client accepts.
+    let short = format!(
+        "{}/v1/vocabularies/by-name?name=nothing-by-this-name",
+        s.url
+    );
+    let response = common::http()
+        .get(short)
+        .header("accept-encoding", "gzip")
+        .send()
+        .unwrap();
+    assert!(response.headers().get("content-encoding").is_none());
+    assert_eq!(response.json::<serde_json::Value>().unwrap()["total"], 0);
+}
