@@ -1,7 +1,7 @@
 //! The generated list endpoints: parameters checked against the specification, one index
 //! lookup, and the envelope `{items, total, limit, offset, cursor?}` written directly around
-//! the stored record text (records are never parsed on the read path). A cached answer goes
-//! out gzip-compressed to clients that accept gzip.
+//! the stored record text (records are never parsed on the read path). Answers of 1 KiB or
+//! more go out gzip-compressed to clients that accept gzip; a cached answer is compressed once.
 
 use crate::cache::{Answer, CacheKey};
 use crate::params::{Params, encode_cursor, paging};
