@@ -2,7 +2,9 @@
 //! before its answer was built, and serves only while that version is current, so a cached
 //! answer is never older than the catalog. Bounded in bytes: when full, it starts over.
 //! An entry also keeps its gzip form once a client that accepts gzip has asked for it, so
-//! an answer is compressed once, not once per request.
+//! an answer is compressed once, not once per request. Concurrent misses on one key and
+//! version share one build (a flight): after a change to a hot key, the clients asking for it
+//! wait for one query instead of each running their own.
 
 use axum::body::Bytes;
 use std::collections::HashMap;
@@ -54,9 +56,28 @@ fn gzip(data: &[u8]) -> Bytes {
     Bytes::from(encoder.finish().unwrap_or_default())
 }
 
+/// An answer being built; those who join it wait for the one build.
+pub(crate) type Flight = Arc<tokio::sync::OnceCell<Arc<Answer>>>;
+
 pub(crate) struct ResponseCache {
     capacity: usize,
     inner: Mutex<Inner>,
+    flights: Mutex<HashMap<(CacheKey, u64), Flight>>,
+}
+
+/// Ends a flight when its build ends, however it ends (done, failed, or dropped with the
+/// request that ran it).
+pub(crate) struct Landing<'a> {
+    cache: &'a ResponseCache,
+    key: (CacheKey, u64),
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut flights) = self.cache.flights.lock() {
+            flights.remove(&self.key);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -70,6 +91,28 @@ impl ResponseCache {
         ResponseCache {
             capacity,
             inner: Mutex::new(Inner::default()),
+            flights: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// The flight building the answer for this key and version, joined or started.
+    pub fn flight(&self, key: &CacheKey, version: u64) -> Flight {
+        let Ok(mut flights) = self.flights.lock() else {
+            return Flight::default();
+        };
+        Arc::clone(flights.entry((key.clone(), version)).or_default())
+    }
+
+    /// Taken by the build of a flight: the flight ends when this is dropped, so put the
+    /// answer in the cache first.
+    pub fn landing(&self, key: &CacheKey, version: u64) -> Landing<'_> {
+        Landing {
+            cache: self,
+            key: (key.clone(), version),
         }
     }
 

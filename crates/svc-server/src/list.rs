@@ -92,25 +92,55 @@ async fn answer(
     };
     // Read the version before the catalog: a change committed meanwhile makes this entry stale.
     let version = state.catalog.clock().key_version(position, &cache_key.key);
-    if let Some(answer) = state.cache.get(&cache_key, version) {
-        return Ok(answer);
-    }
     let request = PageRequest {
         limit: paging.limit,
         offset: paging.offset,
         after: paging.after.clone(),
     };
+    let answers = &state.metrics.answers;
+    if !state.cache.enabled() {
+        answers.built.inc();
+        return build(state, position, &cache_key, request).await;
+    }
+    if let Some(answer) = state.cache.get(&cache_key, version) {
+        answers.hit.inc();
+        return Ok(answer);
+    }
+    let flight = state.cache.flight(&cache_key, version);
+    let mut built = false;
+    let answer = flight
+        .get_or_try_init(|| async {
+            let _landing = state.cache.landing(&cache_key, version);
+            built = true;
+            let answer = build(state, position, &cache_key, request).await?;
+            state
+                .cache
+                .put(cache_key.clone(), version, Arc::clone(&answer));
+            Ok::<_, ApiError>(answer)
+        })
+        .await?;
+    if built {
+        answers.built.inc();
+    } else {
+        answers.shared.inc();
+    }
+    Ok(Arc::clone(answer))
+}
+
+async fn build(
+    state: &AppState,
+    position: usize,
+    cache_key: &CacheKey,
+    request: PageRequest,
+) -> Result<Arc<Answer>, ApiError> {
+    let (limit, offset) = (request.limit, request.offset);
     let page = state
         .catalog
         .list(position, cache_key.key.clone(), request)
         .await?;
-    let answer = Arc::new(Answer::new(Bytes::from(encode(
-        &page,
-        paging.limit,
-        paging.offset,
-    ))));
-    state.cache.put(cache_key, version, Arc::clone(&answer));
-    Ok(answer)
+    Ok(Arc::new(Answer::new(Bytes::from(encode(
+        &page, limit, offset,
+    )))))
 }
 
 fn push_json_string(out: &mut Vec<u8>, value: &str) {

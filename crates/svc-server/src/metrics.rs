@@ -35,8 +35,38 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 16))
 }
 
+/// What became of list requests that reached the answer cache; each counter is the one of
+/// its label in `svc_http_answers`.
+pub(crate) struct AnswerOutcomes {
+    /// Served from the cache.
+    pub hit: Counter,
+    /// Built from the catalog (every request, with the cache off).
+    pub built: Counter,
+    /// Waited for a build another request had started.
+    pub shared: Counter,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+impl AnswerOutcomes {
+    fn of(family: &Family<OutcomeLabel, Counter>) -> AnswerOutcomes {
+        // A counter's clone shares its value: these are the family's own.
+        let counter = |outcome| family.get_or_create(&OutcomeLabel { outcome }).clone();
+        AnswerOutcomes {
+            hit: counter("hit"),
+            built: counter("built"),
+            shared: counter("shared"),
+        }
+    }
+}
+
 pub struct HttpMetrics {
     pub(crate) ready: Gauge,
+    pub(crate) answers: AnswerOutcomes,
+    answer_outcomes: Family<OutcomeLabel, Counter>,
     pub(crate) catalog_records: Family<KindLabel, Gauge>,
     pub(crate) catalog_total: Gauge,
     requests: Family<RouteStatusLabels, Counter>,
@@ -45,8 +75,11 @@ pub struct HttpMetrics {
 
 impl Default for HttpMetrics {
     fn default() -> Self {
+        let answer_outcomes = Family::default();
         HttpMetrics {
             ready: Gauge::default(),
+            answers: AnswerOutcomes::of(&answer_outcomes),
+            answer_outcomes,
             catalog_records: Family::default(),
             catalog_total: Gauge::default(),
             requests: Family::default(),
@@ -76,6 +109,11 @@ impl HttpMetrics {
             "svc_http_requests",
             "HTTP requests by route and status",
             self.requests.clone(),
+        );
+        registry.register(
+            "svc_http_answers",
+            "List requests by what the answer cache did: hit, built (from the catalog), shared (waited for a build under way)",
+            self.answer_outcomes.clone(),
         );
         registry.register(
             "svc_http_request_duration_seconds",

@@ -696,3 +696,54 @@ fn list_answers_are_gzipped_for_clients_that_accept_it() {
     assert!(response.headers().get("content-encoding").is_none());
     assert_eq!(response.json::<serde_json::Value>().unwrap()["total"], 0);
 }
+
+fn answers_metric(s: &Server, outcome: &str) -> u64 {
+    let metrics = s.get_raw("/metrics").2;
+    let prefix = format!("svc_http_answers_total{{outcome=\"{outcome}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in:\n{metrics}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn concurrent_misses_on_one_key_share_one_build() {
+    let f = fixture();
+    let s = &f.server;
+    let before: Vec<u64> = ["hit", "built", "shared"]
+        .iter()
+        .map(|o| answers_metric(s, o))
+        .collect();
+    let path = "/v1/bounties/open?limit=2&offset=1";
+    let clients = 16;
+    let barrier = std::sync::Barrier::new(clients);
+    let url = format!("{}{path}", s.url);
+    let answers: Vec<(u16, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..clients)
+            .map(|_| {
+                scope.spawn(|| {
+                    barrier.wait();
+                    let response = common::http().get(&url).send().unwrap();
+                    (response.status().as_u16(), response.text().unwrap())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
+    assert_eq!(answers[0].0, 200);
+    let page: serde_json::Value = serde_json::from_str(&answers[0].1).unwrap();
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    let after: Vec<u64> = ["hit", "built", "shared"]
+        .iter()
+        .map(|o| answers_metric(s, o))
+        .collect();
+    assert_eq!(after[1] - before[1], 1, "one build for {clients} requests");
+    assert_eq!(
+        (after[0] - before[0]) + (after[2] - before[2]),
+        clients as u64 - 1,
+        "the others were served by it"
+    );
+}
