@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::ApiError;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct CacheKey {
     pub query: usize,
@@ -23,61 +25,79 @@ pub(crate) struct CacheKey {
 /// One encoded answer, in the forms asked for so far.
 pub(crate) struct Answer {
     pub identity: Bytes,
-    gzip: OnceLock<Bytes>,
+    /// Kept in the cache, so worth compressing (once) when a client accepts gzip.
+    compressible: bool,
+    gzip: OnceLock<Option<Bytes>>,
 }
 
 /// Answers shorter than this go out as they are: gzip would save a packet at most.
 const GZIP_MIN_BYTES: usize = 1024;
 
 impl Answer {
-    pub fn new(identity: Bytes) -> Answer {
+    pub fn new(identity: Bytes, compressible: bool) -> Answer {
         Answer {
+            compressible: compressible && identity.len() >= GZIP_MIN_BYTES,
             identity,
             gzip: OnceLock::new(),
         }
     }
 
-    /// The gzip form, compressed on first use; `None` for answers too short to gain.
+    /// The gzip form, compressed on first use; `None` for answers that go out as they are.
     pub fn gzip(&self) -> Option<&Bytes> {
-        if self.identity.len() < GZIP_MIN_BYTES {
+        if !self.compressible {
             return None;
         }
-        Some(self.gzip.get_or_init(|| gzip(&self.identity)))
+        self.gzip.get_or_init(|| gzip(&self.identity)).as_ref()
     }
 }
 
-fn gzip(data: &[u8]) -> Bytes {
+fn gzip(data: &[u8]) -> Option<Bytes> {
     let mut encoder = flate2::write::GzEncoder::new(
         Vec::with_capacity(data.len() / 4),
         flate2::Compression::new(4),
     );
-    // Writing into a Vec cannot fail.
-    let _ = encoder.write_all(data);
-    Bytes::from(encoder.finish().unwrap_or_default())
+    encoder.write_all(data).ok()?;
+    encoder.finish().ok().map(Bytes::from)
 }
 
-/// An answer being built; those who join it wait for the one build.
-pub(crate) type Flight = Arc<tokio::sync::OnceCell<Arc<Answer>>>;
+/// An answer being built, and how the build ended; those who join it share the outcome.
+pub(crate) type Flight = Arc<tokio::sync::OnceCell<Result<Arc<Answer>, ApiError>>>;
+
+/// A request's part in a flight. The last one to leave takes the flight off the board, so the
+/// next miss starts afresh (after a failure, too), and a flight whose requests all went away
+/// before it was built does not stay behind.
+pub(crate) struct Ticket<'a> {
+    cache: &'a ResponseCache,
+    key: (CacheKey, u64),
+    flight: Option<Flight>,
+}
+
+impl Ticket<'_> {
+    pub fn flight(&self) -> Option<&Flight> {
+        self.flight.as_ref()
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        // Flights are cloned and dropped under this lock only, so the count is exact.
+        let Ok(mut flights) = self.cache.flights.lock() else {
+            return;
+        };
+        self.flight = None;
+        if flights
+            .get(&self.key)
+            .is_some_and(|flight| Arc::strong_count(flight) == 1)
+        {
+            flights.remove(&self.key);
+        }
+    }
+}
 
 pub(crate) struct ResponseCache {
     capacity: usize,
     inner: Mutex<Inner>,
     flights: Mutex<HashMap<(CacheKey, u64), Flight>>,
-}
-
-/// Ends a flight when its build ends, however it ends (done, failed, or dropped with the
-/// request that ran it).
-pub(crate) struct Landing<'a> {
-    cache: &'a ResponseCache,
-    key: (CacheKey, u64),
-}
-
-impl Drop for Landing<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut flights) = self.cache.flights.lock() {
-            flights.remove(&self.key);
-        }
-    }
 }
 
 #[derive(Default)]
@@ -99,20 +119,23 @@ impl ResponseCache {
         self.capacity > 0
     }
 
-    /// The flight building the answer for this key and version, joined or started.
-    pub fn flight(&self, key: &CacheKey, version: u64) -> Flight {
-        let Ok(mut flights) = self.flights.lock() else {
-            return Flight::default();
-        };
-        Arc::clone(flights.entry((key.clone(), version)).or_default())
+    /// Whether an answer of this many bytes would be kept.
+    pub fn would_keep(&self, bytes: usize) -> bool {
+        self.enabled() && charge(bytes) <= self.capacity / 16
     }
 
-    /// Taken by the build of a flight: the flight ends when this is dropped, so put the
-    /// answer in the cache first.
-    pub fn landing(&self, key: &CacheKey, version: u64) -> Landing<'_> {
-        Landing {
+    /// A part in the flight building the answer for this key and version, joined or started.
+    pub fn join(&self, key: &CacheKey, version: u64) -> Ticket<'_> {
+        let key = (key.clone(), version);
+        let flight = match self.flights.lock() {
+            Ok(mut flights) => Arc::clone(flights.entry(key.clone()).or_default()),
+            // Alone, then: a flight of its own that nobody else sees.
+            Err(_) => Flight::default(),
+        };
+        Ticket {
             cache: self,
-            key: (key.clone(), version),
+            key,
+            flight: Some(flight),
         }
     }
 
@@ -127,13 +150,11 @@ impl ResponseCache {
         }
     }
 
-    /// Keeps an answer; its gzip form, when made, counts against the budget at a quarter of
-    /// the identity size (gzip takes JSON answers to a fifth to a tenth).
+    /// Keeps an answer, unless it is larger than a sixteenth of the budget (so a few huge
+    /// pages cannot keep evicting everything else).
     pub fn put(&self, key: CacheKey, version: u64, answer: Arc<Answer>) {
-        let cost = charge(&answer);
-        // One answer may take at most a sixteenth of the budget, so a few huge pages cannot
-        // keep evicting everything else.
-        if self.capacity == 0 || cost > self.capacity / 16 {
+        let cost = charge(answer.identity.len());
+        if !self.would_keep(answer.identity.len()) {
             return;
         }
         let Ok(mut inner) = self.inner.lock() else {
@@ -145,13 +166,19 @@ impl ResponseCache {
         }
         inner.bytes += cost;
         if let Some((_, old)) = inner.entries.insert(key, (version, answer)) {
-            inner.bytes -= charge(&old);
+            inner.bytes -= charge(old.identity.len());
         }
     }
 }
 
-fn charge(answer: &Answer) -> usize {
-    answer.identity.len() + answer.identity.len() / 4
+/// What an answer of this many bytes costs the budget: a long one may also get a gzip form,
+/// counted at a quarter of its size (gzip takes JSON answers to a fifth to a tenth).
+fn charge(bytes: usize) -> usize {
+    if bytes >= GZIP_MIN_BYTES {
+        bytes + bytes / 4
+    } else {
+        bytes
+    }
 }
 
 #[cfg(test)]
@@ -169,13 +196,13 @@ mod tests {
     }
 
     fn answer(len: usize) -> Arc<Answer> {
-        Arc::new(Answer::new(Bytes::from(vec![b'x'; len])))
+        Arc::new(Answer::new(Bytes::from(vec![b'x'; len]), false))
     }
 
     #[test]
     fn gzip_form_inflates_to_the_answer_and_short_answers_stay_plain() {
         let text: String = (0..200).map(|n| format!("{{\"n\":{n}}},")).collect();
-        let answer = Answer::new(Bytes::from(text.clone()));
+        let answer = Answer::new(Bytes::from(text.clone()), true);
         let compressed = answer.gzip().expect("long enough").clone();
         assert!(compressed.len() < text.len() / 3);
         let mut inflated = String::new();
@@ -185,26 +212,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(inflated, text);
-        assert!(Answer::new(Bytes::from_static(b"{}")).gzip().is_none());
+        assert!(
+            Answer::new(Bytes::from_static(b"{}"), true)
+                .gzip()
+                .is_none()
+        );
+        assert!(Answer::new(Bytes::from(text), false).gzip().is_none());
     }
 
     #[test]
     fn serves_only_the_current_version_and_stays_within_budget() {
         let cache = ResponseCache::new(1600);
-        cache.put(key(1), 7, answer(80));
+        cache.put(key(1), 7, answer(100));
         assert!(cache.get(&key(1), 7).is_some());
         assert!(cache.get(&key(1), 8).is_none());
         for n in 2..40 {
-            cache.put(key(n), 7, answer(80));
+            cache.put(key(n), 7, answer(100));
         }
         let inner = cache.inner.lock().unwrap();
         assert!(inner.bytes <= 1600);
         drop(inner);
-        cache.put(key(99), 7, answer(81));
+        cache.put(key(99), 7, answer(101));
         assert!(
             cache.get(&key(99), 7).is_none(),
             "larger than a sixteenth of the budget"
         );
+        // A long answer is charged a quarter more, for its gzip form.
+        let cache = ResponseCache::new(32_000);
+        assert!(cache.would_keep(1600) && !cache.would_keep(1601));
         assert!(ResponseCache::new(0).get(&key(1), 7).is_none());
     }
 }

@@ -1,7 +1,7 @@
 //! The generated list endpoints: parameters checked against the specification, one index
 //! lookup, and the envelope `{items, total, limit, offset, cursor?}` written directly around
-//! the stored record text (records are never parsed on the read path). Answers of 1 KiB or
-//! more go out gzip-compressed to clients that accept gzip; a cached answer is compressed once.
+//! the stored record text (records are never parsed on the read path). Cached answers of
+//! 1 KiB or more go out gzip-compressed to clients that accept gzip, compressed once.
 
 use crate::cache::{Answer, CacheKey};
 use crate::params::{Params, encode_cursor, paging};
@@ -43,29 +43,39 @@ pub(crate) async fn serve(
     response
 }
 
-/// Whether `Accept-Encoding` lists gzip (or `*`) with a non-zero quality.
+pub(crate) fn json_response(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Whether `Accept-Encoding` accepts gzip: gzip (or x-gzip) listed with a non-zero quality,
+/// or, when neither is listed, `*` with a non-zero quality.
 fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers
+    let (mut named, mut any) = (None, None);
+    let codings = headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|coding| {
-            let mut parts = coding.split(';');
-            let name = parts.next().unwrap_or_default().trim();
-            let quality = parts
-                .filter_map(|p| p.trim().strip_prefix("q="))
-                .find_map(|q| q.trim().parse::<f32>().ok())
-                .unwrap_or(1.0);
-            (name.eq_ignore_ascii_case("gzip")
-                || name.eq_ignore_ascii_case("x-gzip")
-                || name == "*")
-                && quality > 0.0
-        })
-}
-
-pub(crate) fn json_response(body: Bytes) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+        .flat_map(|value| value.split(','));
+    for coding in codings {
+        let mut parts = coding.split(';');
+        let name = parts.next().unwrap_or_default().trim();
+        let quality = parts
+            .filter_map(|p| {
+                let (key, value) = p.split_once('=')?;
+                key.trim()
+                    .eq_ignore_ascii_case("q")
+                    .then(|| value.trim().parse::<f32>().ok())
+                    .flatten()
+            })
+            .next()
+            .unwrap_or(1.0);
+        if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
+            named = Some(named.unwrap_or(0.0f32).max(quality));
+        } else if name == "*" {
+            any = Some(quality);
+        }
+    }
+    named.or(any).is_some_and(|quality| quality > 0.0)
 }
 
 async fn answer(
@@ -106,25 +116,30 @@ async fn answer(
         answers.hit.inc();
         return Ok(answer);
     }
-    let flight = state.cache.flight(&cache_key, version);
-    let mut built = false;
+    let ticket = state.cache.join(&cache_key, version);
+    let Some(flight) = ticket.flight() else {
+        answers.built.inc();
+        return build(state, position, &cache_key, request).await;
+    };
+    let mut outcome = &answers.shared;
     let answer = flight
-        .get_or_try_init(|| async {
-            let _landing = state.cache.landing(&cache_key, version);
-            built = true;
+        .get_or_init(|| async {
+            // A flight that ended just before this one began left its answer in the cache.
+            if let Some(answer) = state.cache.get(&cache_key, version) {
+                outcome = &answers.hit;
+                return Ok(answer);
+            }
+            outcome = &answers.built;
             let answer = build(state, position, &cache_key, request).await?;
             state
                 .cache
                 .put(cache_key.clone(), version, Arc::clone(&answer));
-            Ok::<_, ApiError>(answer)
+            Ok(answer)
         })
-        .await?;
-    if built {
-        answers.built.inc();
-    } else {
-        answers.shared.inc();
-    }
-    Ok(Arc::clone(answer))
+        .await
+        .clone();
+    outcome.inc();
+    answer
 }
 
 async fn build(
@@ -138,9 +153,10 @@ async fn build(
         .catalog
         .list(position, cache_key.key.clone(), request)
         .await?;
-    Ok(Arc::new(Answer::new(Bytes::from(encode(
-        &page, limit, offset,
-    )))))
+    let body = encode(&page, limit, offset);
+    // Only an answer the cache keeps is worth compressing: it is compressed once.
+    let compressible = state.cache.would_keep(body.len());
+    Ok(Arc::new(Answer::new(Bytes::from(body), compressible)))
 }
 
 fn push_json_string(out: &mut Vec<u8>, value: &str) {
@@ -204,6 +220,10 @@ mod tests {
         assert!(accepting("br, GZIP;q=0.5"));
         assert!(accepting("deflate, *"));
         assert!(!accepting("gzip;q=0"));
+        assert!(!accepting("gzip;Q=0"));
+        assert!(!accepting("gzip;q=0, *"));
+        assert!(!accepting("*;q=0"));
+        assert!(accepting("identity, *;q=0.1"));
         assert!(!accepting("br, zstd"));
         assert!(!accepting("identity"));
         assert!(!accepts_gzip(&HeaderMap::new()));

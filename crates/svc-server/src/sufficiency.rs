@@ -102,8 +102,10 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         })
         .to_string(),
     );
-    state
-        .cache
-        .put(cache_key, version, Arc::new(Answer::new(body.clone())));
+    state.cache.put(
+        cache_key,
+        version,
+        Arc::new(Answer::new(body.clone(), false)),
+    );
     Ok(body)
 }

@@ -226,7 +226,6 @@ impl Writer {
     }
 
     pub fn run(mut self, jobs: mpsc::Receiver<WriteJob>) {
-        self.checkpoint_wal("start");
         let mut held: Option<WriteJob> = None;
         while let Some(job) = held.take().or_else(|| jobs.recv().ok()) {
             match job {
@@ -269,9 +268,8 @@ impl Writer {
                         self.shared.clock.touch_all();
                     }
                     let _ = reply.send(outcome);
-                    // The load is committed and visible; writes queued meanwhile wait for this.
-                    if settled {
-                        self.checkpoint_wal("the bulk load");
+                    if settled && let Some(path) = self.conn.path() {
+                        super::checkpoint::spawn(path.into(), super::checkpoint::After::BulkLoad);
                     }
                 }
             }

@@ -1,8 +1,10 @@
 //! Bulk loads into an empty catalog. Random index keys make every commit of the normal path
 //! rewrite most index pages, so a large import goes another way: records are appended in
-//! arrival order with the uri index dropped (sequential writes only), then one transaction
-//! settles each uri's final version, builds the uri index and the query keys from sorted
-//! input (B-trees built by appending), and fills the counts.
+//! arrival order with the uri index dropped (sequential writes only) and no checkpoints (the
+//! WAL only grows), then one transaction builds the uri index, settles each uri's final
+//! version if a uri came more than once, builds the query keys from the rows' keys columns
+//! in key order (B-trees built by appending), and fills the counts. A checkpoint follows, off
+//! the writer's thread (`checkpoint`).
 //!
 //! The outcome equals that of `apply`: changes of one uri take effect in arrival order, and a
 //! change older than the stored revision is stale. If a bulk load is interrupted, the
@@ -10,40 +12,27 @@
 
 use super::{Writer, author_of, now_ms, store_cursor};
 use crate::{ApplyReport, CatalogResult, Change, CursorPosition};
-use rusqlite::{Connection, params};
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, RandomState};
+use rusqlite::{Connection, ErrorCode, params};
+use std::collections::HashMap;
 
-/// What a bulk load under way has staged.
+/// What a bulk load under way has committed so far.
 #[derive(Default)]
 pub(super) struct BulkLoad {
     staged: u64,
-    /// Hashes of the staged uris. While no two are equal, every row stands as staged and
-    /// settling skips the pass over each uri's versions (a sort of the whole table).
-    uri_hashes: HashSet<u64>,
-    hasher: RandomState,
-    /// A uri hash came twice: several versions of one uri (or a collision) to settle.
-    repeated: bool,
-    /// Staged upserts per collection: the kind counts while nothing repeated.
+    /// Upserts per collection: the kind counts if no uri came twice.
     kinds: HashMap<String, i64>,
 }
 
 impl BulkLoad {
-    fn note(&mut self, uri: &str, upsert_of: Option<&str>) {
-        self.staged += 1;
-        if self.repeated {
-            return;
-        }
-        if !self.uri_hashes.insert(self.hasher.hash_one(uri)) {
-            self.repeated = true;
-            self.uri_hashes = HashSet::new();
-            return;
-        }
-        if let Some(collection) = upsert_of {
-            match self.kinds.get_mut(collection) {
-                Some(n) => *n += 1,
-                None => {
-                    self.kinds.insert(collection.to_string(), 1);
+    fn count(&mut self, changes: &[Change]) {
+        for change in changes {
+            self.staged += 1;
+            if let Change::Upsert(u) = change {
+                match self.kinds.get_mut(&u.collection) {
+                    Some(n) => *n += 1,
+                    None => {
+                        self.kinds.insert(u.collection.clone(), 1);
+                    }
                 }
             }
         }
@@ -65,7 +54,7 @@ pub(crate) fn recover_interrupted(conn: &Connection) -> CatalogResult<bool> {
         return Ok(false);
     }
     conn.execute_batch(
-        "BEGIN;
+        "BEGIN IMMEDIATE;
          DELETE FROM records; DELETE FROM query_keys; DELETE FROM query_counts; DELETE FROM kind_counts;
          CREATE UNIQUE INDEX records_uri ON records (uri);
          COMMIT;",
@@ -89,16 +78,16 @@ impl Writer {
         if !empty || !self.inactive.is_empty() {
             return Ok(false);
         }
-        // Sorts of a large load spill to a temporary file rather than to memory.
-        self.conn.pragma_update(None, "temp_store", "FILE")?;
-        // No checkpoints while loading: each would copy the new pages into the database file
-        // and wait for the disk twice. The WAL only grows (a power cut keeps a valid prefix
-        // of it); `checkpoint_wal` moves it into the database once the load has settled.
-        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         self.conn.execute_batch(
             "DELETE FROM query_keys; DELETE FROM query_counts; DELETE FROM kind_counts;
              DROP INDEX records_uri;",
         )?;
+        // Sorts of a large load spill to a temporary file rather than to memory.
+        self.conn.pragma_update(None, "temp_store", "FILE")?;
+        // No checkpoints while loading: each would copy the new pages into the database file
+        // and wait for the disk twice. The WAL only grows (a power cut keeps a valid prefix
+        // of it); a checkpoint moves it into the database once the load has settled.
+        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         self.bulk = Some(Box::default());
         Ok(true)
     }
@@ -108,11 +97,11 @@ impl Writer {
         &mut self,
         jobs: &[(&[Change], Option<&CursorPosition>)],
     ) -> CatalogResult<Vec<ApplyReport>> {
-        let Some(load) = self.bulk.as_mut() else {
+        if self.bulk.is_none() {
             return Err(crate::CatalogError::Storage(
                 "no bulk load under way".into(),
             ));
-        };
+        }
         let tx = self.conn.transaction()?;
         let now = now_ms();
         {
@@ -123,36 +112,34 @@ impl Writer {
             for (changes, _) in jobs {
                 for change in *changes {
                     match change {
-                        Change::Upsert(u) => {
-                            load.note(&u.uri, Some(&u.collection));
-                            insert.execute(rusqlite::params_from_iter(super::upsert_params(
-                                u,
-                                &self.shared.qids,
-                                now,
-                            )))?
-                        }
+                        Change::Upsert(u) => insert.execute(rusqlite::params_from_iter(
+                            super::upsert_params(u, &self.shared.qids, now),
+                        ))?,
                         Change::Delete {
                             uri,
                             collection,
                             rev,
-                        } => {
-                            load.note(uri, None);
-                            insert.execute(params![
-                                uri,
-                                collection,
-                                author_of(uri),
-                                rev,
-                                None::<String>,
-                                None::<String>,
-                                "[]",
-                                now
-                            ])?
-                        }
+                        } => insert.execute(params![
+                            uri,
+                            collection,
+                            author_of(uri),
+                            rev,
+                            None::<String>,
+                            None::<String>,
+                            "[]",
+                            now
+                        ])?,
                     };
                 }
             }
         }
         tx.commit()?;
+        // Counted once committed: a failed transaction stages nothing.
+        if let Some(load) = self.bulk.as_mut() {
+            for (changes, _) in jobs {
+                load.count(changes);
+            }
+        }
         // Staged changes are reported by `finish_bulk`, once they are settled.
         Ok(jobs.iter().map(|_| ApplyReport::default()).collect())
     }
@@ -190,27 +177,6 @@ impl Writer {
         Ok(report)
     }
 
-    /// Moves the WAL into the database file and truncates it: after a bulk load, which grows
-    /// it without checkpoints, and at start (a process stopped before that checkpoint ended).
-    /// Until then the load is as durable as any commit in WAL mode with `synchronous = NORMAL`.
-    pub(super) fn checkpoint_wal(&self, after: &str) {
-        let started = std::time::Instant::now();
-        let busy = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
-                row.get::<_, i64>(0)
-            });
-        let seconds = started.elapsed().as_secs_f64();
-        match busy {
-            // A start with an empty WAL is not worth a line.
-            Ok(0) if seconds < 0.1 => {}
-            Ok(0) => tracing::info!("catalog checkpointed after {after} in {seconds:.1}s"),
-            // Readers held it back; the next automatic checkpoint finishes the job.
-            Ok(_) => tracing::info!("catalog checkpoint after {after} left for later (busy)"),
-            Err(error) => tracing::warn!("catalog checkpoint after {after} failed: {error}"),
-        }
-    }
-
     fn settle(
         &mut self,
         load: BulkLoad,
@@ -222,17 +188,29 @@ impl Writer {
         // (`shrink_memory` in `finish_bulk`).
         self.conn.pragma_update(None, "threads", 2)?;
         let tx = self.conn.transaction()?;
-        let (report, kinds) = if load.repeated {
-            settle_versions(&tx)?
-        } else {
-            let report = ApplyReport {
-                applied: staged,
-                stale: 0,
+        // Most loads hold each uri once: then the unique index builds, every row stands as
+        // staged, and the pass over each uri's versions (a sort of the whole table) is skipped.
+        tx.execute_batch("SAVEPOINT unique_uris")?;
+        let (report, kinds) =
+            match tx.execute_batch("CREATE UNIQUE INDEX records_uri ON records (uri)") {
+                Ok(()) => {
+                    tx.execute_batch("RELEASE unique_uris")?;
+                    let report = ApplyReport {
+                        applied: staged,
+                        stale: 0,
+                    };
+                    (report, load.kinds)
+                }
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == ErrorCode::ConstraintViolation =>
+                {
+                    tx.execute_batch("ROLLBACK TO unique_uris; RELEASE unique_uris")?;
+                    let settled = settle_versions(&tx)?;
+                    tx.execute_batch("CREATE UNIQUE INDEX records_uri ON records (uri)")?;
+                    settled
+                }
+                Err(error) => return Err(error.into()),
             };
-            (report, load.kinds)
-        };
-        let settled = started.elapsed();
-        tx.execute_batch("CREATE UNIQUE INDEX records_uri ON records (uri)")?;
         let indexed = started.elapsed();
         // Built from the rows' keys columns: staging them as rows of their own costs more.
         tx.execute(
@@ -262,10 +240,9 @@ impl Writer {
             staged,
             applied = report.applied,
             stale = report.stale,
-            "bulk load settled in {:.1}s (versions {:.1}s, uri index {:.1}s, query keys {:.1}s, counts and commit {:.1}s)",
+            "bulk load settled in {:.1}s (uri index and versions {:.1}s, query keys {:.1}s, counts and commit {:.1}s)",
             started.elapsed().as_secs_f64(),
-            settled.as_secs_f64(),
-            (indexed - settled).as_secs_f64(),
+            indexed.as_secs_f64(),
             (keyed - indexed).as_secs_f64(),
             (started.elapsed() - keyed).as_secs_f64(),
         );
