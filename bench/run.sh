@@ -57,10 +57,10 @@ echo "$summary"
 # A bulk load checkpoints its WAL into the database file after it reports; measure queries
 # only once that is over, so it takes no CPU from them.
 for _ in $(seq 1 6000); do
-  grep -q 'catalog checkpoint' "$work/import.log" && break
+  grep -q 'catalog checkpoint.* after the bulk load' "$work/import.log" && break
   sleep 0.1
 done
-grep -o 'catalog checkpoint.*' "$work/import.log" || echo "no checkpoint reported" >&2
+grep -o 'catalog checkpoint.* after the bulk load.*' "$work/import.log" || echo "no checkpoint reported" >&2
 # The kernel writes the new catalog to disk in the background for a while after the load;
 # wait for it, or its flusher threads take CPU from the first measurements.
 sync
