@@ -747,3 +747,32 @@ fn concurrent_misses_on_one_key_share_one_build() {
         "the others were served by it"
     );
 }
+
+#[test]
+fn without_the_cache_every_answer_is_built_and_goes_out_plain() {
+    let f = fixture();
+    let uncached = Server::start(&f._dir.path().join("catalog.db"), &["--cache-mb", "0"]);
+    for path in [
+        "/v1/bounties/open",
+        "/v1/bounties/open?limit=2&offset=1",
+        "/v1/verifications/sufficient?lens_uri=at://did:plc:x/dev.panproto.schema.lens/1&kinds=roundtrip-test",
+        "/v1/stats",
+    ] {
+        assert_eq!(uncached.get_raw(path), f.server.get_raw(path), "{path}");
+    }
+    let (_, _, plain) = uncached.get_raw("/v1/bounties/open");
+    assert!(plain.len() > 1024);
+    let built = answers_metric(&uncached, "built");
+    for _ in 0..3 {
+        let response = common::http()
+            .get(format!("{}/v1/bounties/open", uncached.url))
+            .header("accept-encoding", "gzip")
+            .send()
+            .unwrap();
+        assert!(response.headers().get("content-encoding").is_none());
+        assert_eq!(response.text().unwrap(), plain);
+    }
+    assert_eq!(answers_metric(&uncached, "built"), built + 3);
+    assert_eq!(answers_metric(&uncached, "hit"), 0);
+    assert_eq!(answers_metric(&uncached, "shared"), 0);
+}
