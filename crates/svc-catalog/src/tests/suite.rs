@@ -1,5 +1,5 @@
 use super::{Fresh, delete, upsert};
-use crate::{AccountStatus, CursorPosition, PageRequest};
+use crate::{AccountStatus, ApplyReport, Change, CursorPosition, PageRequest};
 use serde_json::json;
 
 fn page(limit: u32, offset: u64) -> PageRequest {
@@ -13,6 +13,11 @@ fn page(limit: u32, offset: u64) -> PageRequest {
 fn key(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> (usize, String) {
     let position = fresh.queries.position(query).expect("query");
     (position, fresh.queries.all()[position].lookup_key(args))
+}
+
+/// Applies changes without a cursor; a storage failure fails the test.
+async fn apply(fresh: &Fresh, changes: Vec<Change>) -> ApplyReport {
+    fresh.catalog.apply(changes, None).await.unwrap()
 }
 
 async fn uris(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> Vec<String> {
@@ -29,17 +34,14 @@ async fn uris(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> Vec<String> 
 pub async fn upsert_list_and_count(fresh: Fresh) {
     let a = "at://did:plc:a/dev.svc.bounty/2";
     let b = "at://did:plc:a/dev.svc.bounty/1";
-    let report = fresh
-        .catalog
-        .apply(
-            vec![
-                upsert(a, "3a", json!({"requester": "did:plc:r", "status": "open"})),
-                upsert(b, "3a", json!({"requester": "did:plc:r"})),
-            ],
-            None,
-        )
-        .await
-        .unwrap();
+    let report = apply(
+        &fresh,
+        vec![
+            upsert(a, "3a", json!({"requester": "did:plc:r", "status": "open"})),
+            upsert(b, "3a", json!({"requester": "did:plc:r"})),
+        ],
+    )
+    .await;
     assert_eq!(report.applied, 2);
     // Ordered by uri, not by arrival.
     assert_eq!(
@@ -61,30 +63,24 @@ pub async fn upsert_list_and_count(fresh: Fresh) {
 
 pub async fn updates_move_index_keys(fresh: Fresh) {
     let a = "at://did:plc:a/dev.svc.bounty/1";
-    fresh
-        .catalog
-        .apply(
-            vec![upsert(
-                a,
-                "3a",
-                json!({"requester": "did:plc:r", "status": "open"}),
-            )],
-            None,
-        )
-        .await
-        .unwrap();
-    fresh
-        .catalog
-        .apply(
-            vec![upsert(
-                a,
-                "3b",
-                json!({"requester": "did:plc:s", "status": "fulfilled"}),
-            )],
-            None,
-        )
-        .await
-        .unwrap();
+    apply(
+        &fresh,
+        vec![upsert(
+            a,
+            "3a",
+            json!({"requester": "did:plc:r", "status": "open"}),
+        )],
+    )
+    .await;
+    apply(
+        &fresh,
+        vec![upsert(
+            a,
+            "3b",
+            json!({"requester": "did:plc:s", "status": "fulfilled"}),
+        )],
+    )
+    .await;
     assert!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
             .await
@@ -99,25 +95,19 @@ pub async fn updates_move_index_keys(fresh: Fresh) {
 
 pub async fn stale_revisions_never_roll_back(fresh: Fresh) {
     let a = "at://did:plc:a/dev.svc.bounty/1";
-    fresh
-        .catalog
-        .apply(
-            vec![upsert(a, "3b", json!({"requester": "did:plc:new"}))],
-            None,
-        )
-        .await
-        .unwrap();
-    let report = fresh
-        .catalog
-        .apply(
-            vec![
-                upsert(a, "3a", json!({"requester": "did:plc:old"})),
-                delete(a, "3a"),
-            ],
-            None,
-        )
-        .await
-        .unwrap();
+    apply(
+        &fresh,
+        vec![upsert(a, "3b", json!({"requester": "did:plc:new"}))],
+    )
+    .await;
+    let report = apply(
+        &fresh,
+        vec![
+            upsert(a, "3a", json!({"requester": "did:plc:old"})),
+            delete(a, "3a"),
+        ],
+    )
+    .await;
     assert_eq!(report.stale, 2);
     assert_eq!(report.applied, 0);
     assert_eq!(
@@ -133,19 +123,12 @@ pub async fn stale_revisions_never_roll_back(fresh: Fresh) {
 
 pub async fn deletes_leave_tombstones(fresh: Fresh) {
     let a = "at://did:plc:a/dev.svc.bounty/1";
-    fresh
-        .catalog
-        .apply(
-            vec![upsert(a, "3a", json!({"requester": "did:plc:r"}))],
-            None,
-        )
-        .await
-        .unwrap();
-    fresh
-        .catalog
-        .apply(vec![delete(a, "3b")], None)
-        .await
-        .unwrap();
+    apply(
+        &fresh,
+        vec![upsert(a, "3a", json!({"requester": "did:plc:r"}))],
+    )
+    .await;
+    apply(&fresh, vec![delete(a, "3b")]).await;
     assert!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
             .await
@@ -153,39 +136,29 @@ pub async fn deletes_leave_tombstones(fresh: Fresh) {
     );
     assert!(fresh.catalog.get(a.to_string()).await.unwrap().is_none());
     // A late create older than the delete stays deleted; a newer one comes back.
-    let report = fresh
-        .catalog
-        .apply(
-            vec![upsert(a, "3a", json!({"requester": "did:plc:r"}))],
-            None,
-        )
-        .await
-        .unwrap();
+    let report = apply(
+        &fresh,
+        vec![upsert(a, "3a", json!({"requester": "did:plc:r"}))],
+    )
+    .await;
     assert_eq!(report.stale, 1);
     assert!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
             .await
             .is_empty()
     );
-    fresh
-        .catalog
-        .apply(
-            vec![upsert(a, "3c", json!({"requester": "did:plc:r"}))],
-            None,
-        )
-        .await
-        .unwrap();
+    apply(
+        &fresh,
+        vec![upsert(a, "3c", json!({"requester": "did:plc:r"}))],
+    )
+    .await;
     assert_eq!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
         vec![a]
     );
     // Deleting an absent uri changes nothing visible.
     let absent = "at://did:plc:a/dev.svc.bounty/9";
-    let report = fresh
-        .catalog
-        .apply(vec![delete(absent, "3a")], None)
-        .await
-        .unwrap();
+    let report = apply(&fresh, vec![delete(absent, "3a")]).await;
     assert_eq!(report.applied, 1);
     assert_eq!(
         fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
@@ -203,7 +176,7 @@ pub async fn paging_by_offset_and_cursor(fresh: Fresh) {
             )
         })
         .collect();
-    fresh.catalog.apply(changes, None).await.unwrap();
+    apply(&fresh, changes).await;
     let (position, key) = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
     let first = fresh
         .catalog
@@ -284,28 +257,25 @@ pub async fn cursor_is_stored_with_records(fresh: Fresh) {
 }
 
 pub async fn kind_counts_follow_changes(fresh: Fresh) {
-    fresh
-        .catalog
-        .apply(
-            vec![
-                upsert("at://did:plc:a/dev.svc.bounty/1", "3a", json!({})),
-                upsert("at://did:plc:a/dev.svc.bounty/2", "3a", json!({})),
-                upsert(
-                    "at://did:plc:a/dev.svc.vocab/1",
-                    "3a",
-                    json!({"name": "x", "world": "open"}),
-                ),
-                upsert(
-                    "at://did:plc:a/dev.svc.bounty/1",
-                    "3b",
-                    json!({"status": "open"}),
-                ),
-                delete("at://did:plc:a/dev.svc.bounty/2", "3b"),
-            ],
-            None,
-        )
-        .await
-        .unwrap();
+    apply(
+        &fresh,
+        vec![
+            upsert("at://did:plc:a/dev.svc.bounty/1", "3a", json!({})),
+            upsert("at://did:plc:a/dev.svc.bounty/2", "3a", json!({})),
+            upsert(
+                "at://did:plc:a/dev.svc.vocab/1",
+                "3a",
+                json!({"name": "x", "world": "open"}),
+            ),
+            upsert(
+                "at://did:plc:a/dev.svc.bounty/1",
+                "3b",
+                json!({"status": "open"}),
+            ),
+            delete("at://did:plc:a/dev.svc.bounty/2", "3b"),
+        ],
+    )
+    .await;
     let counts = fresh.catalog.kind_counts().await.unwrap();
     assert_eq!(counts.get("dev.svc.bounty"), Some(&1));
     assert_eq!(counts.get("dev.svc.vocab"), Some(&1));
@@ -317,18 +287,15 @@ pub async fn change_clock_moves_with_touched_keys(fresh: Fresh) {
     let before_r = fresh.catalog.clock().key_version(position, &key_r);
     let before_s = fresh.catalog.clock().key_version(position, &key_s);
     let kinds = fresh.catalog.clock().kinds_version();
-    fresh
-        .catalog
-        .apply(
-            vec![upsert(
-                "at://did:plc:a/dev.svc.bounty/1",
-                "3a",
-                json!({"requester": "did:plc:r"}),
-            )],
-            None,
-        )
-        .await
-        .unwrap();
+    apply(
+        &fresh,
+        vec![upsert(
+            "at://did:plc:a/dev.svc.bounty/1",
+            "3a",
+            json!({"requester": "did:plc:r"}),
+        )],
+    )
+    .await;
     assert_ne!(
         fresh.catalog.clock().key_version(position, &key_r),
         before_r
@@ -343,17 +310,14 @@ pub async fn change_clock_moves_with_touched_keys(fresh: Fresh) {
 pub async fn bulk_loads_only_into_an_empty_catalog(fresh: Fresh) {
     let a = "at://did:plc:a/dev.svc.bounty/1";
     assert!(fresh.catalog.begin_bulk().await.unwrap());
-    fresh
-        .catalog
-        .apply(
-            vec![
-                upsert(a, "3b", json!({"requester": "did:plc:r"})),
-                upsert(a, "3a", json!({"requester": "did:plc:old"})),
-            ],
-            None,
-        )
-        .await
-        .unwrap();
+    apply(
+        &fresh,
+        vec![
+            upsert(a, "3b", json!({"requester": "did:plc:r"})),
+            upsert(a, "3a", json!({"requester": "did:plc:old"})),
+        ],
+    )
+    .await;
     // Nothing is visible before the merge.
     assert!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
@@ -386,11 +350,7 @@ pub async fn bulk_loads_only_into_an_empty_catalog(fresh: Fresh) {
     );
     // Now the catalog holds records: no second bulk load, and apply works as before.
     assert!(!fresh.catalog.begin_bulk().await.unwrap());
-    fresh
-        .catalog
-        .apply(vec![delete(a, "3c")], None)
-        .await
-        .unwrap();
+    apply(&fresh, vec![delete(a, "3c")]).await;
     assert!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
             .await
@@ -403,14 +363,11 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     let a2 = "at://did:plc:a/dev.svc.bounty/2";
     let b1 = "at://did:plc:b/dev.svc.bounty/1";
     let r = json!({"requester": "did:plc:r"});
-    fresh
-        .catalog
-        .apply(
-            vec![upsert(a1, "3a", r.clone()), upsert(b1, "3a", r.clone())],
-            None,
-        )
-        .await
-        .unwrap();
+    apply(
+        &fresh,
+        vec![upsert(a1, "3a", r.clone()), upsert(b1, "3a", r.clone())],
+    )
+    .await;
     let requester = [Some("did:plc:r")];
     fresh
         .catalog
@@ -429,11 +386,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
         1
     );
     // Writes of an inactive account are kept, out of sight.
-    fresh
-        .catalog
-        .apply(vec![upsert(a2, "3b", r.clone())], None)
-        .await
-        .unwrap();
+    apply(&fresh, vec![upsert(a2, "3b", r.clone())]).await;
     assert_eq!(
         uris(&fresh, "bountiesByRequester", &requester).await,
         vec![b1]
@@ -477,11 +430,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     );
     // A late event for the deleted account (a backfill page read before the deletion) is
     // kept out of sight.
-    fresh
-        .catalog
-        .apply(vec![upsert(a1, "3a", r.clone())], None)
-        .await
-        .unwrap();
+    apply(&fresh, vec![upsert(a1, "3a", r.clone())]).await;
     assert_eq!(
         uris(&fresh, "bountiesByRequester", &requester).await,
         vec![b1]
@@ -502,18 +451,15 @@ pub async fn no_bulk_load_while_accounts_are_inactive(fresh: Fresh) {
         .await
         .unwrap();
     assert!(!fresh.catalog.begin_bulk().await.unwrap());
-    fresh
-        .catalog
-        .apply(
-            vec![upsert(
-                "at://did:plc:a/dev.svc.bounty/1",
-                "3a",
-                json!({"requester": "did:plc:r"}),
-            )],
-            None,
-        )
-        .await
-        .unwrap();
+    apply(
+        &fresh,
+        vec![upsert(
+            "at://did:plc:a/dev.svc.bounty/1",
+            "3a",
+            json!({"requester": "did:plc:r"}),
+        )],
+    )
+    .await;
     assert!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
             .await
