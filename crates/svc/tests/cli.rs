@@ -10,37 +10,42 @@ use std::io::Write;
 use std::process::{Output, Stdio};
 
 /// Runs `svc` with a private session directory and the test PLC directory.
-fn run(
-    sessions: &std::path::Path,
-    plc: &str,
-    args: &[&str],
-    stdin: Option<&str>,
-    env: &[(&str, &str)],
-) -> Output {
-    let mut command = svc();
-    command
-        .args(args)
-        .env("SVC_SESSION_DIR", sessions)
-        .env("SVC_PLC_URL", plc)
-        .env_remove("ATPROTO_APP_PASSWORD")
-        .env_remove("ATPROTO_PASSWORD")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        command.env(k, v);
+struct Cli<'a> {
+    sessions: &'a std::path::Path,
+    plc: &'a str,
+}
+
+impl Cli<'_> {
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, None, &[])
     }
-    let mut child = command.spawn().expect("svc");
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())
-            .expect("write stdin");
+
+    fn run_with(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
+        let mut command = svc();
+        command
+            .args(args)
+            .env("SVC_SESSION_DIR", self.sessions)
+            .env("SVC_PLC_URL", self.plc)
+            .env_remove("ATPROTO_APP_PASSWORD")
+            .env_remove("ATPROTO_PASSWORD")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("svc");
+        if let Some(text) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())
+                .expect("write stdin");
+        }
+        drop(child.stdin.take());
+        child.wait_with_output().expect("svc output")
     }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("svc output")
 }
 
 fn json_out(output: &Output) -> Value {
@@ -86,9 +91,13 @@ fn the_command_line_against_the_reference_pds() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = dir.path().join("sessions");
     let plc = peers.plc.as_str();
+    let cli = Cli {
+        sessions: &sessions,
+        plc,
+    };
 
     // resolve
-    let resolved = json_out(&run(&sessions, plc, &["resolve", &alice.did], None, &[]));
+    let resolved = json_out(&cli.run(&["resolve", &alice.did]));
     assert_eq!(resolved["did"], alice.did);
     assert_eq!(resolved["method"], "plc");
     assert_eq!(resolved["handle"], alice.handle);
@@ -99,9 +108,7 @@ fn the_command_line_against_the_reference_pds() {
     );
 
     // login (password from the environment), list
-    let login = run(
-        &sessions,
-        plc,
+    let login = cli.run_with(
         &[
             "oauth",
             "login",
@@ -115,7 +122,7 @@ fn the_command_line_against_the_reference_pds() {
     );
     let summary = json_out(&login);
     assert_eq!(summary["did"], alice.did);
-    let listed = json_out(&run(&sessions, plc, &["oauth", "list"], None, &[]));
+    let listed = json_out(&cli.run(&["oauth", "list"]));
     assert_eq!(listed.as_array().unwrap().len(), 1);
     assert_eq!(listed[0]["handle"], alice.handle);
     let session_file = sessions.join(format!("{}.json", alice.did));
@@ -160,27 +167,21 @@ fn the_command_line_against_the_reference_pds() {
         let path = dir.path().join("record.json");
         std::fs::write(&path, record.to_string()).unwrap();
         let kind = collection.trim_start_matches("dev.svc.");
-        let published = json_out(&run(
-            &sessions,
-            plc,
-            &[
-                "publish",
-                kind,
-                "--record",
-                path.to_str().unwrap(),
-                "--did",
-                &alice.did,
-            ],
-            None,
-            &[],
-        ));
+        let published = json_out(&cli.run(&[
+            "publish",
+            kind,
+            "--record",
+            path.to_str().unwrap(),
+            "--did",
+            &alice.did,
+        ]));
         let uri = published["uri"].as_str().unwrap();
         assert!(
             uri.starts_with(&format!("at://{}/{collection}/", alice.did)),
             "{uri}"
         );
         assert!(published["cid"].as_str().unwrap().starts_with("bafyrei"));
-        let fetched = json_out(&run(&sessions, plc, &["fetch", uri], None, &[]));
+        let fetched = json_out(&cli.run(&["fetch", uri]));
         assert_eq!(&fetched, record, "{collection}");
     }
 
@@ -201,20 +202,14 @@ fn the_command_line_against_the_reference_pds() {
                 .any(|i| i["author"] == alice.did)
         },
     );
-    let adapters = json_out(&run(
-        &sessions,
-        plc,
-        &[
-            "--url",
-            &url,
-            "orchestrator",
-            "adapters",
-            "--framework",
-            &framework,
-        ],
-        None,
-        &[],
-    ));
+    let adapters = json_out(&cli.run(&[
+        "--url",
+        &url,
+        "orchestrator",
+        "adapters",
+        "--framework",
+        &framework,
+    ]));
     assert!(
         adapters["items"]
             .as_array()
@@ -222,30 +217,22 @@ fn the_command_line_against_the_reference_pds() {
             .iter()
             .any(|i| i["author"] == alice.did)
     );
-    let mine = json_out(&run(
-        &sessions,
-        plc,
-        &[
-            "--url",
-            &url,
-            "orchestrator",
-            "bounties",
-            "--requester-did",
-            records["dev.svc.bounty"]["requester"].as_str().unwrap(),
-            "--limit",
-            "1",
-        ],
-        None,
-        &[],
-    ));
+    let mine = json_out(&cli.run(&[
+        "--url",
+        &url,
+        "orchestrator",
+        "bounties",
+        "--requester-did",
+        records["dev.svc.bounty"]["requester"].as_str().unwrap(),
+        "--limit",
+        "1",
+    ]));
     assert_eq!(mine["limit"], 1);
 
     // an encounter from piped answers, then published
     let lens = "at://did:plc:lenses/dev.panproto.schema.lens/3kaaaaaaaaaa2";
     let source = "at://did:plc:schemas/dev.panproto.schema.schema/3kaaaaaaaaaa2";
-    let encounter = json_out(&run(
-        &sessions,
-        plc,
+    let encounter = json_out(&cli.run_with(
         &[
             "encounter",
             "record",
@@ -269,13 +256,8 @@ fn the_command_line_against_the_reference_pds() {
     assert!(encounter.get("targetSchema").is_none());
     let path = dir.path().join("encounter.json");
     std::fs::write(&path, encounter.to_string()).unwrap();
-    let published = json_out(&run(
-        &sessions,
-        plc,
-        &["publish", "encounter", "--record", path.to_str().unwrap()],
-        None,
-        &[],
-    ));
+    let published =
+        json_out(&cli.run(&["publish", "encounter", "--record", path.to_str().unwrap()]));
     assert!(
         published["uri"]
             .as_str()
@@ -288,24 +270,16 @@ fn the_command_line_against_the_reference_pds() {
         "actions": [{"id": "read", "parents": []}, {"id": "translate", "parents": ["read"], "description": "change shape"}]});
     let vocab_path = dir.path().join("vocab.json");
     std::fs::write(&vocab_path, vocab.to_string()).unwrap();
-    let vocab_uri = json_out(&run(
-        &sessions,
-        plc,
-        &[
-            "publish",
-            "vocabulary",
-            "--record",
-            vocab_path.to_str().unwrap(),
-        ],
-        None,
-        &[],
-    ))["uri"]
+    let vocab_uri = json_out(&cli.run(&[
+        "publish",
+        "vocabulary",
+        "--record",
+        vocab_path.to_str().unwrap(),
+    ]))["uri"]
         .as_str()
         .unwrap()
         .to_string();
-    let chosen = run(
-        &sessions,
-        plc,
+    let chosen = cli.run_with(
         &[
             "encounter",
             "record",
@@ -330,9 +304,7 @@ fn the_command_line_against_the_reference_pds() {
         "{}",
         stderr(&chosen)
     );
-    let text_only = json_out(&run(
-        &sessions,
-        plc,
+    let text_only = json_out(&cli.run_with(
         &[
             "encounter",
             "record",
@@ -356,13 +328,7 @@ fn the_command_line_against_the_reference_pds() {
     let old_refresh = stale["refresh_jwt"].as_str().unwrap().to_string();
     stale["access_jwt"] = Value::String("not-a-valid-token".into());
     std::fs::write(&session_file, stale.to_string()).unwrap();
-    let refreshed = run(
-        &sessions,
-        plc,
-        &["publish", "vocab", "--record", vocab_path.to_str().unwrap()],
-        None,
-        &[],
-    );
+    let refreshed = cli.run(&["publish", "vocab", "--record", vocab_path.to_str().unwrap()]);
     json_out(&refreshed);
     let renewed: Value =
         serde_json::from_str(&std::fs::read_to_string(&session_file).unwrap()).unwrap();
@@ -382,40 +348,26 @@ fn the_command_line_against_the_reference_pds() {
     }
 
     // failure paths
-    let wrong = run(
-        &sessions,
-        plc,
-        &[
-            "oauth",
-            "login",
-            "--handle",
-            &alice.handle,
-            "--pds-url",
-            &peers.pds,
-            "--app-password",
-            "wrong-password",
-        ],
-        None,
-        &[],
-    );
+    let wrong = cli.run(&[
+        "oauth",
+        "login",
+        "--handle",
+        &alice.handle,
+        "--pds-url",
+        &peers.pds,
+        "--app-password",
+        "wrong-password",
+    ]);
     assert_eq!(wrong.status.code(), Some(1));
     assert!(
         stderr(&wrong).starts_with("error: login failed"),
         "{}",
         stderr(&wrong)
     );
-    let unknown = run(
-        &sessions,
-        plc,
-        &["publish", "gizmo", "--record", "-"],
-        Some("{}"),
-        &[],
-    );
+    let unknown = cli.run_with(&["publish", "gizmo", "--record", "-"], Some("{}"), &[]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(stderr(&unknown).contains("unknown record kind"));
-    let invalid = run(
-        &sessions,
-        plc,
+    let invalid = cli.run_with(
         &["publish", "vocab", "--record", "-"],
         Some(r#"{"name":"x","world":"flat","occurredAt":"2026-01-01T00:00:00Z"}"#),
         &[],
@@ -426,33 +378,21 @@ fn the_command_line_against_the_reference_pds() {
         "{}",
         stderr(&invalid)
     );
-    let down = run(
-        &sessions,
-        plc,
-        &["--url", "http://127.0.0.1:9", "orchestrator", "stats"],
-        None,
-        &[],
-    );
+    let down = cli.run(&["--url", "http://127.0.0.1:9", "orchestrator", "stats"]);
     assert_eq!(down.status.code(), Some(1));
     assert!(
         stderr(&down).starts_with("error: cannot reach"),
         "{}",
         stderr(&down)
     );
-    let bad = run(
-        &sessions,
-        plc,
-        &[
-            "--url",
-            &url,
-            "orchestrator",
-            "verifications",
-            "--lens_uri",
-            "nope",
-        ],
-        None,
-        &[],
-    );
+    let bad = cli.run(&[
+        "--url",
+        &url,
+        "orchestrator",
+        "verifications",
+        "--lens_uri",
+        "nope",
+    ]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(
         stderr(&bad).contains("\"error\":\"invalid_request\""),
@@ -461,29 +401,15 @@ fn the_command_line_against_the_reference_pds() {
     );
 
     // logout, twice; then publishing has no session
-    let out = json_out(&run(
-        &sessions,
-        plc,
-        &["oauth", "logout", "--did", &alice.did],
-        None,
-        &[],
-    ));
+    let out = json_out(&cli.run(&["oauth", "logout", "--did", &alice.did]));
     assert_eq!(out["removed"], true);
-    let again = json_out(&run(
-        &sessions,
-        plc,
-        &["oauth", "logout", "--did", &alice.did],
-        None,
-        &[],
-    ));
+    let again = json_out(&cli.run(&["oauth", "logout", "--did", &alice.did]));
     assert_eq!(again["removed"], false);
     assert_eq!(
-        json_out(&run(&sessions, plc, &["oauth", "list"], None, &[])),
+        json_out(&cli.run(&["oauth", "list"])),
         serde_json::json!([])
     );
-    let missing = run(
-        &sessions,
-        plc,
+    let missing = cli.run_with(
         &["publish", "vocab", "--record", "-"],
         Some(r#"{"name":"x","world":"open","occurredAt":"2026-01-01T00:00:00Z"}"#),
         &[],
