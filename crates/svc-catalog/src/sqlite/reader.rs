@@ -56,6 +56,16 @@ impl ReaderPool {
     }
 }
 
+/// An item from a row of `uri, author, rev, record`.
+fn item(row: &rusqlite::Row<'_>) -> rusqlite::Result<Item> {
+    Ok(Item {
+        uri: row.get(0)?,
+        author: row.get(1)?,
+        rev: row.get(2)?,
+        record_json: row.get(3)?,
+    })
+}
+
 pub(crate) fn list(
     conn: &Connection,
     qid: i64,
@@ -74,12 +84,7 @@ pub(crate) fn list(
     let fetch = i64::from(page.limit) + 1;
     let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
     let mut push = |row: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
-        items.push(Item {
-            uri: row.get(0)?,
-            author: row.get(1)?,
-            rev: row.get(2)?,
-            record_json: row.get(3)?,
-        });
+        items.push(item(row)?);
         Ok(())
     };
     match &page.after {
@@ -152,13 +157,6 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
         .prepare_cached(
             "SELECT uri, author, rev, record FROM records WHERE uri = ?1 AND record IS NOT NULL",
         )?
-        .query_row([uri], |r| {
-            Ok(Item {
-                uri: r.get(0)?,
-                author: r.get(1)?,
-                rev: r.get(2)?,
-                record_json: r.get(3)?,
-            })
-        })
+        .query_row([uri], item)
         .optional()?)
 }
