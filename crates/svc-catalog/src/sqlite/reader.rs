@@ -75,12 +75,7 @@ pub(crate) fn list(
     // `total` and the items come from one snapshot, so a commit in between cannot split them.
     let snapshot = conn.unchecked_transaction()?;
     let conn: &Connection = &snapshot;
-    let total: u64 = conn
-        .prepare_cached("SELECT n FROM query_counts WHERE qid = ?1 AND key = ?2")?
-        .query_row(params![qid, key], |r| r.get::<_, i64>(0))
-        .optional()?
-        .unwrap_or(0)
-        .max(0) as u64;
+    let total = count(conn, qid, key)?;
     let fetch = i64::from(page.limit) + 1;
     let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
     let mut push = |row: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
@@ -117,14 +112,17 @@ pub(crate) fn list(
     Ok(Page { items, total, more })
 }
 
+/// Records filed under one key of one query.
+fn count(conn: &Connection, qid: i64, key: &str) -> CatalogResult<u64> {
+    let n: Option<i64> = conn
+        .prepare_cached("SELECT n FROM query_counts WHERE qid = ?1 AND key = ?2")?
+        .query_row(params![qid, key], |r| r.get(0))
+        .optional()?;
+    Ok(n.unwrap_or(0).max(0) as u64)
+}
+
 pub(crate) fn count_keys(conn: &Connection, qid: i64, keys: &[String]) -> CatalogResult<Vec<u64>> {
-    let mut stmt = conn.prepare_cached("SELECT n FROM query_counts WHERE qid = ?1 AND key = ?2")?;
-    keys.iter()
-        .map(|key| {
-            let n: Option<i64> = stmt.query_row(params![qid, key], |r| r.get(0)).optional()?;
-            Ok(n.unwrap_or(0).max(0) as u64)
-        })
-        .collect()
+    keys.iter().map(|key| count(conn, qid, key)).collect()
 }
 
 pub(crate) fn kind_counts(conn: &Connection) -> CatalogResult<KindCounts> {
