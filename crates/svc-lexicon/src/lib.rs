@@ -8,7 +8,7 @@
 mod schema;
 mod validate;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 use schema::Def;
@@ -30,7 +30,7 @@ pub struct ValidationError {
 #[derive(Debug)]
 pub struct Lexicons {
     defs: HashMap<String, Def>,
-    records: BTreeMap<String, String>,
+    records: BTreeSet<String>,
 }
 
 impl Lexicons {
@@ -48,7 +48,7 @@ impl Lexicons {
         documents: impl IntoIterator<Item = &'a str>,
     ) -> Result<Lexicons, LexiconError> {
         let mut defs = HashMap::new();
-        let mut records = BTreeMap::new();
+        let mut records = BTreeSet::new();
         for text in documents {
             schema::load_document(text, &mut defs, &mut records)?;
         }
@@ -58,19 +58,11 @@ impl Lexicons {
 
     /// The NSIDs of every record kind, in byte order.
     pub fn record_collections(&self) -> impl Iterator<Item = &str> {
-        self.records.keys().map(String::as_str)
+        self.records.iter().map(String::as_str)
     }
 
     pub fn is_record_collection(&self, nsid: &str) -> bool {
-        self.records.contains_key(nsid)
-    }
-
-    /// The record's description from its lexicon document, if it has one.
-    pub fn record_description(&self, nsid: &str) -> Option<&str> {
-        self.records
-            .get(nsid)
-            .map(String::as_str)
-            .filter(|d| !d.is_empty())
+        self.records.contains(nsid)
     }
 
     /// Checks a record against the record definition of `collection`: `$type` must equal the

@@ -1,7 +1,7 @@
 //! The lexicon documents parsed into a typed tree, references made absolute.
 
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 /// A lexicon document that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -208,7 +208,7 @@ fn strings(value: &Value) -> Vec<String> {
 pub(crate) fn load_document(
     text: &str,
     defs: &mut HashMap<String, Def>,
-    records: &mut BTreeMap<String, String>,
+    records: &mut BTreeSet<String>,
 ) -> Result<(), LexiconError> {
     let doc: Value = serde_json::from_str(text).map_err(|e| LexiconError::Json(e.to_string()))?;
     let id = doc
@@ -234,11 +234,7 @@ pub(crate) fn load_document(
             if name != "main" {
                 return Err(context.invalid("a record definition must be main"));
             }
-            let description = value
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            records.insert(id.to_string(), description.to_string());
+            records.insert(id.to_string());
         }
         defs.insert(key, def);
     }
