@@ -16,6 +16,7 @@ pub use error::ApiError;
 pub use metrics::HttpMetrics;
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::routing::get;
 use cache::ResponseCache;
 use prometheus_client::registry::Registry;
@@ -45,7 +46,7 @@ pub(crate) struct AppState {
     pub cache: ResponseCache,
     pub metrics: HttpMetrics,
     pub registry: Registry,
-    pub openapi: String,
+    pub openapi: Bytes,
 }
 
 /// Builds the router. `registry` holds the metrics of other layers (ingest); the server adds
@@ -53,7 +54,7 @@ pub(crate) struct AppState {
 pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
     let metrics = HttpMetrics::default();
     metrics.register(&mut registry);
-    let openapi = openapi::document(&config.queries, &config.version).to_string();
+    let openapi = Bytes::from(openapi::document(&config.queries, &config.version).to_string());
     let state = Arc::new(AppState {
         catalog: config.catalog,
         queries: config.queries,

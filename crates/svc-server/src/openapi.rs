@@ -2,20 +2,17 @@
 //! lists exactly the routes the server built.
 
 use crate::AppState;
+use crate::list::json_response;
+use crate::params::{DEFAULT_LIMIT, MAX_LIMIT};
 use axum::extract::State;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use svc_catalog::QuerySet;
 use svc_catalog::spec::{ParamDef, ParamType};
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        state.openapi.clone(),
-    )
-        .into_response()
+    json_response(state.openapi.clone())
 }
 
 fn parameter(param: &ParamDef) -> Value {
@@ -37,7 +34,7 @@ fn parameter(param: &ParamDef) -> Value {
 fn paging_parameters() -> Vec<Value> {
     vec![
         json!({"name": "limit", "in": "query", "required": false, "description": "Items per page.",
-               "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}}),
+               "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}}),
         json!({"name": "offset", "in": "query", "required": false, "description": "Items to skip; not with cursor.",
                "schema": {"type": "integer", "minimum": 0, "default": 0}}),
         json!({"name": "cursor", "in": "query", "required": false,
