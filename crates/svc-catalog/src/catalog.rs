@@ -100,7 +100,7 @@ impl AccountStatus {
 }
 
 /// One page request of a list query.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PageRequest {
     pub limit: u32,
     pub offset: u64,

@@ -12,14 +12,14 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::ApiError;
+use svc_catalog::PageRequest;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct CacheKey {
     pub query: usize,
     pub key: String,
-    pub limit: u32,
-    pub offset: u64,
-    pub after: Option<String>,
+    /// The page, for list answers.
+    pub page: Option<PageRequest>,
 }
 
 /// One encoded answer, in the forms asked for so far.
@@ -73,8 +73,11 @@ pub(crate) struct Ticket<'a> {
 }
 
 impl Ticket<'_> {
-    pub fn flight(&self) -> Option<&Flight> {
-        self.flight.as_ref()
+    pub fn flight(&self) -> &Flight {
+        // `Some` from `join` until `drop`, which takes it only to count what is left.
+        self.flight
+            .as_ref()
+            .expect("a ticket holds its flight until dropped")
     }
 }
 
@@ -189,9 +192,11 @@ mod tests {
         CacheKey {
             query: 0,
             key: String::new(),
-            limit: 100,
-            offset: n,
-            after: None,
+            page: Some(PageRequest {
+                limit: 100,
+                offset: n,
+                after: None,
+            }),
         }
     }
 

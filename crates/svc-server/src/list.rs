@@ -11,7 +11,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use svc_catalog::{Page, PageRequest};
+use svc_catalog::Page;
 
 pub(crate) async fn serve(
     State(state): State<Arc<AppState>>,
@@ -92,37 +92,26 @@ async fn answer(
     let args = query
         .bind(|name| params.get(name).ok().flatten())
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    let key = query.lookup_key(&args);
     let cache_key = CacheKey {
         query: position,
-        key,
-        limit: paging.limit,
-        offset: paging.offset,
-        after: paging.after.clone(),
-    };
-    // Read the version before the catalog: a change committed meanwhile makes this entry stale.
-    let version = state.catalog.clock().key_version(position, &cache_key.key);
-    let request = PageRequest {
-        limit: paging.limit,
-        offset: paging.offset,
-        after: paging.after.clone(),
+        key: query.lookup_key(&args),
+        page: Some(paging),
     };
     let answers = &state.metrics.answers;
     if !state.cache.enabled() {
         answers.built.inc();
-        return build(state, position, &cache_key, request).await;
+        return build(state, &cache_key).await;
     }
+    // Read the version before the catalog: a change committed meanwhile makes this entry stale.
+    let version = state.catalog.clock().key_version(position, &cache_key.key);
     if let Some(answer) = state.cache.get(&cache_key, version) {
         answers.hit.inc();
         return Ok(answer);
     }
     let ticket = state.cache.join(&cache_key, version);
-    let Some(flight) = ticket.flight() else {
-        answers.built.inc();
-        return build(state, position, &cache_key, request).await;
-    };
     let mut outcome = &answers.shared;
-    let answer = flight
+    let answer = ticket
+        .flight()
         .get_or_init(|| async {
             // A flight that ended just before this one began left its answer in the cache.
             if let Some(answer) = state.cache.get(&cache_key, version) {
@@ -130,7 +119,7 @@ async fn answer(
                 return Ok(answer);
             }
             outcome = &answers.built;
-            let answer = build(state, position, &cache_key, request).await?;
+            let answer = build(state, &cache_key).await?;
             state
                 .cache
                 .put(cache_key.clone(), version, Arc::clone(&answer));
@@ -142,16 +131,14 @@ async fn answer(
     answer
 }
 
-async fn build(
-    state: &AppState,
-    position: usize,
-    cache_key: &CacheKey,
-    request: PageRequest,
-) -> Result<Arc<Answer>, ApiError> {
+async fn build(state: &AppState, cache_key: &CacheKey) -> Result<Arc<Answer>, ApiError> {
+    let Some(request) = cache_key.page.clone() else {
+        return Err(ApiError::Internal("a list answer without a page".into()));
+    };
     let (limit, offset) = (request.limit, request.offset);
     let page = state
         .catalog
-        .list(position, cache_key.key.clone(), request)
+        .list(cache_key.query, cache_key.key.clone(), request)
         .await?;
     let body = encode(&page, limit, offset);
     // Only an answer the cache keeps is worth compressing: it is compressed once.

@@ -3,6 +3,7 @@
 
 use crate::ApiError;
 use base64::Engine;
+use svc_catalog::PageRequest;
 
 pub(crate) const DEFAULT_LIMIT: u32 = 100;
 pub(crate) const MAX_LIMIT: u32 = 1000;
@@ -43,14 +44,7 @@ fn unsigned(name: &str, value: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::InvalidRequest(format!("{name}: too large")))
 }
 
-#[derive(Debug)]
-pub(crate) struct Paging {
-    pub limit: u32,
-    pub offset: u64,
-    pub after: Option<String>,
-}
-
-pub(crate) fn paging(params: &Params) -> Result<Paging, ApiError> {
+pub(crate) fn paging(params: &Params) -> Result<PageRequest, ApiError> {
     let limit = match params.get("limit")? {
         None => DEFAULT_LIMIT,
         Some(value) => {
@@ -80,7 +74,7 @@ pub(crate) fn paging(params: &Params) -> Result<Paging, ApiError> {
         }
         Some(cursor) => Some(decode_cursor(cursor)?),
     };
-    Ok(Paging {
+    Ok(PageRequest {
         limit,
         offset: offset.unwrap_or(0),
         after,
@@ -109,7 +103,7 @@ fn decode_cursor(cursor: &str) -> Result<String, ApiError> {
 mod tests {
     use super::*;
 
-    fn paging_of(query: &str) -> Result<Paging, String> {
+    fn paging_of(query: &str) -> Result<PageRequest, String> {
         paging(&Params::parse(Some(query))).map_err(|e| e.to_string())
     }
 

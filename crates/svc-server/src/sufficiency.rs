@@ -86,9 +86,7 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
     let cache_key = CacheKey {
         query: position,
         key: format!("{}|{}", encode_key(&key_parts), kinds.join(",")),
-        limit: 0,
-        offset: 0,
-        after: None,
+        page: None,
     };
     if let Some(answer) = state.cache.get(&cache_key, version) {
         return Ok(answer.identity.clone());
