@@ -46,14 +46,24 @@ pub struct LiveConfig {
 /// The dictionary Jetstream compresses events with (see `data/README.md`).
 const JETSTREAM_DICTIONARY: &[u8] = include_bytes!("../../data/jetstream-zstd-dictionary");
 
-/// Decompresses one Jetstream event compressed with its dictionary.
-pub fn decompress_jetstream(frame: &[u8]) -> Result<String, String> {
-    let mut decompressor = zstd::bulk::Decompressor::with_dictionary(JETSTREAM_DICTIONARY)
-        .map_err(|e| format!("zstd: {e}"))?;
-    let bytes = decompressor
-        .decompress(frame, MAX_MESSAGE_BYTES)
-        .map_err(|e| format!("zstd: {e}"))?;
-    String::from_utf8(bytes).map_err(|_| "zstd: the event is not UTF-8".to_string())
+/// Decompresses Jetstream events compressed with its dictionary. Made once per connection:
+/// loading the dictionary costs more than decompressing an event.
+struct JetstreamDecompressor(zstd::bulk::Decompressor<'static>);
+
+impl JetstreamDecompressor {
+    fn new() -> Result<JetstreamDecompressor, String> {
+        zstd::bulk::Decompressor::with_dictionary(JETSTREAM_DICTIONARY)
+            .map(JetstreamDecompressor)
+            .map_err(|e| format!("zstd: {e}"))
+    }
+
+    fn decompress(&mut self, frame: &[u8]) -> Result<String, String> {
+        let bytes = self
+            .0
+            .decompress(frame, MAX_MESSAGE_BYTES)
+            .map_err(|e| format!("zstd: {e}"))?;
+        String::from_utf8(bytes).map_err(|_| "zstd: the event is not UTF-8".to_string())
+    }
 }
 
 /// What the live source is doing, for readiness.
@@ -184,6 +194,7 @@ pub async fn run_live(
                     may_catch_up,
                     catching_up: false,
                     ready_lag: config.ready_lag,
+                    zstd: None,
                 };
                 let mut outcome = session.follow(socket, &config, &mut shutdown).await;
                 // A catch-up is settled whenever the connection ends, so the writer is back
@@ -253,12 +264,22 @@ struct Session<'a> {
     /// Changes are being staged into a bulk load.
     catching_up: bool,
     ready_lag: Duration,
+    /// Made at the first compressed event.
+    zstd: Option<JetstreamDecompressor>,
 }
 
 type Applying<'a> =
     Pin<Box<dyn Future<Output = Result<(ApplyReport, Option<i64>), CatalogError>> + Send + 'a>>;
 
 impl Session<'_> {
+    fn decompress(&mut self, frame: &[u8]) -> Result<String, String> {
+        let zstd = match self.zstd.as_mut() {
+            Some(zstd) => zstd,
+            None => self.zstd.insert(JetstreamDecompressor::new()?),
+        };
+        zstd.decompress(frame)
+    }
+
     async fn follow(
         &mut self,
         socket: tokio_tungstenite::WebSocketStream<
@@ -290,7 +311,7 @@ impl Session<'_> {
                         (Message::Binary(bytes), SourceKind::Repos) => Some(decode_frame(bytes)),
                         (Message::Text(text), SourceKind::Jetstream) => Some(jetstream_message(text.as_str())),
                         (Message::Binary(bytes), SourceKind::Jetstream) => {
-                            Some(decompress_jetstream(bytes).and_then(|text| jetstream_message(&text)))
+                            Some(self.decompress(bytes).and_then(|text| jetstream_message(&text)))
                         }
                         (Message::Ping(payload), _) => {
                             let _ = sink.send(Message::Pong(payload.clone())).await;

@@ -8,7 +8,7 @@ mod frames;
 mod live;
 
 pub use frames::decode_frame;
-pub use live::{LiveConfig, LiveStatus, decompress_jetstream, run_live};
+pub use live::{LiveConfig, LiveStatus, run_live};
 
 use crate::event::CommitEvent;
 use svc_catalog::AccountStatus;
