@@ -9,9 +9,9 @@ use std::sync::atomic::AtomicU64;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
-    pub source: String,
+    pub source: &'static str,
     /// `applied`, `stale`, `invalid` or `ignored`.
-    pub outcome: String,
+    pub outcome: &'static str,
 }
 
 #[derive(Debug, Default)]
@@ -65,13 +65,11 @@ impl IngestMetrics {
         );
     }
 
-    pub fn count(&self, source: &str, outcome: &str, n: u64) {
+    /// Static labels: this runs per event on the live path, so it must not allocate.
+    pub fn count(&self, source: &'static str, outcome: &'static str, n: u64) {
         if n > 0 {
             self.events
-                .get_or_create(&EventLabels {
-                    source: source.to_string(),
-                    outcome: outcome.to_string(),
-                })
+                .get_or_create(&EventLabels { source, outcome })
                 .inc_by(n);
         }
     }
