@@ -41,12 +41,12 @@ pub struct SqliteCatalog {
 }
 
 /// Page cache of the write connection (negative: KiB).
-pub(crate) const WRITER_CACHE_KIB: i64 = -32_000;
+const WRITER_CACHE_KIB: i64 = -32_000;
 
 /// Checkpoint every 16,384 pages of WAL (128 MiB with 8 KiB pages) instead of SQLite's 1,000:
 /// hot pages (counts, recent keys) are copied back once per checkpoint, so fewer checkpoints
 /// mean far fewer writes on ingest.
-pub(crate) const WAL_AUTOCHECKPOINT_PAGES: i64 = 16_384;
+const WAL_AUTOCHECKPOINT_PAGES: i64 = 16_384;
 
 pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
@@ -57,10 +57,17 @@ pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // NORMAL in WAL mode: a power cut may lose the last commits, never corrupts; the cursor
     // is committed with the records, so a restart replays exactly what was lost.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    writer_settings(conn)
+}
+
+/// The write connection's settings that a bulk load changes for its duration; it puts them
+/// back with this.
+pub(crate) fn writer_settings(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
-    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    conn.pragma_update(None, "threads", 0)?;
     Ok(())
 }
 
@@ -86,7 +93,8 @@ impl SqliteCatalog {
         if writer::recover_interrupted_bulk(&conn)? {
             tracing::warn!(db = %path.display(), "an interrupted bulk load was rolled back; the catalog is empty");
         }
-        let qids = writer::register_queries(&mut conn, &queries)?;
+        let inactive = writer::load_inactive(&conn)?;
+        let qids = writer::register_queries(&mut conn, &queries, &inactive)?;
         let shared = Arc::new(Shared {
             queries,
             qids,
@@ -96,7 +104,7 @@ impl SqliteCatalog {
         // holds it back makes them wait (busy timeout) instead of failing on a stale snapshot.
         conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
         let (sender, receiver) = mpsc::channel();
-        let writer = Writer::new(conn, Arc::clone(&shared));
+        let writer = Writer::new(conn, Arc::clone(&shared), inactive);
         thread::Builder::new()
             .name("catalog-writer".into())
             .spawn(move || writer.run(receiver))

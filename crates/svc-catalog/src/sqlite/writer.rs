@@ -74,17 +74,12 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn author_of(uri: &str) -> String {
-    svc_syntax::check_at_uri(uri)
-        .map(|u| u.authority.to_string())
-        .unwrap_or_default()
-}
-
 /// Assigns each query its database id, and (re)builds the keys of queries that are new or
 /// whose definition changed. Keys of queries no longer in the specification are dropped.
 pub(crate) fn register_queries(
     conn: &mut Connection,
     queries: &QuerySet,
+    inactive: &HashSet<String>,
 ) -> CatalogResult<Vec<i64>> {
     let tx = conn.transaction()?;
     let mut qids = Vec::with_capacity(queries.all().len());
@@ -138,9 +133,8 @@ pub(crate) fn register_queries(
         tx.execute("DELETE FROM query_counts WHERE qid = ?1", [qid])?;
         tx.execute("DELETE FROM queries WHERE qid = ?1", [qid])?;
     }
-    let inactive = load_inactive(&tx)?;
     for position in rebuild {
-        rebuild_query(&tx, queries, position, qids[position], &inactive)?;
+        rebuild_query(&tx, queries, position, qids[position], inactive)?;
     }
     tx.commit()?;
     Ok(qids)
@@ -208,14 +202,13 @@ fn rebuild_query(
 }
 
 impl Writer {
-    pub fn new(conn: Connection, shared: Arc<Shared>) -> Writer {
+    pub fn new(conn: Connection, shared: Arc<Shared>, inactive: HashSet<String>) -> Writer {
         let positions = shared
             .qids
             .iter()
             .enumerate()
             .map(|(p, q)| (*q, p))
             .collect();
-        let inactive = load_inactive(&conn).unwrap_or_default();
         Writer {
             conn,
             shared,
@@ -460,7 +453,7 @@ fn apply_change(
                  VALUES (?1, ?2, ?3, ?4, NULL, NULL, '[]', ?5) ON CONFLICT (uri) DO UPDATE SET \
                  rev = excluded.rev, cid = NULL, record = NULL, keys = '[]', indexed_at = excluded.indexed_at",
             )?
-            .execute(params![uri, collection, author_of(uri), rev, now])?;
+            .execute(params![uri, collection, accounts::did_of(uri), rev, now])?;
             &empty
         }
     };
@@ -575,7 +568,7 @@ mod accounts;
 mod bulk;
 pub(crate) use bulk::recover_interrupted as recover_interrupted_bulk;
 
-fn load_inactive(conn: &Connection) -> rusqlite::Result<HashSet<String>> {
+pub(crate) fn load_inactive(conn: &Connection) -> rusqlite::Result<HashSet<String>> {
     let mut stmt = conn.prepare("SELECT did FROM inactive_accounts")?;
     let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
     rows.collect()

@@ -10,7 +10,8 @@
 //! change older than the stored revision is stale. If a bulk load is interrupted, the
 //! catalog (empty before it began) is emptied again at the next start.
 
-use super::{Writer, author_of, now_ms, store_cursor};
+use super::accounts::did_of;
+use super::{Writer, now_ms, store_cursor};
 use crate::{ApplyReport, CatalogResult, Change, CursorPosition};
 use rusqlite::{Connection, ErrorCode, params};
 use std::collections::HashMap;
@@ -122,7 +123,7 @@ impl Writer {
                         } => insert.execute(params![
                             uri,
                             collection,
-                            author_of(uri),
+                            did_of(uri),
                             rev,
                             None::<String>,
                             None::<String>,
@@ -153,21 +154,7 @@ impl Writer {
             return Ok(ApplyReport::default());
         };
         let outcome = self.settle(*load, cursor.as_ref());
-        let restored = self
-            .conn
-            .pragma_update(None, "temp_store", "MEMORY")
-            .and_then(|_| {
-                self.conn.pragma_update(
-                    None,
-                    "wal_autocheckpoint",
-                    super::super::WAL_AUTOCHECKPOINT_PAGES,
-                )
-            })
-            .and_then(|_| self.conn.pragma_update(None, "threads", 0))
-            .and_then(|_| {
-                self.conn
-                    .pragma_update(None, "cache_size", super::super::WRITER_CACHE_KIB)
-            })
+        let restored = super::super::writer_settings(&self.conn)
             .and_then(|_| self.conn.execute_batch("PRAGMA shrink_memory"));
         if outcome.is_err() {
             recover_interrupted(&self.conn)?;
