@@ -145,7 +145,11 @@ pub async fn run_live(
 ) -> Result<(), LiveError> {
     svc_atproto::install_crypto();
     let (kind, endpoint) = source_kind(&config.url).map_err(LiveError::Config)?;
-    let mut cursor = match catalog.cursor(LIVE_SOURCE.to_string()).await? {
+    let stored = catalog.cursor(LIVE_SOURCE.to_string()).await?;
+    // With no cursor stored at all, a source that starts far in the past is a catch-up into
+    // an empty catalog: it is bulk-loaded (see `Session::catch_up`).
+    let mut may_catch_up = stored.is_none();
+    let mut cursor = match stored {
         Some(stored) if stored.endpoint == endpoint || config.force_cursor => {
             stored.cursor.parse().ok()
         }
@@ -158,9 +162,6 @@ pub async fn run_live(
         }
         None => None,
     };
-    // With no cursor stored at all, a source that starts far in the past is a catch-up into
-    // an empty catalog: it is bulk-loaded (see `Session::catch_up`).
-    let mut may_catch_up = catalog.cursor(LIVE_SOURCE.to_string()).await?.is_none();
     let mut backoff = Duration::from_millis(250);
     loop {
         let stopping = *shutdown.borrow();
