@@ -142,22 +142,31 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+impl SqliteCatalog {
+    /// Sends a job to the writer thread and waits for its reply.
+    fn ask<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<CatalogResult<T>>) -> WriteJob,
+    ) -> CatalogFuture<'_, T> {
+        let (reply, answer) = oneshot::channel();
+        let job = job(reply);
+        Box::pin(async move {
+            self.writer.send(job).map_err(|_| CatalogError::Closed)?;
+            answer.await.map_err(|_| CatalogError::Closed)?
+        })
+    }
+}
+
 impl Catalog for SqliteCatalog {
     fn apply(
         &self,
         changes: Vec<Change>,
         cursor: Option<CursorPosition>,
     ) -> CatalogFuture<'_, ApplyReport> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.writer
-                .send(WriteJob::Apply {
-                    changes,
-                    cursor,
-                    reply,
-                })
-                .map_err(|_| CatalogError::Closed)?;
-            answer.await.map_err(|_| CatalogError::Closed)?
+        self.ask(|reply| WriteJob::Apply {
+            changes,
+            cursor,
+            reply,
         })
     }
 
@@ -196,33 +205,15 @@ impl Catalog for SqliteCatalog {
     }
 
     fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.writer
-                .send(WriteJob::Account { did, status, reply })
-                .map_err(|_| CatalogError::Closed)?;
-            answer.await.map_err(|_| CatalogError::Closed)?
-        })
+        self.ask(|reply| WriteJob::Account { did, status, reply })
     }
 
     fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.writer
-                .send(WriteJob::BeginBulk { reply })
-                .map_err(|_| CatalogError::Closed)?;
-            answer.await.map_err(|_| CatalogError::Closed)?
-        })
+        self.ask(|reply| WriteJob::BeginBulk { reply })
     }
 
     fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.writer
-                .send(WriteJob::FinishBulk { cursor, reply })
-                .map_err(|_| CatalogError::Closed)?;
-            answer.await.map_err(|_| CatalogError::Closed)?
-        })
+        self.ask(|reply| WriteJob::FinishBulk { cursor, reply })
     }
 
     fn clock(&self) -> &ChangeClock {
