@@ -37,8 +37,13 @@ impl Ingestor {
         &self.metrics
     }
 
+    /// Whether events of this collection are filed (the others are ignored unread).
+    pub fn wants(&self, collection: &str) -> bool {
+        self.lexicons.is_record_collection(collection)
+    }
+
     pub fn prepare(&self, event: CommitEvent) -> Prepared {
-        if !self.lexicons.is_record_collection(&event.collection) {
+        if !self.wants(&event.collection) {
             return Prepared::Ignored;
         }
         let uri = event.uri();

@@ -13,8 +13,10 @@ fn time_of(body: &Cbor) -> Option<i64> {
         .and_then(svc_syntax::datetime_to_unix_micros)
 }
 
-/// Decodes one binary websocket message of the repository firehose.
-pub fn decode_frame(bytes: &[u8]) -> Result<SourceMessage, String> {
+/// Decodes one binary websocket message of the repository firehose. Records are converted to
+/// JSON only for collections `wanted` says yes to: on a relay, nearly every op is of another
+/// family, and is ignored unread.
+pub fn decode_frame(bytes: &[u8], wanted: impl Fn(&str) -> bool) -> Result<SourceMessage, String> {
     let (header, rest) = dagcbor::decode(bytes).map_err(|e| format!("header: {e}"))?;
     let (body, _) = dagcbor::decode(rest).map_err(|e| format!("body: {e}"))?;
     let op = header
@@ -41,7 +43,7 @@ pub fn decode_frame(bytes: &[u8]) -> Result<SourceMessage, String> {
             .ok_or("event without did")
     };
     let events = match header.get("t").and_then(Cbor::as_str) {
-        Some("#commit") => commit_events(&body, time_us)?,
+        Some("#commit") => commit_events(&body, time_us, wanted)?,
         Some("#account") => {
             let active = body.get("active").and_then(Cbor::as_bool).unwrap_or(true);
             let status =
@@ -70,7 +72,11 @@ pub fn decode_frame(bytes: &[u8]) -> Result<SourceMessage, String> {
     })
 }
 
-fn commit_events(body: &Cbor, time_us: Option<i64>) -> Result<Vec<SourceEvent>, String> {
+fn commit_events(
+    body: &Cbor,
+    time_us: Option<i64>,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<SourceEvent>, String> {
     let repo = body
         .get("repo")
         .and_then(Cbor::as_str)
@@ -114,6 +120,7 @@ fn commit_events(body: &Cbor, time_us: Option<i64>) -> Result<Vec<SourceEvent>, 
         };
         let record_json = match (action, &cid) {
             (Action::Delete, _) => None,
+            _ if !wanted(collection) => None,
             // A record missing from the slice (a `tooBig` commit) reaches validation as
             // invalid rather than being dropped unseen.
             (_, Some(cid)) => blocks

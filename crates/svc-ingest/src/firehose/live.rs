@@ -309,7 +309,7 @@ impl Session<'_> {
                     };
                     last_heard = Instant::now();
                     let decoded = match (&message, self.kind) {
-                        (Message::Binary(bytes), SourceKind::Repos) => Some(decode_frame(bytes)),
+                        (Message::Binary(bytes), SourceKind::Repos) => Some(decode_frame(bytes, |c| self.ingestor.wants(c))),
                         (Message::Text(text), SourceKind::Jetstream) => Some(jetstream_message(text.as_str())),
                         (Message::Binary(bytes), SourceKind::Jetstream) => {
                             Some(self.decompress(bytes).and_then(|text| jetstream_message(&text)))
