@@ -378,18 +378,17 @@ fn apply_change(
     let pending = if hide { &mut hidden } else { pending };
     let now = now_ms();
     let empty = IndexKeys::new();
+    // An upsert's row values (its keys column encoded) are made once for both statements.
+    let mut values = None;
     // A uri never seen before costs one insert, without a lookup first.
     if let Change::Upsert(u) = change {
+        let values = values.insert(upsert_params(u, &shared.qids, now));
         let inserted = tx
             .prepare_cached(
                 "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (uri) DO NOTHING",
             )?
-            .execute(rusqlite::params_from_iter(upsert_params(
-                u,
-                &shared.qids,
-                now,
-            )))?;
+            .execute(rusqlite::params_from_iter(values.iter()))?;
         if inserted == 1 {
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
             let rowid = tx.last_insert_rowid();
@@ -432,13 +431,14 @@ fn apply_change(
     }
     let new_keys = match change {
         Change::Upsert(u) => {
+            let values = values.get_or_insert_with(|| upsert_params(u, &shared.qids, now));
             tx.prepare_cached(
                 "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (uri) DO UPDATE SET \
                  collection = excluded.collection, author = excluded.author, rev = excluded.rev, cid = excluded.cid, \
                  record = excluded.record, keys = excluded.keys, indexed_at = excluded.indexed_at",
             )?
-            .execute(rusqlite::params_from_iter(upsert_params(u, &shared.qids, now)))?;
+            .execute(rusqlite::params_from_iter(values.iter()))?;
             *pending.kind_counts.entry(u.collection.clone()).or_default() += 1;
             &u.keys
         }
