@@ -14,7 +14,7 @@ use crate::{
 };
 use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, mpsc};
 use std::thread;
 use tokio::sync::oneshot;
@@ -27,8 +27,7 @@ impl From<rusqlite::Error> for CatalogError {
 }
 
 pub(crate) struct Shared {
-    pub queries: QuerySet,
-    /// Database id (`queries.qid`) of each query, by position in `queries`.
+    /// Database id (`queries.qid`) of each query, by position in the query set.
     pub qids: Vec<i64>,
     pub clock: ChangeClock,
 }
@@ -37,7 +36,6 @@ pub struct SqliteCatalog {
     shared: Arc<Shared>,
     writer: mpsc::Sender<WriteJob>,
     readers: ReaderPool,
-    path: PathBuf,
 }
 
 /// Page cache of the write connection (negative: KiB).
@@ -96,7 +94,6 @@ impl SqliteCatalog {
         let inactive = writer::load_inactive(&conn)?;
         let qids = writer::register_queries(&mut conn, &queries, &inactive)?;
         let shared = Arc::new(Shared {
-            queries,
             qids,
             clock: ChangeClock::default(),
         });
@@ -115,16 +112,7 @@ impl SqliteCatalog {
             shared,
             writer: sender,
             readers,
-            path: path.to_path_buf(),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn queries(&self) -> &QuerySet {
-        &self.shared.queries
     }
 }
 
