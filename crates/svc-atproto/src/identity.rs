@@ -86,9 +86,10 @@ impl Resolver {
     }
 
     pub fn resolve_did(&self, did: &str) -> AtprotoResult<ResolvedDid> {
-        svc_syntax::check_did(did).map_err(|e| AtprotoError::Invalid(format!("{did}: {e}")))?;
+        // Checks the DID's syntax before anything goes out.
+        let url = did_document_url(did, &self.plc_url)?;
         let method = did.split(':').nth(1).unwrap_or_default().to_string();
-        let document = self.get_json(&did_document_url(did, &self.plc_url)?)?;
+        let document = self.get_json(&url)?;
         if document.get("id").and_then(Value::as_str) != Some(did) {
             return Err(AtprotoError::Invalid(format!(
                 "{did}: the DID document is for another DID"

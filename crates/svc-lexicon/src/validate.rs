@@ -189,18 +189,16 @@ impl<'v> Walker<'_, 'v> {
         if let Some(min) = def.min_length.filter(|m| bytes < *m) {
             return Err(self.fail(format!("shorter than {min} bytes")));
         }
-        if def.max_graphemes.is_some() || def.min_graphemes.is_some() {
-            // A grapheme is at least one byte: count only when the byte length could break a bound.
-            let max_may_break = def.max_graphemes.is_some_and(|m| bytes > m);
-            let min_may_break = def.min_graphemes.is_some();
-            if max_may_break || min_may_break {
-                let graphemes = text.graphemes(true).count() as u64;
-                if let Some(max) = def.max_graphemes.filter(|m| graphemes > *m) {
-                    return Err(self.fail(format!("longer than {max} graphemes")));
-                }
-                if let Some(min) = def.min_graphemes.filter(|m| graphemes < *m) {
-                    return Err(self.fail(format!("shorter than {min} graphemes")));
-                }
+        // A grapheme is at least one byte: count only when the byte length could break a bound.
+        let max_may_break = def.max_graphemes.is_some_and(|m| bytes > m);
+        let min_may_break = def.min_graphemes.is_some();
+        if max_may_break || min_may_break {
+            let graphemes = text.graphemes(true).count() as u64;
+            if let Some(max) = def.max_graphemes.filter(|m| graphemes > *m) {
+                return Err(self.fail(format!("longer than {max} graphemes")));
+            }
+            if let Some(min) = def.min_graphemes.filter(|m| graphemes < *m) {
+                return Err(self.fail(format!("shorter than {min} graphemes")));
             }
         }
         if let Some(format) = &def.format {

@@ -29,22 +29,24 @@ pub fn check_handle(value: &str) -> Result<(), SyntaxError> {
     if labels.len() < 2 {
         return Err(err());
     }
-    for label in &labels {
-        let ok = !label.is_empty()
-            && label.len() <= 63
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            && !label.starts_with('-')
-            && !label.ends_with('-');
-        if !ok {
-            return Err(err());
-        }
+    if !labels.iter().all(|label| dns_label(label)) {
+        return Err(err());
     }
     match labels.last().and_then(|tld| tld.bytes().next()) {
         Some(first) if first.is_ascii_alphabetic() => Ok(()),
         _ => Err(err()),
     }
+}
+
+/// One label of a domain name: 1-63 ASCII letters, digits or hyphens, no hyphen at either end.
+fn dns_label(label: &str) -> bool {
+    !label.is_empty()
+        && label.len() <= 63
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !label.starts_with('-')
+        && !label.ends_with('-')
 }
 
 /// Reversed domain authority plus a name segment: `dev.svc.bounty`.
@@ -58,17 +60,8 @@ pub fn check_nsid(value: &str) -> Result<(), SyntaxError> {
         return Err(err());
     }
     let (name, authority) = segments.split_last().ok_or_else(err)?;
-    for segment in authority {
-        let ok = !segment.is_empty()
-            && segment.len() <= 63
-            && segment
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            && !segment.starts_with('-')
-            && !segment.ends_with('-');
-        if !ok {
-            return Err(err());
-        }
+    if !authority.iter().all(|segment| dns_label(segment)) {
+        return Err(err());
     }
     if authority[0]
         .bytes()
