@@ -5,6 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The query API the data commands ask, unless `--url` names another.
+pub const DEFAULT_URL: &str = "http://localhost:8787";
+/// The PLC directory, unless `--plc-url` or `SVC_PLC_URL` names another.
+pub const DEFAULT_PLC: &str = "https://plc.directory";
 pub const DEFAULT_FIREHOSE: &str = "wss://jetstream2.us-east.bsky.network/subscribe";
 
 #[derive(Debug, Parser)]
@@ -19,7 +23,7 @@ pub struct Cli {
         long,
         global = true,
         env = "SVC_URL",
-        default_value = "http://localhost:8787"
+        default_value = DEFAULT_URL
     )]
     pub url: String,
 
@@ -148,7 +152,7 @@ pub struct ServeArgs {
     #[arg(
         long = "plc-url",
         env = "SVC_PLC_URL",
-        default_value = "https://plc.directory"
+        default_value = DEFAULT_PLC
     )]
     pub plc_url: String,
 

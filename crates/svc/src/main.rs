@@ -37,12 +37,12 @@ fn run(queries: &QuerySet) -> anyhow::Result<()> {
         let url = [sub, &matches]
             .iter()
             .find_map(|m| m.try_get_one::<String>("url").ok().flatten().cloned())
-            .unwrap_or_else(|| "http://localhost:8787".to_string());
+            .unwrap_or_else(|| cli::DEFAULT_URL.to_string());
         return commands::orchestrator::run(&url, queries, sub);
     }
     let cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
     match cli.command {
-        cli::Command::Serve(args) => serve::run(*args),
+        cli::Command::Serve(args) => serve::run(*args, queries),
         cli::Command::Resolve { did } => commands::identity::resolve(&did),
         cli::Command::Fetch { uri } => commands::identity::fetch(&uri),
         cli::Command::Oauth(cli::OauthCommand::Login {

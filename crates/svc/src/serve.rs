@@ -34,13 +34,14 @@ fn init_logging() {
         .try_init();
 }
 
-pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+/// `queries`: the specification `main` loaded (`SVC_SPEC` or the built-in one).
+pub fn run(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
     init_logging();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?
-        .block_on(serve(args))
+        .block_on(serve(args, queries))
 }
 
 async fn shutdown_signal(trigger: watch::Sender<bool>) {
@@ -64,7 +65,7 @@ async fn shutdown_signal(trigger: watch::Sender<bool>) {
     let _ = trigger.send(true);
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
     let live_url = match args.firehose.as_str() {
         "none" => None,
         url => {
@@ -74,13 +75,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Some(url.to_string())
         }
     };
+    // `main` has loaded `SVC_SPEC` (or the built-in one) already; only another file is read.
     let queries = match &args.spec {
-        Some(path) => {
+        Some(path) if Some(path.as_os_str()) != std::env::var_os("SVC_SPEC").as_deref() => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
             QuerySet::load(&text).with_context(|| format!("loading {}", path.display()))?
         }
-        None => QuerySet::embedded(),
+        _ => queries.clone(),
     };
     let db = args.db.clone().unwrap_or_else(default_db);
     let catalog: Arc<dyn Catalog> = Arc::new(

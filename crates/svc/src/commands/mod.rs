@@ -8,9 +8,9 @@ pub mod publish;
 
 use anyhow::Context;
 
-/// The PLC directory: `$SVC_PLC_URL`, default `https://plc.directory`.
+/// The PLC directory: `$SVC_PLC_URL`, else the default.
 pub fn plc_url() -> String {
-    std::env::var("SVC_PLC_URL").unwrap_or_else(|_| "https://plc.directory".to_string())
+    std::env::var("SVC_PLC_URL").unwrap_or_else(|_| crate::cli::DEFAULT_PLC.to_string())
 }
 
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
