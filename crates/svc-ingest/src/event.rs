@@ -6,6 +6,18 @@ pub enum Action {
     Delete,
 }
 
+impl Action {
+    /// The action an operation name (`create`, `update`, `delete`) stands for.
+    pub fn from_operation(name: &str) -> Option<Action> {
+        match name {
+            "create" => Some(Action::Create),
+            "update" => Some(Action::Update),
+            "delete" => Some(Action::Delete),
+            _ => None,
+        }
+    }
+}
+
 /// One record operation from any source, in atproto JSON form.
 #[derive(Debug, Clone)]
 pub struct CommitEvent {

@@ -191,7 +191,6 @@ fn account(
     total.stale += report.stale;
 }
 
-#[allow(clippy::too_many_arguments)]
 fn read_batches(
     path: &Path,
     ingestor: &Ingestor,

@@ -85,12 +85,9 @@ pub fn parse_jetstream_line(text: &str) -> Result<JetstreamLine, String> {
     let rev = commit.rev.ok_or("missing commit.rev")?;
     svc_syntax::check_nsid(&collection).map_err(|e| format!("commit.collection: {e}"))?;
     svc_syntax::check_record_key(&rkey).map_err(|e| format!("commit.rkey: {e}"))?;
-    let action = match commit.operation.ok_or("missing commit.operation")? {
-        "create" => Action::Create,
-        "update" => Action::Update,
-        "delete" => Action::Delete,
-        other => return Err(format!("commit.operation: unknown operation {other}")),
-    };
+    let operation = commit.operation.ok_or("missing commit.operation")?;
+    let action = Action::from_operation(operation)
+        .ok_or_else(|| format!("commit.operation: unknown operation {operation}"))?;
     let record_json = match (action, commit.record) {
         (Action::Delete, _) => None,
         (_, Some(raw)) => Some(raw.get().to_string()),

@@ -108,11 +108,12 @@ fn commit_events(
         {
             continue;
         }
-        let action = match op.get("action").and_then(Cbor::as_str) {
-            Some("create") => Action::Create,
-            Some("update") => Action::Update,
-            Some("delete") => Action::Delete,
-            _ => continue,
+        let Some(action) = op
+            .get("action")
+            .and_then(Cbor::as_str)
+            .and_then(Action::from_operation)
+        else {
+            continue;
         };
         let cid = match op.get("cid") {
             Some(Cbor::Link(cid)) => Some(cid.clone()),
