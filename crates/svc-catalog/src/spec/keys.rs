@@ -26,7 +26,7 @@ pub fn encode_key(parts: &[Option<&str>]) -> String {
     key
 }
 
-fn fold(value: &str, fold_case: bool) -> String {
+pub(crate) fn fold(value: &str, fold_case: bool) -> String {
     if fold_case {
         value.to_ascii_lowercase()
     } else {
@@ -72,15 +72,15 @@ impl Query {
             return Vec::new();
         }
         let mut choices: Vec<Vec<Option<String>>> = Vec::with_capacity(self.def.params.len());
-        for (param, &condition) in self.def.params.iter().zip(&self.param_conditions) {
+        for (index, (param, &condition)) in self
+            .def
+            .params
+            .iter()
+            .zip(&self.param_conditions)
+            .enumerate()
+        {
             let condition = &self.conditions[condition];
-            let fold_case = matches!(
-                condition.test,
-                Test::Equals {
-                    fold_case: true,
-                    ..
-                }
-            );
+            let fold_case = self.folds_case(index);
             let mut values: Vec<Option<String>> = strings_at(&condition.path, record)
                 .map(|s| Some(fold(s, fold_case)))
                 .collect();
@@ -94,7 +94,6 @@ impl Query {
             }
             choices.push(values);
         }
-        let mut keys = vec![String::new()];
         let mut tuples: Vec<Vec<Option<&str>>> = vec![Vec::new()];
         for values in &choices {
             let mut next = Vec::with_capacity(tuples.len() * values.len());
@@ -110,9 +109,8 @@ impl Query {
             }
             tuples = next;
         }
-        if !choices.is_empty() {
-            keys = tuples.iter().map(|t| encode_key(t)).collect();
-        }
+        // No parameters: one empty tuple, whose key is "".
+        let mut keys: Vec<String> = tuples.iter().map(|t| encode_key(t)).collect();
         keys.sort();
         keys.dedup();
         keys

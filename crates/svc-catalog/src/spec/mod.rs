@@ -249,12 +249,18 @@ impl Query {
     }
 
     fn normalize(&self, param: usize, value: &str) -> String {
-        match &self.conditions[self.param_conditions[param]].test {
+        keys::fold(value, self.folds_case(param))
+    }
+
+    /// Whether the parameter's condition compares without regard to ASCII case.
+    pub(crate) fn folds_case(&self, param: usize) -> bool {
+        matches!(
+            self.conditions[self.param_conditions[param]].test,
             Test::Equals {
-                fold_case: true, ..
-            } => value.to_ascii_lowercase(),
-            _ => value.to_string(),
-        }
+                fold_case: true,
+                ..
+            }
+        )
     }
 }
 
