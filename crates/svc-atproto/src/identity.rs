@@ -119,6 +119,20 @@ impl Resolver {
         })
     }
 
+    /// The DID and PDS of an account named by a DID or a handle (an at-uri's authority).
+    pub fn locate(&self, authority: &str) -> AtprotoResult<(String, String)> {
+        let did = if authority.starts_with("did:") {
+            authority.to_string()
+        } else {
+            self.resolve_handle(authority, None)?
+        };
+        let pds = self
+            .resolve_did(&did)?
+            .pds_url
+            .ok_or_else(|| AtprotoError::Invalid(format!("{did} names no PDS (#atproto_pds)")))?;
+        Ok((did, pds))
+    }
+
     /// A handle to its DID: `GET https://<handle>/.well-known/atproto-did`, then DNS TXT
     /// `_atproto.<handle>`. With `service`, that server's `com.atproto.identity.resolveHandle`
     /// is asked instead (a PDS knows its own handles, also ones no DNS knows, like `*.test`).

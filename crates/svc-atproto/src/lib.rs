@@ -9,7 +9,7 @@ mod xrpc;
 pub use identity::{ResolvedDid, Resolver, did_document_url, pds_endpoint};
 pub use reqwest::Url;
 pub use session::{Session, SessionStore, SessionSummary};
-pub use xrpc::{CreatedRecord, Xrpc};
+pub use xrpc::{CreatedRecord, FetchedRecord, Xrpc};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AtprotoError {

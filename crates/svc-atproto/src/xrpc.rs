@@ -15,6 +15,14 @@ pub struct CreatedRecord {
     pub cid: String,
 }
 
+/// What `com.atproto.repo.getRecord` answers: the record's at-uri, its CID and its value.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FetchedRecord {
+    pub uri: String,
+    pub cid: String,
+    pub value: Value,
+}
+
 /// What `createSession` and `refreshSession` answer.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SessionTokens {
@@ -64,14 +72,14 @@ impl Xrpc {
         format!("{}/xrpc/{method}", service.trim_end_matches('/'))
     }
 
-    /// `com.atproto.repo.getRecord`: the record's `value`.
+    /// `com.atproto.repo.getRecord`.
     pub fn get_record(
         &self,
         service: &str,
         repo: &str,
         collection: &str,
         rkey: &str,
-    ) -> AtprotoResult<Value> {
+    ) -> AtprotoResult<FetchedRecord> {
         let url = Self::url(service, "com.atproto.repo.getRecord");
         let address = reqwest::Url::parse_with_params(
             &url,
@@ -79,9 +87,14 @@ impl Xrpc {
         )
         .map_err(|e| AtprotoError::Invalid(e.to_string()))?;
         let body = Self::answer(&url, self.http.get(address).send())?;
-        body.get("value")
-            .cloned()
-            .ok_or_else(|| AtprotoError::Invalid(format!("{url}: no value in the answer")))
+        serde_json::from_value(body)
+            .map_err(|e| AtprotoError::Invalid(format!("{url}: not a record answer: {e}")))
+    }
+
+    /// Any XRPC procedure: POSTs `input` as JSON and returns the answer's body.
+    pub fn procedure(&self, service: &str, method: &str, input: &Value) -> AtprotoResult<Value> {
+        let url = Self::url(service, method);
+        Self::answer(&url, self.http.post(&url).json(input).send())
     }
 
     pub fn create_session(

@@ -10,18 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use svc_catalog::spec::{SUFFICIENCY_QUERY, encode_key};
-
-/// Each verification kind and the `lensProperty` variant that evidences it.
-const KIND_PROPERTIES: &[(&str, &str)] = &[
-    ("roundtrip-test", "dev.svc.defs#lpRoundtrip"),
-    ("property-test", "dev.svc.defs#lpGenerator"),
-    ("formal-proof", "dev.svc.defs#lpTheorem"),
-    ("conformance-test", "dev.svc.defs#lpConformance"),
-    ("static-check", "dev.svc.defs#lpChecker"),
-    ("convergence-preserving", "dev.svc.defs#lpConvergence"),
-    ("coercion-law", "dev.svc.defs#lpCoercionLaw"),
-];
+use svc_catalog::spec::{SUFFICIENCY_QUERY, VERIFICATION_KINDS, encode_key, property_of_kind};
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
     match answer(&state, raw.as_deref()).await {
@@ -56,15 +45,15 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         .map(str::trim)
         .filter(|t| !t.is_empty())
     {
-        let Some((_, variant)) = KIND_PROPERTIES.iter().find(|(k, _)| *k == token) else {
-            let known: Vec<&str> = KIND_PROPERTIES.iter().map(|(k, _)| *k).collect();
+        let Some(variant) = property_of_kind(token) else {
+            let known: Vec<&str> = VERIFICATION_KINDS.iter().map(|(k, _)| *k).collect();
             return Err(ApiError::InvalidRequest(format!(
                 "kinds: unknown verification kind {token:?} (known: {})",
                 known.join(", ")
             )));
         };
         kinds.push(token.to_string());
-        variants.push(*variant);
+        variants.push(variant);
     }
     let position = state
         .queries

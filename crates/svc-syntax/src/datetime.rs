@@ -51,6 +51,14 @@ pub fn datetime_to_unix_micros(value: &str) -> Option<i64> {
 }
 
 /// An atproto datetime (UTC, microseconds) for a time since the Unix epoch.
+/// Now, in microseconds since the Unix epoch (0 on a clock set before it).
+pub fn now_unix_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
 pub fn format_unix_micros(micros: i64) -> String {
     let seconds = micros.div_euclid(1_000_000);
     let fraction = micros.rem_euclid(1_000_000);

@@ -8,7 +8,7 @@ mod datetime;
 mod identifiers;
 mod tid;
 
-pub use datetime::{check_datetime, datetime_to_unix_micros, format_unix_micros};
+pub use datetime::{check_datetime, datetime_to_unix_micros, format_unix_micros, now_unix_micros};
 pub use identifiers::{
     AtUri, check_at_uri, check_cid, check_did, check_handle, check_language, check_nsid,
     check_record_key, check_uri,

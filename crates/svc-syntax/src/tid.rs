@@ -1,6 +1,5 @@
 use crate::SyntaxError;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 const ALPHABET: &[u8; 32] = b"234567abcdefghijklmnopqrstuvwxyz";
 
@@ -35,11 +34,7 @@ impl TidGenerator {
     }
 
     pub fn next_tid(&self) -> String {
-        let now_us = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as u64)
-            .unwrap_or(0)
-            & ((1 << 53) - 1);
+        let now_us = crate::now_unix_micros() as u64 & ((1 << 53) - 1);
         let mut previous = self.last.load(Ordering::Relaxed);
         let micros = loop {
             let candidate = now_us.max(previous + 1);

@@ -56,7 +56,13 @@ mod tests {
     fn a_json_array_has_no_lines() {
         let corpus = parse_corpus(" [{\"text\":\"a\"}, {\"text\":\"b\"}]").unwrap();
         assert_eq!(corpus.len(), 2);
-        assert_eq!(corpus[1].place, CorpusPlace { index: 1, line: None });
+        assert_eq!(
+            corpus[1].place,
+            CorpusPlace {
+                index: 1,
+                line: None
+            }
+        );
         assert_eq!(corpus[1].value["text"], "b");
     }
 
@@ -64,7 +70,13 @@ mod tests {
     fn json_lines_skip_blank_lines_and_keep_line_numbers() {
         let corpus = parse_corpus("{\"text\":\"a\"}\n\n  \n{\"text\":\"b\"}\n").unwrap();
         assert_eq!(corpus.len(), 2);
-        assert_eq!(corpus[1].place, CorpusPlace { index: 1, line: Some(4) });
+        assert_eq!(
+            corpus[1].place,
+            CorpusPlace {
+                index: 1,
+                line: Some(4)
+            }
+        );
     }
 
     #[test]

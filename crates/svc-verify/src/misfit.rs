@@ -76,9 +76,7 @@ fn walk(schema: &Schema, vertex: &str, value: &Value, path: &str, found: &mut Ve
                 }
                 match edges.iter().find(|e| label(e) == key) {
                     Some(edge) => walk(schema, &edge.tgt, child, &format!("{path}.{key}"), found),
-                    None => found.push(format!(
-                        "{path}.{key}: a key the schema does not declare"
-                    )),
+                    None => found.push(format!("{path}.{key}: a key the schema does not declare")),
                 }
             }
         }

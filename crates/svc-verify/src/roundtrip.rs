@@ -63,15 +63,14 @@ impl Roundtrip {
         place: CorpusPlace,
         record: &Value,
     ) -> Result<Option<Difference>, VerifyError> {
-        let restored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.restore(record, true)
-        }))
-        .unwrap_or_else(|_| Err((Step::Put, "the lens runtime panicked".to_string())))
-        .map_err(|(step, message)| VerifyError::Record {
-            record: place,
-            step,
-            message,
-        })?;
+        let restored =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.restore(record, true)))
+                .unwrap_or_else(|_| Err((Step::Put, "the lens runtime panicked".to_string())))
+                .map_err(|(step, message)| VerifyError::Record {
+                    record: place,
+                    step,
+                    message,
+                })?;
         Ok(first_difference(record, &restored))
     }
 

@@ -113,10 +113,7 @@ pub fn static_check(
     }
     let protocol = resolve_protocol(&source.protocol, supplied).unwrap_or_default();
     let derived = lens.instantiate(&source.schema, &protocol)?.tgt_schema;
-    let (derived, published) = (
-        canonical_digest(&derived),
-        canonical_digest(&target.schema),
-    );
+    let (derived, published) = (canonical_digest(&derived), canonical_digest(&target.schema));
     if derived != published {
         report.failures.push(format!(
             "the lens derives a target schema with digest {}, the published target schema's is {}",

@@ -93,7 +93,11 @@ fn a_rename_on_a_two_field_record_holds() {
     let roundtrip = Roundtrip::new(&lens, &source, &target, &Protocol::default()).unwrap();
     for i in 0..50 {
         let record = json!({"text": format!("text {i}"), "createdAt": format!("2026-01-0{}T00:00:00Z", i % 9 + 1)});
-        assert_eq!(roundtrip.check(place(i), &record).unwrap(), None, "{record}");
+        assert_eq!(
+            roundtrip.check(place(i), &record).unwrap(),
+            None,
+            "{record}"
+        );
     }
 }
 
@@ -120,7 +124,11 @@ fn blobs_that_do_not_decode_are_errors() {
         assert!(error.to_string().starts_with("unparseable lens blob"));
     }
     let error = SchemaBlob::decode(&json!({"blob": {"vertices": 3}}), "target").unwrap_err();
-    assert!(error.to_string().starts_with("unparseable target schema blob"));
+    assert!(
+        error
+            .to_string()
+            .starts_with("unparseable target schema blob")
+    );
 }
 
 #[test]
@@ -169,7 +177,10 @@ fn the_static_check_fails_on_another_target_or_a_wrong_hash() {
     let other_target = fixture("lossy-target-schema-record.json");
     let report = check(&lens, &source, &other_target);
     assert_eq!(report.result(), "falsified");
-    assert!(report.failures[0].contains("derives a target schema"), "{report:?}");
+    assert!(
+        report.failures[0].contains("derives a target schema"),
+        "{report:?}"
+    );
 
     let mut tampered = lens.clone();
     tampered["objectHash"] = json!("00".repeat(32));

@@ -56,6 +56,10 @@ pub enum Command {
     /// Build encounter records.
     #[command(subcommand)]
     Encounter(EncounterCommand),
+    /// Check a schema lens and print the verification record (exit 0 holds, 1 falsified or
+    /// inconclusive, 2 error).
+    #[command(subcommand)]
+    Verify(VerifyCommand),
     /// Print a shell completion script.
     Completions { shell: clap_complete::Shell },
     /// Print the version.
@@ -123,6 +127,77 @@ pub struct EncounterArgs {
     /// Ask one free-text line instead of the structured use.
     #[arg(long = "text-only", alias = "text_only")]
     pub text_only: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VerifyCommand {
+    /// Every corpus record survives get then put (the view written as JSON and read back).
+    #[command(name = "roundtrip-test")]
+    RoundtripTest {
+        #[command(flatten)]
+        lens: LensArgs,
+        /// JSON array or JSON Lines file of source records [default: one record, {"text":""}].
+        #[arg(long)]
+        corpus: Option<PathBuf>,
+    },
+    /// `--budget` round-trip cases, case i on corpus record i mod (corpus size).
+    #[command(name = "property-test")]
+    PropertyTest {
+        #[command(flatten)]
+        lens: LensArgs,
+        /// JSON array or JSON Lines file of source records.
+        #[arg(long)]
+        corpus: PathBuf,
+        /// How many cases run (at least 1).
+        #[arg(long, default_value_t = 100)]
+        budget: u64,
+    },
+    /// The lens derives the published target schema, the object hashes match, and both schemas
+    /// satisfy their protocol.
+    #[command(name = "static-check")]
+    StaticCheck {
+        #[command(flatten)]
+        lens: LensArgs,
+        /// A panproto Protocol as JSON, for schemas naming a protocol other than the open
+        /// default "" (without it such a check is inconclusive).
+        #[arg(long)]
+        protocol: Option<PathBuf>,
+    },
+    /// Ask a version-control service whether the lens keeps a standard's coercion laws.
+    #[command(name = "coercion-law")]
+    CoercionLaw {
+        #[command(flatten)]
+        lens: LensArgs,
+        /// Base address of the service answering dev.panproto.translate.verifyCoercionLaws.
+        #[arg(long = "vcs-url", alias = "vcs_url")]
+        vcs_url: String,
+        /// The standard whose laws are checked (at most 256 characters).
+        #[arg(long)]
+        standard: String,
+        /// The standard's version (at most 64 characters).
+        #[arg(long = "version")]
+        standard_version: Option<String>,
+        /// Violations tolerated before the check is falsified [default: none].
+        #[arg(long = "violation-threshold", alias = "violation_threshold")]
+        violation_threshold: Option<u64>,
+    },
+}
+
+/// What every verification runner takes.
+#[derive(Debug, Args)]
+pub struct LensArgs {
+    /// at-uri of the dev.panproto.schema.lens record.
+    #[arg(long)]
+    pub lens: String,
+    /// Read the lens and its schemas from this PDS [default: each record's author's PDS].
+    #[arg(long = "pds-url", alias = "pds_url")]
+    pub pds_url: Option<String>,
+    /// The verifier's DID [default: the stored session's, when exactly one is stored].
+    #[arg(long = "verifier-did", alias = "verifier_did")]
+    pub verifier_did: Option<String>,
+    /// Also publish the verification record with the verifier's stored session.
+    #[arg(long)]
+    pub publish: bool,
 }
 
 #[derive(Debug, Args)]

@@ -7,7 +7,7 @@ mod serve;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
-use commands::UsageError;
+use commands::{RunnerError, UsageError};
 use std::process::ExitCode;
 use svc_catalog::QuerySet;
 
@@ -23,7 +23,7 @@ fn command(queries: &QuerySet) -> clap::Command {
     })
 }
 
-fn run(queries: &QuerySet) -> anyhow::Result<()> {
+fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
     let matches = match command(queries).try_get_matches() {
         Ok(matches) => matches,
         Err(error) => {
@@ -38,9 +38,12 @@ fn run(queries: &QuerySet) -> anyhow::Result<()> {
             .iter()
             .find_map(|m| m.try_get_one::<String>("url").ok().flatten().cloned())
             .unwrap_or_else(|| cli::DEFAULT_URL.to_string());
-        return commands::orchestrator::run(&url, queries, sub);
+        return commands::orchestrator::run(&url, queries, sub).map(|()| ExitCode::SUCCESS);
     }
     let cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
+    if let cli::Command::Verify(command) = &cli.command {
+        return commands::verify::run(command);
+    }
     match cli.command {
         cli::Command::Serve(args) => serve::run(*args, queries),
         cli::Command::Resolve { did } => commands::identity::resolve(&did),
@@ -62,12 +65,13 @@ fn run(queries: &QuerySet) -> anyhow::Result<()> {
             std::io::Write::write_all(&mut std::io::stdout(), &script)
                 .context("writing the completion script")
         }
-        cli::Command::Orchestrator => Ok(()),
+        cli::Command::Orchestrator | cli::Command::Verify(_) => Ok(()),
         cli::Command::Version => {
             println!("svc {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
     }
+    .map(|()| ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
@@ -90,10 +94,11 @@ fn main() -> ExitCode {
         None => QuerySet::embedded(),
     };
     match run(&queries) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::from(if error.is::<UsageError>() { 2 } else { 1 })
+            let usage_or_no_verdict = error.is::<UsageError>() || error.is::<RunnerError>();
+            ExitCode::from(if usage_or_no_verdict { 2 } else { 1 })
         }
     }
 }

@@ -2,8 +2,8 @@
 //! serve until SIGINT or SIGTERM.
 
 use crate::cli::ServeArgs;
+use crate::commands::progress_bar;
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use prometheus_client::registry::Registry;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -218,19 +218,6 @@ async fn finish(server: tokio::task::JoinHandle<std::io::Result<()>>) -> anyhow:
         .context("the server task failed")?
         .context("serving HTTP")?;
     Ok(())
-}
-
-/// A progress bar on a terminal; hidden otherwise (logs and summaries say the rest).
-fn progress_bar(template: &str, message: String) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.set_message(message);
-    bar
 }
 
 async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> anyhow::Result<()> {

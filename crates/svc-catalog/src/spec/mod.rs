@@ -35,6 +35,26 @@ const INTERNAL_SPEC: &str = r#"{"version":1,"queries":[{
 /// The name of the internal sufficiency index.
 pub const SUFFICIENCY_QUERY: &str = "verificationsSufficiency";
 
+/// Each verification kind and the `lensProperty` variant that evidences it: what a
+/// verification of that kind carries as `property`, and what sufficiency looks for.
+pub const VERIFICATION_KINDS: &[(&str, &str)] = &[
+    ("roundtrip-test", "dev.svc.defs#lpRoundtrip"),
+    ("property-test", "dev.svc.defs#lpGenerator"),
+    ("formal-proof", "dev.svc.defs#lpTheorem"),
+    ("conformance-test", "dev.svc.defs#lpConformance"),
+    ("static-check", "dev.svc.defs#lpChecker"),
+    ("convergence-preserving", "dev.svc.defs#lpConvergence"),
+    ("coercion-law", "dev.svc.defs#lpCoercionLaw"),
+];
+
+/// The `lensProperty` variant of a verification kind.
+pub fn property_of_kind(kind: &str) -> Option<&'static str> {
+    VERIFICATION_KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, variant)| *variant)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("query specification: {0}")]
 pub struct SpecError(pub String);

@@ -76,12 +76,7 @@ pub struct LiveStatus {
     last_pong_us: AtomicI64,
 }
 
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
-}
+use svc_syntax::now_unix_micros as now_us;
 
 impl LiveStatus {
     /// CONTRACT "Caught up": connected, and either the newest event is recent, or nothing is

@@ -61,7 +61,9 @@ pub fn record(args: &EncounterArgs) -> anyhow::Result<()> {
         let action = match &args.action_vocab {
             Some(vocab) => {
                 check_uri("action-vocab", vocab)?;
-                let record = super::identity::fetch_value(vocab, None)?;
+                let record = super::identity::RecordFetcher::new(None)?
+                    .fetch(vocab)?
+                    .value;
                 let actions: Vec<(String, String)> = record
                     .get("actions")
                     .and_then(Value::as_array)
@@ -119,10 +121,7 @@ pub fn record(args: &EncounterArgs) -> anyhow::Result<()> {
             usage.insert("actor".into(), Value::String(actor));
         }
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0);
+    let now = svc_syntax::now_unix_micros();
     let mut encounter = json!({
         "$type": "dev.svc.encounter",
         "lens": {"uri": args.lens},
@@ -135,7 +134,7 @@ pub fn record(args: &EncounterArgs) -> anyhow::Result<()> {
     if let Some(target) = &args.target_schema {
         encounter["targetSchema"] = json!({"uri": target});
     }
-    let encounter = super::publish::prepare("dev.svc.encounter", encounter)?;
+    let encounter = super::record::prepare("dev.svc.encounter", encounter)?;
     print_json(&encounter)
 }
 

@@ -1,8 +1,10 @@
-//! `svc resolve` and `svc fetch`.
+//! `svc resolve` and `svc fetch`, and the record fetcher every command that reads records
+//! shares.
 
 use super::{UsageError, plc_url, print_json};
-use anyhow::Context;
-use svc_atproto::{Resolver, Xrpc, http_client};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use svc_atproto::{FetchedRecord, Resolver, Xrpc, http_client};
 
 pub fn resolve(did: &str) -> anyhow::Result<()> {
     if svc_syntax::check_did(did).is_err() {
@@ -12,38 +14,61 @@ pub fn resolve(did: &str) -> anyhow::Result<()> {
     print_json(&resolver.resolve_did(did)?)
 }
 
-/// The DID and PDS of an at-uri's authority (a handle is resolved to its DID first).
-pub fn locate(resolver: &Resolver, authority: &str) -> anyhow::Result<(String, String)> {
-    let did = if authority.starts_with("did:") {
-        authority.to_string()
-    } else {
-        resolver.resolve_handle(authority, None)?
-    };
-    let resolved = resolver.resolve_did(&did)?;
-    let pds = resolved
-        .pds_url
-        .with_context(|| format!("{did} names no PDS (#atproto_pds)"))?;
-    Ok((did, pds))
+/// Fetches records by at-uri from their authors' PDSes (`$SVC_PLC_URL` resolves DIDs), or
+/// all from one PDS. Each authority is located once, however many records name it.
+pub struct RecordFetcher {
+    resolver: Resolver,
+    xrpc: Xrpc,
+    pds: Option<String>,
+    located: RefCell<HashMap<String, (String, String)>>,
 }
 
-/// The value of the record at an at-uri, from its author's PDS (or `pds` when given).
-pub fn fetch_value(uri: &str, pds: Option<&str>) -> anyhow::Result<serde_json::Value> {
-    let parsed = svc_syntax::check_at_uri(uri).map_err(|e| UsageError(format!("{uri}: {e}")))?;
-    let (Some(collection), Some(rkey)) = (parsed.collection, parsed.rkey) else {
-        return Err(UsageError(format!(
-            "{uri}: a record's at-uri has a collection and a record key"
-        ))
-        .into());
-    };
-    let http = http_client()?;
-    let resolver = Resolver::new(http.clone(), &plc_url());
-    let (did, service) = match pds {
-        Some(pds) => (parsed.authority.to_string(), pds.to_string()),
-        None => locate(&resolver, parsed.authority)?,
-    };
-    Ok(Xrpc::new(http).get_record(&service, &did, collection, rkey)?)
+impl RecordFetcher {
+    /// With `pds`, every record is read from that server (a handle is resolved by it too).
+    pub fn new(pds: Option<&str>) -> anyhow::Result<RecordFetcher> {
+        let http = http_client()?;
+        Ok(RecordFetcher {
+            resolver: Resolver::new(http.clone(), &plc_url()),
+            xrpc: Xrpc::new(http),
+            pds: pds.map(str::to_string),
+            located: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// The DID and PDS of an at-uri's authority.
+    fn locate(&self, authority: &str) -> anyhow::Result<(String, String)> {
+        if let Some(found) = self.located.borrow().get(authority) {
+            return Ok(found.clone());
+        }
+        let found = match &self.pds {
+            Some(pds) if authority.starts_with("did:") => (authority.to_string(), pds.clone()),
+            Some(pds) => (
+                self.resolver.resolve_handle(authority, Some(pds))?,
+                pds.clone(),
+            ),
+            None => self.resolver.locate(authority)?,
+        };
+        self.located
+            .borrow_mut()
+            .insert(authority.to_string(), found.clone());
+        Ok(found)
+    }
+
+    /// The record at an at-uri: its uri, CID and value.
+    pub fn fetch(&self, uri: &str) -> anyhow::Result<FetchedRecord> {
+        let parsed =
+            svc_syntax::check_at_uri(uri).map_err(|e| UsageError(format!("{uri}: {e}")))?;
+        let (Some(collection), Some(rkey)) = (parsed.collection, parsed.rkey) else {
+            return Err(UsageError(format!(
+                "{uri}: a record's at-uri has a collection and a record key"
+            ))
+            .into());
+        };
+        let (did, service) = self.locate(parsed.authority)?;
+        Ok(self.xrpc.get_record(&service, &did, collection, rkey)?)
+    }
 }
 
 pub fn fetch(uri: &str) -> anyhow::Result<()> {
-    print_json(&fetch_value(uri, None)?)
+    print_json(&RecordFetcher::new(None)?.fetch(uri)?.value)
 }

@@ -38,14 +38,7 @@ pub fn login(
     let http = http_client()?;
     let pds = match pds_url {
         Some(url) => url,
-        None => {
-            let resolver = Resolver::new(http.clone(), &plc_url());
-            let did = resolver.resolve_handle(handle, None)?;
-            resolver
-                .resolve_did(&did)?
-                .pds_url
-                .with_context(|| format!("{did} names no PDS"))?
-        }
+        None => Resolver::new(http.clone(), &plc_url()).locate(handle)?.1,
     };
     let tokens = Xrpc::new(http)
         .create_session(&pds, handle, &password)

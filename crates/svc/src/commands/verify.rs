@@ -1,0 +1,426 @@
+//! `svc verify roundtrip-test | property-test | static-check | coercion-law`: fetch the lens
+//! and its schemas once, run the check, print the `dev.svc.verification` record, and exit 0
+//! only when it holds (1 falsified or inconclusive, 2 when no verdict could be reached).
+
+use super::identity::RecordFetcher;
+use super::record::{create, new_rkey, prepare, session_for};
+use super::{RunnerError, UsageError, print_json, progress_bar};
+use crate::cli::{LensArgs, VerifyCommand};
+use anyhow::Context;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use svc_atproto::{FetchedRecord, SessionStore, Xrpc, http_client};
+use svc_catalog::spec::property_of_kind;
+use svc_verify::{
+    CorpusPlace, CorpusRecord, LensBlob, Protocol, PublishedLens, Roundtrip, SchemaBlob, misfits,
+    parse_corpus, resolve_protocol, static_check,
+};
+
+const LENS_COLLECTION: &str = "dev.panproto.schema.lens";
+const VERIFICATION: &str = "dev.svc.verification";
+const COERCION_METHOD: &str = "dev.panproto.translate.verifyCoercionLaws";
+
+/// What a runner concluded, and what stderr should say about it.
+struct Verdict {
+    property: Value,
+    result: &'static str,
+    notes: Vec<String>,
+}
+
+pub fn run(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
+    run_checked(command).map_err(|error| {
+        if error.is::<UsageError>() {
+            error
+        } else {
+            RunnerError(format!("{error:#}")).into()
+        }
+    })
+}
+
+fn lens_args(command: &VerifyCommand) -> (&LensArgs, &'static str) {
+    match command {
+        VerifyCommand::RoundtripTest { lens, .. } => (lens, "roundtrip-test"),
+        VerifyCommand::PropertyTest { lens, .. } => (lens, "property-test"),
+        VerifyCommand::StaticCheck { lens, .. } => (lens, "static-check"),
+        VerifyCommand::CoercionLaw { lens, .. } => (lens, "coercion-law"),
+    }
+}
+
+fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
+    let (args, kind) = lens_args(command);
+    let verifier = verifier_did(args.verifier_did.as_deref())?;
+    check_lens_uri(&args.lens)?;
+    let fetcher = RecordFetcher::new(args.pds_url.as_deref())?;
+    let (lens, verdict) = match command {
+        VerifyCommand::RoundtripTest { corpus, .. } => {
+            let corpus = match corpus {
+                Some(path) => read_corpus(path)?,
+                None => default_corpus(),
+            };
+            let property = json!({
+                "$type": property_variant(kind)?,
+                "domain": format!("corpus of {} record(s)", corpus.len()),
+            });
+            let published = Published::fetch(&fetcher, &args.lens)?;
+            let verdict = roundtrip_test(&published, &corpus, corpus.len() as u64, property)?;
+            (published.lens, verdict)
+        }
+        VerifyCommand::PropertyTest { corpus, budget, .. } => {
+            if *budget == 0 {
+                return Err(UsageError("--budget must be at least 1".into()).into());
+            }
+            let corpus = read_corpus(corpus)?;
+            let property = json!({
+                "$type": property_variant(kind)?,
+                "spec": format!(
+                    "budget {budget}: case i round-trips corpus record i mod {}",
+                    corpus.len()
+                ),
+                "runner": "svc-verify",
+            });
+            let published = Published::fetch(&fetcher, &args.lens)?;
+            let verdict = roundtrip_test(&published, &corpus, *budget, property)?;
+            (published.lens, verdict)
+        }
+        VerifyCommand::StaticCheck { protocol, .. } => {
+            let supplied = protocol.as_deref().map(read_protocol).transpose()?;
+            let published = Published::fetch(&fetcher, &args.lens)?;
+            let verdict = static_verdict(&published, supplied.as_ref())?;
+            (published.lens, verdict)
+        }
+        VerifyCommand::CoercionLaw {
+            vcs_url,
+            standard,
+            standard_version,
+            violation_threshold,
+            ..
+        } => {
+            let law = CoercionLaw {
+                standard,
+                version: standard_version.as_deref(),
+                threshold: *violation_threshold,
+            };
+            law.check_flags()?;
+            let lens = fetcher.fetch(&args.lens)?;
+            let verdict = law.ask(vcs_url, &args.lens)?;
+            (lens, verdict)
+        }
+    };
+    let record = prepare(
+        VERIFICATION,
+        json!({
+            "lens": {"uri": lens.uri, "cid": {"$link": lens.cid}},
+            "kind": kind,
+            "verifier": verifier,
+            "tool": {"name": format!("svc-verify/{kind}"), "version": env!("CARGO_PKG_VERSION")},
+            "property": verdict.property,
+            "result": verdict.result,
+            "occurredAt": svc_syntax::format_unix_micros(svc_syntax::now_unix_micros()),
+        }),
+    )?;
+    print_json(&record)?;
+    for note in &verdict.notes {
+        eprintln!("{kind}: {note}");
+    }
+    if args.publish {
+        let store = SessionStore::from_env();
+        let session = session_for(&store, Some(&verifier))?;
+        let created = create(&store, session, VERIFICATION, &new_rkey(), &record)?;
+        eprintln!("{}", serde_json::to_string(&created)?);
+    }
+    Ok(if verdict.result == "holds" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `--verifier-did`, else the only stored session's DID.
+fn verifier_did(flag: Option<&str>) -> anyhow::Result<String> {
+    if let Some(did) = flag {
+        svc_syntax::check_did(did).map_err(|e| UsageError(format!("--verifier-did {did}: {e}")))?;
+        return Ok(did.to_string());
+    }
+    let sessions = SessionStore::from_env().list()?;
+    match sessions.as_slice() {
+        [only] => Ok(only.did.clone()),
+        [] => Err(UsageError(
+            "--verifier-did is required: no session is stored (`svc oauth login`)".into(),
+        )
+        .into()),
+        _ => Err(UsageError(format!(
+            "--verifier-did is required: {} sessions are stored",
+            sessions.len()
+        ))
+        .into()),
+    }
+}
+
+fn check_lens_uri(uri: &str) -> Result<(), UsageError> {
+    let parsed =
+        svc_syntax::check_at_uri(uri).map_err(|e| UsageError(format!("--lens {uri}: {e}")))?;
+    match (parsed.collection, parsed.rkey) {
+        (Some(LENS_COLLECTION), Some(_)) => Ok(()),
+        _ => Err(UsageError(format!(
+            "--lens {uri}: not the at-uri of a {LENS_COLLECTION} record"
+        ))),
+    }
+}
+
+fn read_corpus(path: &Path) -> anyhow::Result<Vec<CorpusRecord>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the corpus {}", path.display()))?;
+    let corpus = parse_corpus(&text).with_context(|| path.display().to_string())?;
+    if corpus.is_empty() {
+        return Err(UsageError(format!("the corpus {} holds no records", path.display())).into());
+    }
+    Ok(corpus)
+}
+
+/// Without `--corpus`, one record of the simplest text shape.
+fn default_corpus() -> Vec<CorpusRecord> {
+    vec![CorpusRecord {
+        place: CorpusPlace {
+            index: 0,
+            line: None,
+        },
+        value: json!({"text": ""}),
+    }]
+}
+
+fn read_protocol(path: &Path) -> anyhow::Result<Protocol> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the protocol {}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        UsageError(format!(
+            "--protocol {}: not a panproto Protocol: {e}",
+            path.display()
+        ))
+        .into()
+    })
+}
+
+/// The lens record and the two schema records it names: three requests in all.
+struct Published {
+    lens: FetchedRecord,
+    source: FetchedRecord,
+    target: FetchedRecord,
+}
+
+impl Published {
+    fn fetch(fetcher: &RecordFetcher, uri: &str) -> anyhow::Result<Published> {
+        let lens = fetcher
+            .fetch(uri)
+            .with_context(|| format!("fetching the lens {uri}"))?;
+        let schema = |field: &str| -> anyhow::Result<FetchedRecord> {
+            let at = lens
+                .value
+                .get(field)
+                .and_then(Value::as_str)
+                .with_context(|| format!("the lens record has no {field} at-uri"))?;
+            fetcher
+                .fetch(at)
+                .with_context(|| format!("fetching the lens's {field} {at}"))
+        };
+        let source = schema("sourceSchema")?;
+        let target = schema("targetSchema")?;
+        Ok(Published {
+            lens,
+            source,
+            target,
+        })
+    }
+
+    fn lens_blob(&self) -> anyhow::Result<LensBlob> {
+        Ok(LensBlob::decode(
+            self.lens.value.get("blob").unwrap_or(&Value::Null),
+        )?)
+    }
+}
+
+/// Runs `cases` round trips, case i on `corpus[i mod len]`.
+fn roundtrip_test(
+    published: &Published,
+    corpus: &[CorpusRecord],
+    cases: u64,
+    property: Value,
+) -> anyhow::Result<Verdict> {
+    let source = SchemaBlob::decode(&published.source.value, "source")?;
+    let target = SchemaBlob::decode(&published.target.value, "target")?;
+    // A protocol not known here changes nothing of a round trip: instances are the schema's.
+    let protocol = resolve_protocol(&source.protocol, None).unwrap_or_default();
+    let roundtrip = Roundtrip::new(&published.lens_blob()?, &source, &target, &protocol)?;
+    let root = source.entry("source")?;
+    let mut notes = Vec::new();
+    let mut misfit_records = 0;
+    for record in corpus.iter().take(cases.min(corpus.len() as u64) as usize) {
+        let found = misfits(&source.schema, &root, &record.value);
+        if !found.is_empty() {
+            misfit_records += 1;
+            notes.push(format!(
+                "{} does not fit the source schema: {}",
+                record.place,
+                found.join("; ")
+            ));
+        }
+    }
+    let progress = Progress::new(cases);
+    let mut falsified = None;
+    for case in 0..cases {
+        let record = &corpus[(case % corpus.len() as u64) as usize];
+        if let Some(difference) = roundtrip.check(record.place, &record.value)? {
+            falsified = Some(format!(
+                "falsified by {} (case {case}): {difference}",
+                record.place
+            ));
+            break;
+        }
+        progress.tick(case + 1);
+    }
+    progress.finish();
+    let result = match falsified {
+        Some(reason) => {
+            notes.insert(0, reason);
+            "falsified"
+        }
+        None if misfit_records > 0 => {
+            notes.push(format!(
+                "inconclusive: {misfit_records} corpus record(s) are outside the lens's source schema"
+            ));
+            "inconclusive"
+        }
+        None => "holds",
+    };
+    Ok(Verdict {
+        property,
+        result,
+        notes,
+    })
+}
+
+fn property_variant(kind: &str) -> anyhow::Result<&'static str> {
+    property_of_kind(kind).with_context(|| format!("no lensProperty variant for {kind}"))
+}
+
+fn static_verdict(published: &Published, supplied: Option<&Protocol>) -> anyhow::Result<Verdict> {
+    let report = static_check(
+        PublishedLens {
+            lens: &published.lens.value,
+            source: &published.source.value,
+            target: &published.target.value,
+        },
+        supplied,
+    )?;
+    Ok(Verdict {
+        property: json!({
+            "$type": property_variant("static-check")?,
+            "checker": "svc-verify/static-check",
+            "ruleset": "derived target schema digest, objectHash, protocol validation",
+            "version": env!("CARGO_PKG_VERSION"),
+        }),
+        result: report.result(),
+        notes: report.failures.into_iter().chain(report.unknowns).collect(),
+    })
+}
+
+struct CoercionLaw<'a> {
+    standard: &'a str,
+    version: Option<&'a str>,
+    threshold: Option<u64>,
+}
+
+impl CoercionLaw<'_> {
+    /// The lexicon's limits, checked before anything is sent.
+    fn check_flags(&self) -> Result<(), UsageError> {
+        if self.standard.is_empty() || self.standard.chars().count() > 256 {
+            return Err(UsageError(
+                "--standard must have 1 to 256 characters".into(),
+            ));
+        }
+        if self.version.is_some_and(|v| v.chars().count() > 64) {
+            return Err(UsageError(
+                "--version must have at most 64 characters".into(),
+            ));
+        }
+        if self.threshold.is_some_and(|t| t > i64::MAX as u64) {
+            return Err(UsageError("--violation-threshold is too large".into()));
+        }
+        Ok(())
+    }
+
+    fn ask(&self, vcs_url: &str, lens: &str) -> anyhow::Result<Verdict> {
+        let mut input = json!({"lens": lens, "standard": self.standard});
+        let mut property = json!({
+            "$type": property_variant("coercion-law")?,
+            "standard": self.standard,
+        });
+        if let Some(version) = self.version {
+            input["version"] = json!(version);
+            property["version"] = json!(version);
+        }
+        if let Some(threshold) = self.threshold {
+            property["violationThreshold"] = json!(threshold);
+        }
+        let answer = Xrpc::new(http_client()?).procedure(vcs_url, COERCION_METHOD, &input)?;
+        let violations = answer
+            .get("violations")
+            .and_then(Value::as_array)
+            .with_context(|| format!("{vcs_url}: the answer has no violations array"))?;
+        let allowed = self.threshold.unwrap_or(0);
+        let mut notes = Vec::new();
+        if let Some(first) = violations.first() {
+            notes.push(format!(
+                "{} violation(s) ({allowed} tolerated); the first: {first}",
+                violations.len()
+            ));
+        }
+        Ok(Verdict {
+            property,
+            result: if violations.len() as u64 > allowed {
+                "falsified"
+            } else {
+                "holds"
+            },
+            notes,
+        })
+    }
+}
+
+/// A progress bar that appears on a terminal only once a run has taken a second.
+struct Progress {
+    total: u64,
+    started: Instant,
+    bar: std::cell::OnceCell<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(total: u64) -> Progress {
+        Progress {
+            total,
+            started: Instant::now(),
+            bar: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn tick(&self, done: u64) {
+        if let Some(bar) = self.bar.get() {
+            bar.set_position(done);
+        } else if done % 256 == 0 && self.started.elapsed() > Duration::from_secs(1) {
+            let bar = progress_bar(
+                "{msg} [{bar:40}] {pos}/{len} cases, eta {eta}",
+                "round trips".into(),
+            );
+            bar.set_length(self.total);
+            bar.set_position(done);
+            let _ = self.bar.set(bar);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = self.bar.get() {
+            bar.finish_and_clear();
+        }
+    }
+}
