@@ -268,8 +268,10 @@ fn roundtrip_test(
     }
     let progress = Progress::new(cases);
     let mut falsified = None;
+    let mut ran = 0;
     for case in 0..cases {
         let record = &corpus[(case % corpus.len() as u64) as usize];
+        ran += 1;
         if let Some(difference) = roundtrip.check(record.place, &record.value)? {
             falsified = Some(format!(
                 "falsified by {} (case {case}): {difference}",
@@ -277,12 +279,19 @@ fn roundtrip_test(
             ));
             break;
         }
-        progress.tick(case + 1);
+        progress.tick(ran);
     }
     progress.finish();
+    notes.insert(
+        0,
+        format!(
+            "{ran} of {cases} case(s) run over {} corpus record(s)",
+            corpus.len()
+        ),
+    );
     let result = match falsified {
         Some(reason) => {
-            notes.insert(0, reason);
+            notes.insert(1, reason);
             "falsified"
         }
         None if misfit_records > 0 => {
