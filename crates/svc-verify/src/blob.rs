@@ -9,7 +9,7 @@ use serde_json::Value;
 #[derive(Debug, Clone)]
 pub enum LensBlob {
     Chain(ProtolensChain),
-    Single(Protolens),
+    Single(Box<Protolens>),
 }
 
 impl LensBlob {
@@ -19,7 +19,7 @@ impl LensBlob {
         let decoded = if blob.get("steps").is_some() {
             serde_json::from_value(blob.clone()).map(LensBlob::Chain)
         } else {
-            serde_json::from_value(blob.clone()).map(LensBlob::Single)
+            serde_json::from_value(blob.clone()).map(|step| LensBlob::Single(Box::new(step)))
         };
         decoded.map_err(|e| VerifyError::LensBlob(e.to_string()))
     }

@@ -416,7 +416,7 @@ impl Progress {
     fn tick(&self, done: u64) {
         if let Some(bar) = self.bar.get() {
             bar.set_position(done);
-        } else if done % 256 == 0 && self.started.elapsed() > Duration::from_secs(1) {
+        } else if done.is_multiple_of(256) && self.started.elapsed() > Duration::from_secs(1) {
             let bar = progress_bar(
                 "{msg} [{bar:40}] {pos}/{len} cases, eta {eta}",
                 "round trips".into(),
