@@ -58,38 +58,44 @@ pub fn pds_endpoint(document: &Value, did: &str) -> Option<String> {
 }
 
 pub struct Resolver {
-    http: reqwest::blocking::Client,
+    http: reqwest::Client,
     plc_url: String,
 }
 
 impl Resolver {
-    pub fn new(http: reqwest::blocking::Client, plc_url: &str) -> Resolver {
+    pub fn new(http: reqwest::Client, plc_url: &str) -> Resolver {
         Resolver {
             http,
             plc_url: plc_url.trim_end_matches('/').to_string(),
         }
     }
 
-    fn get_json(&self, url: &str) -> AtprotoResult<Value> {
+    async fn get_json(&self, url: &str) -> AtprotoResult<Value> {
         let fail = |message: String| AtprotoError::Http {
             url: url.to_string(),
             message,
         };
-        let response = self.http.get(url).send().map_err(|e| fail(e.to_string()))?;
+        let response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
         let status = response.status();
         if !status.is_success() {
             return Err(fail(format!("{status}")));
         }
         response
             .json()
+            .await
             .map_err(|e| fail(format!("not a JSON document: {e}")))
     }
 
-    pub fn resolve_did(&self, did: &str) -> AtprotoResult<ResolvedDid> {
+    pub async fn resolve_did(&self, did: &str) -> AtprotoResult<ResolvedDid> {
         // Checks the DID's syntax before anything goes out.
         let url = did_document_url(did, &self.plc_url)?;
         let method = did.split(':').nth(1).unwrap_or_default().to_string();
-        let document = self.get_json(&url)?;
+        let document = self.get_json(&url).await?;
         if document.get("id").and_then(Value::as_str) != Some(did) {
             return Err(AtprotoError::Invalid(format!(
                 "{did}: the DID document is for another DID"
@@ -119,24 +125,34 @@ impl Resolver {
         })
     }
 
+    /// The PDS of a DID: its document's `#atproto_pds` service endpoint.
+    pub async fn pds_of(&self, did: &str) -> AtprotoResult<String> {
+        self.resolve_did(did)
+            .await?
+            .pds_url
+            .ok_or_else(|| AtprotoError::Invalid(format!("{did} names no PDS (#atproto_pds)")))
+    }
+
     /// The DID and PDS of an account named by a DID or a handle (an at-uri's authority).
-    pub fn locate(&self, authority: &str) -> AtprotoResult<(String, String)> {
+    pub async fn locate(&self, authority: &str) -> AtprotoResult<(String, String)> {
         let did = if authority.starts_with("did:") {
             authority.to_string()
         } else {
-            self.resolve_handle(authority, None)?
+            self.resolve_handle(authority, None).await?
         };
-        let pds = self
-            .resolve_did(&did)?
-            .pds_url
-            .ok_or_else(|| AtprotoError::Invalid(format!("{did} names no PDS (#atproto_pds)")))?;
+        let pds = self.pds_of(&did).await?;
         Ok((did, pds))
     }
 
     /// A handle to its DID: `GET https://<handle>/.well-known/atproto-did`, then DNS TXT
     /// `_atproto.<handle>`. With `service`, that server's `com.atproto.identity.resolveHandle`
     /// is asked instead (a PDS knows its own handles, also ones no DNS knows, like `*.test`).
-    pub fn resolve_handle(&self, handle: &str, service: Option<&str>) -> AtprotoResult<String> {
+    /// The DNS step blocks its thread for up to 3 s: fine for a command, which waits anyway.
+    pub async fn resolve_handle(
+        &self,
+        handle: &str,
+        service: Option<&str>,
+    ) -> AtprotoResult<String> {
         svc_syntax::check_handle(handle)
             .map_err(|e| AtprotoError::Invalid(format!("{handle}: {e}")))?;
         if let Some(service) = service {
@@ -144,7 +160,7 @@ impl Resolver {
                 "{}/xrpc/com.atproto.identity.resolveHandle?handle={handle}",
                 service.trim_end_matches('/')
             );
-            let answer = self.get_json(&url)?;
+            let answer = self.get_json(&url).await?;
             return answer
                 .get("did")
                 .and_then(Value::as_str)
@@ -152,13 +168,10 @@ impl Resolver {
                 .ok_or_else(|| AtprotoError::Invalid(format!("{handle}: {service} gave no DID")));
         }
         let well_known = format!("https://{handle}/.well-known/atproto-did");
-        let answer = self
-            .http
-            .get(&well_known)
-            .send()
-            .ok()
-            .filter(|r| r.status().is_success())
-            .and_then(|r| r.text().ok());
+        let answer = match self.http.get(&well_known).send().await {
+            Ok(response) if response.status().is_success() => response.text().await.ok(),
+            _ => None,
+        };
         if let Some(did) = answer
             .as_deref()
             .map(str::trim)

@@ -1,13 +1,13 @@
-//! The AT Protocol as the `svc` command uses it: DID and handle resolution, the XRPC calls
-//! (getRecord, createSession, refreshSession, createRecord), and the session store.
-//! Blocking: a command does one thing at a time, and start-up stays cheap.
+//! The AT Protocol as svc uses it: DID and handle resolution, the XRPC client (getRecord,
+//! createSession, refreshSession, createRecord, and any query or procedure), and the session
+//! store. Async, so that the backfill and the command line share it (a command blocks on it).
 
 mod identity;
 mod session;
 mod xrpc;
 
 pub use identity::{ResolvedDid, Resolver, did_document_url, pds_endpoint};
-pub use reqwest::Url;
+pub use reqwest::{Client, Url};
 pub use session::{Session, SessionStore, SessionSummary};
 pub use xrpc::{CreatedRecord, FetchedRecord, Xrpc};
 
@@ -47,11 +47,11 @@ pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// An HTTP client with the ring TLS provider.
-pub fn http_client() -> AtprotoResult<reqwest::blocking::Client> {
+/// An HTTP client with the ring TLS provider, giving up on a request after `timeout`.
+pub fn http_client(timeout: std::time::Duration) -> AtprotoResult<reqwest::Client> {
     install_crypto();
-    reqwest::blocking::Client::builder()
-        .timeout(std::time::Duration::from_secs(30))
+    reqwest::Client::builder()
+        .timeout(timeout)
         .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| AtprotoError::Http {

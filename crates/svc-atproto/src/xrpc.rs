@@ -2,11 +2,15 @@
 //! server's error name and message.
 
 use crate::{AtprotoError, AtprotoResult};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+/// An XRPC client: queries (GET with parameters) and procedures (POST with a JSON body) on
+/// any service, error answers as [`AtprotoError::Xrpc`].
+#[derive(Clone)]
 pub struct Xrpc {
-    http: reqwest::blocking::Client,
+    http: reqwest::Client,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,36 +39,26 @@ pub struct SessionTokens {
 }
 
 impl Xrpc {
-    pub fn new(http: reqwest::blocking::Client) -> Xrpc {
+    pub fn new(http: reqwest::Client) -> Xrpc {
         Xrpc { http }
     }
 
-    fn answer(
-        url: &str,
-        response: reqwest::Result<reqwest::blocking::Response>,
-    ) -> AtprotoResult<Value> {
-        let response = response.map_err(|e| AtprotoError::Http {
+    async fn answer(url: &str, request: reqwest::RequestBuilder) -> AtprotoResult<Value> {
+        let response = request.send().await.map_err(|e| AtprotoError::Http {
             url: url.to_string(),
             message: e.to_string(),
         })?;
         let status = response.status();
-        let body: Value = response.json().unwrap_or(Value::Null);
+        let body: Value = response.json().await.unwrap_or(Value::Null);
         if status.is_success() {
             return Ok(body);
         }
+        let field = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_string);
         Err(AtprotoError::Xrpc {
             url: url.to_string(),
             status: status.as_u16(),
-            error: body
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("Error")
-                .to_string(),
-            message: body
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
+            error: field("error").unwrap_or_else(|| "Error".to_string()),
+            message: field("message").unwrap_or_default(),
         })
     }
 
@@ -72,59 +66,79 @@ impl Xrpc {
         format!("{}/xrpc/{method}", service.trim_end_matches('/'))
     }
 
+    fn decode<T: DeserializeOwned>(url: &str, body: Value) -> AtprotoResult<T> {
+        serde_json::from_value(body)
+            .map_err(|e| AtprotoError::Invalid(format!("{url}: unexpected answer: {e}")))
+    }
+
+    /// Any XRPC query: GET with URL parameters, the answer decoded as `T`.
+    pub async fn query<T: DeserializeOwned>(
+        &self,
+        service: &str,
+        method: &str,
+        params: &[(&str, &str)],
+    ) -> AtprotoResult<T> {
+        let url = Self::url(service, method);
+        let address = reqwest::Url::parse_with_params(&url, params)
+            .map_err(|e| AtprotoError::Invalid(format!("{url}: {e}")))?;
+        let body = Self::answer(&url, self.http.get(address)).await?;
+        Self::decode(&url, body)
+    }
+
+    /// Any XRPC procedure: POSTs `input` as JSON (with a bearer token when given) and returns
+    /// the answer's body.
+    pub async fn procedure(
+        &self,
+        service: &str,
+        method: &str,
+        input: &Value,
+        bearer: Option<&str>,
+    ) -> AtprotoResult<Value> {
+        let url = Self::url(service, method);
+        let mut request = self.http.post(&url).json(input);
+        if let Some(token) = bearer {
+            request = request.bearer_auth(token);
+        }
+        Self::answer(&url, request).await
+    }
+
     /// `com.atproto.repo.getRecord`.
-    pub fn get_record(
+    pub async fn get_record(
         &self,
         service: &str,
         repo: &str,
         collection: &str,
         rkey: &str,
     ) -> AtprotoResult<FetchedRecord> {
-        let url = Self::url(service, "com.atproto.repo.getRecord");
-        let address = reqwest::Url::parse_with_params(
-            &url,
-            [("repo", repo), ("collection", collection), ("rkey", rkey)],
-        )
-        .map_err(|e| AtprotoError::Invalid(e.to_string()))?;
-        let body = Self::answer(&url, self.http.get(address).send())?;
-        serde_json::from_value(body)
-            .map_err(|e| AtprotoError::Invalid(format!("{url}: not a record answer: {e}")))
+        let params = [("repo", repo), ("collection", collection), ("rkey", rkey)];
+        self.query(service, "com.atproto.repo.getRecord", &params)
+            .await
     }
 
-    /// Any XRPC procedure: POSTs `input` as JSON and returns the answer's body.
-    pub fn procedure(&self, service: &str, method: &str, input: &Value) -> AtprotoResult<Value> {
-        let url = Self::url(service, method);
-        Self::answer(&url, self.http.post(&url).json(input).send())
-    }
-
-    pub fn create_session(
+    pub async fn create_session(
         &self,
         service: &str,
         identifier: &str,
         password: &str,
     ) -> AtprotoResult<SessionTokens> {
-        let url = Self::url(service, "com.atproto.server.createSession");
-        let body = Self::answer(
-            &url,
-            self.http
-                .post(&url)
-                .json(&json!({"identifier": identifier, "password": password}))
-                .send(),
-        )?;
-        serde_json::from_value(body).map_err(|e| AtprotoError::Invalid(format!("{url}: {e}")))
+        let method = "com.atproto.server.createSession";
+        let input = json!({"identifier": identifier, "password": password});
+        let body = self.procedure(service, method, &input, None).await?;
+        Self::decode(method, body)
     }
 
-    pub fn refresh_session(
+    pub async fn refresh_session(
         &self,
         service: &str,
         refresh_jwt: &str,
     ) -> AtprotoResult<SessionTokens> {
-        let url = Self::url(service, "com.atproto.server.refreshSession");
-        let body = Self::answer(&url, self.http.post(&url).bearer_auth(refresh_jwt).send())?;
-        serde_json::from_value(body).map_err(|e| AtprotoError::Invalid(format!("{url}: {e}")))
+        let method = "com.atproto.server.refreshSession";
+        let url = Self::url(service, method);
+        let body = Self::answer(&url, self.http.post(&url).bearer_auth(refresh_jwt)).await?;
+        Self::decode(&url, body)
     }
 
-    pub fn create_record(
+    pub async fn create_record(
         &self,
         service: &str,
         access_jwt: &str,
@@ -133,16 +147,11 @@ impl Xrpc {
         rkey: &str,
         record: &Value,
     ) -> AtprotoResult<CreatedRecord> {
-        let url = Self::url(service, "com.atproto.repo.createRecord");
+        let method = "com.atproto.repo.createRecord";
         let input = json!({"repo": repo, "collection": collection, "rkey": rkey, "record": record});
-        let body = Self::answer(
-            &url,
-            self.http
-                .post(&url)
-                .bearer_auth(access_jwt)
-                .json(&input)
-                .send(),
-        )?;
-        serde_json::from_value(body).map_err(|e| AtprotoError::Invalid(format!("{url}: {e}")))
+        let body = self
+            .procedure(service, method, &input, Some(access_jwt))
+            .await?;
+        Self::decode(method, body)
     }
 }

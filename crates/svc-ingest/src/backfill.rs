@@ -8,7 +8,9 @@
 use crate::event::{Action, CommitEvent};
 use crate::ingest::{Ingestor, Prepared};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use std::collections::BTreeSet;
+use svc_atproto::{AtprotoError, Resolver, Xrpc};
 use svc_catalog::{Catalog, CatalogError};
 
 const SOURCE: &str = "backfill";
@@ -17,6 +19,8 @@ const SOURCE: &str = "backfill";
 pub enum BackfillError {
     #[error("{url}: {message}")]
     Http { url: String, message: String },
+    #[error(transparent)]
+    Atproto(#[from] AtprotoError),
     #[error(transparent)]
     Catalog(#[from] CatalogError),
 }
@@ -65,8 +69,9 @@ struct LatestCommit {
     rev: String,
 }
 
+/// One server's XRPC methods, as the backfill asks them.
 struct Client {
-    http: reqwest::Client,
+    xrpc: Xrpc,
     base: String,
 }
 
@@ -74,50 +79,41 @@ impl Client {
     /// The same client, for another server.
     fn at(&self, base: String) -> Client {
         Client {
-            http: self.http.clone(),
+            xrpc: self.xrpc.clone(),
             base: base.trim_end_matches('/').to_string(),
         }
     }
 
-    async fn get<T: for<'de> Deserialize<'de>>(
+    /// The answer, or `None` when this server does not have the method (a PDS asked a
+    /// relay's method): the caller tries another way.
+    async fn get<T: DeserializeOwned>(
         &self,
         method: &str,
         query: &[(&str, &str)],
     ) -> Result<Option<T>, BackfillError> {
-        let url = format!("{}/xrpc/{method}", self.base);
-        let fail = |message: String| BackfillError::Http {
-            url: url.clone(),
+        match self.xrpc.query(&self.base, method, query).await {
+            Ok(answer) => Ok(Some(answer)),
+            Err(error) if lacks_method(&error) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
+/// A PDS answers a method it does not have with 501 or 404, MethodNotImplemented, or "No
+/// service configured" when it would proxy it.
+fn lacks_method(error: &AtprotoError) -> bool {
+    match error {
+        AtprotoError::Xrpc {
+            status,
+            error,
             message,
-        };
-        let address =
-            reqwest::Url::parse_with_params(&url, query).map_err(|e| fail(e.to_string()))?;
-        let response = self
-            .http
-            .get(address)
-            .send()
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-        let status = response.status();
-        // Not implemented here (a PDS asked a relay's method): the caller tries another way.
-        if status == reqwest::StatusCode::NOT_IMPLEMENTED
-            || status == reqwest::StatusCode::NOT_FOUND
-        {
-            return Ok(None);
+            ..
+        } => {
+            matches!(status, 404 | 501)
+                || error == "MethodNotImplemented"
+                || message.contains("No service configured")
         }
-        if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
-            // A PDS answers a method it does not have with MethodNotImplemented, or with
-            // "No service configured" when it would proxy it.
-            if body.contains("MethodNotImplemented") || body.contains("No service configured") {
-                return Ok(None);
-            }
-            return Err(fail(format!("{status}: {body}")));
-        }
-        response
-            .json()
-            .await
-            .map(Some)
-            .map_err(|e| fail(e.to_string()))
+        _ => false,
     }
 }
 
@@ -131,16 +127,10 @@ pub async fn run_backfill(
     collections: &[String],
     progress: impl Fn(u64, u64),
 ) -> Result<BackfillSummary, BackfillError> {
-    svc_atproto::install_crypto();
-    let http = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(60))
-        .build()
-        .map_err(|e| BackfillError::Http {
-            url: url.into(),
-            message: e.to_string(),
-        })?;
+    let http = svc_atproto::http_client(std::time::Duration::from_secs(60))?;
+    let resolver = Resolver::new(http.clone(), plc_url);
     let client = Client {
-        http,
+        xrpc: Xrpc::new(http),
         base: url.trim_end_matches('/').to_string(),
     };
     let repos = list_repositories(&client, collections).await?;
@@ -152,7 +142,7 @@ pub async fn run_backfill(
         catalog,
         ingestor,
         client: &client,
-        plc_url,
+        resolver: &resolver,
         collections,
     };
     for (done, (did, rev)) in repos.iter().enumerate() {
@@ -173,27 +163,12 @@ pub async fn run_backfill(
     Ok(summary)
 }
 
-/// The PDS a DID document names (`#atproto_pds`), if it can be read.
-async fn repository_host(client: &Client, plc_url: &str, did: &str) -> Option<String> {
-    let document_url = svc_atproto::did_document_url(did, plc_url).ok()?;
-    let document: serde_json::Value = client
-        .http
-        .get(&document_url)
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
-    svc_atproto::pds_endpoint(&document, did)
-}
-
 /// What every repository of one backfill shares.
 struct Backfill<'a> {
     catalog: &'a dyn Catalog,
     ingestor: &'a Ingestor,
     client: &'a Client,
-    plc_url: &'a str,
+    resolver: &'a Resolver,
     collections: &'a [String],
 }
 
@@ -207,15 +182,13 @@ async fn backfill_repository(
         catalog,
         ingestor,
         client,
-        plc_url,
+        resolver,
         collections,
     } = *context;
     let metrics = ingestor.metrics();
     // Records are read from the repository's own PDS (a relay lists repositories but does not
     // serve their records); the given server when the DID document cannot be read.
-    let own = repository_host(client, plc_url, did)
-        .await
-        .map(|host| client.at(host));
+    let own = resolver.pds_of(did).await.ok().map(|host| client.at(host));
     let client = own.as_ref().unwrap_or(client);
     // The revision is taken before listing: every listed record is at most that new.
     let rev = match rev {

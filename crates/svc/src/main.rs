@@ -7,7 +7,7 @@ mod serve;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
-use commands::{RunnerError, UsageError};
+use commands::{RunnerError, UsageError, block_on};
 use std::process::ExitCode;
 use svc_catalog::QuerySet;
 
@@ -38,26 +38,27 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
             .iter()
             .find_map(|m| m.try_get_one::<String>("url").ok().flatten().cloned())
             .unwrap_or_else(|| cli::DEFAULT_URL.to_string());
-        return commands::orchestrator::run(&url, queries, sub).map(|()| ExitCode::SUCCESS);
+        return block_on(commands::orchestrator::run(&url, queries, sub))
+            .map(|()| ExitCode::SUCCESS);
     }
     let cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
     if let cli::Command::Verify(command) = &cli.command {
-        return commands::verify::run(command);
+        return block_on(commands::verify::run(command));
     }
     match cli.command {
         cli::Command::Serve(args) => serve::run(*args, queries),
-        cli::Command::Resolve { did } => commands::identity::resolve(&did),
-        cli::Command::Fetch { uri } => commands::identity::fetch(&uri),
+        cli::Command::Resolve { did } => block_on(commands::identity::resolve(&did)),
+        cli::Command::Fetch { uri } => block_on(commands::identity::fetch(&uri)),
         cli::Command::Oauth(cli::OauthCommand::Login {
             handle,
             app_password,
             pds_url,
-        }) => commands::oauth::login(&handle, app_password, pds_url),
+        }) => block_on(commands::oauth::login(&handle, app_password, pds_url)),
         cli::Command::Oauth(cli::OauthCommand::List) => commands::oauth::list(),
         cli::Command::Oauth(cli::OauthCommand::Logout { did }) => commands::oauth::logout(&did),
-        cli::Command::Publish(args) => commands::publish::publish(&args),
+        cli::Command::Publish(args) => block_on(commands::publish::publish(&args)),
         cli::Command::Encounter(cli::EncounterCommand::Record(args)) => {
-            commands::encounter::record(&args)
+            block_on(commands::encounter::record(&args))
         }
         cli::Command::Completions { shell } => {
             let mut script = Vec::new();

@@ -41,7 +41,7 @@ fn choose_action(actions: &[(String, String)], answer: &str) -> Option<String> {
         .map(|(id, _)| id.clone())
 }
 
-pub fn record(args: &EncounterArgs) -> anyhow::Result<()> {
+pub async fn record(args: &EncounterArgs) -> anyhow::Result<()> {
     check_uri("lens", &args.lens)?;
     check_uri("source-schema", &args.source_schema)?;
     if let Some(target) = &args.target_schema {
@@ -62,7 +62,8 @@ pub fn record(args: &EncounterArgs) -> anyhow::Result<()> {
             Some(vocab) => {
                 check_uri("action-vocab", vocab)?;
                 let record = super::identity::RecordFetcher::new(None)?
-                    .fetch(vocab)?
+                    .fetch(vocab)
+                    .await?
                     .value;
                 let actions: Vec<(String, String)> = record
                     .get("actions")

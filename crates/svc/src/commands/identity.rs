@@ -1,17 +1,17 @@
 //! `svc resolve` and `svc fetch`, and the record fetcher every command that reads records
 //! shares.
 
-use super::{UsageError, plc_url, print_json};
+use super::{UsageError, http, plc_url, print_json};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use svc_atproto::{FetchedRecord, Resolver, Xrpc, http_client};
+use svc_atproto::{FetchedRecord, Resolver, Xrpc};
 
-pub fn resolve(did: &str) -> anyhow::Result<()> {
+pub async fn resolve(did: &str) -> anyhow::Result<()> {
     if svc_syntax::check_did(did).is_err() {
         return Err(UsageError(format!("{did} is not a DID (did:plc:... or did:web:...)")).into());
     }
-    let resolver = Resolver::new(http_client()?, &plc_url());
-    print_json(&resolver.resolve_did(did)?)
+    let resolver = Resolver::new(http()?, &plc_url());
+    print_json(&resolver.resolve_did(did).await?)
 }
 
 /// Fetches records by at-uri from their authors' PDSes (`$SVC_PLC_URL` resolves DIDs), or
@@ -26,7 +26,7 @@ pub struct RecordFetcher {
 impl RecordFetcher {
     /// With `pds`, every record is read from that server (a handle is resolved by it too).
     pub fn new(pds: Option<&str>) -> anyhow::Result<RecordFetcher> {
-        let http = http_client()?;
+        let http = http()?;
         Ok(RecordFetcher {
             resolver: Resolver::new(http.clone(), &plc_url()),
             xrpc: Xrpc::new(http),
@@ -36,17 +36,17 @@ impl RecordFetcher {
     }
 
     /// The DID and PDS of an at-uri's authority.
-    fn locate(&self, authority: &str) -> anyhow::Result<(String, String)> {
-        if let Some(found) = self.located.borrow().get(authority) {
-            return Ok(found.clone());
+    async fn locate(&self, authority: &str) -> anyhow::Result<(String, String)> {
+        if let Some(found) = self.located.borrow().get(authority).cloned() {
+            return Ok(found);
         }
         let found = match &self.pds {
             Some(pds) if authority.starts_with("did:") => (authority.to_string(), pds.clone()),
             Some(pds) => (
-                self.resolver.resolve_handle(authority, Some(pds))?,
+                self.resolver.resolve_handle(authority, Some(pds)).await?,
                 pds.clone(),
             ),
-            None => self.resolver.locate(authority)?,
+            None => self.resolver.locate(authority).await?,
         };
         self.located
             .borrow_mut()
@@ -55,7 +55,7 @@ impl RecordFetcher {
     }
 
     /// The record at an at-uri: its uri, CID and value.
-    pub fn fetch(&self, uri: &str) -> anyhow::Result<FetchedRecord> {
+    pub async fn fetch(&self, uri: &str) -> anyhow::Result<FetchedRecord> {
         let parsed =
             svc_syntax::check_at_uri(uri).map_err(|e| UsageError(format!("{uri}: {e}")))?;
         let (Some(collection), Some(rkey)) = (parsed.collection, parsed.rkey) else {
@@ -64,11 +64,14 @@ impl RecordFetcher {
             ))
             .into());
         };
-        let (did, service) = self.locate(parsed.authority)?;
-        Ok(self.xrpc.get_record(&service, &did, collection, rkey)?)
+        let (did, service) = self.locate(parsed.authority).await?;
+        Ok(self
+            .xrpc
+            .get_record(&service, &did, collection, rkey)
+            .await?)
     }
 }
 
-pub fn fetch(uri: &str) -> anyhow::Result<()> {
-    print_json(&RecordFetcher::new(None)?.fetch(uri)?.value)
+pub async fn fetch(uri: &str) -> anyhow::Result<()> {
+    print_json(&RecordFetcher::new(None)?.fetch(uri).await?.value)
 }

@@ -12,6 +12,26 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 
+/// How long one request of a command may take.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The HTTP client of a command (the ring TLS provider, a 30 s limit per request).
+pub fn http() -> anyhow::Result<svc_atproto::Client> {
+    Ok(svc_atproto::http_client(REQUEST_TIMEOUT)?)
+}
+
+/// Runs a command's network calls: one thread, one runtime for the whole command, so that a
+/// client's connection pool serves every call.
+pub fn block_on<T>(
+    command: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the command's runtime")?
+        .block_on(command)
+}
+
 /// The PLC directory: `$SVC_PLC_URL`, else the default.
 pub fn plc_url() -> String {
     std::env::var("SVC_PLC_URL").unwrap_or_else(|_| crate::cli::DEFAULT_PLC.to_string())

@@ -1,10 +1,10 @@
 //! `svc oauth login | list | logout`: app-password sessions (legacy bearer mode; the stored
 //! session holds no DPoP key). Tokens are written to the session file and nowhere else.
 
-use super::{UsageError, plc_url, print_json};
+use super::{UsageError, http, plc_url, print_json};
 use anyhow::Context;
 use std::io::IsTerminal;
-use svc_atproto::{Resolver, Session, SessionStore, Xrpc, http_client};
+use svc_atproto::{Resolver, Session, SessionStore, Xrpc};
 
 fn app_password(flag: Option<String>) -> anyhow::Result<String> {
     if let Some(password) = flag.filter(|p| !p.is_empty()) {
@@ -28,20 +28,26 @@ fn app_password(flag: Option<String>) -> anyhow::Result<String> {
     )
 }
 
-pub fn login(
+pub async fn login(
     handle: &str,
     password: Option<String>,
     pds_url: Option<String>,
 ) -> anyhow::Result<()> {
     let handle = handle.trim_start_matches('@');
     let password = app_password(password)?;
-    let http = http_client()?;
+    let http = http()?;
     let pds = match pds_url {
         Some(url) => url,
-        None => Resolver::new(http.clone(), &plc_url()).locate(handle)?.1,
+        None => {
+            Resolver::new(http.clone(), &plc_url())
+                .locate(handle)
+                .await?
+                .1
+        }
     };
     let tokens = Xrpc::new(http)
         .create_session(&pds, handle, &password)
+        .await
         .map_err(|e| match e.xrpc_error() {
             Some(_) => anyhow::anyhow!("login failed: {e}"),
             None => anyhow::Error::from(e),

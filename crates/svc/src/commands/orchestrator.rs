@@ -91,7 +91,7 @@ fn pick<'q>(group: &[&'q Query], given: &[&str]) -> Option<&'q Query> {
         .max_by_key(|q| std::cmp::Reverse(q.params().len() - given.len()))
 }
 
-pub fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> anyhow::Result<()> {
+pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> anyhow::Result<()> {
     let Some((name, sub)) = matches.subcommand() else {
         return Err(
             UsageError("a subcommand is required; see `svc help orchestrator`".into()).into(),
@@ -152,14 +152,15 @@ pub fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> anyhow::
         &pairs,
     )
     .map_err(|e| UsageError(format!("--url {base_url}: {e}")))?;
-    let http = svc_atproto::http_client()?;
-    let response = http
+    let response = super::http()?
         .get(url.clone())
         .send()
+        .await
         .map_err(|e| anyhow::anyhow!("cannot reach {base_url}: {}", root_cause(&e)))?;
     let status = response.status();
     let body: serde_json::Value = response
         .json()
+        .await
         .with_context(|| format!("{url}: the answer is not JSON"))?;
     if !status.is_success() {
         anyhow::bail!("{} {}", status.as_u16(), body);

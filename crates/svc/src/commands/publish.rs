@@ -22,7 +22,7 @@ fn read_record(source: &str) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{source}: not JSON"))
 }
 
-pub fn publish(args: &PublishArgs) -> anyhow::Result<()> {
+pub async fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     let collection = collection_of(&args.kind)?;
     let record = prepare(&collection, read_record(&args.record)?)?;
     let rkey = match &args.rkey {
@@ -35,5 +35,5 @@ pub fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     };
     let store = SessionStore::from_env();
     let session = session_for(&store, args.did.as_deref())?;
-    print_json(&create(&store, session, &collection, &rkey, &record)?)
+    print_json(&create(&store, session, &collection, &rkey, &record).await?)
 }

@@ -5,7 +5,7 @@
 use super::UsageError;
 use anyhow::Context;
 use serde_json::Value;
-use svc_atproto::{AtprotoError, CreatedRecord, Session, SessionStore, Xrpc, http_client};
+use svc_atproto::{AtprotoError, CreatedRecord, Session, SessionStore, Xrpc};
 use svc_lexicon::Lexicons;
 
 /// `bounty`, `dev.svc.bounty` and (for vocabularies) `vocabulary` name the same kind.
@@ -72,36 +72,41 @@ pub fn new_rkey() -> String {
 }
 
 /// Publishes a prepared record into the session's repository.
-pub fn create(
+pub async fn create(
     store: &SessionStore,
     mut session: Session,
     collection: &str,
     rkey: &str,
     record: &Value,
 ) -> anyhow::Result<CreatedRecord> {
-    let xrpc = Xrpc::new(http_client()?);
-    let create = |session: &Session| {
-        xrpc.create_record(
-            &session.pds_url,
-            &session.access_jwt,
-            &session.did,
-            collection,
-            rkey,
-            record,
-        )
+    let xrpc = Xrpc::new(super::http()?);
+    let create = |session: Session| {
+        let xrpc = xrpc.clone();
+        async move {
+            xrpc.create_record(
+                &session.pds_url,
+                &session.access_jwt,
+                &session.did,
+                collection,
+                rkey,
+                record,
+            )
+            .await
+        }
     };
-    match create(&session) {
+    match create(session.clone()).await {
         // An expired (or otherwise refused) access token: refresh once, store, retry.
         Err(AtprotoError::Xrpc { error, .. })
             if error == "ExpiredToken" || error == "InvalidToken" =>
         {
             let tokens = xrpc
                 .refresh_session(&session.pds_url, &session.refresh_jwt)
+                .await
                 .context("refreshing the session")?;
             session.access_jwt = tokens.access_jwt;
             session.refresh_jwt = tokens.refresh_jwt;
             store.save(&session)?;
-            create(&session)
+            create(session).await
         }
         other => other,
     }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use svc_atproto::{FetchedRecord, SessionStore, Xrpc, http_client};
+use svc_atproto::{FetchedRecord, SessionStore, Xrpc};
 use svc_catalog::spec::property_of_kind;
 use svc_verify::{
     CorpusPlace, CorpusRecord, LensBlob, Protocol, PublishedLens, Roundtrip, SchemaBlob, misfits,
@@ -29,8 +29,8 @@ struct Verdict {
     notes: Vec<String>,
 }
 
-pub fn run(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
-    run_checked(command).map_err(|error| {
+pub async fn run(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
+    run_checked(command).await.map_err(|error| {
         if error.is::<UsageError>() {
             error
         } else {
@@ -48,7 +48,7 @@ fn lens_args(command: &VerifyCommand) -> (&LensArgs, &'static str) {
     }
 }
 
-fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
+async fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
     let (args, kind) = lens_args(command);
     let verifier = verifier_did(args.verifier_did.as_deref())?;
     check_lens_uri(&args.lens)?;
@@ -63,7 +63,7 @@ fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
                 "$type": property_variant(kind)?,
                 "domain": format!("corpus of {} record(s)", corpus.len()),
             });
-            let published = Published::fetch(&fetcher, &args.lens)?;
+            let published = Published::fetch(&fetcher, &args.lens).await?;
             let verdict = roundtrip_test(&published, &corpus, corpus.len() as u64, property)?;
             (published.lens, verdict)
         }
@@ -80,13 +80,13 @@ fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
                 ),
                 "runner": "svc-verify",
             });
-            let published = Published::fetch(&fetcher, &args.lens)?;
+            let published = Published::fetch(&fetcher, &args.lens).await?;
             let verdict = roundtrip_test(&published, &corpus, *budget, property)?;
             (published.lens, verdict)
         }
         VerifyCommand::StaticCheck { protocol, .. } => {
             let supplied = protocol.as_deref().map(read_protocol).transpose()?;
-            let published = Published::fetch(&fetcher, &args.lens)?;
+            let published = Published::fetch(&fetcher, &args.lens).await?;
             let verdict = static_verdict(&published, supplied.as_ref())?;
             (published.lens, verdict)
         }
@@ -103,8 +103,8 @@ fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
                 threshold: *violation_threshold,
             };
             law.check_flags()?;
-            let lens = fetcher.fetch(&args.lens)?;
-            let verdict = law.ask(vcs_url, &args.lens)?;
+            let lens = fetcher.fetch(&args.lens).await?;
+            let verdict = law.ask(vcs_url, &args.lens).await?;
             (lens, verdict)
         }
     };
@@ -127,7 +127,7 @@ fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
     if args.publish {
         let store = SessionStore::from_env();
         let session = session_for(&store, Some(&verifier))?;
-        let created = create(&store, session, VERIFICATION, &new_rkey(), &record)?;
+        let created = create(&store, session, VERIFICATION, &new_rkey(), &record).await?;
         eprintln!("{}", serde_json::to_string(&created)?);
     }
     Ok(if verdict.result == "holds" {
@@ -210,27 +210,35 @@ struct Published {
 }
 
 impl Published {
-    fn fetch(fetcher: &RecordFetcher, uri: &str) -> anyhow::Result<Published> {
+    async fn fetch(fetcher: &RecordFetcher, uri: &str) -> anyhow::Result<Published> {
         let lens = fetcher
             .fetch(uri)
+            .await
             .with_context(|| format!("fetching the lens {uri}"))?;
-        let schema = |field: &str| -> anyhow::Result<FetchedRecord> {
-            let at = lens
-                .value
-                .get(field)
-                .and_then(Value::as_str)
-                .with_context(|| format!("the lens record has no {field} at-uri"))?;
-            fetcher
-                .fetch(at)
-                .with_context(|| format!("fetching the lens's {field} {at}"))
-        };
-        let source = schema("sourceSchema")?;
-        let target = schema("targetSchema")?;
+        let source = Self::schema(fetcher, &lens, "sourceSchema").await?;
+        let target = Self::schema(fetcher, &lens, "targetSchema").await?;
         Ok(Published {
             lens,
             source,
             target,
         })
+    }
+
+    /// The schema record a lens record names in `field`.
+    async fn schema(
+        fetcher: &RecordFetcher,
+        lens: &FetchedRecord,
+        field: &str,
+    ) -> anyhow::Result<FetchedRecord> {
+        let at = lens
+            .value
+            .get(field)
+            .and_then(Value::as_str)
+            .with_context(|| format!("the lens record has no {field} at-uri"))?;
+        fetcher
+            .fetch(at)
+            .await
+            .with_context(|| format!("fetching the lens's {field} {at}"))
     }
 
     fn lens_blob(&self) -> anyhow::Result<LensBlob> {
@@ -359,7 +367,7 @@ impl CoercionLaw<'_> {
         Ok(())
     }
 
-    fn ask(&self, vcs_url: &str, lens: &str) -> anyhow::Result<Verdict> {
+    async fn ask(&self, vcs_url: &str, lens: &str) -> anyhow::Result<Verdict> {
         let mut input = json!({"lens": lens, "standard": self.standard});
         let mut property = json!({
             "$type": property_variant("coercion-law")?,
@@ -372,7 +380,9 @@ impl CoercionLaw<'_> {
         if let Some(threshold) = self.threshold {
             property["violationThreshold"] = json!(threshold);
         }
-        let answer = Xrpc::new(http_client()?).procedure(vcs_url, COERCION_METHOD, &input)?;
+        let answer = Xrpc::new(super::http()?)
+            .procedure(vcs_url, COERCION_METHOD, &input, None)
+            .await?;
         let violations = answer
             .get("violations")
             .and_then(Value::as_array)
