@@ -136,8 +136,12 @@ fn align_ids(reparsed: WInstance, view: &WInstance, first_free: u32) -> WInstanc
             }
         }
     }
-    let id_of = |old: u32| ids.get(&old).copied().unwrap_or(old);
-    let nodes = reparsed
+    renumber(reparsed, |old| ids.get(&old).copied().unwrap_or(old))
+}
+
+/// The same instance with every node id passed through `id_of`.
+fn renumber(instance: WInstance, id_of: impl Fn(u32) -> u32) -> WInstance {
+    let nodes = instance
         .nodes
         .into_values()
         .map(|mut node| {
@@ -145,7 +149,7 @@ fn align_ids(reparsed: WInstance, view: &WInstance, first_free: u32) -> WInstanc
             (node.id, node)
         })
         .collect();
-    let arcs = reparsed
+    let arcs = instance
         .arcs
         .into_iter()
         .map(|(from, to, edge)| (id_of(from), id_of(to), edge))
@@ -153,9 +157,9 @@ fn align_ids(reparsed: WInstance, view: &WInstance, first_free: u32) -> WInstanc
     WInstance::new(
         nodes,
         arcs,
-        reparsed.fans,
-        id_of(reparsed.root),
-        reparsed.schema_root,
+        instance.fans,
+        id_of(instance.root),
+        instance.schema_root,
     )
 }
 
@@ -176,29 +180,9 @@ mod tests {
         let mut ids: Vec<u32> = instance.nodes.keys().copied().collect();
         ids.retain(|id| *id != instance.root);
         ids.sort_unstable();
-        let swapped: HashMap<u32, u32> =
+        let reversed: HashMap<u32, u32> =
             ids.iter().copied().zip(ids.iter().rev().copied()).collect();
-        let id_of = |id: u32| swapped.get(&id).copied().unwrap_or(id);
-        let nodes = instance
-            .nodes
-            .into_values()
-            .map(|mut node| {
-                node.id = id_of(node.id);
-                (node.id, node)
-            })
-            .collect();
-        let arcs = instance
-            .arcs
-            .into_iter()
-            .map(|(from, to, edge)| (id_of(from), id_of(to), edge))
-            .collect();
-        WInstance::new(
-            nodes,
-            arcs,
-            instance.fans,
-            instance.root,
-            instance.schema_root,
-        )
+        renumber(instance, |id| reversed.get(&id).copied().unwrap_or(id))
     }
 
     /// The pitfall the alignment exists for: the complement knows the view by node ids, and a

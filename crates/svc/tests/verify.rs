@@ -109,6 +109,18 @@ impl Published {
         path.to_str().expect("utf-8 path").to_string()
     }
 
+    /// `roundtrip-test` of one of the published lenses over a corpus written from `text`.
+    fn roundtrip(&self, lens: &str, name: &str, text: &str) -> Output {
+        let corpus = self.corpus(name, text);
+        self.verify(&[
+            "roundtrip-test",
+            "--lens",
+            &self.lens(lens),
+            "--corpus",
+            &corpus,
+        ])
+    }
+
     fn verify(&self, args: &[&str]) -> Output {
         let mut all = vec!["verify"];
         all.extend_from_slice(args);
@@ -126,6 +138,10 @@ fn record(output: &Output, status: i32) -> Value {
         stderr(output)
     );
     serde_json::from_slice(&output.stdout).expect("a verification record on stdout")
+}
+
+fn says(output: &Output, message: &str) {
+    assert!(stderr(output).contains(message), "{}", stderr(output));
 }
 
 fn no_verdict(output: &Output, message: &str) {
@@ -182,54 +198,40 @@ fn roundtrip_and_property_tests_on_published_lenses() {
     );
 
     // An array where the schema has a string does not come back.
-    let corpus = p.corpus("array.json", r#"[{"text": "ok"}, {"text": ["a", "b"]}]"#);
-    let output = p.verify(&["roundtrip-test", "--lens", &iso, "--corpus", &corpus]);
-    assert_eq!(record(&output, 1)["result"], "falsified");
-    let message = stderr(&output);
-    assert!(
-        message.contains("falsified by corpus record 1 (case 1)"),
-        "{message}"
+    let output = p.roundtrip(
+        "iso",
+        "array.json",
+        r#"[{"text": "ok"}, {"text": ["a", "b"]}]"#,
     );
-    assert!(message.contains("at $.text"), "{message}");
-    assert!(message.contains("[\"a\",\"b\"]"), "{message}");
+    assert_eq!(record(&output, 1)["result"], "falsified");
+    says(&output, "falsified by corpus record 1 (case 1)");
+    says(&output, "at $.text");
+    says(&output, "[\"a\",\"b\"]");
 
     // Undeclared keys: reported, and no verdict on a record outside the lens's domain.
-    let corpus = p.corpus(
+    let output = p.roundtrip(
+        "iso",
         "extra.jsonl",
         "{\"text\":\"a\"}\n{\"text\":\"b\",\"mood\":\"x\"}\n",
     );
-    let output = p.verify(&["roundtrip-test", "--lens", &iso, "--corpus", &corpus]);
     assert_eq!(record(&output, 1)["result"], "inconclusive");
-    let message = stderr(&output);
-    assert!(
-        message.contains("corpus record 1 (line 2) does not fit the source schema: $.mood: a key the schema does not declare"),
-        "{message}"
+    says(
+        &output,
+        "corpus record 1 (line 2) does not fit the source schema: $.mood: a key the schema does not declare",
     );
 
     // The lossy lens drops createdAt from the view; the complement restores it.
-    let corpus = p.corpus(
-        "lossy.json",
-        r#"[{"text": "hi", "createdAt": "2026-01-01T00:00:00.000Z"}]"#,
-    );
-    let output = p.verify(&[
-        "roundtrip-test",
-        "--lens",
-        &p.lens("lossy"),
-        "--corpus",
-        &corpus,
-    ]);
+    let corpus = r#"[{"text": "hi", "createdAt": "2026-01-01T00:00:00.000Z"}]"#;
+    let output = p.roundtrip("lossy", "lossy.json", corpus);
     assert_eq!(record(&output, 0)["result"], "holds");
 
     // property-test cycles the corpus: 7 cases over 2 records.
     let corpus = p.corpus("two.jsonl", "{\"text\":\"a\"}\n{\"text\":\"b\"}\n");
-    let output = p.verify(&[
-        "property-test",
-        "--lens",
-        &iso,
-        "--corpus",
-        &corpus,
-        "--budget=7",
-    ]);
+    let property_test = |corpus: &str, budget: &str| {
+        let budget = format!("--budget={budget}");
+        p.verify(&["property-test", "--lens", &iso, "--corpus", corpus, &budget])
+    };
+    let output = property_test(&corpus, "7");
     let holds = record(&output, 0);
     assert_eq!(holds["kind"], "property-test");
     assert_eq!(holds["property"]["$type"], "dev.svc.defs#lpGenerator");
@@ -239,28 +241,14 @@ fn roundtrip_and_property_tests_on_published_lenses() {
             .unwrap()
             .contains("budget 7")
     );
-    assert!(
-        stderr(&output).contains("7 of 7 case(s) run over 2 corpus record(s)"),
-        "{}",
-        stderr(&output)
-    );
+    says(&output, "7 of 7 case(s) run over 2 corpus record(s)");
     // The falsifying record is reached only when the budget reaches it.
     let corpus = p.corpus("bad-second.jsonl", "{\"text\":\"a\"}\n{\"text\":[\"x\"]}\n");
-    let run = |budget: &str| {
-        p.verify(&[
-            "property-test",
-            "--lens",
-            &iso,
-            "--corpus",
-            &corpus,
-            "--budget",
-            budget,
-        ])
-    };
+    let run = |budget| property_test(&corpus, budget);
     assert_eq!(record(&run("1"), 0)["result"], "holds");
     let output = run("5");
     assert_eq!(record(&output, 1)["result"], "falsified");
-    assert!(stderr(&output).contains("corpus record 1 (line 2) (case 1)"));
+    says(&output, "corpus record 1 (line 2) (case 1)");
 
     // Usage errors: budget 0, an empty corpus, no lens at-uri.
     let empty = p.corpus("empty.json", "[]");
@@ -297,22 +285,18 @@ fn roundtrip_and_property_tests_on_published_lenses() {
 fn missing_or_unreadable_records_are_errors_not_verdicts() {
     let Some(peers) = peers() else { return };
     let p = Published::new(peers, "verify-err");
-    no_verdict(
-        &p.verify(&["roundtrip-test", "--lens", &p.lens("nothing-here")]),
-        "fetching the lens",
-    );
-    no_verdict(
-        &p.verify(&["roundtrip-test", "--lens", &p.lens("no-schema")]),
-        "fetching the lens's targetSchema",
-    );
-    no_verdict(
-        &p.verify(&["static-check", "--lens", &p.lens("corrupt")]),
-        "unparseable lens blob",
-    );
-    no_verdict(
-        &p.verify(&["roundtrip-test", "--lens", &p.lens("corrupt")]),
-        "unparseable lens blob",
-    );
+    for (runner, lens, message) in [
+        ("roundtrip-test", "nothing-here", "fetching the lens"),
+        (
+            "roundtrip-test",
+            "no-schema",
+            "fetching the lens's targetSchema",
+        ),
+        ("static-check", "corrupt", "unparseable lens blob"),
+        ("roundtrip-test", "corrupt", "unparseable lens blob"),
+    ] {
+        no_verdict(&p.verify(&[runner, "--lens", &p.lens(lens)]), message);
+    }
     // Two stored sessions: the verifier must be named.
     let other = peers.create_account("verify-other");
     json_out(&p.cli().run_with(
@@ -385,15 +369,9 @@ fn coercion_server(seen: Arc<Mutex<Vec<Value>>>) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.set_nonblocking(true).expect("nonblocking");
     let url = format!("http://{}", listener.local_addr().expect("address"));
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-            axum::serve(listener, app).await.expect("serve");
-        });
+    spawn_async(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+        axum::serve(listener, app).await.expect("serve");
     });
     url
 }

@@ -5,6 +5,10 @@ pub mod cli;
 pub mod peers;
 pub mod replay;
 
+// Beside the replay server, which the ingest benchmark includes on its own.
+#[allow(unused_imports)]
+pub use replay::spawn_async;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

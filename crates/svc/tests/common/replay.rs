@@ -52,6 +52,17 @@ fn wanted(collections: &[String], line: &str) -> bool {
         })
 }
 
+/// Runs a test server's future on a thread of its own, with a one-thread runtime.
+pub fn spawn_async(task: impl std::future::Future<Output = ()> + Send + 'static) {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(task)
+    });
+}
+
 impl Replay {
     pub fn start(events: Vec<(i64, String)>) -> Replay {
         let state = Arc::new(Mutex::new(ReplayState {
@@ -60,19 +71,13 @@ impl Replay {
         }));
         let (sender, receiver) = std::sync::mpsc::channel();
         let shared = Arc::clone(&state);
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-                let port = listener.local_addr().expect("address").port();
-                sender.send(port).expect("port");
-                while let Ok((stream, _)) = listener.accept().await {
-                    tokio::spawn(serve(stream, Arc::clone(&shared)));
-                }
-            });
+        spawn_async(async move {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let port = listener.local_addr().expect("address").port();
+            sender.send(port).expect("port");
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, Arc::clone(&shared)));
+            }
         });
         let port = receiver.recv().expect("the replay server started");
         Replay {
