@@ -53,7 +53,17 @@ async fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
     let verifier = verifier_did(args.verifier_did.as_deref())?;
     check_lens_uri(&args.lens)?;
     let fetcher = RecordFetcher::new(args.pds_url.as_deref())?;
-    let (lens, verdict) = match command {
+    let (lens, verdict) = check(command, &fetcher).await?;
+    report(args, kind, &verifier, &lens, verdict).await
+}
+
+/// Runs the command's check: the fetched lens record, and the verdict.
+async fn check(
+    command: &VerifyCommand,
+    fetcher: &RecordFetcher,
+) -> anyhow::Result<(FetchedRecord, Verdict)> {
+    let (args, kind) = lens_args(command);
+    Ok(match command {
         VerifyCommand::RoundtripTest { corpus, .. } => {
             let corpus = match corpus {
                 Some(path) => read_corpus(path)?,
@@ -63,7 +73,7 @@ async fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
                 "$type": property_variant(kind)?,
                 "domain": format!("corpus of {} record(s)", corpus.len()),
             });
-            let published = Published::fetch(&fetcher, &args.lens).await?;
+            let published = Published::fetch(fetcher, &args.lens).await?;
             let verdict = roundtrip_test(&published, &corpus, corpus.len() as u64, property)?;
             (published.lens, verdict)
         }
@@ -80,13 +90,13 @@ async fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
                 ),
                 "runner": "svc-verify",
             });
-            let published = Published::fetch(&fetcher, &args.lens).await?;
+            let published = Published::fetch(fetcher, &args.lens).await?;
             let verdict = roundtrip_test(&published, &corpus, *budget, property)?;
             (published.lens, verdict)
         }
         VerifyCommand::StaticCheck { protocol, .. } => {
             let supplied = protocol.as_deref().map(read_protocol).transpose()?;
-            let published = Published::fetch(&fetcher, &args.lens).await?;
+            let published = Published::fetch(fetcher, &args.lens).await?;
             let verdict = static_verdict(&published, supplied.as_ref())?;
             (published.lens, verdict)
         }
@@ -107,7 +117,18 @@ async fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
             let verdict = law.ask(vcs_url, &args.lens).await?;
             (lens, verdict)
         }
-    };
+    })
+}
+
+/// Prints the verification record and the verdict's notes, publishes it when asked; the exit
+/// status follows the result.
+async fn report(
+    args: &LensArgs,
+    kind: &str,
+    verifier: &str,
+    lens: &FetchedRecord,
+    verdict: Verdict,
+) -> anyhow::Result<ExitCode> {
     let record = prepare(
         VERIFICATION,
         json!({
@@ -126,7 +147,7 @@ async fn run_checked(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
     }
     if args.publish {
         let store = SessionStore::from_env();
-        let session = session_for(&store, Some(&verifier))?;
+        let session = session_for(&store, Some(verifier))?;
         let created = create(&store, session, VERIFICATION, &new_rkey(), &record).await?;
         eprintln!("{}", serde_json::to_string(&created)?);
     }
@@ -248,25 +269,20 @@ impl Published {
     }
 }
 
-/// Runs `cases` round trips, case i on `corpus[i mod len]`.
-fn roundtrip_test(
-    published: &Published,
-    corpus: &[CorpusRecord],
-    cases: u64,
-    property: Value,
-) -> anyhow::Result<Verdict> {
-    let source = SchemaBlob::decode(&published.source.value, "source")?;
-    let target = SchemaBlob::decode(&published.target.value, "target")?;
-    // A protocol not known here changes nothing of a round trip: instances are the schema's.
-    let protocol = resolve_protocol(&source.protocol, None).unwrap_or_default();
-    let roundtrip = Roundtrip::new(&published.lens_blob()?, &source, &target, &protocol)?;
-    let root = source.entry("source")?;
+/// Misfit notes are capped: a corpus of another schema would otherwise flood stderr.
+const MISFIT_NOTES: usize = 10;
+
+/// How many corpus records do not fit the source schema, and a note for each of the first few.
+fn misfit_notes(source: &SchemaBlob, root: &str, corpus: &[CorpusRecord]) -> (usize, Vec<String>) {
+    let mut count = 0;
     let mut notes = Vec::new();
-    let mut misfit_records = 0;
-    for record in corpus.iter().take(cases.min(corpus.len() as u64) as usize) {
-        let found = misfits(&source.schema, &root, &record.value);
-        if !found.is_empty() {
-            misfit_records += 1;
+    for record in corpus {
+        let found = misfits(&source.schema, root, &record.value);
+        if found.is_empty() {
+            continue;
+        }
+        count += 1;
+        if count <= MISFIT_NOTES {
             notes.push(format!(
                 "{} does not fit the source schema: {}",
                 record.place,
@@ -274,6 +290,35 @@ fn roundtrip_test(
             ));
         }
     }
+    if count > MISFIT_NOTES {
+        notes.push(format!(
+            "... and {} more such record(s)",
+            count - MISFIT_NOTES
+        ));
+    }
+    (count, notes)
+}
+
+/// Runs `cases` round trips, case i on `corpus[i mod len]`.
+fn roundtrip_test(
+    published: &Published,
+    corpus: &[CorpusRecord],
+    cases: u64,
+    property: Value,
+) -> anyhow::Result<Verdict> {
+    if corpus.is_empty() {
+        return Err(UsageError("the corpus holds no records".into()).into());
+    }
+    let source = SchemaBlob::decode(&published.source.value, "source")?;
+    let target = SchemaBlob::decode(&published.target.value, "target")?;
+    // A protocol not known here changes nothing of a round trip: instances are the schema's.
+    let protocol = resolve_protocol(&source.protocol, None).unwrap_or_default();
+    let roundtrip = Roundtrip::new(&published.lens_blob()?, &source, &target, &protocol)?;
+    let root = source.entry("source")?;
+    let checked = corpus
+        .len()
+        .min(usize::try_from(cases).unwrap_or(usize::MAX));
+    let (misfit_records, mut notes) = misfit_notes(&source, &root, &corpus[..checked]);
     let progress = Progress::new(cases);
     let mut falsified = None;
     let mut ran = 0;
