@@ -9,28 +9,71 @@ pub(crate) const DEFAULT_LIMIT: u32 = 100;
 pub(crate) const MAX_LIMIT: u32 = 1000;
 
 pub(crate) struct Params {
-    pairs: Vec<(String, String)>,
+    /// Each pair's decoded name, and its decoded value or the reason it does not decode.
+    pairs: Vec<(String, Result<String, &'static str>)>,
 }
 
 impl Params {
     pub fn parse(raw: Option<&str>) -> Params {
-        let pairs = form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
-            .into_owned()
+        let pairs = raw
+            .unwrap_or_default()
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+                // A name that does not decode matches no parameter, so it is ignored like
+                // any unknown one.
+                let name = decode_component(name).unwrap_or_else(|_| name.to_string());
+                (name, decode_component(value))
+            })
             .collect();
         Params { pairs }
     }
 
-    /// The value of a parameter; an error when it is given more than once.
+    /// The value of a parameter; an error when it is given more than once, or when it is not
+    /// percent-encoded UTF-8.
     pub fn get(&self, name: &str) -> Result<Option<&str>, ApiError> {
         let mut found = self.pairs.iter().filter(|(n, _)| n == name);
-        let first = found.next().map(|(_, v)| v.as_str());
+        let first = found.next().map(|(_, v)| v);
         if found.next().is_some() {
             return Err(ApiError::InvalidRequest(format!(
                 "{name}: given more than once"
             )));
         }
-        Ok(first)
+        match first {
+            None => Ok(None),
+            Some(Ok(value)) => Ok(Some(value.as_str())),
+            Some(Err(reason)) => Err(ApiError::InvalidRequest(format!("{name}: {reason}"))),
+        }
     }
+}
+
+/// One component of a query string, as HTML forms encode it (`+` is a space), refusing what
+/// a lenient decoder would silently change: a `%` without two hex digits, bytes that are not
+/// UTF-8, and NUL.
+fn decode_component(raw: &str) -> Result<String, &'static str> {
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut input = raw.bytes();
+    while let Some(byte) = input.next() {
+        match byte {
+            b'+' => bytes.push(b' '),
+            b'%' => {
+                let hex = |digit: Option<u8>| {
+                    digit
+                        .and_then(|d| (d as char).to_digit(16))
+                        .ok_or("a % not followed by two hex digits")
+                };
+                let high = hex(input.next())?;
+                let low = hex(input.next())?;
+                bytes.push((high * 16 + low) as u8);
+            }
+            other => bytes.push(other),
+        }
+    }
+    if bytes.contains(&0) {
+        return Err("contains a NUL character (%00)");
+    }
+    String::from_utf8(bytes).map_err(|_| "not valid percent-encoded UTF-8")
 }
 
 fn unsigned(name: &str, value: &str) -> Result<u64, ApiError> {
@@ -131,6 +174,19 @@ mod tests {
                 .unwrap_err()
                 .contains("more than once")
         );
+    }
+
+    #[test]
+    fn values_must_be_percent_encoded_utf8() {
+        let params = Params::parse(Some("a=x%20y+z&b=%C3%A9&c=%zz&d=%ff&e=%00&f=%4&g&%zz=1"));
+        assert_eq!(params.get("a").unwrap(), Some("x y z"));
+        assert_eq!(params.get("b").unwrap(), Some("é"));
+        assert_eq!(params.get("g").unwrap(), Some(""));
+        for name in ["c", "d", "e", "f"] {
+            let error = params.get(name).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("{name}: ")), "{error}");
+        }
+        assert!(paging_of("limit=%ff").unwrap_err().starts_with("limit:"));
     }
 
     #[test]
