@@ -16,7 +16,8 @@ const BATCHES_IN_FLIGHT: usize = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{path}: {source}")]
+    /// The OS error is the source: a chain printer shows it once.
+    #[error("{path}")]
     Io {
         path: PathBuf,
         source: std::io::Error,

@@ -3,8 +3,10 @@
 //! (sufficiency, stats, health, metrics, OpenAPI) each live in their own module.
 
 mod cache;
+mod connections;
 mod error;
 mod health;
+mod limits;
 mod list;
 mod metrics;
 mod openapi;
@@ -12,7 +14,9 @@ mod params;
 mod stats;
 mod sufficiency;
 
+pub use connections::{ConnectionLimits, RESERVED_DESCRIPTORS, descriptor_limit, serve};
 pub use error::ApiError;
+pub use limits::RequestLimits;
 pub use metrics::HttpMetrics;
 
 use axum::Router;
@@ -33,6 +37,7 @@ pub struct ServerConfig {
     /// Whether the catalog has caught up (`/readyz`).
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
     pub request_timeout: Duration,
+    pub limits: RequestLimits,
     /// Bytes of encoded answers kept for reuse; 0 turns the cache off.
     pub cache_bytes: usize,
     pub version: String,
@@ -87,6 +92,10 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
+            Arc::new(limits::Gate::new(config.limits)),
+            limits::guard,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             metrics::track,
         ))
@@ -100,7 +109,7 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         .layer(
             tower_http::cors::CorsLayer::new()
                 .allow_origin(tower_http::cors::Any)
-                .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
+                .allow_methods([axum::http::Method::GET])
                 .allow_headers(tower_http::cors::Any),
         )
         .with_state(state)

@@ -1,7 +1,6 @@
 //! Command-line definitions. Every flag of `serve` also reads an `SVC_*` environment variable.
 
 use clap::{Args, Parser, Subcommand};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -202,9 +201,9 @@ pub struct LensArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port).
-    #[arg(long, env = "SVC_LISTEN", default_value = "127.0.0.1:8787")]
-    pub listen: SocketAddr,
+    /// Address to listen on: IP or host name, and port (port 0 picks a free port).
+    #[arg(long, env = "SVC_LISTEN", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
+    pub listen: String,
 
     /// Catalog database file [default: <data dir>/svc/catalog.db].
     #[arg(long, env = "SVC_DB")]
@@ -259,9 +258,40 @@ pub struct ServeArgs {
     #[arg(long, env = "SVC_CACHE_MB", default_value_t = 32)]
     pub cache_mb: usize,
 
+    /// Longest wait for a request's head, and for the next request on an idle connection.
+    #[arg(long = "head-timeout", env = "SVC_HEAD_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub head_timeout: Duration,
+
+    /// Open client connections at most [default: the file-descriptor limit less 256].
+    #[arg(long = "max-connections", env = "SVC_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: Option<u64>,
+
+    /// Requests answered at once at most; beyond, 503 with Retry-After.
+    #[arg(long = "max-requests", env = "SVC_MAX_REQUESTS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests: u32,
+
+    /// Requests per second per client IP address (a burst of as many); beyond, 429 with
+    /// Retry-After [default: no limit].
+    #[arg(long = "rate-limit", env = "SVC_RATE_LIMIT", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit: Option<u32>,
+
     /// Reader connections to the catalog.
     #[arg(long, env = "SVC_READERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub readers: u16,
+}
+
+/// `HOST:PORT` (`[::1]:8787` for an IPv6 address); the host is resolved when the server binds.
+pub fn parse_listen(text: &str) -> Result<String, String> {
+    let usage = || format!("expected HOST:PORT (127.0.0.1:8787, localhost:0), not {text:?}");
+    let (host, port) = text.rsplit_once(':').ok_or_else(usage)?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if host.is_empty() || host.contains(char::is_whitespace) || port.parse::<u16>().is_err() {
+        return Err(usage());
+    }
+    Ok(text.to_string())
 }
 
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -288,6 +318,28 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_addresses() {
+        for good in [
+            "127.0.0.1:8787",
+            "localhost:0",
+            "[::1]:80",
+            "example.org:443",
+        ] {
+            assert_eq!(parse_listen(good).as_deref(), Ok(good));
+        }
+        for bad in [
+            "not-an-address",
+            "localhost",
+            ":80",
+            "host:99999",
+            "a b:1",
+            "host:",
+        ] {
+            assert!(parse_listen(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations() {

@@ -84,6 +84,11 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         }
         _ => queries.clone(),
     };
+    // Whatever can be checked before the catalog opens and the port is taken, is.
+    for path in &args.imports {
+        std::fs::metadata(path).with_context(|| format!("--import {}", path.display()))?;
+    }
+    let connection_limits = connection_limits(&args)?;
     let db = args.db.clone().unwrap_or_else(default_db);
     let catalog: Arc<dyn Catalog> = Arc::new(
         SqliteCatalog::open(&db, queries.clone(), usize::from(args.readers))
@@ -115,34 +120,33 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
                 .collect(),
             ready,
             request_timeout: args.request_timeout,
+            limits: svc_server::RequestLimits {
+                max_uri_bytes: MAX_URI_BYTES,
+                max_header_bytes: MAX_HEADER_BYTES,
+                max_in_flight: args.max_requests as usize,
+                rate_per_client: args.rate_limit,
+            },
             cache_bytes: args.cache_mb.saturating_mul(1 << 20),
             version: env!("CARGO_PKG_VERSION").to_string(),
         },
         registry,
     );
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    // A host name is resolved (`localhost:8787`); the first address that binds is used.
+    let listener = tokio::net::TcpListener::bind(args.listen.as_str())
         .await
-        .with_context(|| format!("listening on {}", args.listen))?;
+        .with_context(|| format!("--listen {}", args.listen))?;
     let address = listener.local_addr().context("reading the bound address")?;
-    // Answers go out whole: no Nagle delay on small ones, and a send buffer that takes a full
-    // page of records (about 70 KB) in one write.
-    let listener =
-        axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-            let _ = stream.set_nodelay(true);
-            let _ = socket2::SockRef::from(&*stream).set_send_buffer_size(1 << 20);
-        });
     tracing::info!("listening on http://{address}");
 
     let (trigger, mut stopped) = watch::channel(false);
     tokio::spawn(shutdown_signal(trigger));
-    let mut server_stopped = stopped.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = server_stopped.wait_for(|stop| *stop).await;
-            })
-            .await
-    });
+    let server = tokio::spawn(svc_server::serve(
+        listener,
+        router,
+        connection_limits,
+        stopped.clone(),
+        std::time::Duration::from_secs(10),
+    ));
 
     let ingestor = Ingestor::new(Arc::new(queries), ingest_metrics);
     for path in &args.imports {
@@ -212,12 +216,40 @@ async fn announce_ready(readiness: Arc<Readiness>, stopped: watch::Receiver<bool
     }
 }
 
-async fn finish(server: tokio::task::JoinHandle<std::io::Result<()>>) -> anyhow::Result<()> {
-    server
-        .await
-        .context("the server task failed")?
-        .context("serving HTTP")?;
-    Ok(())
+async fn finish(server: tokio::task::JoinHandle<()>) -> anyhow::Result<()> {
+    server.await.context("the server task failed")
+}
+
+/// The longest request URI and the most header bytes a request may have (414 and 431 beyond).
+const MAX_URI_BYTES: usize = 8 * 1024;
+const MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// `--max-connections` must leave descriptors for the catalog and the sources: a cap the
+/// process cannot reach would let connections exhaust them instead.
+fn connection_limits(args: &ServeArgs) -> anyhow::Result<svc_server::ConnectionLimits> {
+    let usable = svc_server::descriptor_limit().map(|limit| {
+        limit
+            .saturating_sub(svc_server::RESERVED_DESCRIPTORS)
+            .max(16)
+    });
+    let max_connections = match (args.max_connections, usable) {
+        (Some(wanted), Some(usable)) if wanted > usable => anyhow::bail!(
+            "--max-connections {wanted} is more than this process can open ({usable}: the \
+             file-descriptor limit less {} for the catalog and sources); raise `ulimit -n` \
+             or ask for fewer",
+            svc_server::RESERVED_DESCRIPTORS
+        ),
+        (Some(wanted), _) => wanted,
+        (None, Some(usable)) => usable,
+        (None, None) => 1024,
+    };
+    Ok(svc_server::ConnectionLimits {
+        head_timeout: args.head_timeout,
+        max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+        // hyper's buffer for a request head: room for the largest head the limits above
+        // answer with JSON, before hyper's own bare 431.
+        max_head_bytes: 4 * (MAX_URI_BYTES + MAX_HEADER_BYTES),
+    })
 }
 
 async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> anyhow::Result<()> {
@@ -231,7 +263,7 @@ async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> 
         bar.set_position(done);
     })
     .await
-    .with_context(|| format!("importing {}", path.display()))?;
+    .context("importing")?;
     bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
     if summary.lines == 0 && summary.resumed_from_line > 0 {

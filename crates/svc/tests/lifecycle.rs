@@ -297,10 +297,16 @@ fn flags_read_environment_variables_and_bad_flags_are_usage_errors() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
+    // Refused before the port is taken, and the OS error said once.
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        String::from_utf8_lossy(&output.stderr)
-            .contains("error: importing /nonexistent/file.jsonl")
+        stderr.contains(
+            "error: --import /nonexistent/file.jsonl: No such file or directory (os error 2)\n"
+        ),
+        "{stderr}"
     );
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
+    assert!(!stderr.contains("listening"), "{stderr}");
     let output = svc().arg("version").output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&output.stdout).trim(),

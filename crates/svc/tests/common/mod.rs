@@ -37,7 +37,8 @@ impl Server {
         Server::launch(db, &args)
     }
 
-    /// Starts `svc serve --listen 127.0.0.1:0 --db <db> <args>` and waits until it is ready.
+    /// Starts `svc serve --listen 127.0.0.1:0 --db <db> <args>` and waits until it is ready
+    /// (`--listen` in `args` replaces the address).
     pub fn launch(db: &Path, extra: &[&str]) -> Server {
         let mut server = Server::listening(db, extra);
         server.wait_ready();
@@ -46,8 +47,16 @@ impl Server {
 
     /// Starts `svc serve` and returns as soon as it listens, ready or not.
     pub fn listening(db: &Path, extra: &[&str]) -> Server {
+        // An ephemeral loopback port unless the test names its own address.
+        let listen: &[&str] = if extra.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = svc()
-            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg("serve")
+            .args(listen)
+            .arg("--db")
             .arg(db)
             .args(extra)
             .env("SVC_LOG", "info")
