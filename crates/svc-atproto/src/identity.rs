@@ -16,30 +16,88 @@ pub struct ResolvedDid {
 }
 
 /// Where the DID document of a DID is: `<plc>/<did>` for did:plc, `/.well-known/did.json` of
-/// the host for did:web (plain HTTP for `localhost`, as test servers run).
+/// the host for did:web. Plain HTTP only for a loopback host itself (`localhost`,
+/// `127.x.x.x`), as test servers run: any other host is HTTPS, so nobody on the path can forge
+/// the document. A port (`%3A`) is accepted only on a loopback host, as atproto allows; a path
+/// (`:` after the host) is not supported.
 pub fn did_document_url(did: &str, plc_url: &str) -> AtprotoResult<String> {
     svc_syntax::check_did(did).map_err(|e| AtprotoError::Invalid(format!("{did}: {e}")))?;
     match did.split(':').nth(1).unwrap_or_default() {
         "plc" => Ok(format!("{}/{did}", plc_url.trim_end_matches('/'))),
         "web" => {
-            let host = did["did:web:".len()..]
-                .replace("%3A", ":")
-                .replace("%3a", ":");
-            if host.contains(':') && !host.starts_with("localhost") {
+            let specific = &did["did:web:".len()..];
+            if specific.contains(':') {
                 return Err(AtprotoError::Invalid(format!(
                     "{did}: did:web with a path is not supported"
                 )));
             }
-            let scheme = if host.starts_with("localhost") {
-                "http"
-            } else {
-                "https"
+            let authority = specific.replace("%3A", ":").replace("%3a", ":");
+            // A DID cannot hold brackets, so the host is a name or an IPv4 address.
+            let (host, port) = match authority.split_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (authority.as_str(), None),
             };
-            Ok(format!("{scheme}://{host}/.well-known/did.json"))
+            let loopback = host == "localhost"
+                || host.starts_with("127.") && host.parse::<std::net::Ipv4Addr>().is_ok();
+            if let Some(port) = port {
+                if !loopback {
+                    return Err(AtprotoError::Invalid(format!(
+                        "{did}: did:web with a port ({port}) is only supported for localhost"
+                    )));
+                }
+                if port.parse::<u16>().is_err() {
+                    return Err(AtprotoError::Invalid(format!(
+                        "{did}: {port:?} is not a port number"
+                    )));
+                }
+            }
+            let scheme = if loopback { "http" } else { "https" };
+            Ok(format!("{scheme}://{authority}/.well-known/did.json"))
         }
         other => Err(AtprotoError::Invalid(format!(
             "{did}: the DID method {other} is not supported (plc, web)"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::did_document_url;
+
+    #[test]
+    fn did_web_is_https_but_for_loopback_hosts() {
+        let url =
+            |did: &str| did_document_url(did, "https://plc.example").map_err(|e| e.to_string());
+        assert_eq!(
+            url("did:web:example.com").unwrap(),
+            "https://example.com/.well-known/did.json"
+        );
+        assert_eq!(
+            url("did:web:localhost.evil.com").unwrap(),
+            "https://localhost.evil.com/.well-known/did.json"
+        );
+        assert_eq!(
+            url("did:web:localhost%3A8080").unwrap(),
+            "http://localhost:8080/.well-known/did.json"
+        );
+        assert_eq!(
+            url("did:web:127.0.0.1").unwrap(),
+            "http://127.0.0.1/.well-known/did.json"
+        );
+        assert!(
+            url("did:web:example.com%3A8080")
+                .unwrap_err()
+                .contains("port (8080)")
+        );
+        assert!(
+            url("did:web:example.com:user:alice")
+                .unwrap_err()
+                .contains("path")
+        );
+        assert_eq!(
+            url("did:plc:abc").unwrap(),
+            "https://plc.example/did:plc:abc"
+        );
     }
 }
 
@@ -154,7 +212,7 @@ impl Resolver {
         service: Option<&str>,
     ) -> AtprotoResult<String> {
         svc_syntax::check_handle(handle)
-            .map_err(|e| AtprotoError::Invalid(format!("{handle}: {e}")))?;
+            .map_err(|e| AtprotoError::Invalid(format!("{handle:?}: {e}")))?;
         if let Some(service) = service {
             let url = format!(
                 "{}/xrpc/com.atproto.identity.resolveHandle?handle={handle}",

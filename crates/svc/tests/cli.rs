@@ -305,6 +305,12 @@ fn the_command_line_against_the_reference_pds() {
         "{}",
         stderr(&wrong)
     );
+    let not_a_handle = cli.run(&["oauth", "login", "--handle", "not a handle"]);
+    assert_eq!(not_a_handle.status.code(), Some(2));
+    assert_eq!(
+        stderr(&not_a_handle),
+        "error: --handle \"not a handle\" is not a handle (like alice.example.com)\n"
+    );
     let unknown = cli.run_with(&["publish", "gizmo", "--record", "-"], Some("{}"), &[]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(stderr(&unknown).contains("unknown record kind"));
@@ -336,7 +342,7 @@ fn the_command_line_against_the_reference_pds() {
     ]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(
-        stderr(&bad).contains("\"error\":\"invalid_request\""),
+        stderr(&bad).starts_with("error: 400 invalid_request: lens_uri: "),
         "{}",
         stderr(&bad)
     );

@@ -34,6 +34,12 @@ pub async fn login(
     pds_url: Option<String>,
 ) -> anyhow::Result<()> {
     let handle = handle.trim_start_matches('@');
+    if svc_syntax::check_handle(handle).is_err() {
+        return Err(UsageError(format!(
+            "--handle {handle:?} is not a handle (like alice.example.com)"
+        ))
+        .into());
+    }
     let password = app_password(password)?;
     let http = http()?;
     let pds = match pds_url {

@@ -163,7 +163,14 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
         .await
         .with_context(|| format!("{url}: the answer is not JSON"))?;
     if !status.is_success() {
-        anyhow::bail!("{} {}", status.as_u16(), body);
+        // The service's JSON error names what is wrong; say that, not the raw body.
+        let said = |field| body.get(field).and_then(serde_json::Value::as_str);
+        match (said("error"), said("message")) {
+            (Some(code), Some(message)) => {
+                anyhow::bail!("{} {code}: {message}", status.as_u16())
+            }
+            _ => anyhow::bail!("{} {body}", status.as_u16()),
+        }
     }
     print_json(&body)
 }
