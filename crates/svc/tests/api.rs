@@ -603,7 +603,23 @@ fn stats_health_readiness_metrics_openapi_and_cors() {
         (200, "text/plain; charset=utf-8".into(), "ok".into())
     );
     assert_eq!(s.get_raw("/readyz").2, "ready");
-    let metrics = s.get_raw("/metrics").2;
+    let (_, content_type, metrics) = s.get_raw("/metrics");
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(metrics.contains("# TYPE svc_ingest_events_total counter\n"));
+    assert!(!metrics.contains("# EOF"));
+    let openmetrics = common::http()
+        .get(format!("{}/metrics", s.url))
+        .header(
+            "Accept",
+            "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+        )
+        .send()
+        .unwrap();
+    assert_eq!(
+        openmetrics.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(openmetrics.text().unwrap().ends_with("# EOF\n"));
     for line in [
         "svc_orchestrator_ready 1",
         "svc_orchestrator_catalog_records{kind=\"bounty\"} 5",
