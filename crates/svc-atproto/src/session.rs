@@ -107,7 +107,7 @@ impl SessionStore {
 
     pub fn load(&self, did: &str) -> AtprotoResult<Option<Session>> {
         let path = self.path(did)?;
-        match std::fs::read_to_string(&path) {
+        match read_private(&path) {
             Ok(text) => serde_json::from_str(&text)
                 .map(Some)
                 .map_err(|e| store_error(&path, e)),
@@ -127,7 +127,7 @@ impl SessionStore {
         for entry in entries {
             let path = entry.map_err(|e| store_error(&self.dir, e))?.path();
             if path.extension().is_some_and(|e| e == "json") {
-                let text = std::fs::read_to_string(&path).map_err(|e| store_error(&path, e))?;
+                let text = read_private(&path).map_err(|e| store_error(&path, e))?;
                 if let Ok(session) = serde_json::from_str::<Session>(&text) {
                     sessions.push(session);
                 }
@@ -146,6 +146,28 @@ impl SessionStore {
             Err(e) => Err(store_error(&path, e)),
         }
     }
+}
+
+/// A session file's text, refused (as ssh refuses a private key) when others may read it: its
+/// tokens are as good as a password.
+fn read_private(path: &Path) -> std::io::Result<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "the session file is readable by others (mode {mode:04o}), so its tokens \
+                     may have leaked; fix it with `chmod 600 {}` (and log in again if someone \
+                     else could have read it)",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    std::fs::read_to_string(path)
 }
 
 impl Session {
@@ -193,5 +215,26 @@ mod tests {
         assert!(!store.remove("did:plc:aaa").unwrap());
         assert!(store.load("did:plc:aaa").unwrap().is_none());
         assert!(store.remove("not-a-did").is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_session_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SessionStore::at(dir.path());
+        store.save(&session("did:plc:aaa")).unwrap();
+        let path = dir.path().join("did:plc:aaa.json");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        for error in [
+            store.load("did:plc:aaa").unwrap_err().to_string(),
+            store.list().unwrap_err().to_string(),
+        ] {
+            assert!(error.contains("readable by others (mode 0644)"), "{error}");
+            assert!(
+                error.contains(&format!("chmod 600 {}", path.display())),
+                "{error}"
+            );
+        }
     }
 }

@@ -32,10 +32,7 @@ fn the_command_line_against_the_reference_pds() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = dir.path().join("sessions");
     let plc = peers.plc.as_str();
-    let cli = Cli {
-        sessions: &sessions,
-        plc,
-    };
+    let cli = Cli::new(&sessions, plc);
 
     // resolve
     let resolved = json_out(&cli.run(&["resolve", &alice.did]));
@@ -367,6 +364,35 @@ fn the_command_line_against_the_reference_pds() {
         "{}",
         stderr(&missing)
     );
+
+    // A password sent over plain HTTP to another machine is warned about.
+    let plain = cli.run(&[
+        "oauth",
+        "login",
+        "--handle",
+        &alice.handle,
+        "--pds-url",
+        "http://0.0.0.0:9",
+        "--app-password",
+        &alice.password,
+    ]);
+    assert_eq!(plain.status.code(), Some(1));
+    assert!(
+        stderr(&plain).starts_with("warning: --pds-url http://0.0.0.0:9 is plain HTTP"),
+        "{}",
+        stderr(&plain)
+    );
+
+    // No password or token in anything the commands or the server printed.
+    let mut printed = cli.printed();
+    printed.push_str(&server.kill9().join("\n"));
+    for secret in [
+        alice.password.as_str(),
+        stored["access_jwt"].as_str().unwrap(),
+        stored["refresh_jwt"].as_str().unwrap(),
+    ] {
+        assert!(!printed.contains(secret), "a secret was printed");
+    }
 }
 
 #[test]

@@ -93,10 +93,7 @@ impl Published {
     }
 
     fn cli(&self) -> Cli<'_> {
-        Cli {
-            sessions: &self.sessions,
-            plc: &self.plc,
-        }
+        Cli::new(&self.sessions, &self.plc)
     }
 
     fn lens(&self, rkey: &str) -> String {

@@ -26,6 +26,9 @@ pub struct RecordFetcher {
 impl RecordFetcher {
     /// With `pds`, every record is read from that server (a handle is resolved by it too).
     pub fn new(pds: Option<&str>) -> anyhow::Result<RecordFetcher> {
+        if let Some(pds) = pds {
+            super::warn_if_plain_http("--pds-url", pds);
+        }
         let http = http()?;
         Ok(RecordFetcher {
             resolver: Resolver::new(http.clone(), &plc_url()),

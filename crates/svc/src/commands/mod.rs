@@ -32,6 +32,27 @@ pub fn block_on<T>(
         .block_on(command)
 }
 
+/// Passwords and tokens go to `url`: say so when nothing protects them on the way (plain HTTP
+/// to anything but this machine).
+pub fn warn_if_plain_http(flag: &str, url: &str) {
+    let Ok(parsed) = svc_atproto::Url::parse(url) else {
+        return;
+    };
+    let host = parsed.host_str().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if parsed.scheme() == "http" && !loopback {
+        eprintln!(
+            "warning: {flag} {url} is plain HTTP to another machine: passwords and tokens cross \
+             the network unencrypted (use https://)"
+        );
+    }
+}
+
 /// The PLC directory: `$SVC_PLC_URL`, else the default.
 pub fn plc_url() -> String {
     std::env::var("SVC_PLC_URL").unwrap_or_else(|_| crate::cli::DEFAULT_PLC.to_string())

@@ -43,7 +43,10 @@ pub async fn login(
     let password = app_password(password)?;
     let http = http()?;
     let pds = match pds_url {
-        Some(url) => url,
+        Some(url) => {
+            super::warn_if_plain_http("--pds-url", &url);
+            url
+        }
         None => {
             Resolver::new(http.clone(), &plc_url())
                 .locate(handle)

@@ -1,16 +1,32 @@
 //! The `svc` command as a user runs it, against the test peers.
 
 use serde_json::Value;
+use std::cell::RefCell;
 use std::io::Write;
 use std::process::{Output, Stdio};
 
-/// Runs `svc` with a private session directory and the test PLC directory.
+/// Runs `svc` with a private session directory and the test PLC directory, and keeps
+/// everything the runs printed (to look for secrets in).
 pub struct Cli<'a> {
-    pub sessions: &'a std::path::Path,
-    pub plc: &'a str,
+    sessions: &'a std::path::Path,
+    plc: &'a str,
+    printed: RefCell<Vec<u8>>,
 }
 
-impl Cli<'_> {
+impl<'a> Cli<'a> {
+    pub fn new(sessions: &'a std::path::Path, plc: &'a str) -> Cli<'a> {
+        Cli {
+            sessions,
+            plc,
+            printed: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Everything every run printed, stdout and stderr.
+    pub fn printed(&self) -> String {
+        String::from_utf8_lossy(&self.printed.borrow()).to_string()
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         self.run_with(args, None, &[])
     }
@@ -39,7 +55,11 @@ impl Cli<'_> {
                 .expect("write stdin");
         }
         drop(child.stdin.take());
-        child.wait_with_output().expect("svc output")
+        let output = child.wait_with_output().expect("svc output");
+        let mut printed = self.printed.borrow_mut();
+        printed.extend_from_slice(&output.stdout);
+        printed.extend_from_slice(&output.stderr);
+        output
     }
 }
 
