@@ -3,23 +3,58 @@
 
 use crate::AppState;
 use crate::list::json_response;
-use crate::params::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::params::{CURSOR_PATTERN, DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT};
 use axum::extract::State;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use svc_catalog::QuerySet;
-use svc_catalog::spec::{ParamDef, ParamType};
+use svc_catalog::spec::{
+    MAX_AT_URI_PARAM_BYTES, MAX_TEXT_CHARS, ParamDef, ParamType, VERIFICATION_KINDS,
+};
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>) -> Response {
     json_response(state.openapi.clone())
 }
 
+/// Patterns that accept exactly what the server's syntax checks accept (lengths aside, which
+/// `maxLength` bounds), so that a client generated from this document sends nothing refused.
+const DID_PATTERN: &str = "did:[a-z]+:[a-zA-Z0-9._:%-]*[a-zA-Z0-9._-]";
+const LABEL: &str = "[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?";
+/// Text parameters take any text but NUL, which the server refuses (`%00`).
+const TEXT_PATTERN: &str = "^[^\\x00]*$";
+
+fn handle_pattern() -> String {
+    format!("(?:{LABEL}\\.)+[a-zA-Z](?:[a-zA-Z0-9-]{{0,61}}[a-zA-Z0-9])?")
+}
+
+fn at_uri_pattern() -> String {
+    let nsid = format!(
+        "[a-zA-Z](?:[a-zA-Z0-9-]{{0,61}}[a-zA-Z0-9])?(?:\\.{LABEL})+\\.[a-zA-Z][a-zA-Z0-9]{{0,62}}"
+    );
+    // A record key: 1-512 of [A-Za-z0-9._:~-], never "." or "..".
+    let key = "[A-Za-z0-9_:~-][A-Za-z0-9._:~-]{0,511}|\\.(?:[A-Za-z0-9_:~-][A-Za-z0-9._:~-]{0,510}|\\.[A-Za-z0-9._:~-]{1,510})";
+    format!(
+        "^at://(?:{DID_PATTERN}|{})(?:/{nsid}(?:/(?:{key}))?)?$",
+        handle_pattern()
+    )
+}
+
+fn did_schema() -> Value {
+    json!({"type": "string", "format": "did", "pattern": format!("^{DID_PATTERN}$"), "maxLength": 2048})
+}
+
+fn at_uri_schema() -> Value {
+    json!({"type": "string", "format": "at-uri", "pattern": at_uri_pattern(), "maxLength": MAX_AT_URI_PARAM_BYTES})
+}
+
 fn parameter(param: &ParamDef) -> Value {
     let schema = match param.param_type {
-        ParamType::String => json!({"type": "string"}),
-        ParamType::Did => json!({"type": "string", "format": "did"}),
-        ParamType::AtUri => json!({"type": "string", "format": "at-uri"}),
+        ParamType::String => {
+            json!({"type": "string", "pattern": TEXT_PATTERN, "maxLength": MAX_TEXT_CHARS})
+        }
+        ParamType::Did => did_schema(),
+        ParamType::AtUri => at_uri_schema(),
         ParamType::Enum => json!({"type": "string", "enum": param.values}),
     };
     json!({
@@ -35,19 +70,34 @@ fn paging_parameters() -> Vec<Value> {
     vec![
         json!({"name": "limit", "in": "query", "required": false, "description": "Items per page.",
                "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}}),
-        json!({"name": "offset", "in": "query", "required": false, "description": "Items to skip; not with cursor.",
-               "schema": {"type": "integer", "minimum": 0, "default": 0}}),
+        json!({"name": "offset", "in": "query", "required": false,
+               "description": "Items to skip. Not with cursor (400).",
+               "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "default": 0}}),
         json!({"name": "cursor", "in": "query", "required": false,
-               "description": "Opaque cursor from a previous answer: the page after it (keyset paging).",
-               "schema": {"type": "string"}}),
+               "description": "Opaque cursor from a previous answer: the page after it (keyset paging). Not with offset (400).",
+               "schema": {"type": "string", "minLength": 3, "maxLength": MAX_CURSOR_CHARS, "pattern": CURSOR_PATTERN}}),
     ]
 }
 
 fn errors() -> Value {
     json!({
         "400": {"description": "A parameter is missing or invalid.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-        "500": {"description": "Internal failure.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        "414": {"description": "The URI is longer than 60 KiB.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        "429": {"description": "The client's rate is used (with --rate-limit); see Retry-After.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        "431": {"description": "The headers are larger than 16 KiB.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        "500": {"description": "Internal failure.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        "503": {"description": "Overloaded or too slow; see Retry-After.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     })
+}
+
+/// Comma-separated verification kinds, each trimmed of white space (as Rust's `str::trim`
+/// sees it), empty ones dropped.
+fn kinds_pattern() -> String {
+    let kinds: Vec<&str> = VERIFICATION_KINDS.iter().map(|(kind, _)| *kind).collect();
+    let space =
+        "[\\t\\n\\x0B\\f\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]*";
+    let token = format!("{space}(?:{})?{space}", kinds.join("|"));
+    format!("^{token}(?:,{token})*$")
 }
 
 fn text_response(description: &str) -> Value {
@@ -88,8 +138,9 @@ pub(crate) fn document(queries: &QuerySet, version: &str) -> Value {
             "operationId": id,
             "summary": "Whether every listed verification kind has a verification of the lens (that holds).",
             "parameters": [
-                {"name": "lens_uri", "in": "query", "required": true, "schema": {"type": "string", "format": "at-uri"}},
-                {"name": "kinds", "in": "query", "required": true, "description": "Comma-separated verification kinds.", "schema": {"type": "string"}},
+                {"name": "lens_uri", "in": "query", "required": true, "schema": at_uri_schema()},
+                {"name": "kinds", "in": "query", "required": true, "description": "Comma-separated verification kinds.",
+                 "schema": {"type": "string", "pattern": kinds_pattern()}},
                 {"name": "hold", "in": "query", "required": false, "schema": {"type": "boolean", "default": true}}
             ],
             "responses": responses,
@@ -108,7 +159,12 @@ pub(crate) fn document(queries: &QuerySet, version: &str) -> Value {
     paths.insert("/healthz".into(), json!({"get": {"operationId": "healthz", "responses": {"200": text_response("The process runs.")}}}));
     paths.insert("/readyz".into(), json!({"get": {"operationId": "readyz", "responses": {
         "200": text_response("The catalog has caught up."), "503": text_response("Still catching up.")}}}));
-    paths.insert("/metrics".into(), json!({"get": {"operationId": "metrics", "responses": {"200": text_response("Prometheus metrics.")}}}));
+    paths.insert("/metrics".into(), json!({"get": {"operationId": "metrics", "responses": {"200": {
+        "description": "Prometheus metrics: the classic text format, or OpenMetrics when Accept asks for it.",
+        "content": {
+            crate::health::PROMETHEUS_TEXT: {"schema": {"type": "string"}},
+            crate::health::OPENMETRICS: {"schema": {"type": "string"}}
+        }}}}}));
     json!({
         "openapi": "3.1.0",
         "info": {"title": "svc record catalog", "version": version,

@@ -126,20 +126,31 @@ pub(crate) fn paging(params: &Params) -> Result<PageRequest, ApiError> {
 
 const CURSOR_PREFIX: &str = "u:";
 
+/// What a cursor looks like: canonical unpadded base64url of `u:` and a position in uri order
+/// (`dT` and one of `o`-`r` spell the prefix). Any such string is a position to page after.
+pub(crate) const CURSOR_PATTERN: &str = "^dT(?:o|[o-r][A-Za-z0-9_-](?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?)$";
+
 /// The opaque paging cursor: the last uri of a page, base64url without padding.
 pub(crate) fn encode_cursor(last_uri: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{last_uri}"))
 }
 
+/// Longer than the cursor of any record's at-uri (DID, NSID and record key at their longest).
+pub(crate) const MAX_CURSOR_CHARS: usize = 4_000;
+
 fn decode_cursor(cursor: &str) -> Result<String, ApiError> {
     let invalid = || ApiError::InvalidRequest("cursor: not a cursor given by this service".into());
+    if cursor.len() > MAX_CURSOR_CHARS {
+        return Err(invalid());
+    }
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
         .map_err(|_| invalid())?;
-    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
-    text.strip_prefix(CURSOR_PREFIX)
-        .map(str::to_string)
-        .ok_or_else(invalid)
+    let position = bytes
+        .strip_prefix(CURSOR_PREFIX.as_bytes())
+        .ok_or_else(invalid)?;
+    // Positions only compare with uris: bytes that are not UTF-8 still mark a place.
+    Ok(String::from_utf8_lossy(position).into_owned())
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use svc_catalog::spec::{SUFFICIENCY_QUERY, VERIFICATION_KINDS, encode_key, property_of_kind};
+use svc_catalog::spec::{
+    MAX_AT_URI_PARAM_BYTES, SUFFICIENCY_QUERY, VERIFICATION_KINDS, encode_key, property_of_kind,
+};
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
     match answer(&state, raw.as_deref()).await {
@@ -24,7 +26,12 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
     let lens = params
         .get("lens_uri")?
         .ok_or_else(|| ApiError::InvalidRequest("lens_uri: required parameter missing".into()))?;
-    svc_syntax::check_at_uri(lens)
+    if lens.len() > MAX_AT_URI_PARAM_BYTES {
+        return Err(ApiError::InvalidRequest(format!(
+            "lens_uri: at most {MAX_AT_URI_PARAM_BYTES} characters"
+        )));
+    }
+    svc_syntax::check_at_uri_grammar(lens)
         .map_err(|e| ApiError::InvalidRequest(format!("lens_uri: {e}")))?;
     let kinds_text = params
         .get("kinds")?

@@ -21,10 +21,15 @@ pub fn check_did(value: &str) -> Result<(), SyntaxError> {
 
 /// A domain name of at least two labels whose last label does not start with a digit.
 pub fn check_handle(value: &str) -> Result<(), SyntaxError> {
-    let err = || SyntaxError::new("handle");
     if value.len() > 253 {
-        return Err(err());
+        return Err(SyntaxError::new("handle"));
     }
+    handle_shape(value)
+}
+
+/// A handle's grammar, whatever its total length.
+fn handle_shape(value: &str) -> Result<(), SyntaxError> {
+    let err = || SyntaxError::new("handle");
     let labels: Vec<&str> = value.split('.').collect();
     if labels.len() < 2 {
         return Err(err());
@@ -51,10 +56,15 @@ fn dns_label(label: &str) -> bool {
 
 /// Reversed domain authority plus a name segment: `dev.svc.bounty`.
 pub fn check_nsid(value: &str) -> Result<(), SyntaxError> {
-    let err = || SyntaxError::new("nsid");
     if value.len() > 317 {
-        return Err(err());
+        return Err(SyntaxError::new("nsid"));
     }
+    nsid_shape(value)
+}
+
+/// An NSID's grammar, whatever its total length.
+fn nsid_shape(value: &str) -> Result<(), SyntaxError> {
+    let err = || SyntaxError::new("nsid");
     let segments: Vec<&str> = value.split('.').collect();
     if segments.len() < 3 {
         return Err(err());
@@ -104,19 +114,36 @@ pub struct AtUri<'a> {
 /// The atproto AT-URI syntax: a DID or handle authority, then optionally an NSID collection and
 /// a record key. Query strings and fragments are not part of a record's address and are refused.
 pub fn check_at_uri(value: &str) -> Result<AtUri<'_>, SyntaxError> {
-    let err = || SyntaxError::new("at-uri");
     if value.len() > 8192 {
-        return Err(err());
+        return Err(SyntaxError::new("at-uri"));
     }
+    at_uri_parts(value, true)
+}
+
+/// The AT-URI grammar without the total-length limits of its handle (253) and NSID (317):
+/// exactly what a regular expression can state, for query parameters an API document
+/// describes by pattern. Such a value can name no stored record, so it finds nothing.
+pub fn check_at_uri_grammar(value: &str) -> Result<AtUri<'_>, SyntaxError> {
+    at_uri_parts(value, false)
+}
+
+fn at_uri_parts(value: &str, part_limits: bool) -> Result<AtUri<'_>, SyntaxError> {
+    let err = || SyntaxError::new("at-uri");
     let rest = value.strip_prefix("at://").ok_or_else(err)?;
     let mut parts = rest.split('/');
     let authority = parts.next().ok_or_else(err)?;
-    if check_did(authority).is_err() && check_handle(authority).is_err() {
+    let handle = if part_limits {
+        check_handle
+    } else {
+        handle_shape
+    };
+    if check_did(authority).is_err() && handle(authority).is_err() {
         return Err(err());
     }
     let collection = parts.next();
     if let Some(nsid) = collection {
-        check_nsid(nsid).map_err(|_| err())?;
+        let nsid_ok = if part_limits { check_nsid } else { nsid_shape };
+        nsid_ok(nsid).map_err(|_| err())?;
     }
     let rkey = parts.next();
     if let Some(key) = rkey {

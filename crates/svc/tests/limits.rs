@@ -107,7 +107,7 @@ fn a_connection_cap_beyond_the_descriptor_limit_is_refused_at_start() {
 fn oversized_and_badly_encoded_requests_get_json_answers() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("catalog.db"), &[]);
-    let long = "a".repeat(9000);
+    let long = "a".repeat(62_000);
     let (status, body) = server.get(&format!("/v1/bounties/open?x={long}"));
     assert_eq!(
         (status, body["error"].as_str()),

@@ -32,6 +32,12 @@ const INTERNAL_SPEC: &str = r#"{"version":1,"queries":[{
   ]
 }]}"#;
 
+/// The longest value a text parameter takes, in characters.
+pub const MAX_TEXT_CHARS: usize = 1024;
+/// The longest at-uri a parameter takes: far beyond any real record's, and short enough that a
+/// request stays within the server's URI limit.
+pub const MAX_AT_URI_PARAM_BYTES: usize = 2048;
+
 /// The name of the internal sufficiency index.
 pub const SUFFICIENCY_QUERY: &str = "verificationsSufficiency";
 
@@ -241,10 +247,19 @@ impl Query {
                 continue;
             };
             match param.param_type {
-                ParamType::String => {}
+                ParamType::String => {
+                    if value.chars().count() > MAX_TEXT_CHARS {
+                        return Err(error(format!("at most {MAX_TEXT_CHARS} characters")));
+                    }
+                }
                 ParamType::Did => svc_syntax::check_did(value).map_err(|e| error(e.to_string()))?,
                 ParamType::AtUri => {
-                    svc_syntax::check_at_uri(value).map_err(|e| error(e.to_string()))?;
+                    if value.len() > MAX_AT_URI_PARAM_BYTES {
+                        return Err(error(format!(
+                            "at most {MAX_AT_URI_PARAM_BYTES} characters"
+                        )));
+                    }
+                    svc_syntax::check_at_uri_grammar(value).map_err(|e| error(e.to_string()))?;
                 }
                 ParamType::Enum => {
                     let allowed = param.values.as_deref().unwrap_or_default();
