@@ -18,6 +18,7 @@ pub use connections::{ConnectionLimits, RESERVED_DESCRIPTORS, descriptor_limit, 
 pub use error::ApiError;
 pub use limits::RequestLimits;
 pub use metrics::HttpMetrics;
+pub use params::list_paging;
 
 use axum::Router;
 use axum::body::Bytes;

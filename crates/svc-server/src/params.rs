@@ -87,6 +87,11 @@ fn unsigned(name: &str, value: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::InvalidRequest(format!("{name}: too large")))
 }
 
+/// The paging of a raw query string, as a list endpoint reads it (for the fuzzer).
+pub fn list_paging(raw_query: &str) -> Result<PageRequest, ApiError> {
+    paging(&Params::parse(Some(raw_query)))
+}
+
 pub(crate) fn paging(params: &Params) -> Result<PageRequest, ApiError> {
     let limit = match params.get("limit")? {
         None => DEFAULT_LIMIT,

@@ -20,7 +20,7 @@ fn stall(server: &Server) -> TcpStream {
     stream
 }
 
-/// Seconds until the server closes `stream` (reads until EOF), at most `within`.
+/// How long after `started` the server closed `stream` (EOF or reset), if within `within`.
 fn closed_after(mut stream: TcpStream, started: Instant, within: Duration) -> Option<Duration> {
     let remaining = within
         .saturating_sub(started.elapsed())
@@ -31,6 +31,10 @@ fn closed_after(mut stream: TcpStream, started: Instant, within: Duration) -> Op
         match stream.read(&mut buffer) {
             Ok(0) => return Some(started.elapsed()),
             Ok(_) => continue,
+            // Closed with unread input, the server's side resets the connection.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Some(started.elapsed());
+            }
             Err(_) => return None,
         }
     }
@@ -71,15 +75,19 @@ fn connections_beyond_the_cap_are_closed_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(
         &dir.path().join("catalog.db"),
-        &["--head-timeout", "2s", "--max-connections", "8"],
+        &["--head-timeout", "3s", "--max-connections", "8"],
     );
-    let held: Vec<TcpStream> = (0..8).map(|_| stall(&server)).collect();
-    std::thread::sleep(Duration::from_millis(200));
+    // The test's HTTP client may keep one connection of its own open: count, don't name.
     let started = Instant::now();
-    let extra = stall(&server);
-    let closed = closed_after(extra, started, Duration::from_secs(1));
-    assert!(closed.is_some(), "the ninth connection was kept");
-    drop(held);
+    let streams: Vec<TcpStream> = (0..12).map(|_| stall(&server)).collect();
+    let closed = streams
+        .into_iter()
+        .filter_map(|s| closed_after(s, started, Duration::from_millis(1500)))
+        .count();
+    assert!(
+        (4..=5).contains(&closed),
+        "{closed} of 12 closed at once with a cap of 8"
+    );
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(server.get_raw("/healthz").0, 200);
 }

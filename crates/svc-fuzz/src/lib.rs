@@ -1,0 +1,92 @@
+//! The bodies of the fuzz targets (`fuzz/`), one function each: arbitrary bytes into a parser
+//! that faces the network or a user's file. Each must return, never panic, and hold the
+//! invariants it asserts. `cargo test` replays every committed corpus file through them on
+//! stable Rust (`tests/corpora.rs`), so a regression fails CI without a fuzzer.
+
+/// A target's body: arbitrary bytes in; returns, or panics on a bug.
+pub type Target = fn(&[u8]);
+
+/// Every target by the name of its folder under `fuzz/corpus/`.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("syntax", syntax),
+    ("lexicon", lexicon),
+    ("firehose_frame", firehose_frame),
+    ("jetstream_line", jetstream_line),
+    ("corpus", corpus),
+    ("list_paging", list_paging),
+];
+
+/// The atproto string formats: DID, handle, NSID, TID, record key, AT-URI, datetime.
+pub fn syntax(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = svc_syntax::check_did(text);
+    let _ = svc_syntax::check_handle(text);
+    let _ = svc_syntax::check_nsid(text);
+    let _ = svc_syntax::check_tid(text);
+    let _ = svc_syntax::check_record_key(text);
+    let _ = svc_syntax::check_at_uri_grammar(text);
+    if let Ok(uri) = svc_syntax::check_at_uri(text) {
+        // The parts put back together are the uri.
+        let mut joined = format!("at://{}", uri.authority);
+        for part in [uri.collection, uri.rkey].into_iter().flatten() {
+            joined.push('/');
+            joined.push_str(part);
+        }
+        assert_eq!(joined, text);
+    }
+    if svc_syntax::check_datetime(text).is_ok() {
+        assert!(
+            svc_syntax::datetime_to_unix_micros(text).is_some(),
+            "{text:?}"
+        );
+    }
+}
+
+/// Arbitrary JSON against every record kind of the lexicon.
+pub fn lexicon(data: &[u8]) {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
+    let lexicons = svc_lexicon::Lexicons::embedded();
+    for collection in lexicons.record_collections() {
+        let _ = lexicons.validate_record(collection, &value);
+    }
+}
+
+/// A repository-firehose frame: DAG-CBOR header and body, and the CAR slice in it.
+pub fn firehose_frame(data: &[u8]) {
+    let _ = svc_ingest::firehose::decode_frame(data, |_| true);
+    let _ =
+        svc_ingest::firehose::decode_frame(data, |collection| collection.starts_with("dev.svc."));
+}
+
+/// A Jetstream event, which is also the line format of `--import`.
+pub fn jetstream_line(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = svc_ingest::parse_jetstream_line(text);
+    }
+}
+
+/// A verification corpus file (JSON array or JSON Lines).
+pub fn corpus(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(records) = svc_verify::parse_corpus(text) {
+        for (index, record) in records.iter().enumerate() {
+            assert_eq!(record.place.index, index);
+        }
+    }
+}
+
+/// The paging parameters of a list request: limit, offset, cursor (and percent-decoding).
+pub fn list_paging(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(page) = svc_server::list_paging(text) {
+        assert!((1..=1000).contains(&page.limit));
+    }
+}
