@@ -37,8 +37,7 @@ pub fn did_document_url(did: &str, plc_url: &str) -> AtprotoResult<String> {
                 Some((host, port)) => (host, Some(port)),
                 None => (authority.as_str(), None),
             };
-            let loopback = host == "localhost"
-                || host.starts_with("127.") && host.parse::<std::net::Ipv4Addr>().is_ok();
+            let loopback = is_loopback_host(host);
             if let Some(port) = port {
                 if !loopback {
                     return Err(AtprotoError::Invalid(format!(
@@ -99,6 +98,17 @@ mod tests {
             "https://plc.example/did:plc:abc"
         );
     }
+}
+
+/// Whether a URL's host is this machine itself: `localhost` or a loopback address (`127.x.x.x`,
+/// `[::1]`). Nothing else may be spoken to without TLS.
+pub fn is_loopback_host(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The PDS a DID document names: its `#atproto_pds` service endpoint.

@@ -6,7 +6,7 @@ mod identity;
 mod session;
 mod xrpc;
 
-pub use identity::{ResolvedDid, Resolver, did_document_url, pds_endpoint};
+pub use identity::{ResolvedDid, Resolver, did_document_url, is_loopback_host, pds_endpoint};
 pub use reqwest::{Client, Url};
 pub use session::{Session, SessionStore, SessionSummary};
 pub use xrpc::{CreatedRecord, FetchedRecord, Xrpc};

@@ -1,5 +1,5 @@
-//! The XRPC calls of the command line. Error answers become [`AtprotoError::Xrpc`] with the
-//! server's error name and message.
+//! The XRPC client of the command line and the backfill. Error answers become
+//! [`AtprotoError::Xrpc`] with the server's error name and message.
 
 use crate::{AtprotoError, AtprotoResult};
 use serde::de::DeserializeOwned;

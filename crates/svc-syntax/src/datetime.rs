@@ -50,7 +50,6 @@ pub fn datetime_to_unix_micros(value: &str) -> Option<i64> {
     Some(seconds * 1_000_000 + micros)
 }
 
-/// An atproto datetime (UTC, microseconds) for a time since the Unix epoch.
 /// Now, in microseconds since the Unix epoch (0 on a clock set before it).
 pub fn now_unix_micros() -> i64 {
     std::time::SystemTime::now()
@@ -59,6 +58,7 @@ pub fn now_unix_micros() -> i64 {
         .unwrap_or(0)
 }
 
+/// An atproto datetime (UTC, microseconds) for a time since the Unix epoch.
 pub fn format_unix_micros(micros: i64) -> String {
     let seconds = micros.div_euclid(1_000_000);
     let fraction = micros.rem_euclid(1_000_000);

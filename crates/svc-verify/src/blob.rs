@@ -24,6 +24,11 @@ impl LensBlob {
         decoded.map_err(|e| VerifyError::LensBlob(e.to_string()))
     }
 
+    /// The `blob` of a lens record.
+    pub fn from_record(record: &Value) -> Result<LensBlob, VerifyError> {
+        LensBlob::decode(record.get("blob").unwrap_or(&Value::Null))
+    }
+
     /// The lens at a source schema.
     pub fn instantiate(&self, source: &Schema, protocol: &Protocol) -> Result<Lens, VerifyError> {
         match self {

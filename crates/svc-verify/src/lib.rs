@@ -13,13 +13,11 @@ mod static_check;
 
 pub use blob::{LensBlob, SchemaBlob, object_hash};
 pub use corpus::{CorpusRecord, parse_corpus};
-pub use diff::{Difference, first_difference};
+pub use diff::Difference;
 pub use misfit::misfits;
 pub use panproto_schema::Protocol;
 pub use roundtrip::{Roundtrip, Step};
-pub use static_check::{
-    ProtocolVerdict, PublishedLens, StaticReport, protocol_verdict, resolve_protocol, static_check,
-};
+pub use static_check::{PublishedLens, StaticReport, resolve_protocol, static_check};
 
 /// What can stop a verification before it reaches a verdict. Never a falsification: a blob
 /// this runtime cannot read says nothing about the lens.
@@ -41,8 +39,6 @@ pub enum VerifyError {
     },
     #[error("corpus line {line}: {message}")]
     CorpusLine { line: usize, message: String },
-    #[error("corpus: {0}")]
-    Corpus(String),
 }
 
 /// Where a corpus record came from: its index, and its line in a JSON Lines file.

@@ -57,6 +57,11 @@ impl Roundtrip {
         })
     }
 
+    /// What in `record` does not fit the schema it is parsed against (see [`crate::misfits`]).
+    pub fn misfits(&self, record: &Value) -> Vec<String> {
+        crate::misfits(&self.lens.src_schema, &self.source_root, record)
+    }
+
     /// `None` when the record comes back unchanged, else where it first differs. A step that
     /// fails (or panics inside panproto) is an error naming the record and the step.
     pub fn check(

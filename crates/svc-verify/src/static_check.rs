@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// A schema against the protocol its record names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProtocolVerdict {
+enum ProtocolVerdict {
     Valid,
     Invalid(Vec<String>),
     /// The protocol is not known here (and no `--protocol` file supplied it).
@@ -28,7 +28,7 @@ pub fn resolve_protocol(name: &str, supplied: Option<&Protocol>) -> Option<Proto
     supplied.filter(|p| p.name == name).cloned()
 }
 
-pub fn protocol_verdict(schema: &SchemaBlob, supplied: Option<&Protocol>) -> ProtocolVerdict {
+fn protocol_verdict(schema: &SchemaBlob, supplied: Option<&Protocol>) -> ProtocolVerdict {
     let Some(protocol) = resolve_protocol(&schema.protocol, supplied) else {
         return ProtocolVerdict::Unknown(schema.protocol.clone());
     };
@@ -60,10 +60,6 @@ impl StaticReport {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The published records, each with its `blob`: lens, source schema, target schema.
 pub struct PublishedLens<'a> {
     pub lens: &'a Value,
@@ -75,8 +71,7 @@ pub fn static_check(
     records: PublishedLens<'_>,
     supplied: Option<&Protocol>,
 ) -> Result<StaticReport, VerifyError> {
-    let lens_blob = records.lens.get("blob").unwrap_or(&Value::Null);
-    let lens = LensBlob::decode(lens_blob)?;
+    let lens = LensBlob::from_record(records.lens)?;
     let source = SchemaBlob::decode(records.source, "source")?;
     let target = SchemaBlob::decode(records.target, "target")?;
     let mut report = StaticReport {
@@ -117,8 +112,8 @@ pub fn static_check(
     if derived != published {
         report.failures.push(format!(
             "the lens derives a target schema with digest {}, the published target schema's is {}",
-            hex(&derived),
-            hex(&published)
+            blake3::Hash::from(derived).to_hex(),
+            blake3::Hash::from(published).to_hex()
         ));
     }
     Ok(report)

@@ -42,37 +42,44 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
             .map(|()| ExitCode::SUCCESS);
     }
     let cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
-    if let cli::Command::Verify(command) = &cli.command {
-        return block_on(commands::verify::run(command));
-    }
+    let done = |outcome: anyhow::Result<()>| outcome.map(|()| ExitCode::SUCCESS);
     match cli.command {
-        cli::Command::Serve(args) => serve::run(*args, queries),
-        cli::Command::Resolve { did } => block_on(commands::identity::resolve(&did)),
-        cli::Command::Fetch { uri } => block_on(commands::identity::fetch(&uri)),
+        // The one command whose exit status says more than success or failure.
+        cli::Command::Verify(command) => block_on(commands::verify::run(&command)),
+        cli::Command::Serve(args) => done(serve::run(*args, queries)),
+        cli::Command::Resolve { did } => done(block_on(commands::identity::resolve(&did))),
+        cli::Command::Fetch { uri } => done(block_on(commands::identity::fetch(&uri))),
         cli::Command::Oauth(cli::OauthCommand::Login {
             handle,
             app_password,
             pds_url,
-        }) => block_on(commands::oauth::login(&handle, app_password, pds_url)),
-        cli::Command::Oauth(cli::OauthCommand::List) => commands::oauth::list(),
-        cli::Command::Oauth(cli::OauthCommand::Logout { did }) => commands::oauth::logout(&did),
-        cli::Command::Publish(args) => block_on(commands::publish::publish(&args)),
+        }) => done(block_on(commands::oauth::login(
+            &handle,
+            app_password,
+            pds_url,
+        ))),
+        cli::Command::Oauth(cli::OauthCommand::List) => done(commands::oauth::list()),
+        cli::Command::Oauth(cli::OauthCommand::Logout { did }) => {
+            done(commands::oauth::logout(&did))
+        }
+        cli::Command::Publish(args) => done(block_on(commands::publish::publish(&args))),
         cli::Command::Encounter(cli::EncounterCommand::Record(args)) => {
-            block_on(commands::encounter::record(&args))
+            done(block_on(commands::encounter::record(&args)))
         }
         cli::Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut command(queries), "svc", &mut script);
-            std::io::Write::write_all(&mut std::io::stdout(), &script)
-                .context("writing the completion script")
+            done(
+                std::io::Write::write_all(&mut std::io::stdout(), &script)
+                    .context("writing the completion script"),
+            )
         }
-        cli::Command::Orchestrator | cli::Command::Verify(_) => Ok(()),
+        cli::Command::Orchestrator => Ok(ExitCode::SUCCESS),
         cli::Command::Version => {
             println!("svc {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     }
-    .map(|()| ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use svc_catalog::{ApplyReport, Catalog, CatalogError, Change, CursorPosition};
+use svc_syntax::now_unix_micros;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -76,14 +77,12 @@ pub struct LiveStatus {
     last_pong_us: AtomicI64,
 }
 
-use svc_syntax::now_unix_micros as now_us;
-
 impl LiveStatus {
     /// CONTRACT "Caught up": connected, and either the newest event is recent, or nothing is
     /// pending and the connection answered a ping recently (a quiet source is not lagging).
     pub fn caught_up(&self, ready_lag: Duration) -> bool {
         let lag = ready_lag.as_micros() as i64;
-        let now = now_us();
+        let now = now_unix_micros();
         self.connected.load(Ordering::Acquire)
             && (now - self.last_event_us.load(Ordering::Acquire) <= lag
                 || (!self.pending.load(Ordering::Acquire)
@@ -175,7 +174,9 @@ pub async fn run_live(
         {
             Ok((socket, _)) => {
                 status.connected.store(true, Ordering::Release);
-                status.last_pong_us.store(now_us(), Ordering::Release);
+                status
+                    .last_pong_us
+                    .store(now_unix_micros(), Ordering::Release);
                 let mut session = Session {
                     catalog: catalog.as_ref(),
                     ingestor: &ingestor,
@@ -314,7 +315,7 @@ impl Session<'_> {
                             None
                         }
                         (Message::Pong(_), _) => {
-                            self.status.last_pong_us.store(now_us(), Ordering::Release);
+                            self.status.last_pong_us.store(now_unix_micros(), Ordering::Release);
                             None
                         }
                         (Message::Close(_), _) => return self.flush().await,
@@ -371,7 +372,7 @@ impl Session<'_> {
     async fn take(&mut self, message: SourceMessage) -> Result<(), FollowError> {
         let recent = message
             .time_us
-            .is_some_and(|time| now_us() - time <= self.ready_lag.as_micros() as i64);
+            .is_some_and(|time| now_unix_micros() - time <= self.ready_lag.as_micros() as i64);
         if self.may_catch_up && !message.events.is_empty() {
             self.may_catch_up = false;
             if !recent {
@@ -508,7 +509,7 @@ impl Session<'_> {
             self.status.last_event_us.store(time, Ordering::Release);
             metrics
                 .lag_seconds
-                .set(((now_us() - time) as f64 / 1e6).max(0.0));
+                .set(((now_unix_micros() - time) as f64 / 1e6).max(0.0));
         }
         if self.in_flight.is_empty() && self.batch.is_empty() {
             self.status.pending.store(false, Ordering::Release);

@@ -39,13 +39,7 @@ pub fn warn_if_plain_http(flag: &str, url: &str) {
         return;
     };
     let host = parsed.host_str().unwrap_or_default();
-    let loopback = host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if parsed.scheme() == "http" && !loopback {
+    if parsed.scheme() == "http" && !svc_atproto::is_loopback_host(host) {
         eprintln!(
             "warning: {flag} {url} is plain HTTP to another machine: passwords and tokens cross \
              the network unencrypted (use https://)"

@@ -80,21 +80,7 @@ pub async fn create(
     record: &Value,
 ) -> anyhow::Result<CreatedRecord> {
     let xrpc = Xrpc::new(super::http()?);
-    let create = |session: Session| {
-        let xrpc = xrpc.clone();
-        async move {
-            xrpc.create_record(
-                &session.pds_url,
-                &session.access_jwt,
-                &session.did,
-                collection,
-                rkey,
-                record,
-            )
-            .await
-        }
-    };
-    match create(session.clone()).await {
+    match create_as(&xrpc, &session, collection, rkey, record).await {
         // An expired (or otherwise refused) access token: refresh once, store, retry.
         Err(AtprotoError::Xrpc { error, .. })
             if error == "ExpiredToken" || error == "InvalidToken" =>
@@ -106,9 +92,27 @@ pub async fn create(
             session.access_jwt = tokens.access_jwt;
             session.refresh_jwt = tokens.refresh_jwt;
             store.save(&session)?;
-            create(session).await
+            create_as(&xrpc, &session, collection, rkey, record).await
         }
         other => other,
     }
     .map_err(|e| anyhow::anyhow!("the PDS refused the record: {e}"))
+}
+
+async fn create_as(
+    xrpc: &Xrpc,
+    session: &Session,
+    collection: &str,
+    rkey: &str,
+    record: &Value,
+) -> svc_atproto::AtprotoResult<CreatedRecord> {
+    xrpc.create_record(
+        &session.pds_url,
+        &session.access_jwt,
+        &session.did,
+        collection,
+        rkey,
+        record,
+    )
+    .await
 }

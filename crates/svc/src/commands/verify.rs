@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use svc_atproto::{FetchedRecord, SessionStore, Xrpc};
 use svc_catalog::spec::property_of_kind;
 use svc_verify::{
-    CorpusPlace, CorpusRecord, LensBlob, Protocol, PublishedLens, Roundtrip, SchemaBlob, misfits,
+    CorpusPlace, CorpusRecord, LensBlob, Protocol, PublishedLens, Roundtrip, SchemaBlob,
     parse_corpus, resolve_protocol, static_check,
 };
 
@@ -261,23 +261,17 @@ impl Published {
             .await
             .with_context(|| format!("fetching the lens's {field} {at}"))
     }
-
-    fn lens_blob(&self) -> anyhow::Result<LensBlob> {
-        Ok(LensBlob::decode(
-            self.lens.value.get("blob").unwrap_or(&Value::Null),
-        )?)
-    }
 }
 
 /// Misfit notes are capped: a corpus of another schema would otherwise flood stderr.
 const MISFIT_NOTES: usize = 10;
 
 /// How many corpus records do not fit the source schema, and a note for each of the first few.
-fn misfit_notes(source: &SchemaBlob, root: &str, corpus: &[CorpusRecord]) -> (usize, Vec<String>) {
+fn misfit_notes(roundtrip: &Roundtrip, corpus: &[CorpusRecord]) -> (usize, Vec<String>) {
     let mut count = 0;
     let mut notes = Vec::new();
     for record in corpus {
-        let found = misfits(&source.schema, root, &record.value);
+        let found = roundtrip.misfits(&record.value);
         if found.is_empty() {
             continue;
         }
@@ -313,12 +307,16 @@ fn roundtrip_test(
     let target = SchemaBlob::decode(&published.target.value, "target")?;
     // A protocol not known here changes nothing of a round trip: instances are the schema's.
     let protocol = resolve_protocol(&source.protocol, None).unwrap_or_default();
-    let roundtrip = Roundtrip::new(&published.lens_blob()?, &source, &target, &protocol)?;
-    let root = source.entry("source")?;
+    let roundtrip = Roundtrip::new(
+        &LensBlob::from_record(&published.lens.value)?,
+        &source,
+        &target,
+        &protocol,
+    )?;
     let checked = corpus
         .len()
         .min(usize::try_from(cases).unwrap_or(usize::MAX));
-    let (misfit_records, mut notes) = misfit_notes(&source, &root, &corpus[..checked]);
+    let (misfit_records, mut notes) = misfit_notes(&roundtrip, &corpus[..checked]);
     let progress = Progress::new(cases);
     let mut falsified = None;
     let mut ran = 0;
