@@ -47,6 +47,10 @@ pub async fn serve(
     drain: Duration,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.head_timeout)
+        .max_buf_size(limits.max_head_bytes);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -68,10 +72,9 @@ pub async fn serve(
             drop(stream);
             continue;
         };
-        let router = router.clone();
-        let stop = stop.clone();
+        let (http, router, stop) = (http.clone(), router.clone(), stop.clone());
         tokio::spawn(async move {
-            serve_connection(stream, peer, router, limits, stop).await;
+            serve_connection(&http, stream, peer, router, stop).await;
             drop(slot);
         });
     }
@@ -81,10 +84,10 @@ pub async fn serve(
 }
 
 async fn serve_connection(
+    http: &hyper::server::conn::http1::Builder,
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,
-    limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
 ) {
     // Answers go out whole: no Nagle delay on small ones, and a send buffer that takes a full
@@ -95,12 +98,7 @@ async fn serve_connection(
         request.extensions_mut().insert(ConnectInfo(peer));
         router.clone().oneshot(request.map(axum::body::Body::new))
     });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.head_timeout)
-        .max_buf_size(limits.max_head_bytes);
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    let connection = http.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => {}

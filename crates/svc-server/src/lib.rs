@@ -60,7 +60,9 @@ pub(crate) struct AppState {
 pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
     let metrics = HttpMetrics::default();
     metrics.register(&mut registry);
-    let openapi = Bytes::from(openapi::document(&config.queries, &config.version).to_string());
+    let openapi = Bytes::from(
+        openapi::document(&config.queries, &config.version, &config.limits).to_string(),
+    );
     let state = Arc::new(AppState {
         catalog: config.catalog,
         queries: config.queries,

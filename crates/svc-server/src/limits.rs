@@ -93,7 +93,14 @@ fn header_bytes(request: &Request) -> usize {
 
 pub(crate) async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     let limits = gate.limits;
-    let uri_bytes = request.uri().to_string().len();
+    // The request target as sent (origin form), measured without building a string.
+    let uri = request.uri();
+    let uri_bytes = uri
+        .path_and_query()
+        .map_or(0, |target| target.as_str().len())
+        + uri
+            .authority()
+            .map_or(0, |authority| authority.as_str().len());
     if uri_bytes > limits.max_uri_bytes {
         return json_error(
             StatusCode::URI_TOO_LONG,

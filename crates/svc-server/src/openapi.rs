@@ -2,6 +2,7 @@
 //! lists exactly the routes the server built.
 
 use crate::AppState;
+use crate::RequestLimits;
 use crate::list::json_response;
 use crate::params::{CURSOR_PATTERN, DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT};
 use axum::extract::State;
@@ -79,14 +80,19 @@ fn paging_parameters() -> Vec<Value> {
     ]
 }
 
-fn errors() -> Value {
+/// The error answers every query may give, sized by the limits the server runs with.
+fn errors(limits: &RequestLimits) -> Value {
+    let error = |description: String| {
+        json!({"description": description,
+               "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+    };
     json!({
-        "400": {"description": "A parameter is missing or invalid.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-        "414": {"description": "The URI is longer than 60 KiB.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-        "429": {"description": "The client's rate is used (with --rate-limit); see Retry-After.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-        "431": {"description": "The headers are larger than 16 KiB.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-        "500": {"description": "Internal failure.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-        "503": {"description": "Overloaded or too slow; see Retry-After.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        "400": error("A parameter is missing or invalid.".into()),
+        "414": error(format!("The URI is longer than {} bytes.", limits.max_uri_bytes)),
+        "429": error("The client's rate is used (with --rate-limit); see Retry-After.".into()),
+        "431": error(format!("The headers are larger than {} bytes.", limits.max_header_bytes)),
+        "500": error("Internal failure.".into()),
+        "503": error("Overloaded or too slow; see Retry-After.".into()),
     })
 }
 
@@ -104,12 +110,12 @@ fn text_response(description: &str) -> Value {
     json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}})
 }
 
-pub(crate) fn document(queries: &QuerySet, version: &str) -> Value {
+pub(crate) fn document(queries: &QuerySet, version: &str, limits: &RequestLimits) -> Value {
     let mut paths = Map::new();
     for (_, query) in queries.public() {
         let mut parameters: Vec<Value> = query.params().iter().map(parameter).collect();
         parameters.extend(paging_parameters());
-        let mut responses = errors();
+        let mut responses = errors(limits);
         responses["200"] = json!({"description": "A page of matching records, in uri order.",
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ListResponse"}}}});
         let operation = |id: String| {
@@ -131,7 +137,7 @@ pub(crate) fn document(queries: &QuerySet, version: &str) -> Value {
         );
     }
     let sufficiency = |id: &str| {
-        let mut responses = errors();
+        let mut responses = errors(limits);
         responses["200"] = json!({"description": "Whether the lens has the listed verifications.",
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Sufficiency"}}}});
         json!({"get": {

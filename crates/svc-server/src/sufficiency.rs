@@ -11,7 +11,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use svc_catalog::spec::{
-    MAX_AT_URI_PARAM_BYTES, SUFFICIENCY_QUERY, VERIFICATION_KINDS, encode_key, property_of_kind,
+    SUFFICIENCY_QUERY, VERIFICATION_KINDS, check_at_uri_parameter, encode_key, property_of_kind,
 };
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
@@ -26,13 +26,7 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
     let lens = params
         .get("lens_uri")?
         .ok_or_else(|| ApiError::InvalidRequest("lens_uri: required parameter missing".into()))?;
-    if lens.len() > MAX_AT_URI_PARAM_BYTES {
-        return Err(ApiError::InvalidRequest(format!(
-            "lens_uri: at most {MAX_AT_URI_PARAM_BYTES} characters"
-        )));
-    }
-    svc_syntax::check_at_uri_grammar(lens)
-        .map_err(|e| ApiError::InvalidRequest(format!("lens_uri: {e}")))?;
+    check_at_uri_parameter(lens).map_err(|e| ApiError::InvalidRequest(format!("lens_uri: {e}")))?;
     let kinds_text = params
         .get("kinds")?
         .ok_or_else(|| ApiError::InvalidRequest("kinds: required parameter missing".into()))?;

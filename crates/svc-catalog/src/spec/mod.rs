@@ -41,6 +41,17 @@ pub const MAX_AT_URI_PARAM_BYTES: usize = 2048;
 /// The name of the internal sufficiency index.
 pub const SUFFICIENCY_QUERY: &str = "verificationsSufficiency";
 
+/// An at-uri query parameter: at most [`MAX_AT_URI_PARAM_BYTES`], in the at-uri grammar (the
+/// API document's pattern). The message says what is wrong, for the parameter's name to lead.
+pub fn check_at_uri_parameter(value: &str) -> Result<(), String> {
+    if value.len() > MAX_AT_URI_PARAM_BYTES {
+        return Err(format!("at most {MAX_AT_URI_PARAM_BYTES} characters"));
+    }
+    svc_syntax::check_at_uri_grammar(value)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Each verification kind and the `lensProperty` variant that evidences it: what a
 /// verification of that kind carries as `property`, and what sufficiency looks for.
 pub const VERIFICATION_KINDS: &[(&str, &str)] = &[
@@ -254,12 +265,7 @@ impl Query {
                 }
                 ParamType::Did => svc_syntax::check_did(value).map_err(|e| error(e.to_string()))?,
                 ParamType::AtUri => {
-                    if value.len() > MAX_AT_URI_PARAM_BYTES {
-                        return Err(error(format!(
-                            "at most {MAX_AT_URI_PARAM_BYTES} characters"
-                        )));
-                    }
-                    svc_syntax::check_at_uri_grammar(value).map_err(|e| error(e.to_string()))?;
+                    check_at_uri_parameter(value).map_err(error)?;
                 }
                 ParamType::Enum => {
                     let allowed = param.values.as_deref().unwrap_or_default();
