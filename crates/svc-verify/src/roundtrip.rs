@@ -106,16 +106,22 @@ impl Roundtrip {
     }
 }
 
-/// Children of a node grouped by the edge that holds them, in arc order.
-fn children_by_edge(instance: &WInstance, parent: u32) -> HashMap<(&str, &str), Vec<u32>> {
-    let mut groups: HashMap<(&str, &str), Vec<u32>> = HashMap::new();
+/// Each node's children grouped by the edge that holds them (kind, label), in arc order.
+type ChildIndex<'a> = HashMap<u32, HashMap<(&'a str, &'a str), Vec<u32>>>;
+
+/// One pass over the arcs, so that alignment looks children up instead of scanning for them.
+fn child_index(instance: &WInstance) -> ChildIndex<'_> {
+    let mut index: ChildIndex<'_> = HashMap::new();
     for (from, to, edge) in &instance.arcs {
-        if *from == parent {
-            let label = edge.name.as_deref().unwrap_or(&edge.tgt);
-            groups.entry((&edge.kind, label)).or_default().push(*to);
-        }
+        let label = edge.name.as_deref().unwrap_or(&edge.tgt);
+        index
+            .entry(*from)
+            .or_default()
+            .entry((&edge.kind, label))
+            .or_default()
+            .push(*to);
     }
-    groups
+    index
 }
 
 /// The complement is keyed by the node ids of the source instance, which `get` keeps in the
@@ -125,19 +131,23 @@ fn children_by_edge(instance: &WInstance, parent: u32) -> HashMap<(&str, &str), 
 /// source id.
 fn align_ids(reparsed: WInstance, view: &WInstance, first_free: u32) -> WInstance {
     let mut ids: HashMap<u32, u32> = HashMap::with_capacity(reparsed.nodes.len());
-    let mut next_free = first_free;
-    let mut pending = vec![(reparsed.root, Some(view.root))];
-    while let Some((node, counterpart)) = pending.pop() {
-        let id = counterpart.unwrap_or_else(|| {
-            next_free += 1;
-            next_free - 1
-        });
-        ids.insert(node, id);
-        let theirs = counterpart.map(|c| children_by_edge(view, c));
-        for (key, children) in children_by_edge(&reparsed, node) {
-            let matches = theirs.as_ref().and_then(|t| t.get(&key));
-            for (i, child) in children.into_iter().enumerate() {
-                pending.push((child, matches.and_then(|m| m.get(i).copied())));
+    {
+        let ours = child_index(&reparsed);
+        let theirs = child_index(view);
+        let mut next_free = first_free;
+        let mut pending = vec![(reparsed.root, Some(view.root))];
+        while let Some((node, counterpart)) = pending.pop() {
+            let id = counterpart.unwrap_or_else(|| {
+                next_free += 1;
+                next_free - 1
+            });
+            ids.insert(node, id);
+            let their_groups = counterpart.and_then(|c| theirs.get(&c));
+            for (key, children) in ours.get(&node).into_iter().flatten() {
+                let matches = their_groups.and_then(|groups| groups.get(key));
+                for (i, child) in children.iter().enumerate() {
+                    pending.push((*child, matches.and_then(|m| m.get(i).copied())));
+                }
             }
         }
     }
