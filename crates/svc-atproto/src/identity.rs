@@ -1,6 +1,7 @@
 //! DID documents (did:plc through a PLC directory, did:web through `/.well-known/did.json`) and
 //! handles (HTTPS `/.well-known/atproto-did`, then DNS TXT `_atproto.<handle>`).
 
+use crate::dns::HandleDns;
 use crate::{AtprotoError, AtprotoResult};
 use serde::Serialize;
 use serde_json::Value;
@@ -128,6 +129,8 @@ pub fn pds_endpoint(document: &Value, did: &str) -> Option<String> {
 pub struct Resolver {
     http: reqwest::Client,
     plc_url: String,
+    /// Made on the first handle that needs DNS: most commands never do.
+    dns: tokio::sync::OnceCell<HandleDns>,
 }
 
 impl Resolver {
@@ -135,6 +138,15 @@ impl Resolver {
         Resolver {
             http,
             plc_url: plc_url.trim_end_matches('/').to_string(),
+            dns: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// Asks these nameservers for handles instead of the system's.
+    pub fn with_dns(self, dns: HandleDns) -> Resolver {
+        Resolver {
+            dns: tokio::sync::OnceCell::new_with(Some(dns)),
+            ..self
         }
     }
 
@@ -215,7 +227,6 @@ impl Resolver {
     /// A handle to its DID: `GET https://<handle>/.well-known/atproto-did`, then DNS TXT
     /// `_atproto.<handle>`. With `service`, that server's `com.atproto.identity.resolveHandle`
     /// is asked instead (a PDS knows its own handles, also ones no DNS knows, like `*.test`).
-    /// The DNS step blocks its thread for up to 3 s: fine for a command, which waits anyway.
     pub async fn resolve_handle(
         &self,
         handle: &str,
@@ -247,102 +258,14 @@ impl Resolver {
         {
             return Ok(did.to_string());
         }
-        crate::identity::dns::txt_did(handle).ok_or_else(|| {
+        let dns = self
+            .dns
+            .get_or_try_init(|| async { HandleDns::system() })
+            .await?;
+        dns.txt_did(handle).await?.ok_or_else(|| {
             AtprotoError::Invalid(format!(
                 "{handle}: no DID found (HTTPS well-known and DNS TXT _atproto.{handle})"
             ))
         })
-    }
-}
-
-mod dns {
-    //! One DNS TXT query over UDP to the first nameserver of /etc/resolv.conf: the only DNS
-    //! the command needs, not worth a resolver crate.
-
-    use std::net::UdpSocket;
-    use std::time::Duration;
-
-    fn nameserver() -> Option<String> {
-        let conf = std::fs::read_to_string("/etc/resolv.conf").ok()?;
-        conf.lines()
-            .filter_map(|l| l.trim().strip_prefix("nameserver"))
-            .map(|s| s.trim().to_string())
-            .next()
-    }
-
-    fn query(id: u16, name: &str) -> Vec<u8> {
-        let [high, low] = id.to_be_bytes();
-        let mut packet = vec![high, low, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
-        for label in name.split('.') {
-            packet.push(label.len() as u8);
-            packet.extend_from_slice(label.as_bytes());
-        }
-        packet.extend_from_slice(&[0, 0, 16, 0, 1]);
-        packet
-    }
-
-    fn skip_name(packet: &[u8], mut at: usize) -> Option<usize> {
-        loop {
-            let len = *packet.get(at)? as usize;
-            if len == 0 {
-                return Some(at + 1);
-            }
-            if len & 0xc0 == 0xc0 {
-                return Some(at + 2);
-            }
-            at += 1 + len;
-        }
-    }
-
-    pub(super) fn txt_did(handle: &str) -> Option<String> {
-        let server = nameserver()?;
-        let socket = UdpSocket::bind("0.0.0.0:0").ok()?;
-        socket.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-        let address = if server.contains(':') {
-            format!("[{server}]:53")
-        } else {
-            format!("{server}:53")
-        };
-        // A query id nobody can predict, and answers only from the server asked.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()?
-            .subsec_nanos();
-        let id = (nanos ^ std::process::id()) as u16;
-        socket.connect(address).ok()?;
-        socket
-            .send(&query(id, &format!("_atproto.{handle}")))
-            .ok()?;
-        let mut buffer = [0u8; 1500];
-        let n = socket.recv(&mut buffer).ok()?;
-        let packet = &buffer[..n];
-        if packet.get(..2)? != id.to_be_bytes() {
-            return None;
-        }
-        let answers = u16::from_be_bytes([*packet.get(6)?, *packet.get(7)?]);
-        let mut at = skip_name(packet, 12)? + 4;
-        for _ in 0..answers {
-            at = skip_name(packet, at)?;
-            let kind = u16::from_be_bytes([*packet.get(at)?, *packet.get(at + 1)?]);
-            let length = u16::from_be_bytes([*packet.get(at + 8)?, *packet.get(at + 9)?]) as usize;
-            let data = packet.get(at + 10..at + 10 + length)?;
-            if kind == 16 {
-                let mut text = String::new();
-                let mut i = 0;
-                while i < data.len() {
-                    let len = data[i] as usize;
-                    text.push_str(&String::from_utf8_lossy(data.get(i + 1..i + 1 + len)?));
-                    i += 1 + len;
-                }
-                if let Some(did) = text
-                    .strip_prefix("did=")
-                    .filter(|d| svc_syntax::check_did(d).is_ok())
-                {
-                    return Some(did.to_string());
-                }
-            }
-            at += 10 + length;
-        }
-        None
     }
 }

@@ -2,10 +2,12 @@
 //! createSession, refreshSession, createRecord, and any query or procedure), and the session
 //! store. Async, so that the backfill and the command line share it (a command blocks on it).
 
+mod dns;
 mod identity;
 mod session;
 mod xrpc;
 
+pub use dns::HandleDns;
 pub use identity::{ResolvedDid, Resolver, did_document_url, is_loopback_host, pds_endpoint};
 pub use reqwest::{Client, Url};
 pub use session::{Session, SessionStore, SessionSummary};
