@@ -60,47 +60,6 @@ pub fn did_document_url(did: &str, plc_url: &str) -> AtprotoResult<String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::did_document_url;
-
-    #[test]
-    fn did_web_is_https_but_for_loopback_hosts() {
-        let url =
-            |did: &str| did_document_url(did, "https://plc.example").map_err(|e| e.to_string());
-        assert_eq!(
-            url("did:web:example.com").unwrap(),
-            "https://example.com/.well-known/did.json"
-        );
-        assert_eq!(
-            url("did:web:localhost.evil.com").unwrap(),
-            "https://localhost.evil.com/.well-known/did.json"
-        );
-        assert_eq!(
-            url("did:web:localhost%3A8080").unwrap(),
-            "http://localhost:8080/.well-known/did.json"
-        );
-        assert_eq!(
-            url("did:web:127.0.0.1").unwrap(),
-            "http://127.0.0.1/.well-known/did.json"
-        );
-        assert!(
-            url("did:web:example.com%3A8080")
-                .unwrap_err()
-                .contains("port (8080)")
-        );
-        assert!(
-            url("did:web:example.com:user:alice")
-                .unwrap_err()
-                .contains("path")
-        );
-        assert_eq!(
-            url("did:plc:abc").unwrap(),
-            "https://plc.example/did:plc:abc"
-        );
-    }
-}
-
 /// Whether a URL's host is this machine itself: `localhost` or a loopback address (`127.x.x.x`,
 /// `[::1]`). Nothing else may be spoken to without TLS.
 pub fn is_loopback_host(host: &str) -> bool {
@@ -267,5 +226,46 @@ impl Resolver {
                 "{handle}: no DID found (HTTPS well-known and DNS TXT _atproto.{handle})"
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::did_document_url;
+
+    #[test]
+    fn did_web_is_https_but_for_loopback_hosts() {
+        let url =
+            |did: &str| did_document_url(did, "https://plc.example").map_err(|e| e.to_string());
+        assert_eq!(
+            url("did:web:example.com").unwrap(),
+            "https://example.com/.well-known/did.json"
+        );
+        assert_eq!(
+            url("did:web:localhost.evil.com").unwrap(),
+            "https://localhost.evil.com/.well-known/did.json"
+        );
+        assert_eq!(
+            url("did:web:localhost%3A8080").unwrap(),
+            "http://localhost:8080/.well-known/did.json"
+        );
+        assert_eq!(
+            url("did:web:127.0.0.1").unwrap(),
+            "http://127.0.0.1/.well-known/did.json"
+        );
+        assert!(
+            url("did:web:example.com%3A8080")
+                .unwrap_err()
+                .contains("port (8080)")
+        );
+        assert!(
+            url("did:web:example.com:user:alice")
+                .unwrap_err()
+                .contains("path")
+        );
+        assert_eq!(
+            url("did:plc:abc").unwrap(),
+            "https://plc.example/did:plc:abc"
+        );
     }
 }
