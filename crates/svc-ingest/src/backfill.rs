@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeSet;
 use svc_atproto::{AtprotoError, Resolver, Xrpc};
-use svc_catalog::{Catalog, CatalogError};
+use svc_catalog::{ApplyReport, Catalog, CatalogError, Change};
 
 const SOURCE: &str = "backfill";
 
@@ -91,10 +91,80 @@ impl Client {
         method: &str,
         query: &[(&str, &str)],
     ) -> Result<Option<T>, BackfillError> {
-        match self.xrpc.query(&self.base, method, query).await {
-            Ok(answer) => Ok(Some(answer)),
-            Err(error) if lacks_method(&error) => Ok(None),
-            Err(error) => Err(error.into()),
+        let mut retry = Retry::new();
+        loop {
+            match self.xrpc.query(&self.base, method, query).await {
+                Ok(answer) => return Ok(Some(answer)),
+                Err(error) if lacks_method(&error) => return Ok(None),
+                Err(error) if is_transient(&error) && retry.again().await => {
+                    tracing::warn!("backfill: {error}; asking again");
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+}
+
+/// A server restarting, overloaded or briefly unreachable: worth asking again. Anything else
+/// (a record gone, a bad request) will not change.
+fn is_transient(error: &AtprotoError) -> bool {
+    match error {
+        AtprotoError::Http { .. } => true,
+        AtprotoError::Xrpc { status, .. } => *status >= 500 || *status == 429,
+        _ => false,
+    }
+}
+
+/// Waits between attempts, doubling from 250 ms to 5 s, for two minutes in all: long enough
+/// for a server to restart, short enough that a server gone for good is skipped.
+struct Retry {
+    wait: std::time::Duration,
+    deadline: std::time::Instant,
+}
+
+impl Retry {
+    const FIRST_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+    const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+    const GIVE_UP_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+
+    fn new() -> Retry {
+        Retry {
+            wait: Self::FIRST_WAIT,
+            deadline: std::time::Instant::now() + Self::GIVE_UP_AFTER,
+        }
+    }
+
+    /// Sleeps before the next attempt; `false` when it is time to give up.
+    async fn again(&mut self) -> bool {
+        if std::time::Instant::now() + self.wait > self.deadline {
+            return false;
+        }
+        tokio::time::sleep(self.wait).await;
+        self.wait = (self.wait * 2).min(Self::MAX_WAIT);
+        true
+    }
+}
+
+/// Applies a page of changes, waiting out a failing catalog (a full disk) for as long as it
+/// fails: the changes carry no cursor, so applying them again is harmless.
+async fn apply_until_written(
+    catalog: &dyn Catalog,
+    ingestor: &Ingestor,
+    changes: Vec<Change>,
+) -> ApplyReport {
+    let mut wait = Retry::FIRST_WAIT;
+    loop {
+        match catalog.apply(changes.clone(), None).await {
+            Ok(report) => {
+                ingestor.writes().succeeded();
+                return report;
+            }
+            Err(error) => {
+                tracing::error!("backfill: writing to the catalog failed; retrying: {error}");
+                ingestor.writes().failed(error.to_string());
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Retry::MAX_WAIT);
+            }
         }
     }
 }
@@ -241,7 +311,7 @@ async fn backfill_repository(
                 }
             }
             if !changes.is_empty() {
-                let report = catalog.apply(changes, None).await?;
+                let report = apply_until_written(catalog, ingestor, changes).await;
                 summary.applied += report.applied;
                 summary.stale += report.stale;
                 metrics.count(SOURCE, "applied", report.applied);

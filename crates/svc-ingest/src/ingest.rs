@@ -4,6 +4,7 @@
 
 use crate::event::{Action, CommitEvent};
 use crate::metrics::IngestMetrics;
+use crate::readiness::WriteHealth;
 use serde_json::Value;
 use std::sync::Arc;
 use svc_catalog::{Change, QuerySet, Upsert};
@@ -22,6 +23,7 @@ pub struct Ingestor {
     lexicons: &'static Lexicons,
     queries: Arc<QuerySet>,
     metrics: Arc<IngestMetrics>,
+    writes: Arc<WriteHealth>,
 }
 
 impl Ingestor {
@@ -30,7 +32,13 @@ impl Ingestor {
             lexicons: Lexicons::embedded(),
             queries,
             metrics,
+            writes: Arc::default(),
         }
+    }
+
+    /// Whether writes to the catalog succeed, as every source reports it.
+    pub fn writes(&self) -> &Arc<WriteHealth> {
+        &self.writes
     }
 
     pub fn metrics(&self) -> &IngestMetrics {

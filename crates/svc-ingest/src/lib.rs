@@ -17,4 +17,4 @@ pub use import::{ImportError, ImportSummary, import_file};
 pub use ingest::Ingestor;
 pub use jetstream::{JetstreamLine, parse_jetstream_line};
 pub use metrics::IngestMetrics;
-pub use readiness::Readiness;
+pub use readiness::{Readiness, WriteHealth};

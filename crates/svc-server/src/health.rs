@@ -11,10 +11,13 @@ pub(crate) async fn healthz() -> Response {
 }
 
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    let (status, body) = if (state.ready)() {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "warming")
+    // The reason follows the contract's word, for an operator reading it.
+    let (status, body) = match (state.not_ready)() {
+        None => (StatusCode::OK, "ready".to_string()),
+        Some(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("warming: {reason}"),
+        ),
     };
     (
         status,
@@ -31,7 +34,7 @@ pub(crate) async fn metrics(
     State(state): State<Arc<AppState>>,
     request_headers: axum::http::HeaderMap,
 ) -> Response {
-    state.metrics.ready.set(i64::from((state.ready)()));
+    state.metrics.ready.set(i64::from((state.not_ready)().is_none()));
     match crate::stats::per_kind(&state).await {
         Ok(counts) => {
             let mut total = 0;

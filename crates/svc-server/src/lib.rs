@@ -29,14 +29,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use svc_catalog::{Catalog, QuerySet};
 
+/// Why the catalog is not ready to answer (`Some(reason)`), asked at each `/readyz`.
+pub type NotReady = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
 /// Everything a running server needs, built once at start-up.
 pub struct ServerConfig {
     pub catalog: Arc<dyn Catalog>,
     pub queries: QuerySet,
     /// NSIDs of every record kind, for stats and per-kind gauges.
     pub kinds: Vec<String>,
-    /// Whether the catalog has caught up (`/readyz`).
-    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Why the catalog has not caught up, or `None` once it has (`/readyz`).
+    pub not_ready: NotReady,
     pub request_timeout: Duration,
     pub limits: RequestLimits,
     /// Bytes of encoded answers kept for reuse; 0 turns the cache off.
@@ -48,7 +51,7 @@ pub(crate) struct AppState {
     pub catalog: Arc<dyn Catalog>,
     pub queries: QuerySet,
     pub kinds: Vec<String>,
-    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    pub not_ready: NotReady,
     pub cache: ResponseCache,
     pub metrics: HttpMetrics,
     pub registry: Registry,
@@ -67,7 +70,7 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         catalog: config.catalog,
         queries: config.queries,
         kinds: config.kinds,
-        ready: config.ready,
+        not_ready: config.not_ready,
         cache: ResponseCache::new(config.cache_bytes),
         metrics,
         registry,

@@ -65,7 +65,19 @@ async fn shutdown_signal(trigger: watch::Sender<bool>) {
     let _ = trigger.send(true);
 }
 
+/// A file-size limit (`ulimit -f`) reached by the catalog kills the process by default
+/// (SIGXFSZ). Ignored, the write fails instead, as on a full disk: the sources wait and retry,
+/// and `/readyz` says why.
+fn survive_file_size_limit() {
+    // SAFETY: only the disposition changes to "ignore": no handler code is installed, and
+    // nothing else in the process handles this signal.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
+    survive_file_size_limit();
     let live_url = match args.firehose.as_str() {
         "none" => None,
         url => {
@@ -100,15 +112,17 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     ingest_metrics.register(&mut registry);
     let live_status = Arc::new(LiveStatus::default());
+    let ingestor = Ingestor::new(Arc::new(queries.clone()), ingest_metrics);
     let readiness = Arc::new(Readiness::new(
         live_url
             .as_ref()
             .map(|_| (Arc::clone(&live_status), args.ready_lag)),
         args.backfill.is_some(),
+        Arc::clone(ingestor.writes()),
     ));
-    let ready = {
+    let not_ready = {
         let readiness = Arc::clone(&readiness);
-        Arc::new(move || readiness.is_ready())
+        Arc::new(move || readiness.not_ready_because())
     };
     let router = svc_server::router(
         svc_server::ServerConfig {
@@ -118,7 +132,7 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
                 .record_collections()
                 .map(str::to_string)
                 .collect(),
-            ready,
+            not_ready,
             request_timeout: args.request_timeout,
             limits: svc_server::RequestLimits {
                 max_uri_bytes: MAX_URI_BYTES,
@@ -148,7 +162,6 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         std::time::Duration::from_secs(10),
     ));
 
-    let ingestor = Ingestor::new(Arc::new(queries), ingest_metrics);
     for path in &args.imports {
         tokio::select! {
             outcome = import_one(catalog.as_ref(), &ingestor, path) => outcome?,

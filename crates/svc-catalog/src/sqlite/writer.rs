@@ -201,6 +201,23 @@ fn rebuild_query(
     Ok(())
 }
 
+/// Fails every batch queued behind one that failed: a later batch must not commit a cursor
+/// past changes that never landed. Whoever sent them learns of the failure and resends from
+/// the stored cursor. Returns the first job that is not a batch, to run next.
+fn fail_queued_applies(jobs: &mpsc::Receiver<WriteJob>) -> Option<WriteJob> {
+    while let Ok(job) = jobs.try_recv() {
+        match job {
+            WriteJob::Apply { reply, .. } => {
+                let _ = reply.send(Err(CatalogError::Storage(
+                    "not written: a batch queued before it failed".into(),
+                )));
+            }
+            other => return Some(other),
+        }
+    }
+    None
+}
+
 impl Writer {
     pub fn new(conn: Connection, shared: Arc<Shared>, inactive: HashSet<String>) -> Writer {
         let positions = shared
@@ -246,7 +263,9 @@ impl Writer {
                             Err(_) => break,
                         }
                     }
-                    self.apply_group(group);
+                    if !self.apply_group(group) {
+                        held = fail_queued_applies(&jobs);
+                    }
                 }
                 WriteJob::Account { did, status, reply } => {
                     let _ = reply.send(self.set_account(&did, &status));
@@ -269,7 +288,8 @@ impl Writer {
         }
     }
 
-    fn apply_group(&mut self, group: Vec<QueuedApply>) {
+    /// Whether the group committed.
+    fn apply_group(&mut self, group: Vec<QueuedApply>) -> bool {
         let jobs: Vec<(&[Change], Option<&CursorPosition>)> = group
             .iter()
             .map(|(changes, cursor, _)| (changes.as_slice(), cursor.as_ref()))
@@ -284,11 +304,13 @@ impl Writer {
                 for ((_, _, reply), report) in group.into_iter().zip(reports) {
                     let _ = reply.send(Ok(report));
                 }
+                true
             }
             Err(error) => {
                 for (_, _, reply) in group {
                     let _ = reply.send(Err(CatalogError::Storage(error.to_string())));
                 }
+                false
             }
         }
     }

@@ -88,6 +88,15 @@ impl LiveStatus {
                 || (!self.pending.load(Ordering::Acquire)
                     && now - self.last_pong_us.load(Ordering::Acquire) <= lag))
     }
+
+    /// Why the source is not caught up (for `/readyz`).
+    pub fn lagging_because(&self) -> String {
+        if self.connected.load(Ordering::Acquire) {
+            "the live source is behind".into()
+        } else {
+            "the live source is not connected".into()
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -200,13 +209,29 @@ pub async fn run_live(
                     outcome = Err(error);
                 }
                 may_catch_up = session.may_catch_up;
+                drop(session);
                 status.connected.store(false, Ordering::Release);
                 status.pending.store(false, Ordering::Release);
                 let stopping = *shutdown.borrow();
                 match outcome {
                     Ok(()) if stopping => return Ok(()),
                     Ok(()) => tracing::warn!("the live source closed the connection"),
-                    Err(FollowError::Catalog(error)) => return Err(error.into()),
+                    Err(FollowError::Catalog(error)) => {
+                        // A full disk or a database away: wait, then go on from what the
+                        // catalog holds. Nothing past the stored cursor was acknowledged.
+                        tracing::error!("writing to the catalog failed; retrying: {error}");
+                        ingestor.writes().failed(error.to_string());
+                        match catalog.cursor(LIVE_SOURCE.to_string()).await {
+                            Ok(stored) => {
+                                cursor = stored
+                                    .filter(|s| s.endpoint == endpoint || config.force_cursor)
+                                    .and_then(|s| s.cursor.parse().ok());
+                            }
+                            Err(error) => {
+                                tracing::error!("reading the stored cursor failed: {error}")
+                            }
+                        }
+                    }
                     Err(FollowError::Connection(reason)) => tracing::warn!("live source: {reason}"),
                 }
             }
@@ -498,6 +523,7 @@ impl Session<'_> {
 
     /// Accounts for one committed batch.
     fn committed(&mut self, report: ApplyReport, time: Option<i64>) {
+        self.ingestor.writes().succeeded();
         if self.catching_up {
             // Staged, not visible: nothing to count or to call current yet.
             return;
