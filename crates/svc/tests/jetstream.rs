@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::replay::Replay;
+use common::replay::{Fault, Replay};
 use common::*;
 use serde_json::json;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -257,4 +257,55 @@ fn a_catch_up_into_an_empty_catalog_is_bulk_loaded_and_survives_a_crash() {
             .all(|l| !l.contains("catching up with a bulk load")),
         "a catalog with a cursor is not bulk-loaded"
     );
+}
+
+/// A source that misbehaves in the middle of its stream is left and opened again from the
+/// stored cursor; every event lands once, and the server answers throughout.
+fn a_misbehaving_source_is_reopened(fault: Fault, log_says: &str) {
+    let base = now_us() - 60_000_000;
+    let replay = Replay::start(events(base, 0, 40));
+    replay.state.lock().unwrap().fault_after = Some((20, fault));
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::listening(
+        &dir.path().join("catalog.db"),
+        &[
+            "--firehose",
+            replay.url.as_str(),
+            "--ready-lag",
+            "5s",
+            "--liveness",
+            "3s",
+        ],
+    );
+    let took = server.wait_for(
+        "/v1/vocabularies/by-world?world=open&limit=1",
+        Duration::from_secs(20),
+        |b| b["total"] == 40,
+    );
+    // Reopened from where the catalog stood, not from the start.
+    let cursors = replay.state.lock().unwrap().cursors.clone();
+    assert!(cursors.len() >= 2, "{fault:?}: never reopened: {cursors:?}");
+    assert_eq!(cursors[0], None);
+    assert!(cursors[1].is_some(), "{fault:?}: reopened without a cursor");
+    let log = server.kill9();
+    assert!(
+        log.iter().any(|l| l.contains(log_says)),
+        "{fault:?}: no {log_says:?} in {log:?}"
+    );
+    eprintln!("{fault:?}: all 40 events in {took:?}");
+}
+
+#[test]
+fn a_source_dropping_mid_frame_is_reopened() {
+    a_misbehaving_source_is_reopened(Fault::DropMidFrame, "live source:");
+}
+
+#[test]
+fn a_source_sending_garbage_is_reopened() {
+    a_misbehaving_source_is_reopened(Fault::Garbage, "live source:");
+}
+
+#[test]
+fn a_stalled_source_is_reopened_after_the_liveness_timeout() {
+    a_misbehaving_source_is_reopened(Fault::Stall, "nothing heard for");
 }

@@ -14,12 +14,25 @@ pub struct ReplayState {
     pub events: Vec<(i64, String)>,
     /// Drop the next connection after sending this many events.
     pub disconnect_after: Option<usize>,
+    /// Misbehave on the next connection after sending this many events.
+    pub fault_after: Option<(usize, Fault)>,
     /// The `cursor` query parameter of each connection, in order (`None`: no cursor).
     pub cursors: Vec<Option<i64>>,
     /// The `wantedCollections` of each connection.
     pub wanted: Vec<Vec<String>>,
     /// Whether each connection asked for zstd compression.
     pub compressed: Vec<bool>,
+}
+
+/// How a source can misbehave in the middle of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Half a websocket frame, then the connection is gone.
+    DropMidFrame,
+    /// Bytes that are no websocket frame at all, on a connection left open.
+    Garbage,
+    /// Nothing more: no event, no pong, no close, the connection left open.
+    Stall,
 }
 
 pub struct Replay {
@@ -105,7 +118,7 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
     let compress = query_values(&uri, "compress")
         .first()
         .is_some_and(|c| c == "true");
-    let (events, disconnect_after) = {
+    let (events, disconnect_after, fault) = {
         let mut state = state.lock().expect("state");
         state.cursors.push(cursor);
         state.wanted.push(collections.clone());
@@ -117,11 +130,21 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
             .filter(|(_, line)| wanted(&collections, line))
             .map(|(_, line)| line.clone())
             .collect();
-        (events, state.disconnect_after.take())
+        (
+            events,
+            state.disconnect_after.take(),
+            state.fault_after.take(),
+        )
     };
     for (sent, line) in events.into_iter().enumerate() {
         if disconnect_after == Some(sent) {
             return; // dropped without a close frame, like a network failure
+        }
+        if let Some((after, fault)) = fault
+            && after == sent
+        {
+            misbehave(socket, fault).await;
+            return;
         }
         let message = if compress {
             // Jetstream compresses each event with its published dictionary.
@@ -146,5 +169,26 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
         if let Message::Ping(payload) = message {
             let _ = socket.send(Message::Pong(payload)).await;
         }
+    }
+}
+
+async fn misbehave(
+    mut socket: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    fault: Fault,
+) {
+    use tokio::io::AsyncWriteExt;
+    match fault {
+        Fault::DropMidFrame => {
+            // A text frame announcing 100 bytes, and 10 of them.
+            let _ = socket.get_mut().write_all(b"\x81\x64{\"did\":\"d").await;
+            let _ = socket.get_mut().flush().await;
+        }
+        Fault::Garbage => {
+            // Reserved bits and a reserved opcode: no websocket frame starts like this.
+            let _ = socket.get_mut().write_all(&[0xff; 64]).await;
+            let _ = socket.get_mut().flush().await;
+            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        }
+        Fault::Stall => tokio::time::sleep(std::time::Duration::from_secs(60)).await,
     }
 }
