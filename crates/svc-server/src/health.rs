@@ -34,7 +34,10 @@ pub(crate) async fn metrics(
     State(state): State<Arc<AppState>>,
     request_headers: axum::http::HeaderMap,
 ) -> Response {
-    state.metrics.ready.set(i64::from((state.not_ready)().is_none()));
+    state
+        .metrics
+        .ready
+        .set(i64::from((state.not_ready)().is_none()));
     match crate::stats::per_kind(&state).await {
         Ok(counts) => {
             let mut total = 0;
