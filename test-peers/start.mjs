@@ -12,7 +12,9 @@
 //   SVC_PEERS_EXIT_ON_STDIN_EOF=1  also shut down (as on SIGTERM) when stdin reaches its end or
 //                            fails: a parent that holds the write end of a pipe as our stdin
 //                            ends us by exiting, however it exits (the kernel closes the pipe)
+//   SVC_PEERS_RESTART_PAUSE_MS  how long the PDS stays down on SIGUSR2 (default 1000)
 //   other PDS_* variables    passed to the PDS, except those set here (see pdsEnv below)
+// SIGUSR2 restarts the PDS on the same data directory and port (the PLC stays up).
 import { createRequire } from 'node:module'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
@@ -75,6 +77,8 @@ async function waitHealthy(url, timeoutMs) {
 
 let plc = null
 let pds = null
+// Set once the PDS first starts: starts it again on the same data directory and port.
+let startPds = null
 let dataDir = null
 let stopping = false
 
@@ -170,19 +174,22 @@ async function main() {
   }
   Object.assign(process.env, pdsEnv)
   const pdsMod = await load('@atproto/pds')
-  const { PDS, readEnv, envToCfg, envToSecrets } = pdsMod
-  const env = readEnv()
-  pds = await PDS.create(envToCfg(env), envToSecrets(env))
-  bindLoopback(pds.app)
-  try {
-    await pds.start()
-  } catch (err) {
-    const ctx = pds.ctx
-    pds = null
-    await ctx.destroy().catch(() => {})
-    throw new Error(`PDS could not listen on ${HOST}:${pdsPort}: ${err.code ?? ''} ${err.message}`)
+  startPds = async () => {
+    const { PDS, readEnv, envToCfg, envToSecrets } = pdsMod
+    const env = readEnv()
+    pds = await PDS.create(envToCfg(env), envToSecrets(env))
+    bindLoopback(pds.app)
+    try {
+      await pds.start()
+    } catch (err) {
+      const ctx = pds.ctx
+      pds = null
+      await ctx.destroy().catch(() => {})
+      throw new Error(`PDS could not listen on ${HOST}:${pdsPort}: ${err.code ?? ''} ${err.message}`)
+    }
+    await waitHealthy(`http://${HOST}:${pdsPort}/xrpc/_health`, 30_000)
   }
-  await waitHealthy(`http://${HOST}:${pdsPort}/xrpc/_health`, 30_000)
+  await startPds()
 
   const line = {
     plc: `http://localhost:${plcPort}`,
@@ -200,6 +207,28 @@ async function main() {
 }
 
 process.on('SIGTERM', () => shutdown(0))
+// SIGUSR2 restarts the PDS as an operator would (stop, a pause of SVC_PEERS_RESTART_PAUSE_MS,
+// default 1000, start on the same data directory and port), for tests of clients that must
+// ride it out. The PLC directory, in memory, stays up.
+let restarting = false
+process.on('SIGUSR2', async () => {
+  if (!pds || !startPds || restarting || stopping) return
+  restarting = true
+  const pause = Number(process.env.SVC_PEERS_RESTART_PAUSE_MS ?? 1000)
+  try {
+    const old = pds
+    pds = null
+    await old.destroy()
+    info(`pds stopped for a restart; starting again in ${pause} ms`)
+    await new Promise((r) => setTimeout(r, pause))
+    await startPds()
+    info('pds restarted')
+  } catch (err) {
+    fail(`restarting the pds: ${err?.stack ?? err}`)
+  } finally {
+    restarting = false
+  }
+})
 if (/^(1|true)$/i.test(process.env.SVC_PEERS_EXIT_ON_STDIN_EOF ?? '')) {
   const onEnd = (why) => {
     if (!stopping) info(`stdin ${why}: shutting down`)

@@ -4,37 +4,10 @@
 mod common;
 
 use common::replay::{Fault, Replay};
+use common::vocab_events as events;
 use common::*;
 use serde_json::json;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as i64
-}
-
-/// A Jetstream commit event creating a vocabulary named `name` at `time_us`.
-fn vocab_event(time_us: i64, rkey: &str, name: &str, world: &str) -> (i64, String) {
-    let line = json!({"did": "did:plc:jetstream", "time_us": time_us, "kind": "commit", "commit": {
-        "rev": format!("3k{rkey}"), "operation": "create", "collection": "dev.svc.vocab", "rkey": rkey,
-        "record": {"$type": "dev.svc.vocab", "name": name, "world": world, "occurredAt": NOW}, "cid": CID}});
-    (time_us, line.to_string())
-}
-
-fn events(base: i64, from: usize, to: usize) -> Vec<(i64, String)> {
-    (from..to)
-        .map(|i| {
-            vocab_event(
-                base + i as i64 * 1_000_000,
-                &format!("aaaaaaaa{i:03}"),
-                &format!("js-{i:03}"),
-                "open",
-            )
-        })
-        .collect()
-}
+use std::time::Duration;
 
 fn jetstream_server(dir: &tempfile::TempDir, replay: &Replay, extra: &[&str]) -> Server {
     let mut args = vec![

@@ -308,7 +308,7 @@ impl Writer {
             }
             Err(error) => {
                 for (_, _, reply) in group {
-                    let _ = reply.send(Err(CatalogError::Storage(error.to_string())));
+                    let _ = reply.send(Err(error.clone()));
                 }
                 false
             }

@@ -114,6 +114,21 @@ impl Server {
         panic!("svc serve never became ready; log: {:?}", server.log);
     }
 
+    /// Reads the server's log until a line contains `needle`, for at most `within`.
+    pub fn wait_log(&mut self, needle: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        if let Some(line) = self.log.iter().find(|l| l.contains(needle)) {
+            return line.clone();
+        }
+        loop {
+            match self.next_line(deadline) {
+                Some(line) if line.contains(needle) => return line,
+                Some(_) => {}
+                None => panic!("no {needle:?} logged within {within:?}: {:?}", self.log),
+            }
+        }
+    }
+
     fn next_line(&mut self, deadline: Instant) -> Option<String> {
         let wait = deadline.saturating_duration_since(Instant::now());
         let line = self.stderr.recv_timeout(wait).ok()?;
@@ -279,6 +294,35 @@ impl Events {
         }
         path.to_path_buf()
     }
+}
+
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_micros() as i64
+}
+
+/// A Jetstream commit event creating a vocabulary named `name` at `time_us`.
+pub fn vocab_event(time_us: i64, rkey: &str, name: &str, world: &str) -> (i64, String) {
+    let line = json!({"did": "did:plc:jetstream", "time_us": time_us, "kind": "commit", "commit": {
+        "rev": format!("3k{rkey}"), "operation": "create", "collection": "dev.svc.vocab", "rkey": rkey,
+        "record": {"$type": "dev.svc.vocab", "name": name, "world": world, "occurredAt": NOW}, "cid": CID}});
+    (time_us, line.to_string())
+}
+
+/// Vocabularies `js-<from>` .. `js-<to - 1>` in the world "open", one second apart from `base`.
+pub fn vocab_events(base: i64, from: usize, to: usize) -> Vec<(i64, String)> {
+    (from..to)
+        .map(|i| {
+            vocab_event(
+                base + i as i64 * 1_000_000,
+                &format!("aaaaaaaa{i:03}"),
+                &format!("js-{i:03}"),
+                "open",
+            )
+        })
+        .collect()
 }
 
 pub fn schema(n: u32) -> String {

@@ -288,6 +288,29 @@ fn remove_stale_files(dir: &Path) {
 }
 
 impl Peers {
+    /// Restarts the PDS (stopped, down for about a second, started again on the same data
+    /// and port) without waiting: every other test of this binary sees it go away.
+    pub fn restart_pds(&self) {
+        // SAFETY: a signal to a process of ours; kill(2) has no memory effects here.
+        let sent = unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGUSR2) };
+        assert_eq!(sent, 0, "signalling the peers (pid {})", self.pid);
+    }
+
+    /// Waits until the PDS answers its health check again.
+    pub fn wait_pds_healthy(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        let url = format!("{}/xrpc/_health", self.pds);
+        while !self
+            .http
+            .get(&url)
+            .send()
+            .is_ok_and(|r| r.status().is_success())
+        {
+            assert!(Instant::now() < deadline, "the PDS did not come back");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// A new account with the handle `<prefix><n>.test` (the prefix lowercased, reduced to
     /// letters, digits and hyphens, and shortened to fit the PDS's 3..=18 characters).
     pub fn create_account(&self, name_prefix: &str) -> Account {

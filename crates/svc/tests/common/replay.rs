@@ -118,7 +118,7 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
     let compress = query_values(&uri, "compress")
         .first()
         .is_some_and(|c| c == "true");
-    let (events, disconnect_after, fault) = {
+    let (events, mut seen, disconnect_after, fault) = {
         let mut state = state.lock().expect("state");
         state.cursors.push(cursor);
         state.wanted.push(collections.clone());
@@ -132,6 +132,7 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
             .collect();
         (
             events,
+            state.events.len(),
             state.disconnect_after.take(),
             state.fault_after.take(),
         )
@@ -146,29 +147,55 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
             misbehave(socket, fault).await;
             return;
         }
-        let message = if compress {
-            // Jetstream compresses each event with its published dictionary.
-            let dictionary = include_bytes!("../../../svc-ingest/data/jetstream-zstd-dictionary");
-            let mut compressor =
-                zstd::bulk::Compressor::with_dictionary(3, dictionary).expect("zstd");
-            Message::Binary(
-                compressor
-                    .compress(line.as_bytes())
-                    .expect("compress")
-                    .into(),
-            )
-        } else {
-            Message::Text(line.into())
-        };
-        if socket.send(message).await.is_err() {
+        if socket.send(message(&line, compress)).await.is_err() {
             return;
         }
     }
-    // Quiet now: answer pings until the client goes.
-    while let Some(Ok(message)) = socket.next().await {
-        if let Message::Ping(payload) = message {
-            let _ = socket.send(Message::Pong(payload)).await;
+    // Live now: events appended to the list go out as they come; pings are answered.
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            incoming = socket.next() => match incoming {
+                Some(Ok(Message::Ping(payload))) => {
+                    let _ = socket.send(Message::Pong(payload)).await;
+                }
+                Some(Ok(_)) => {}
+                _ => return,
+            },
+            _ = tick.tick() => {
+                let appended: Vec<String> = {
+                    let state = state.lock().expect("state");
+                    let fresh = state.events[seen.min(state.events.len())..]
+                        .iter()
+                        .filter(|(_, line)| wanted(&collections, line))
+                        .map(|(_, line)| line.clone())
+                        .collect();
+                    seen = state.events.len();
+                    fresh
+                };
+                for line in appended {
+                    if socket.send(message(&line, compress)).await.is_err() {
+                        return;
+                    }
+                }
+            }
         }
+    }
+}
+
+fn message(line: &str, compress: bool) -> Message {
+    if compress {
+        // Jetstream compresses each event with its published dictionary.
+        let dictionary = include_bytes!("../../../svc-ingest/data/jetstream-zstd-dictionary");
+        let mut compressor = zstd::bulk::Compressor::with_dictionary(3, dictionary).expect("zstd");
+        Message::Binary(
+            compressor
+                .compress(line.as_bytes())
+                .expect("compress")
+                .into(),
+        )
+    } else {
+        Message::Text(line.to_string().into())
     }
 }
 
