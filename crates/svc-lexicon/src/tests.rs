@@ -440,3 +440,115 @@ fn unresolved_references_are_refused_at_load() {
         "lexicon dev.x.thing: reference to unknown definition dev.x.thing#missing"
     );
 }
+
+// The cases below were found by the differential test against @atproto/lexicon
+// (scripts/lexdiff/run); each failed before its fix.
+
+#[test]
+fn unknown_fields_must_hold_an_object() {
+    let correction = |value: Value| {
+        json!({
+            "$type": "dev.svc.correction",
+            "encounter": {"uri": "at://did:plc:a/dev.svc.encounter/3lqpshb3uttvz"},
+            "path": "/name",
+            "originalValue": value,
+            "reason": "user-mistake",
+            "visibility": "public-detailed",
+            "occurredAt": "2026-01-02T03:04:05Z"
+        })
+    };
+    check(
+        "dev.svc.correction",
+        correction(json!({"given": ["Mary Ann"]})),
+    )
+    .unwrap();
+    for value in [json!("Mary Ann"), json!(5), json!(true), json!(["a"])] {
+        assert_eq!(
+            check("dev.svc.correction", correction(value)).unwrap_err(),
+            "originalValue: must be an object"
+        );
+    }
+}
+
+#[test]
+fn cid_links_must_decode_as_cids() {
+    let belief = |cid: Value| {
+        json!({
+            "$type": "dev.svc.belief",
+            "subject": {"uri": "at://did:plc:a/dev.svc.bounty/1", "cid": cid},
+            "occurredAt": "2026-01-02T03:04:05Z"
+        })
+    };
+    let good = "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm";
+    for cid in [
+        good,
+        "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku",
+        "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG",
+    ] {
+        check("dev.svc.belief", belief(json!({ "$link": cid }))).unwrap();
+        check("dev.svc.belief", belief(json!(cid))).unwrap();
+    }
+    // All of these pass the `cid` string format's syntax check, none is a CID.
+    let truncated = &good[..good.len() - 1];
+    let upper = good.to_uppercase();
+    let longer = format!("{good}a");
+    for cid in [
+        "abcdefgh",
+        truncated,
+        &upper,
+        &longer,
+        "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbd",
+    ] {
+        assert_eq!(
+            check("dev.svc.belief", belief(json!({ "$link": cid }))).unwrap_err(),
+            "subject.cid: not a cid",
+            "{cid}"
+        );
+        assert_eq!(
+            check("dev.svc.belief", belief(json!(cid))).unwrap_err(),
+            "subject.cid: not a cid",
+            "{cid}"
+        );
+    }
+}
+
+#[test]
+fn a_union_type_must_name_a_definition() {
+    for declared in [
+        "blob",
+        "#wantLens",
+        "dev.svc.bounty#wantLens#main",
+        "dev.svc.bounty#",
+        "",
+    ] {
+        assert_eq!(
+            check(
+                "dev.svc.bounty",
+                with(bounty(), "/wants/$type", json!(declared))
+            )
+            .unwrap_err(),
+            "wants.$type: not a definition reference (nsid or nsid#name)",
+            "{declared}"
+        );
+    }
+    check(
+        "dev.svc.bounty",
+        with(bounty(), "/wants/$type", json!("dev.svc.bounty#wantLens")),
+    )
+    .unwrap();
+}
+
+#[test]
+fn integers_beyond_64_bits_are_named_as_such() {
+    let vote = json!({
+        "$type": "dev.svc.deliberationVote",
+        "subject": {"uri": "at://did:plc:a/dev.svc.deliberation/1", "cid": "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm"},
+        "stance": "agree",
+        "createdAt": "2026-01-02T03:04:05Z"
+    });
+    let big: Value = serde_json::from_str("9223372036854775808").unwrap();
+    assert_eq!(
+        check("dev.svc.deliberationVote", with(vote, "/weight", big)).unwrap_err(),
+        "weight: must be an integer between -2^63 and 2^63-1"
+    );
+}

@@ -135,7 +135,11 @@ impl<'v> Walker<'_, 'v> {
                 }
             }
             Def::Union { refs, closed } => self.union(refs, *closed, value),
-            Def::Unknown => self.no_floats(value),
+            // The lexicon spec: an `unknown` value may hold anything, but must be an object.
+            Def::Unknown => match value {
+                Value::Object(_) => self.no_floats(value),
+                _ => Err(self.fail("must be an object")),
+            },
             Def::CidLink => self.cid_link(value),
             Def::Bytes {
                 min_length,
@@ -210,6 +214,9 @@ impl<'v> Walker<'_, 'v> {
     fn integer(&self, def: &IntegerDef, value: &Value) -> Outcome {
         let Some(number) = value.as_i64() else {
             return Err(self.fail(match value {
+                Value::Number(n) if n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+                    "must be an integer between -2^63 and 2^63-1"
+                }
                 Value::Number(_) => "must be an integer (the data model has no floats)",
                 _ => "must be an integer",
             }));
@@ -240,6 +247,18 @@ impl<'v> Walker<'_, 'v> {
         let Some(declared) = map.get("$type").and_then(Value::as_str) else {
             return Err(self.fail_at_child("$type", "required field missing"));
         };
+        // A union member's $type names a definition: an NSID, then maybe `#name`. Anything else
+        // (`blob`, `#local`, two fragments) names none, even in an open union.
+        let (nsid, fragment) = declared.split_once('#').unwrap_or((declared, "main"));
+        let fragment_ok = !fragment.is_empty()
+            && fragment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if svc_syntax::check_nsid(nsid).is_err() || !fragment_ok {
+            return self.nested(Segment::Field("$type"), |w| {
+                Err(w.fail("not a definition reference (nsid or nsid#name)"))
+            });
+        }
         let normalized = declared.strip_suffix("#main").unwrap_or(declared);
         match refs.iter().find(|r| *r == normalized) {
             Some(id) => {
@@ -266,7 +285,11 @@ impl<'v> Walker<'_, 'v> {
             },
             _ => return Err(self.fail("must be a cid-link")),
         };
-        svc_syntax::check_cid(text).map_err(|_| self.fail("not a cid"))
+        if crate::cid::is_cid(text) {
+            Ok(())
+        } else {
+            Err(self.fail("not a cid"))
+        }
     }
 
     fn bytes(&self, value: &Value, min: Option<u64>, max: Option<u64>) -> Outcome {

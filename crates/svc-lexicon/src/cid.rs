@@ -1,0 +1,103 @@
+//! Decoding of the CID behind a cid-link, as `CID.parse` of the JavaScript `multiformats` does
+//! it (which is what @atproto/lexicon and the reference PDS use): CIDv1 in multibase base32
+//! (`b`), base36 (`k`) or base58btc (`z`), or a bare base58btc CIDv0 (`Qm...`). The lexicon
+//! `cid` string format, by contrast, is only a syntax check (`svc_syntax::check_cid`).
+
+/// Whether `text` is a CID: a known multibase, then version, codec and a multihash whose
+/// digest has exactly the length it declares, with nothing after it.
+pub(crate) fn is_cid(text: &str) -> bool {
+    if text.starts_with('Q') {
+        // CIDv0: a bare sha2-256 multihash.
+        return base_x(text, BASE58).is_some_and(|b| {
+            multihash(&b).is_some_and(|(code, rest)| code == 0x12 && rest.is_empty())
+        });
+    }
+    let Some(bytes) = (match text.as_bytes().first() {
+        Some(b'b') => base32(&text[1..]),
+        Some(b'k') => base_x(&text[1..], BASE36),
+        Some(b'z') => base_x(&text[1..], BASE58),
+        _ => None,
+    }) else {
+        return false;
+    };
+    let Some((version, rest)) = varint(&bytes) else {
+        return false;
+    };
+    // A v0 CID (0x12 first) is written without a multibase prefix; 0x12 leads here only then.
+    if version != 1 {
+        return false;
+    }
+    let Some((_codec, rest)) = varint(rest) else {
+        return false;
+    };
+    multihash(rest).is_some_and(|(_, rest)| rest.is_empty())
+}
+
+const BASE58: &[u8] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+const BASE36: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+
+/// A multihash's code and what follows its digest.
+fn multihash(bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let (code, rest) = varint(bytes)?;
+    let (len, rest) = varint(rest)?;
+    let len = usize::try_from(len).ok()?;
+    (rest.len() >= len).then(|| (code, &rest[len..]))
+}
+
+/// An unsigned LEB128 varint of at most 9 bytes (63 bits), as multiformats reads them.
+fn varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let mut value = 0u64;
+    for (i, byte) in bytes.iter().enumerate().take(9) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((value, &bytes[i + 1..]));
+        }
+    }
+    None
+}
+
+/// RFC 4648 base32, lowercase, no padding; leftover bits must be fewer than 5 and zero.
+fn base32(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() * 5 / 8);
+    let (mut buffer, mut bits) = (0u32, 0u32);
+    for c in text.bytes() {
+        let v = match c {
+            b'a'..=b'z' => c - b'a',
+            b'2'..=b'7' => c - b'2' + 26,
+            _ => return None,
+        };
+        buffer = (buffer << 5) | u32::from(v);
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buffer >> bits) as u8);
+        }
+        buffer &= (1 << bits) - 1;
+    }
+    (bits < 5 && buffer == 0).then_some(out)
+}
+
+/// A base-x number (base58btc, base36), each leading zero digit standing for a zero byte.
+fn base_x(text: &str, alphabet: &[u8]) -> Option<Vec<u8>> {
+    if text.is_empty() {
+        return None;
+    }
+    let base = alphabet.len() as u32;
+    let zeros = text.bytes().take_while(|&c| c == alphabet[0]).count();
+    let mut number: Vec<u8> = Vec::new(); // big-endian magnitude
+    for c in text.bytes().skip(zeros) {
+        let mut carry = alphabet.iter().position(|&a| a == c)? as u32;
+        for byte in number.iter_mut().rev() {
+            carry += u32::from(*byte) * base;
+            *byte = carry as u8;
+            carry >>= 8;
+        }
+        while carry > 0 {
+            number.insert(0, carry as u8);
+            carry >>= 8;
+        }
+    }
+    let mut out = vec![0u8; zeros];
+    out.extend(number);
+    Some(out)
+}
