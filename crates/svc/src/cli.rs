@@ -205,9 +205,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SVC_LISTEN", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
     pub listen: String,
 
-    /// Catalog database file [default: <data dir>/svc/catalog.db].
+    /// The catalog: a file path or sqlite:PATH (SQLite), or a postgres:// URL
+    /// [default: <data dir>/svc/catalog.db].
+    // Text, parsed at start: clap would echo a URL with its password in a usage error.
     #[arg(long, env = "SVC_DB")]
-    pub db: Option<PathBuf>,
+    pub db: Option<String>,
 
     /// Live source of events, or `none`.
     #[arg(long, env = "SVC_FIREHOSE", default_value = DEFAULT_FIREHOSE)]

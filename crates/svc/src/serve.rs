@@ -9,19 +9,38 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use svc_catalog::sqlite::SqliteCatalog;
-use svc_catalog::{Catalog, QuerySet};
+use svc_catalog::{Catalog, Location, QuerySet};
 use svc_ingest::firehose::{LiveConfig, LiveStatus, run_live};
 use svc_ingest::{IngestMetrics, Ingestor, Readiness, import_file, run_backfill};
 use svc_lexicon::Lexicons;
 use tokio::sync::watch;
 
-fn default_db() -> PathBuf {
+fn open_catalog(
+    db: &Location,
+    queries: &QuerySet,
+    readers: usize,
+) -> anyhow::Result<Arc<dyn Catalog>> {
+    match db {
+        Location::Sqlite(path) => Ok(Arc::new(SqliteCatalog::open(
+            path,
+            queries.clone(),
+            readers,
+        )?)),
+        Location::Postgres(_) => {
+            anyhow::bail!(
+                "this build has no PostgreSQL engine yet; give a file path or sqlite:PATH"
+            )
+        }
+    }
+}
+
+fn default_db() -> Location {
     let data = std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
         .unwrap_or_else(|| PathBuf::from("."));
-    data.join("svc").join("catalog.db")
+    Location::Sqlite(data.join("svc").join("catalog.db"))
 }
 
 fn init_logging() {
@@ -101,12 +120,15 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         std::fs::metadata(path).with_context(|| format!("--import {}", path.display()))?;
     }
     let connection_limits = connection_limits(&args)?;
-    let db = args.db.clone().unwrap_or_else(default_db);
-    let catalog: Arc<dyn Catalog> = Arc::new(
-        SqliteCatalog::open(&db, queries.clone(), usize::from(args.readers))
-            .with_context(|| format!("opening the catalog {}", db.display()))?,
-    );
-    tracing::info!(db = %db.display(), "catalog open");
+    let db = match &args.db {
+        Some(text) => text
+            .parse::<Location>()
+            .map_err(|e| crate::commands::UsageError(format!("--db: {e}")))?,
+        None => default_db(),
+    };
+    let catalog = open_catalog(&db, &queries, usize::from(args.readers))
+        .with_context(|| format!("opening the catalog {db}"))?;
+    tracing::info!(%db, "catalog open");
 
     let ingest_metrics = Arc::new(IngestMetrics::default());
     let mut registry = Registry::default();

@@ -307,6 +307,26 @@ fn flags_read_environment_variables_and_bad_flags_are_usage_errors() {
     );
     assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
     assert!(!stderr.contains("listening"), "{stderr}");
+    // --db takes a path, sqlite:PATH or a PostgreSQL URL; anything else is a usage error that
+    // names the accepted forms and never echoes a password.
+    for db in ["mysql://svc:hunter2@db.example/catalog", "postgres:hunter2@db"] {
+        let output = svc()
+            .args(["serve", "--firehose", "none", "--db", db])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{db}: {stderr}");
+        assert!(stderr.starts_with("error: --db: "), "{stderr}");
+        assert!(stderr.contains("postgres://"), "{stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+    let by_url = dir.path().join("by-url.db");
+    let server = Server::start(
+        std::path::Path::new(&format!("sqlite:{}", by_url.display())),
+        &[],
+    );
+    assert!(by_url.exists(), "sqlite:PATH opens PATH: {:?}", server.log);
+    drop(server);
     let output = svc().arg("version").output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&output.stdout).trim(),
