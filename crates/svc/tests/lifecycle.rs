@@ -309,7 +309,10 @@ fn flags_read_environment_variables_and_bad_flags_are_usage_errors() {
     assert!(!stderr.contains("listening"), "{stderr}");
     // --db takes a path, sqlite:PATH or a PostgreSQL URL; anything else is a usage error that
     // names the accepted forms and never echoes a password.
-    for db in ["mysql://svc:hunter2@db.example/catalog", "postgres:hunter2@db"] {
+    for db in [
+        "mysql://svc:hunter2@db.example/catalog",
+        "postgres:hunter2@db",
+    ] {
         let output = svc()
             .args(["serve", "--firehose", "none", "--db", db])
             .output()

@@ -1,0 +1,988 @@
+//! Soak benchmark, on demand (`bench/soak.sh` runs it): a realistic query mix at 64
+//! connections for MINUTES while the indexer applies a live stream of RATE events/s.
+//!
+//! 1. `svc serve` imports a base catalog and follows an in-process Jetstream replay server;
+//! 2. once ready, a feeder appends events to the replay at RATE/s (their `time_us` set to now,
+//!    so they are live), wrk sends the mix (bench/mix.lua), a prober asks `/healthz` 20 times
+//!    a second on a connection of its own, and the server's RSS and ingest counters are
+//!    sampled every 5 s; a line per minute;
+//! 3. after the stream stops and the catalog settles: `/v1/stats` per kind against the events
+//!    imported and streamed, and each list route of the mix paged to its end by cursor.
+//!
+//! Exits 1 when a criterion fails (errors, RSS growth, `/healthz` p99, applied rate, counts),
+//! naming it.
+//!
+//! Usage: soak_bench --svc BIN --base FILE --events FILE --skip N --mix FILE --dir DIR
+//!        [--minutes 10] [--rate 2500] [--connections 64] [--script bench/mix.lua]
+
+#[path = "../tests/common/replay.rs"]
+#[allow(dead_code)]
+mod replay;
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const PROBE_EVERY: Duration = Duration::from_millis(50);
+const SAMPLE_EVERY: Duration = Duration::from_secs(5);
+const HEALTHZ_P99_MS: f64 = 5.0;
+const RSS_GROWTH: f64 = 1.10;
+const MIN_APPLIED_PER_S: f64 = 2000.0;
+
+struct Options {
+    svc: String,
+    base: PathBuf,
+    events: PathBuf,
+    skip: usize,
+    mix: PathBuf,
+    dir: PathBuf,
+    minutes: u64,
+    rate: u64,
+    connections: u64,
+    script: PathBuf,
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("soak_bench: {problem}");
+    eprintln!(
+        "usage: soak_bench --svc BIN --base FILE --events FILE --skip N --mix FILE --dir DIR \
+         [--minutes 10] [--rate 2500] [--connections 64] [--script bench/mix.lua]"
+    );
+    std::process::exit(2);
+}
+
+fn options() -> Options {
+    let mut flags = BTreeMap::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let Some(name) = flag.strip_prefix("--") else {
+            usage(&format!("unexpected argument {flag:?}"));
+        };
+        let value = args
+            .next()
+            .unwrap_or_else(|| usage(&format!("{flag} needs a value")));
+        flags.insert(name.to_string(), value);
+    }
+    let mut take = |name: &str, default: Option<&str>| -> String {
+        flags
+            .remove(name)
+            .or(default.map(str::to_string))
+            .unwrap_or_else(|| usage(&format!("--{name} is required")))
+    };
+    let number = |name: &str, value: String| -> u64 {
+        value
+            .parse()
+            .unwrap_or_else(|_| usage(&format!("--{name}: not a number: {value:?}")))
+    };
+    let default_script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/mix.lua");
+    let options = Options {
+        svc: take("svc", None),
+        base: take("base", None).into(),
+        events: take("events", None).into(),
+        skip: number("skip", take("skip", None)) as usize,
+        mix: take("mix", None).into(),
+        dir: take("dir", None).into(),
+        minutes: number("minutes", take("minutes", Some("10"))),
+        rate: number("rate", take("rate", Some("2500"))),
+        connections: number("connections", take("connections", Some("64"))),
+        script: take("script", Some(default_script)).into(),
+    };
+    if let Some(unknown) = flags.keys().next() {
+        usage(&format!("unknown flag --{unknown}"));
+    }
+    if options.minutes == 0 || options.rate == 0 {
+        usage("--minutes and --rate must be at least 1");
+    }
+    options
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// The record collection of an event line, `None` for events that are not commits.
+fn collection(line: &str) -> Option<String> {
+    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+    event["commit"]["collection"].as_str().map(str::to_string)
+}
+
+/// `/v1/stats` names each kind by a plural of the last NSID segment.
+fn stats_name(collection: &str) -> String {
+    let last = collection.rsplit('.').next().unwrap_or(collection);
+    if last == "vocab" {
+        "vocabularies".to_string()
+    } else if let Some(stem) = last.strip_suffix('y') {
+        format!("{stem}ies")
+    } else {
+        format!("{last}s")
+    }
+}
+
+fn count_kinds(path: &PathBuf) -> BTreeMap<String, u64> {
+    let file = File::open(path).unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+    let mut kinds = BTreeMap::new();
+    for (number, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), number + 1));
+        if let Some(kind) = collection(&line) {
+            *kinds.entry(kind).or_insert(0) += 1;
+        }
+    }
+    kinds
+}
+
+struct Server {
+    child: Child,
+    url: String,
+    bulk_checkpointed: Arc<AtomicBool>,
+}
+
+fn start_svc(options: &Options, firehose: &str) -> Server {
+    let db = options.dir.join("soak.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = db.clone().into_os_string();
+        path.push(suffix);
+        let _ = std::fs::remove_file(path);
+    }
+    let log_path = options.dir.join("soak-server.log");
+    let mut log = File::create(&log_path)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log_path.display()));
+    let mut child = Command::new(&options.svc)
+        .args(["serve", "--listen", "127.0.0.1:0", "--firehose", firehose])
+        .arg("--db")
+        .arg(&db)
+        .arg("--import")
+        .arg(&options.base)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", options.svc));
+    let stderr = child.stderr.take().expect("the server's stderr is piped");
+    let bulk_checkpointed = Arc::new(AtomicBool::new(false));
+    let checkpointed = Arc::clone(&bulk_checkpointed);
+    let (sender, receiver) = mpsc::channel();
+    // The log is read to the end, or the server would block on a full pipe.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = writeln!(log, "{line}");
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let _ = sender.send(rest.trim().to_string());
+            }
+            if line.contains("checkpoint") && line.contains("after the bulk load") {
+                checkpointed.store(true, Ordering::Release);
+            }
+        }
+    });
+    let url = receiver.recv().unwrap_or_else(|_| {
+        panic!(
+            "svc serve exited before listening; see {}",
+            log_path.display()
+        )
+    });
+    Server {
+        child,
+        url,
+        bulk_checkpointed,
+    }
+}
+
+fn rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// One keep-alive connection, written and read by hand so that the figure is the server's
+/// answer time and not a client library's scheduling.
+struct Prober {
+    address: SocketAddr,
+    stream: Option<BufReader<TcpStream>>,
+}
+
+impl Prober {
+    fn get(&mut self, path: &str) -> Result<u16, String> {
+        if self.stream.is_none() {
+            let stream = TcpStream::connect_timeout(&self.address, Duration::from_secs(5))
+                .map_err(|e| format!("connect: {e}"))?;
+            stream.set_nodelay(true).map_err(|e| e.to_string())?;
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .map_err(|e| e.to_string())?;
+            self.stream = Some(BufReader::new(stream));
+        }
+        let result = self.exchange(path);
+        if result.is_err() {
+            self.stream = None;
+        }
+        result
+    }
+
+    fn exchange(&mut self, path: &str) -> Result<u16, String> {
+        let reader = self.stream.as_mut().ok_or("not connected")?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: soak\r\n\r\n");
+        reader
+            .get_mut()
+            .write_all(request.as_bytes())
+            .map_err(|e| format!("write: {e}"))?;
+        let mut status = None;
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            if reader
+                .read_line(&mut line)
+                .map_err(|e| format!("read: {e}"))?
+                == 0
+            {
+                return Err("connection closed".into());
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if status.is_none() {
+                status = line.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+            } else if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("bad content-length {value:?}"))?;
+            }
+        }
+        let mut body = vec![0; length];
+        reader
+            .read_exact(&mut body)
+            .map_err(|e| format!("read body: {e}"))?;
+        status.ok_or_else(|| "no status line".to_string())
+    }
+}
+
+#[derive(Default)]
+struct Probes {
+    /// (seconds since the start, milliseconds).
+    latencies: Vec<(f64, f64)>,
+    errors: u64,
+    last_error: Option<String>,
+}
+
+fn spawn_prober(
+    address: SocketAddr,
+    start: Instant,
+    stop: Arc<AtomicBool>,
+    probes: Arc<Mutex<Probes>>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut prober = Prober {
+            address,
+            stream: None,
+        };
+        let mut next = Instant::now();
+        while !stop.load(Ordering::Acquire) {
+            let sent = Instant::now();
+            let result = prober.get("/healthz");
+            let ms = sent.elapsed().as_secs_f64() * 1000.0;
+            let mut probes = probes.lock().expect("probes");
+            match result {
+                Ok(200) => probes
+                    .latencies
+                    .push((sent.duration_since(start).as_secs_f64(), ms)),
+                Ok(status) => {
+                    probes.errors += 1;
+                    probes.last_error = Some(format!("status {status}"));
+                }
+                Err(e) => {
+                    probes.errors += 1;
+                    probes.last_error = Some(e);
+                }
+            }
+            drop(probes);
+            // A fixed schedule, not a fixed pause: a slow answer does not thin the samples,
+            // and a late one is not followed by a burst.
+            next += PROBE_EVERY;
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
+            } else {
+                next = now;
+            }
+        }
+    })
+}
+
+struct Feed {
+    streamed: AtomicU64,
+    kinds: Mutex<BTreeMap<String, u64>>,
+}
+
+/// Appends `count` events from `reader` to the replay at `rate` per second until told to stop.
+fn spawn_feeder(
+    mut reader: BufReader<File>,
+    path: PathBuf,
+    count: u64,
+    rate: u64,
+    state: Arc<Mutex<replay::ReplayState>>,
+    stop: Arc<AtomicBool>,
+    feed: Arc<Feed>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut last_time = 0i64;
+        let mut sent = 0u64;
+        let mut line = String::new();
+        while sent < count && !stop.load(Ordering::Acquire) {
+            let due = ((start.elapsed().as_secs_f64() * rate as f64) as u64).min(count);
+            let mut batch = Vec::new();
+            let mut kinds = Vec::new();
+            while sent + (batch.len() as u64) < due {
+                line.clear();
+                let read = reader
+                    .read_line(&mut line)
+                    .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+                if read == 0 {
+                    eprintln!(
+                        "soak: {} ran out after {} streamed events",
+                        path.display(),
+                        sent + batch.len() as u64
+                    );
+                    stop.store(true, Ordering::Release);
+                    break;
+                }
+                // Live means now: the indexer's lag and readiness are measured from time_us.
+                let time = now_us().max(last_time + 1);
+                last_time = time;
+                let text = line.trim_end();
+                kinds.push(collection(text));
+                batch.push((time, with_time(text, time)));
+            }
+            if !batch.is_empty() {
+                sent += batch.len() as u64;
+                state.lock().expect("replay state").events.extend(batch);
+                let mut counted = feed.kinds.lock().expect("kinds");
+                for kind in kinds.into_iter().flatten() {
+                    *counted.entry(kind).or_insert(0) += 1;
+                }
+                drop(counted);
+                feed.streamed.store(sent, Ordering::Release);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
+/// The event line with its `time_us` replaced, and nothing else changed.
+fn with_time(line: &str, time: i64) -> String {
+    const KEY: &str = "\"time_us\":";
+    let Some(at) = line.find(KEY) else {
+        panic!("an event without time_us: {line}");
+    };
+    let digits = at + KEY.len();
+    let end = line[digits..]
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or(line.len(), |n| digits + n);
+    format!("{}{time}{}", &line[..digits], &line[end..])
+}
+
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    t: f64,
+    rss_kb: u64,
+    applied: u64,
+    streamed: u64,
+    lag_s: f64,
+}
+
+/// The live source's counters from `/metrics`: (applied, stale + invalid + ignored, lag).
+fn live_counters(client: &reqwest::blocking::Client, url: &str) -> Option<(u64, u64, f64)> {
+    let text = client
+        .get(format!("{url}/metrics"))
+        .send()
+        .and_then(|r| r.text())
+        .ok()?;
+    let (mut applied, mut refused, mut lag) = (0, 0, 0.0);
+    for line in text.lines() {
+        let value = line.rsplit(' ').next().unwrap_or_default();
+        if line.starts_with("svc_ingest_events_total{") && line.contains("source=\"firehose\"") {
+            let n = value.parse::<f64>().unwrap_or(0.0) as u64;
+            if line.contains("outcome=\"applied\"") {
+                applied += n;
+            } else {
+                refused += n;
+            }
+        } else if line.starts_with("svc_ingest_lag_seconds ") {
+            lag = value.parse().unwrap_or(0.0);
+        }
+    }
+    Some((applied, refused, lag))
+}
+
+fn get_json(client: &reqwest::blocking::Client, url: &str) -> Result<serde_json::Value, String> {
+    let response = client.get(url).send().map_err(|e| format!("{url}: {e}"))?;
+    let status = response.status();
+    let body = response.text().map_err(|e| format!("{url}: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("{url}: {status}: {body}"));
+    }
+    serde_json::from_str(&body).map_err(|e| format!("{url}: not JSON: {e}"))
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+struct Minute {
+    p50: f64,
+    p99: f64,
+    max: f64,
+    samples: usize,
+    rss_mb: f64,
+    applied_per_s: f64,
+    streamed_per_s: f64,
+    lag_s: f64,
+}
+
+/// Figures of minute `m` (the last one takes whatever ran over the nominal duration).
+fn minute(m: u64, last: bool, probes: &Probes, samples: &[Sample]) -> Minute {
+    let (from, to) = (m as f64 * 60.0, (m + 1) as f64 * 60.0);
+    let inside = |t: f64| t >= from && (last || t < to);
+    let mut latencies: Vec<f64> = probes
+        .latencies
+        .iter()
+        .filter(|(t, _)| inside(*t))
+        .map(|(_, ms)| *ms)
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let before = samples.iter().rfind(|s| s.t <= from).copied();
+    let within: Vec<&Sample> = samples.iter().filter(|s| inside(s.t)).collect();
+    let end = within.last().copied().copied();
+    let rate = |f: fn(&Sample) -> u64| match (before, end) {
+        (Some(a), Some(b)) if b.t > a.t => (f(&b) - f(&a)) as f64 / (b.t - a.t),
+        _ => f64::NAN,
+    };
+    Minute {
+        p50: percentile(&latencies, 0.5),
+        p99: percentile(&latencies, 0.99),
+        max: latencies.last().copied().unwrap_or(f64::NAN),
+        samples: latencies.len(),
+        rss_mb: within.iter().map(|s| s.rss_kb as f64).sum::<f64>()
+            / within.len().max(1) as f64
+            / 1024.0,
+        applied_per_s: rate(|s| s.applied),
+        streamed_per_s: rate(|s| s.streamed),
+        lag_s: within.iter().map(|s| s.lag_s).fold(0.0, f64::max),
+    }
+}
+
+fn print_minute(m: u64, figures: &Minute) {
+    println!(
+        "{:>6} {:>9.2} {:>8.2} {:>8.2} {:>8} {:>8.0} {:>10.0} {:>11.0} {:>8.1}",
+        m + 1,
+        figures.p50,
+        figures.p99,
+        figures.max,
+        figures.samples,
+        figures.rss_mb,
+        figures.applied_per_s,
+        figures.streamed_per_s,
+        figures.lag_s
+    );
+}
+
+/// wrk's latency like `812.00us`, `1.23ms`, `2.01s`, in milliseconds.
+fn wrk_ms(text: &str) -> f64 {
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let value: f64 = text[..split].parse().unwrap_or(f64::NAN);
+    match &text[split..] {
+        "us" => value / 1000.0,
+        "ms" => value,
+        "s" => value * 1000.0,
+        "m" => value * 60_000.0,
+        _ => f64::NAN,
+    }
+}
+
+struct WrkFigures {
+    requests_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    socket_errors: u64,
+    non_2xx: u64,
+}
+
+fn wrk_figures(output: &str) -> WrkFigures {
+    let mut figures = WrkFigures {
+        requests_per_s: f64::NAN,
+        p50_ms: f64::NAN,
+        p99_ms: f64::NAN,
+        socket_errors: 0,
+        non_2xx: 0,
+    };
+    for line in output.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["Requests/sec:", rate] => figures.requests_per_s = rate.parse().unwrap_or(f64::NAN),
+            ["50%", value] => figures.p50_ms = wrk_ms(value),
+            ["99%", value] => figures.p99_ms = wrk_ms(value),
+            ["Socket", "errors:", ..] => {
+                figures.socket_errors = line
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|n| n.parse::<u64>().ok())
+                    .sum();
+            }
+            // The script's count covers 3xx too, which wrk's own line leaves out.
+            ["mix:", n, "non-2xx", ..] => {
+                figures.non_2xx = figures.non_2xx.max(n.parse().unwrap_or(u64::MAX))
+            }
+            ["Non-2xx", "or", "3xx", "responses:", n] => {
+                figures.non_2xx = figures.non_2xx.max(n.parse().unwrap_or(u64::MAX))
+            }
+            _ => {}
+        }
+    }
+    figures
+}
+
+/// Pages a list query to its end by cursor: (total announced, items seen, distinct uris, pages).
+fn page_through(
+    client: &reqwest::blocking::Client,
+    url: &str,
+    route: &str,
+) -> Result<(u64, u64, usize, u64), String> {
+    let (path, query) = route.split_once('?').unwrap_or((route, ""));
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && !p.starts_with("limit=") && !p.starts_with("offset="))
+        .collect();
+    let mut base = format!("{url}{path}?");
+    for param in kept {
+        base.push_str(param);
+        base.push('&');
+    }
+    base.push_str("limit=1000");
+    let (mut total, mut items, mut pages) = (None, 0u64, 0u64);
+    let mut uris = HashSet::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page_url = match &cursor {
+            Some(c) => format!("{base}&cursor={c}"),
+            None => base.clone(),
+        };
+        let page = get_json(client, &page_url)?;
+        pages += 1;
+        let page_total = page["total"]
+            .as_u64()
+            .ok_or_else(|| format!("{page_url}: no total"))?;
+        if *total.get_or_insert(page_total) != page_total {
+            return Err(format!(
+                "{path}: total moved from {total:?} to {page_total} while paging a settled catalog"
+            ));
+        }
+        let list = page["items"]
+            .as_array()
+            .ok_or_else(|| format!("{page_url}: no items"))?;
+        for item in list {
+            items += 1;
+            let uri = item["uri"]
+                .as_str()
+                .ok_or_else(|| format!("{page_url}: an item without uri"))?;
+            uris.insert(uri.to_string());
+        }
+        match page["cursor"].as_str() {
+            Some(next) if !list.is_empty() => cursor = Some(next.to_string()),
+            _ => break,
+        }
+        if pages > 1_000_000 {
+            return Err(format!("{path}: paging does not end"));
+        }
+    }
+    Ok((total.unwrap_or(0), items, uris.len(), pages))
+}
+
+fn main() {
+    let options = options();
+    // reqwest is built without a default TLS provider in this workspace.
+    svc_atproto::install_crypto();
+    let client = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("an HTTP client");
+
+    let base_kinds = count_kinds(&options.base);
+    let base_total: u64 = base_kinds.values().sum();
+    let mut reader = BufReader::new(
+        File::open(&options.events)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", options.events.display())),
+    );
+    let mut skipped = String::new();
+    for number in 0..options.skip {
+        skipped.clear();
+        let read = reader
+            .read_line(&mut skipped)
+            .unwrap_or_else(|e| panic!("{}:{}: {e}", options.events.display(), number + 1));
+        if read == 0 {
+            panic!(
+                "{} holds fewer than {} lines",
+                options.events.display(),
+                options.skip
+            );
+        }
+    }
+    let to_stream = options.rate * 60 * options.minutes;
+
+    let replay = replay::Replay::start(Vec::new());
+    let started = Instant::now();
+    let mut server = start_svc(&options, &replay.url);
+    let pid = server.child.id();
+    let url = server.url.clone();
+    println!(
+        "soak: {} min, {} connections, {} events/s live, base catalog {} events, mix {}",
+        options.minutes,
+        options.connections,
+        options.rate,
+        base_total,
+        options.mix.display()
+    );
+    loop {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!("svc serve exited with {status}; see soak-server.log");
+        }
+        let ready = client
+            .get(format!("{url}/readyz"))
+            .send()
+            .is_ok_and(|r| r.status() == 200);
+        if ready {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1800),
+            "not ready after 30 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ready_after = started.elapsed().as_secs_f64();
+    // The bulk load's checkpoint and the kernel's write-back of the new catalog run after the
+    // import; measured load must not share the CPU with them.
+    while !server.bulk_checkpointed.load(Ordering::Acquire)
+        && started.elapsed() < Duration::from_secs(ready_after as u64 + 600)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = Command::new("sync").status();
+    let imported = get_json(&client, &format!("{url}/v1/stats"))
+        .ok()
+        .and_then(|s| s["total"].as_u64())
+        .unwrap_or(0);
+    println!(
+        "import: ready after {ready_after:.1} s, /v1/stats total {imported} (base file {base_total}), RSS {} MB",
+        rss_kb(pid).unwrap_or(0) / 1024
+    );
+
+    let address: SocketAddr = url
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap_or_else(|_| panic!("not an http://ip:port address: {url}"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let feed_stop = Arc::new(AtomicBool::new(false));
+    let probes = Arc::new(Mutex::new(Probes::default()));
+    let feed = Arc::new(Feed {
+        streamed: AtomicU64::new(0),
+        kinds: Mutex::new(BTreeMap::new()),
+    });
+    let (applied_before, _, _) = live_counters(&client, &url).unwrap_or_default();
+    let start = Instant::now();
+    let feeder = spawn_feeder(
+        reader,
+        options.events.clone(),
+        to_stream,
+        options.rate,
+        Arc::clone(&replay.state),
+        Arc::clone(&feed_stop),
+        Arc::clone(&feed),
+    );
+    let prober = spawn_prober(address, start, Arc::clone(&stop), Arc::clone(&probes));
+    let mut wrk = Command::new("wrk")
+        .args([
+            "-t2".to_string(),
+            format!("-c{}", options.connections),
+            format!("-d{}m", options.minutes),
+            "--latency".to_string(),
+            "-s".to_string(),
+        ])
+        .arg(&options.script)
+        .arg(&url)
+        .env("MIX_FILE", &options.mix)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("wrk (apt-get install wrk)");
+    let mut wrk_stdout = wrk.stdout.take().expect("wrk's stdout is piped");
+    let wrk_reader = std::thread::spawn(move || {
+        let mut output = String::new();
+        let _ = wrk_stdout.read_to_string(&mut output);
+        output
+    });
+
+    println!(
+        "{:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>10} {:>11} {:>8}",
+        "minute",
+        "healthz",
+        "p99 ms",
+        "max ms",
+        "samples",
+        "RSS MB",
+        "applied/s",
+        "streamed/s",
+        "lag s"
+    );
+    println!("{:>6} {:>9}", "", "p50 ms");
+    let mut samples = vec![Sample {
+        t: 0.0,
+        rss_kb: rss_kb(pid).unwrap_or(0),
+        ..Sample::default()
+    }];
+    let mut printed = 0u64;
+    let mut next_sample = start + SAMPLE_EVERY;
+    let wrk_status = loop {
+        if let Ok(Some(status)) = wrk.try_wait() {
+            break status;
+        }
+        let now = Instant::now();
+        if now < next_sample {
+            std::thread::sleep((next_sample - now).min(Duration::from_millis(200)));
+            continue;
+        }
+        next_sample += SAMPLE_EVERY;
+        let t = start.elapsed().as_secs_f64();
+        let (applied, _, lag_s) = live_counters(&client, &url).unwrap_or_default();
+        samples.push(Sample {
+            t,
+            rss_kb: rss_kb(pid).unwrap_or(0),
+            applied: applied.saturating_sub(applied_before),
+            streamed: feed.streamed.load(Ordering::Acquire),
+            lag_s,
+        });
+        // Minutes are printed as they end, except the last, which waits for wrk's end.
+        while printed + 1 < options.minutes && t >= (printed + 1) as f64 * 60.0 {
+            let probes = probes.lock().expect("probes");
+            print_minute(printed, &minute(printed, false, &probes, &samples));
+            printed += 1;
+        }
+    };
+    let wrk_seconds = start.elapsed().as_secs_f64();
+    let (applied_at_end, _, lag_at_end) = live_counters(&client, &url).unwrap_or_default();
+    let applied_during = applied_at_end.saturating_sub(applied_before);
+    samples.push(Sample {
+        t: wrk_seconds,
+        rss_kb: rss_kb(pid).unwrap_or(0),
+        applied: applied_during,
+        streamed: feed.streamed.load(Ordering::Acquire),
+        lag_s: lag_at_end,
+    });
+    stop.store(true, Ordering::Release);
+    feed_stop.store(true, Ordering::Release);
+    let _ = prober.join();
+    let _ = feeder.join();
+    let probes = Arc::try_unwrap(probes)
+        .ok()
+        .and_then(|p| p.into_inner().ok())
+        .expect("the prober has stopped");
+    let minutes: Vec<Minute> = (0..options.minutes)
+        .map(|m| minute(m, m + 1 == options.minutes, &probes, &samples))
+        .collect();
+    for (m, figures) in minutes.iter().enumerate().skip(printed as usize) {
+        print_minute(m as u64, figures);
+    }
+    let wrk_output = wrk_reader.join().unwrap_or_default();
+    println!("\nwrk ({wrk_status}):\n{}", wrk_output.trim_end());
+    let wrk = wrk_figures(&wrk_output);
+
+    // Settling: the stream has stopped; wait until every streamed event is applied or nothing
+    // has moved for 30 s.
+    let streamed = feed.streamed.load(Ordering::Acquire);
+    let expected_total = base_total + streamed;
+    let settling = Instant::now();
+    let mut last_change = Instant::now();
+    let mut stats_total = 0;
+    let stats = loop {
+        let stats = get_json(&client, &format!("{url}/v1/stats")).unwrap_or_default();
+        let total = stats["total"].as_u64().unwrap_or(0);
+        if total != stats_total {
+            stats_total = total;
+            last_change = Instant::now();
+        }
+        if total >= expected_total || last_change.elapsed() > Duration::from_secs(30) {
+            break stats;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let settled_after = settling.elapsed().as_secs_f64();
+    let (applied_total, refused_total, _) = live_counters(&client, &url).unwrap_or_default();
+
+    let mut expected = base_kinds.clone();
+    for (kind, n) in feed.kinds.lock().expect("kinds").iter() {
+        *expected.entry(kind.clone()).or_insert(0) += n;
+    }
+    let mut count_mismatches = Vec::new();
+    let mut count_line = Vec::new();
+    for (kind, n) in &expected {
+        let name = stats_name(kind);
+        let got = stats[name.as_str()].as_u64().unwrap_or(0);
+        count_line.push(format!("{name} {got}"));
+        if got != *n {
+            count_mismatches.push(format!(
+                "{name}: {got} in /v1/stats, {n} imported + streamed"
+            ));
+        }
+    }
+    if stats_total != expected_total {
+        count_mismatches.push(format!(
+            "total: {stats_total} in /v1/stats, {expected_total} imported + streamed"
+        ));
+    }
+
+    // Every list route of the mix, with the first key the mix asks it for (a hot one).
+    let mix_text = std::fs::read_to_string(&options.mix)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", options.mix.display()));
+    let mut routes: Vec<&str> = Vec::new();
+    let mut paths_seen = HashSet::new();
+    for line in mix_text.lines() {
+        let path = line.split('?').next().unwrap_or(line);
+        let list_route = path.starts_with("/v1/")
+            && path != "/v1/stats"
+            && path != "/v1/verifications/sufficient";
+        if list_route && paths_seen.insert(path) {
+            routes.push(line);
+        }
+    }
+    let mut paging_failures = Vec::new();
+    let mut paging_lines = Vec::new();
+    let paging_started = Instant::now();
+    for route in &routes {
+        match page_through(&client, &url, route) {
+            Ok((total, items, distinct, pages)) => {
+                let path = route.split('?').next().unwrap_or(route);
+                paging_lines.push(format!(
+                    "  {path}: total {total}, {items} items in {pages} pages, {distinct} distinct"
+                ));
+                if items != total || distinct as u64 != total {
+                    paging_failures.push(format!(
+                        "{route}: total {total}, {items} items, {distinct} distinct"
+                    ));
+                }
+            }
+            Err(e) => paging_failures.push(e),
+        }
+    }
+    let paging_seconds = paging_started.elapsed().as_secs_f64();
+    let rss_end = rss_kb(pid).unwrap_or(0);
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+
+    let errors = wrk.socket_errors + wrk.non_2xx + probes.errors;
+    let applied_rate = applied_during as f64 / wrk_seconds;
+    let worst_p99 = minutes.iter().map(|m| m.p99).fold(f64::NAN, f64::max);
+    let rss_ratio =
+        (minutes.len() >= 2).then(|| minutes[minutes.len() - 1].rss_mb / minutes[1].rss_mb);
+    println!("\nsummary:");
+    println!(
+        "  queries: {:.0} requests/s, p50 {:.2} ms, p99 {:.2} ms; errors {errors} (socket {}, non-2xx {}, healthz {}{})",
+        wrk.requests_per_s,
+        wrk.p50_ms,
+        wrk.p99_ms,
+        wrk.socket_errors,
+        wrk.non_2xx,
+        probes.errors,
+        probes
+            .last_error
+            .as_ref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default()
+    );
+    println!(
+        "  events: {streamed} streamed, {applied_during} applied during the run ({applied_rate:.0}/s over {wrk_seconds:.0} s), \
+         {applied_total} applied in all, {refused_total} not applied (stale, invalid or ignored); settled {settled_after:.1} s after the stream stopped"
+    );
+    match rss_ratio {
+        Some(ratio) => println!(
+            "  RSS: second minute {:.0} MB, last minute {:.0} MB ({ratio:.3}); {} MB at the end",
+            minutes[1].rss_mb,
+            minutes[minutes.len() - 1].rss_mb,
+            rss_end / 1024
+        ),
+        None => println!(
+            "  RSS: {:.0} MB over the only minute; {} MB at the end",
+            minutes[0].rss_mb,
+            rss_end / 1024
+        ),
+    }
+    println!(
+        "  healthz: worst minute p99 {worst_p99:.2} ms, max {:.2} ms over {} probes",
+        minutes.iter().map(|m| m.max).fold(f64::NAN, f64::max),
+        probes.latencies.len()
+    );
+    println!(
+        "  counts (/v1/stats after settling): {}, total {stats_total}; expected total {expected_total}",
+        count_line.join(", ")
+    );
+    println!(
+        "  paging by cursor to the end ({} routes, {paging_seconds:.1} s):",
+        routes.len()
+    );
+    for line in &paging_lines {
+        println!("{line}");
+    }
+
+    let mut failed = Vec::new();
+    if errors > 0 {
+        failed.push(format!("errors: {errors}, not 0"));
+    }
+    if !wrk_status.success() {
+        failed.push(format!("wrk exited with {wrk_status}"));
+    }
+    match rss_ratio {
+        Some(ratio) if ratio > RSS_GROWTH => failed.push(format!(
+            "RSS: last minute / second minute {ratio:.3} > {RSS_GROWTH}"
+        )),
+        Some(_) => {}
+        None => println!("  (RSS flatness needs two minutes or more: not checked)"),
+    }
+    for (m, figures) in minutes.iter().enumerate() {
+        if figures.p99.is_nan() || figures.p99 >= HEALTHZ_P99_MS {
+            failed.push(format!(
+                "healthz p99 in minute {}: {:.2} ms, not under {HEALTHZ_P99_MS} ms",
+                m + 1,
+                figures.p99
+            ));
+        }
+    }
+    if applied_rate < MIN_APPLIED_PER_S {
+        failed.push(format!(
+            "applied rate {applied_rate:.0}/s < {MIN_APPLIED_PER_S}/s"
+        ));
+    }
+    failed.extend(count_mismatches.into_iter().map(|m| format!("count {m}")));
+    failed.extend(paging_failures.into_iter().map(|m| format!("paging {m}")));
+    if failed.is_empty() {
+        println!("\nsoak: every criterion holds");
+    } else {
+        println!("\nsoak: FAILED");
+        for failure in &failed {
+            println!("  {failure}");
+        }
+        std::process::exit(1);
+    }
+}
