@@ -1,7 +1,7 @@
 //! The storage interface every backend implements. Async so that a networked backend
 //! (PostgreSQL) fits behind it; the embedded SQLite backend runs its work on blocking threads.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -35,8 +35,7 @@ pub struct Upsert {
     pub record_json: String,
 }
 
-/// (query position in the [`crate::QuerySet`], key) pairs.
-pub type IndexKeys = BTreeSet<(usize, String)>;
+pub use svc_spec::IndexKeys;
 
 #[derive(Debug, Clone)]
 pub enum Change {

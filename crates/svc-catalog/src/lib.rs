@@ -1,16 +1,16 @@
-//! The catalog: the query specification, its index keys, and the storage of records, keys,
-//! counts and cursors behind the [`Catalog`] trait.
+//! The catalog: the storage of records, their index keys, counts and cursors behind the
+//! [`Catalog`] trait, and where a catalog lives. The query specification is `svc-spec`.
 
 mod catalog;
 mod clock;
 mod location;
-pub mod spec;
 pub mod sqlite;
 
 pub use catalog::*;
 pub use clock::ChangeClock;
 pub use location::{ACCEPTED_FORMS, Location, LocationError, PostgresUrl};
-pub use spec::{ParamError, Query, QuerySet, SpecError};
+pub use svc_spec as spec;
+pub use svc_spec::{ParamError, Query, QuerySet, SpecError};
 
 #[cfg(test)]
 mod tests;

@@ -10,9 +10,10 @@ pub use path::JsonPath;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeSet;
 
 /// The specification shipped with this build.
-pub const EMBEDDED_SPEC: &str = include_str!("../../../../spec/queries.json");
+pub const EMBEDDED_SPEC: &str = include_str!("../../../spec/queries.json");
 
 /// Indexes the service needs for its own endpoints (sufficiency), not routed as list queries.
 const INTERNAL_SPEC: &str = r#"{"version":1,"queries":[{
@@ -31,6 +32,9 @@ const INTERNAL_SPEC: &str = r#"{"version":1,"queries":[{
     {"op": "eq", "path": "result", "param": "result"}
   ]
 }]}"#;
+
+/// (query position in the [`QuerySet`], key) pairs: where a record is found.
+pub type IndexKeys = BTreeSet<(usize, String)>;
 
 /// The longest value a text parameter takes, in characters.
 pub const MAX_TEXT_CHARS: usize = 1024;
@@ -354,8 +358,8 @@ impl QuerySet {
     }
 
     /// The keys under which a record of `collection` matches each query over that collection.
-    pub fn index_keys(&self, collection: &str, record: &Value) -> crate::IndexKeys {
-        let mut keys = crate::IndexKeys::new();
+    pub fn index_keys(&self, collection: &str, record: &Value) -> IndexKeys {
+        let mut keys = IndexKeys::new();
         for &position in self.by_kind.get(collection).into_iter().flatten() {
             for key in self.queries[position].index_keys(record) {
                 keys.insert((position, key));
