@@ -5,7 +5,6 @@
 //! costs minutes of build time on our machines, and we need only record validation with JSON
 //! paths in the errors.
 
-mod cid;
 mod schema;
 mod validate;
 

@@ -285,7 +285,7 @@ impl<'v> Walker<'_, 'v> {
             },
             _ => return Err(self.fail("must be a cid-link")),
         };
-        if crate::cid::is_cid(text) {
+        if svc_syntax::is_cid(text) {
             Ok(())
         } else {
             Err(self.fail("not a cid"))

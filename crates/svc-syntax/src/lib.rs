@@ -4,10 +4,12 @@
 //! Each checker returns `Ok(())` or a [`SyntaxError`] naming the format that was expected, so a
 //! caller can prefix it with the JSON path or parameter name it was checking.
 
+mod cid;
 mod datetime;
 mod identifiers;
 mod tid;
 
+pub use cid::{cid_to_string, is_cid};
 pub use datetime::{check_datetime, datetime_to_unix_micros, format_unix_micros, now_unix_micros};
 pub use identifiers::{
     AtUri, check_at_uri, check_at_uri_grammar, check_cid, check_did, check_handle, check_language,

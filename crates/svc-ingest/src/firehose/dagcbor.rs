@@ -225,29 +225,9 @@ impl Cbor {
                     .map(|(k, v)| (k.clone(), v.to_json()))
                     .collect(),
             ),
-            Cbor::Link(cid) => serde_json::json!({ "$link": cid_string(cid) }),
+            Cbor::Link(cid) => serde_json::json!({ "$link": svc_syntax::cid_to_string(cid) }),
         }
     }
-}
-
-/// The string form of a binary CID v1: multibase `b` + lowercase base32 without padding.
-pub fn cid_string(cid: &[u8]) -> String {
-    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-    let mut out = String::with_capacity(1 + cid.len() * 8 / 5 + 1);
-    out.push('b');
-    let (mut buffer, mut bits) = (0u32, 0u32);
-    for &byte in cid {
-        buffer = (buffer << 8) | u32::from(byte);
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(char::from(ALPHABET[((buffer >> bits) & 31) as usize]));
-        }
-    }
-    if bits > 0 {
-        out.push(char::from(ALPHABET[((buffer << (5 - bits)) & 31) as usize]));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -278,7 +258,7 @@ mod tests {
         let (value, rest) = decode(&bytes).unwrap();
         assert_eq!(value, Cbor::Link(vec![0x01, 0x71, 0x12, 0x02, 0xaa, 0xbb]));
         assert_eq!(rest, &[0x01]);
-        assert_eq!(cid_string(&[0x01, 0x71]), "bafyq");
+        assert_eq!(svc_syntax::cid_to_string(&[0x01, 0x71]), "bafyq");
     }
 
     #[test]

@@ -136,7 +136,7 @@ fn commit_events(
             rkey: rkey.to_string(),
             action,
             rev: rev.to_string(),
-            cid: cid.as_deref().map(dagcbor::cid_string),
+            cid: cid.as_deref().map(svc_syntax::cid_to_string),
             record_json,
             time_us,
         }));

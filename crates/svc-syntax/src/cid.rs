@@ -1,11 +1,12 @@
-//! Decoding of the CID behind a cid-link, as `CID.parse` of the JavaScript `multiformats` does
-//! it (which is what @atproto/lexicon and the reference PDS use): CIDv1 in multibase base32
-//! (`b`), base36 (`k`) or base58btc (`z`), or a bare base58btc CIDv0 (`Qm...`). The lexicon
-//! `cid` string format, by contrast, is only a syntax check (`svc_syntax::check_cid`).
+//! CIDs as strings. Reading: the CID behind a cid-link, as `CID.parse` of the JavaScript
+//! `multiformats` does it (which is what @atproto/lexicon and the reference PDS use): CIDv1 in
+//! multibase base32 (`b`), base36 (`k`) or base58btc (`z`), or a bare base58btc CIDv0
+//! (`Qm...`). The lexicon `cid` string format, by contrast, is only a syntax check
+//! ([`crate::check_cid`]). Writing: a binary CID in the form the network prints it.
 
 /// Whether `text` is a CID: a known multibase, then version, codec and a multihash whose
 /// digest has exactly the length it declares, with nothing after it.
-pub(crate) fn is_cid(text: &str) -> bool {
+pub fn is_cid(text: &str) -> bool {
     if text.starts_with('Q') {
         // CIDv0: a bare sha2-256 multihash.
         return base_x(text, BASE58).is_some_and(|b| {
@@ -33,6 +34,26 @@ pub(crate) fn is_cid(text: &str) -> bool {
     multihash(rest).is_some_and(|(_, rest)| rest.is_empty())
 }
 
+/// The string form of a binary CID v1: multibase `b` + lowercase base32 without padding.
+pub fn cid_to_string(cid: &[u8]) -> String {
+    let mut out = String::with_capacity(1 + cid.len() * 8 / 5 + 1);
+    out.push('b');
+    let (mut buffer, mut bits) = (0u32, 0u32);
+    for &byte in cid {
+        buffer = (buffer << 8) | u32::from(byte);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(char::from(BASE32[((buffer >> bits) & 31) as usize]));
+        }
+    }
+    if bits > 0 {
+        out.push(char::from(BASE32[((buffer << (5 - bits)) & 31) as usize]));
+    }
+    out
+}
+
+const BASE32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 const BASE58: &[u8] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
 const BASE36: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
 
