@@ -115,11 +115,12 @@ fn is_transient(error: &AtprotoError) -> bool {
     }
 }
 
-/// Waits between attempts, doubling from 250 ms to 5 s, for two minutes in all: long enough
-/// for a server to restart, short enough that a server gone for good is skipped.
+/// Waits between attempts, doubling from 250 ms to 5 s: for a server, two minutes in all (long
+/// enough for it to restart, short enough that a server gone for good is skipped); for the
+/// catalog, for as long as it fails.
 struct Retry {
     wait: std::time::Duration,
-    deadline: std::time::Instant,
+    deadline: Option<std::time::Instant>,
 }
 
 impl Retry {
@@ -130,13 +131,23 @@ impl Retry {
     fn new() -> Retry {
         Retry {
             wait: Self::FIRST_WAIT,
-            deadline: std::time::Instant::now() + Self::GIVE_UP_AFTER,
+            deadline: Some(std::time::Instant::now() + Self::GIVE_UP_AFTER),
+        }
+    }
+
+    fn forever() -> Retry {
+        Retry {
+            wait: Self::FIRST_WAIT,
+            deadline: None,
         }
     }
 
     /// Sleeps before the next attempt; `false` when it is time to give up.
     async fn again(&mut self) -> bool {
-        if std::time::Instant::now() + self.wait > self.deadline {
+        if self
+            .deadline
+            .is_some_and(|deadline| std::time::Instant::now() + self.wait > deadline)
+        {
             return false;
         }
         tokio::time::sleep(self.wait).await;
@@ -152,7 +163,7 @@ async fn apply_until_written(
     ingestor: &Ingestor,
     changes: Vec<Change>,
 ) -> ApplyReport {
-    let mut wait = Retry::FIRST_WAIT;
+    let mut retry = Retry::forever();
     loop {
         match catalog.apply(changes.clone(), None).await {
             Ok(report) => {
@@ -162,8 +173,7 @@ async fn apply_until_written(
             Err(error) => {
                 tracing::error!("backfill: writing to the catalog failed; retrying: {error}");
                 ingestor.writes().failed(error.to_string());
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Retry::MAX_WAIT);
+                retry.again().await;
             }
         }
     }

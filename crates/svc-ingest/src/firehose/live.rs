@@ -138,6 +138,13 @@ fn connect_url(kind: SourceKind, endpoint: &str, cursor: Option<i64>, compress: 
     }
 }
 
+/// Where to resume: the stored cursor, when it was stored for this endpoint (or is forced).
+fn resume_from(stored: Option<&CursorPosition>, endpoint: &str, force: bool) -> Option<i64> {
+    stored
+        .filter(|s| s.endpoint == endpoint || force)
+        .and_then(|s| s.cursor.parse().ok())
+}
+
 /// Follows the live source until shutdown. Only storage failure ends it with an error.
 pub async fn run_live(
     catalog: Arc<dyn Catalog>,
@@ -152,19 +159,16 @@ pub async fn run_live(
     // With no cursor stored at all, a source that starts far in the past is a catch-up into
     // an empty catalog: it is bulk-loaded (see `Session::catch_up`).
     let mut may_catch_up = stored.is_none();
-    let mut cursor = match stored {
-        Some(stored) if stored.endpoint == endpoint || config.force_cursor => {
-            stored.cursor.parse().ok()
-        }
-        Some(stored) => {
-            tracing::warn!(
-                stored = %stored.endpoint,
-                "the stored cursor belongs to another endpoint; starting from the live tail (--force-cursor reuses it)"
-            );
-            None
-        }
-        None => None,
-    };
+    if let Some(other) = stored
+        .as_ref()
+        .filter(|s| s.endpoint != endpoint && !config.force_cursor)
+    {
+        tracing::warn!(
+            stored = %other.endpoint,
+            "the stored cursor belongs to another endpoint; starting from the live tail (--force-cursor reuses it)"
+        );
+    }
+    let mut cursor = resume_from(stored.as_ref(), &endpoint, config.force_cursor);
     let mut backoff = Duration::from_millis(250);
     loop {
         let stopping = *shutdown.borrow();
@@ -223,9 +227,8 @@ pub async fn run_live(
                         ingestor.writes().failed(error.to_string());
                         match catalog.cursor(LIVE_SOURCE.to_string()).await {
                             Ok(stored) => {
-                                cursor = stored
-                                    .filter(|s| s.endpoint == endpoint || config.force_cursor)
-                                    .and_then(|s| s.cursor.parse().ok());
+                                cursor =
+                                    resume_from(stored.as_ref(), &endpoint, config.force_cursor);
                             }
                             Err(error) => {
                                 tracing::error!("reading the stored cursor failed: {error}")
