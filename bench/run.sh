@@ -10,14 +10,7 @@ set -euo pipefail
 N="${1:-1000000}"
 DURATION="${DURATION:-10s}"
 CONNECTIONS="${CONNECTIONS:-32}"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-work="${BENCH_DIR:-$root/bench-data}"
-mkdir -p "$work"
-
-if ! command -v wrk >/dev/null; then
-  echo "installing wrk (Debian package)" >&2
-  if [ "$(id -u)" = 0 ]; then apt-get install -y -q wrk >/dev/null; else sudo apt-get install -y -q wrk >/dev/null; fi
-fi
+source "$(dirname "$0")/common.sh"
 (cd "$root" && cargo build --release -j2 -q -p svc)
 svc="$root/target/release/svc"
 

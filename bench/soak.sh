@@ -13,14 +13,7 @@ RATE="${2:-2500}"
 BASE="${BASE:-200000}"
 CONNECTIONS="${CONNECTIONS:-64}"
 MIX_LINES="${MIX_LINES:-100000}"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-work="${BENCH_DIR:-$root/bench-data}"
-mkdir -p "$work"
-
-if ! command -v wrk >/dev/null; then
-  echo "installing wrk (Debian package)" >&2
-  if [ "$(id -u)" = 0 ]; then apt-get install -y -q wrk >/dev/null; else sudo apt-get install -y -q wrk >/dev/null; fi
-fi
+source "$(dirname "$0")/common.sh"
 
 # The base catalog, then the live stream: the lines after it.
 need=$((BASE + RATE * 60 * MINUTES))

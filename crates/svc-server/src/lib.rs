@@ -19,6 +19,7 @@ pub use error::ApiError;
 pub use limits::RequestLimits;
 pub use metrics::HttpMetrics;
 pub use params::list_paging;
+pub use stats::plural_name as stats_name;
 
 use axum::Router;
 use axum::body::Bytes;

@@ -7,8 +7,9 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-/// `dev.svc.deliberationVote` → `deliberationVotes`; `dev.svc.vocab` → `vocabularies`.
-pub(crate) fn plural_name(nsid: &str) -> String {
+/// The name `/v1/stats` gives a kind: `dev.svc.deliberationVote` → `deliberationVotes`;
+/// `dev.svc.vocab` → `vocabularies`.
+pub fn plural_name(nsid: &str) -> String {
     let tail = nsid.rsplit('.').next().unwrap_or(nsid);
     match tail {
         "vocab" => "vocabularies".to_string(),

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const PROBE_EVERY: Duration = Duration::from_millis(50);
 const SAMPLE_EVERY: Duration = Duration::from_secs(5);
@@ -104,29 +104,10 @@ fn options() -> Options {
     options
 }
 
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
-}
-
 /// The record collection of an event line, `None` for events that are not commits.
 fn collection(line: &str) -> Option<String> {
     let event: serde_json::Value = serde_json::from_str(line).ok()?;
     event["commit"]["collection"].as_str().map(str::to_string)
-}
-
-/// `/v1/stats` names each kind by a plural of the last NSID segment.
-fn stats_name(collection: &str) -> String {
-    let last = collection.rsplit('.').next().unwrap_or(collection);
-    if last == "vocab" {
-        "vocabularies".to_string()
-    } else if let Some(stem) = last.strip_suffix('y') {
-        format!("{stem}ies")
-    } else {
-        format!("{last}s")
-    }
 }
 
 fn count_kinds(path: &PathBuf) -> BTreeMap<String, u64> {
@@ -358,7 +339,7 @@ fn spawn_feeder(
                     break;
                 }
                 // Live means now: the indexer's lag and readiness are measured from time_us.
-                let time = now_us().max(last_time + 1);
+                let time = svc_syntax::now_unix_micros().max(last_time + 1);
                 last_time = time;
                 let text = line.trim_end();
                 kinds.push(collection(text));
@@ -839,7 +820,7 @@ fn main() {
     let mut count_mismatches = Vec::new();
     let mut count_line = Vec::new();
     for (kind, n) in &expected {
-        let name = stats_name(kind);
+        let name = svc_server::stats_name(kind);
         let got = stats[name.as_str()].as_u64().unwrap_or(0);
         count_line.push(format!("{name} {got}"));
         if got != *n {

@@ -61,7 +61,7 @@ fn readyz(server: &Server) -> (u16, String) {
 
 #[test]
 fn a_full_disk_is_waited_out_and_nothing_acknowledged_is_lost() {
-    let base = replay_base();
+    let base = now_us() - 120_000_000;
     let replay = Replay::start(vocab_events(base, 0, 50));
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("catalog.db");
@@ -116,10 +116,6 @@ fn a_full_disk_is_waited_out_and_nothing_acknowledged_is_lost() {
     assert_eq!(integrity(&db), "ok");
 }
 
-fn replay_base() -> i64 {
-    now_us() - 120_000_000
-}
-
 /// An import file of `count` vocabularies, each in its own repository.
 fn import_file(dir: &Path, count: usize) -> std::path::PathBuf {
     let mut events = Events::new();
@@ -135,58 +131,53 @@ fn import_file(dir: &Path, count: usize) -> std::path::PathBuf {
     events.write(&dir.join("events.jsonl"))
 }
 
-#[test]
-fn kill9_during_a_bulk_import_then_a_restart_imports_every_event_once() {
-    const COUNT: usize = 100_000;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("catalog.db");
-    let file = import_file(dir.path(), COUNT);
-    let file = file.to_str().unwrap();
-    let first = Server::listening(&db, &["--firehose", "none", "--import", file]);
-    std::thread::sleep(Duration::from_millis(400));
-    let log = first.kill9();
-    assert!(
-        !log.iter().any(|l| l.starts_with("import ")),
-        "killed too late to test the crash: {log:?}"
-    );
-    let second = Server::start(&db, &["--import", file]);
-    let restarted = |needle: &str| second.log.iter().any(|l| l.contains(needle));
-    assert!(
-        restarted("an interrupted bulk load was rolled back") && restarted("import "),
-        "{:?}",
-        second.log
-    );
-    assert_eq!(vocabularies(&second), COUNT as u64);
-    assert!(second.stop().success());
-    assert_eq!(integrity(&db), "ok");
-}
-
-#[test]
-fn kill9_during_the_checkpoint_after_a_bulk_import_loses_nothing() {
+/// Imports 100,000 vocabularies, kills the server with SIGKILL when `kill_when` returns, and
+/// checks that no line of its log is `too_late` (the crash came where the test means it to);
+/// then starts it again with the same import and checks that its log holds every line of
+/// `restart_says`, that every record is there once, and that the file passes integrity_check.
+fn kill9_during_an_import(
+    kill_when: impl FnOnce(&mut Server),
+    too_late: fn(&str) -> bool,
+    restart_says: &[&str],
+) {
     const COUNT: usize = 100_000;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("catalog.db");
     let file = import_file(dir.path(), COUNT);
     let file = file.to_str().unwrap();
     let mut first = Server::listening(&db, &["--firehose", "none", "--import", file]);
-    // The import is committed once its summary is printed; the checkpoint runs after it.
-    first.wait_log("import ", Duration::from_secs(120));
+    kill_when(&mut first);
     let log = first.kill9();
     assert!(
-        !log.iter()
-            .any(|l| l.contains("catalog checkpointed after the bulk load")),
+        !log.iter().any(|l| too_late(l)),
         "killed too late to test the crash: {log:?}"
     );
-    // The same file again is recognised as imported, and everything is there once.
     let second = Server::start(&db, &["--import", file]);
-    assert!(
-        second.log.iter().any(|l| l.contains("already imported")),
-        "{:?}",
-        second.log
-    );
+    let restarted = |needle: &&str| second.log.iter().any(|l| l.contains(needle));
+    assert!(restart_says.iter().all(restarted), "{:?}", second.log);
     assert_eq!(vocabularies(&second), COUNT as u64);
     assert!(second.stop().success());
     assert_eq!(integrity(&db), "ok");
+}
+
+#[test]
+fn kill9_during_a_bulk_import_then_a_restart_imports_every_event_once() {
+    kill9_during_an_import(
+        |_| std::thread::sleep(Duration::from_millis(400)),
+        |line| line.starts_with("import "),
+        &["an interrupted bulk load was rolled back", "import "],
+    );
+}
+
+#[test]
+fn kill9_during_the_checkpoint_after_a_bulk_import_loses_nothing() {
+    // The import is committed once its summary is printed; the checkpoint runs after it. The
+    // same file again is then recognised as imported.
+    kill9_during_an_import(
+        |server| drop(server.wait_log("import ", Duration::from_secs(120))),
+        |line| line.contains("catalog checkpointed after the bulk load"),
+        &["already imported"],
+    );
 }
 
 #[test]

@@ -9,7 +9,8 @@ use common::*;
 use serde_json::json;
 use std::time::Duration;
 
-fn jetstream_server(dir: &tempfile::TempDir, replay: &Replay, extra: &[&str]) -> Server {
+/// `svc serve` following `replay`, as soon as it listens.
+fn jetstream_listening(dir: &tempfile::TempDir, replay: &Replay, extra: &[&str]) -> Server {
     let mut args = vec![
         "--firehose",
         replay.url.as_str(),
@@ -19,7 +20,14 @@ fn jetstream_server(dir: &tempfile::TempDir, replay: &Replay, extra: &[&str]) ->
         "3s",
     ];
     args.extend_from_slice(extra);
-    Server::launch(&dir.path().join("catalog.db"), &args)
+    Server::listening(&dir.path().join("catalog.db"), &args)
+}
+
+/// `svc serve` following `replay`, once it is ready.
+fn jetstream_server(dir: &tempfile::TempDir, replay: &Replay, extra: &[&str]) -> Server {
+    let mut server = jetstream_listening(dir, replay, extra);
+    server.wait_ready();
+    server
 }
 
 fn total(server: &Server) -> u64 {
@@ -239,17 +247,7 @@ fn a_misbehaving_source_is_reopened(fault: Fault, log_says: &str) {
     let replay = Replay::start(events(base, 0, 40));
     replay.state.lock().unwrap().fault_after = Some((20, fault));
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::listening(
-        &dir.path().join("catalog.db"),
-        &[
-            "--firehose",
-            replay.url.as_str(),
-            "--ready-lag",
-            "5s",
-            "--liveness",
-            "3s",
-        ],
-    );
+    let server = jetstream_listening(&dir, &replay, &[]);
     let took = server.wait_for(
         "/v1/vocabularies/by-world?world=open&limit=1",
         Duration::from_secs(20),

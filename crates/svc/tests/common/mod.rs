@@ -296,12 +296,9 @@ impl Events {
     }
 }
 
-pub fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("a clock after 1970")
-        .as_micros() as i64
-}
+// Not every test binary follows a live source.
+#[allow(unused_imports)]
+pub use svc_syntax::now_unix_micros as now_us;
 
 /// A Jetstream commit event creating a vocabulary named `name` at `time_us`.
 pub fn vocab_event(time_us: i64, rkey: &str, name: &str, world: &str) -> (i64, String) {
