@@ -13,6 +13,9 @@ pub enum CatalogError {
     UnknownQuery(String),
     #[error("the catalog has shut down")]
     Closed,
+    /// The storage cannot be reached (a database server down or restarting); worth retrying.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
 }
 
 pub type CatalogResult<T> = Result<T, CatalogError>;
@@ -35,7 +38,7 @@ pub struct Upsert {
     pub record_json: String,
 }
 
-pub use svc_spec::IndexKeys;
+pub use svc_spec::{IndexKeys, QueryId};
 
 #[derive(Debug, Clone)]
 pub enum Change {
@@ -138,12 +141,11 @@ pub trait Catalog: Send + Sync {
         cursor: Option<CursorPosition>,
     ) -> CatalogFuture<'_, ApplyReport>;
 
-    /// A page of the records under one key of a query (by its position in the [`crate::QuerySet`]),
-    /// in uri order.
-    fn list(&self, query: usize, key: String, page: PageRequest) -> CatalogFuture<'_, Page>;
+    /// A page of the records under one key of a query, in uri order.
+    fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page>;
 
     /// How many records are under each key of a query.
-    fn count_keys(&self, query: usize, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
+    fn count_keys(&self, query: QueryId, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
 
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
 

@@ -4,6 +4,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use svc_spec::QueryId;
 
 const SLOTS: usize = 1 << 16;
 
@@ -22,7 +23,7 @@ impl Default for ChangeClock {
     }
 }
 
-fn slot(query: usize, key: &str) -> usize {
+fn slot(query: &QueryId, key: &str) -> usize {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     query.hash(&mut hasher);
     key.hash(&mut hasher);
@@ -31,7 +32,7 @@ fn slot(query: usize, key: &str) -> usize {
 
 impl ChangeClock {
     /// The version of one (query, key); read it before reading the catalog.
-    pub fn key_version(&self, query: usize, key: &str) -> u64 {
+    pub fn key_version(&self, query: &QueryId, key: &str) -> u64 {
         self.slots[slot(query, key)].load(Ordering::Acquire)
     }
 
@@ -40,7 +41,7 @@ impl ChangeClock {
     }
 
     /// Call after the change is committed.
-    pub fn touch_key(&self, query: usize, key: &str) {
+    pub fn touch_key(&self, query: &QueryId, key: &str) {
         self.slots[slot(query, key)].fetch_add(1, Ordering::AcqRel);
     }
 

@@ -3,7 +3,10 @@
 
 mod catalog;
 mod clock;
+mod keys_column;
 mod location;
+pub mod postgres;
+mod rules;
 pub mod sqlite;
 
 pub use catalog::*;

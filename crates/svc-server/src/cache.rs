@@ -16,7 +16,7 @@ use svc_catalog::PageRequest;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct CacheKey {
-    pub query: usize,
+    pub query: svc_catalog::spec::QueryId,
     pub key: String,
     /// The page, for list answers.
     pub page: Option<PageRequest>,
@@ -190,7 +190,7 @@ mod tests {
 
     fn key(n: u64) -> CacheKey {
         CacheKey {
-            query: 0,
+            query: svc_catalog::spec::QueryId::new("q"),
             key: String::new(),
             page: Some(PageRequest {
                 limit: 100,

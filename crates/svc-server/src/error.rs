@@ -11,6 +11,9 @@ pub enum ApiError {
     InvalidRequest(String),
     #[error("{0}")]
     Internal(String),
+    /// The catalog's storage cannot be reached for now.
+    #[error("the catalog is unavailable")]
+    Unavailable,
 }
 
 pub(crate) fn json_error(status: StatusCode, code: &str, message: &str) -> Response {
@@ -28,13 +31,34 @@ impl IntoResponse for ApiError {
                 tracing::error!("internal error: {message}");
                 json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &message)
             }
+            ApiError::Unavailable => {
+                let mut response = json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the catalog's database cannot be reached; try again shortly",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+                response
+            }
         }
     }
 }
 
 impl From<svc_catalog::CatalogError> for ApiError {
     fn from(error: svc_catalog::CatalogError) -> Self {
-        ApiError::Internal(error.to_string())
+        match error {
+            svc_catalog::CatalogError::Unavailable(detail) => {
+                tracing::warn!("catalog unavailable: {detail}");
+                ApiError::Unavailable
+            }
+            other => {
+                // Storage detail goes to the log, not to the client.
+                tracing::error!("catalog: {other}");
+                ApiError::Internal("the catalog failed to answer".into())
+            }
+        }
     }
 }
 

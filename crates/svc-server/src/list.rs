@@ -93,7 +93,7 @@ async fn answer(
         .bind(|name| params.get(name).ok().flatten())
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
     let cache_key = CacheKey {
-        query: position,
+        query: query.id().clone(),
         key: query.lookup_key(&args),
         page: Some(paging),
     };
@@ -103,7 +103,10 @@ async fn answer(
         return build(state, &cache_key).await;
     }
     // Read the version before the catalog: a change committed meanwhile makes this entry stale.
-    let version = state.catalog.clock().key_version(position, &cache_key.key);
+    let version = state
+        .catalog
+        .clock()
+        .key_version(query.id(), &cache_key.key);
     if let Some(answer) = state.cache.get(&cache_key, version) {
         answers.hit.inc();
         return Ok(answer);
@@ -138,7 +141,7 @@ async fn build(state: &AppState, cache_key: &CacheKey) -> Result<Arc<Answer>, Ap
     let (limit, offset) = (request.limit, request.offset);
     let page = state
         .catalog
-        .list(cache_key.query, cache_key.key.clone(), request)
+        .list(cache_key.query.clone(), cache_key.key.clone(), request)
         .await?;
     let body = encode(&page, limit, offset);
     // Only an answer the cache keeps is worth compressing: it is compressed once.

@@ -56,11 +56,11 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         kinds.push(token.to_string());
         variants.push(variant);
     }
-    let position = state
+    let index = state
         .queries
         .position(SUFFICIENCY_QUERY)
+        .map(|position| &state.queries.all()[position])
         .ok_or_else(|| ApiError::Internal("the sufficiency index is missing".into()))?;
-    let index = &state.queries.all()[position];
     let result = require_holds.then_some("holds");
     let keys: Vec<String> = variants
         .iter()
@@ -70,18 +70,18 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
     let clock = state.catalog.clock();
     let version = keys
         .iter()
-        .map(|k| clock.key_version(position, k))
+        .map(|k| clock.key_version(index.id(), k))
         .fold(0u64, u64::wrapping_add);
     let key_parts: Vec<Option<&str>> = keys.iter().map(|k| Some(k.as_str())).collect();
     let cache_key = CacheKey {
-        query: position,
+        query: index.id().clone(),
         key: format!("{}|{}", encode_key(&key_parts), kinds.join(",")),
         page: None,
     };
     if let Some(answer) = state.cache.get(&cache_key, version) {
         return Ok(answer.identity.clone());
     }
-    let counts = state.catalog.count_keys(position, keys).await?;
+    let counts = state.catalog.count_keys(index.id().clone(), keys).await?;
     let body = Bytes::from(
         serde_json::json!({
             "sufficient": counts.iter().all(|n| *n > 0),

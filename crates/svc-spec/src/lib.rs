@@ -33,8 +33,28 @@ const INTERNAL_SPEC: &str = r#"{"version":1,"queries":[{
   ]
 }]}"#;
 
-/// (query position in the [`QuerySet`], key) pairs: where a record is found.
-pub type IndexKeys = BTreeSet<(usize, String)>;
+/// A query's identity for storage: its name, which stays when the specification around it is
+/// edited (a position would not). Cheap to clone.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueryId(std::sync::Arc<str>);
+
+impl QueryId {
+    pub fn new(name: &str) -> QueryId {
+        QueryId(name.into())
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for QueryId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// (query, key) pairs: where a record is found.
+pub type IndexKeys = BTreeSet<(QueryId, String)>;
 
 /// The longest value a text parameter takes, in characters.
 pub const MAX_TEXT_CHARS: usize = 1024;
@@ -212,6 +232,7 @@ pub(crate) struct Condition {
 /// One compiled query of the specification.
 #[derive(Debug, Clone)]
 pub struct Query {
+    id: QueryId,
     def: QueryDef,
     internal: bool,
     conditions: Vec<Condition>,
@@ -222,6 +243,9 @@ pub struct Query {
 impl Query {
     pub fn def(&self) -> &QueryDef {
         &self.def
+    }
+    pub fn id(&self) -> &QueryId {
+        &self.id
     }
     pub fn name(&self) -> &str {
         &self.def.name
@@ -361,8 +385,9 @@ impl QuerySet {
     pub fn index_keys(&self, collection: &str, record: &Value) -> IndexKeys {
         let mut keys = IndexKeys::new();
         for &position in self.by_kind.get(collection).into_iter().flatten() {
-            for key in self.queries[position].index_keys(record) {
-                keys.insert((position, key));
+            let query = &self.queries[position];
+            for key in query.index_keys(record) {
+                keys.insert((query.id.clone(), key));
             }
         }
         keys
@@ -380,6 +405,11 @@ impl QuerySet {
 
     pub fn position(&self, name: &str) -> Option<usize> {
         self.queries.iter().position(|q| q.def.name == name)
+    }
+
+    /// The query of this identity, if the set has it.
+    pub fn get(&self, id: &QueryId) -> Option<&Query> {
+        self.queries.iter().find(|q| q.id == *id)
     }
 }
 
@@ -484,6 +514,7 @@ fn compile(def: QueryDef, internal: bool) -> Result<Query, SpecError> {
         ));
     }
     Ok(Query {
+        id: QueryId::new(&def.name),
         def,
         internal,
         conditions,

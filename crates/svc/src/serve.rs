@@ -8,6 +8,7 @@ use prometheus_client::registry::Registry;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use svc_catalog::postgres::PostgresCatalog;
 use svc_catalog::sqlite::SqliteCatalog;
 use svc_catalog::{Catalog, Location, QuerySet};
 use svc_ingest::firehose::{LiveConfig, LiveStatus, run_live};
@@ -15,7 +16,7 @@ use svc_ingest::{IngestMetrics, Ingestor, Readiness, import_file, run_backfill};
 use svc_lexicon::Lexicons;
 use tokio::sync::watch;
 
-fn open_catalog(
+async fn open_catalog(
     db: &Location,
     queries: &QuerySet,
     readers: usize,
@@ -26,11 +27,9 @@ fn open_catalog(
             queries.clone(),
             readers,
         )?)),
-        Location::Postgres(_) => {
-            anyhow::bail!(
-                "this build has no PostgreSQL engine yet; give a file path or sqlite:PATH"
-            )
-        }
+        Location::Postgres(url) => Ok(Arc::new(
+            PostgresCatalog::open(url, queries.clone(), readers).await?,
+        )),
     }
 }
 
@@ -127,6 +126,7 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         None => default_db(),
     };
     let catalog = open_catalog(&db, &queries, usize::from(args.readers))
+        .await
         .with_context(|| format!("opening the catalog {db}"))?;
     tracing::info!(%db, "catalog open");
 

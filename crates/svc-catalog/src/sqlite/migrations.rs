@@ -60,6 +60,11 @@ const MIGRATIONS: &[&str] = &[
         updated_at INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 3: ids of queries redefined or dropped, never given out again (records' keys columns
+    // may still name them).
+    r#"
+    CREATE TABLE retired_queries (qid INTEGER PRIMARY KEY);
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

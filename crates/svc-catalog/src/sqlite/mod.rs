@@ -1,24 +1,26 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer thread that owns the only
 //! write connection, and a pool of reader connections used from blocking threads.
 
+mod bulk;
 mod checkpoint;
-mod keys_column;
+mod engine;
+
 mod migrations;
 mod reader;
-mod writer;
 
-use crate::spec::QuerySet;
+use crate::keys_column::QueryIds;
+use crate::rules::{WriteJob, spawn_writer};
+use crate::spec::{QueryId, QuerySet};
 use crate::{
     AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
     ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest,
 };
+use engine::SqliteEngine;
 use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Arc, mpsc};
-use std::thread;
 use tokio::sync::oneshot;
-use writer::{WriteJob, Writer};
 
 impl From<rusqlite::Error> for CatalogError {
     fn from(error: rusqlite::Error) -> Self {
@@ -26,14 +28,10 @@ impl From<rusqlite::Error> for CatalogError {
     }
 }
 
-pub(crate) struct Shared {
-    /// Database id (`queries.qid`) of each query, by position in the query set.
-    pub qids: Vec<i64>,
-    pub clock: ChangeClock,
-}
-
 pub struct SqliteCatalog {
-    shared: Arc<Shared>,
+    /// This database's number of each query, for the readers.
+    qids: QueryIds,
+    clock: Arc<ChangeClock>,
     writer: mpsc::Sender<WriteJob>,
     readers: ReaderPool,
 }
@@ -88,32 +86,31 @@ impl SqliteCatalog {
             )));
         }
         migrations::run(&mut conn)?;
-        if writer::recover_interrupted_bulk(&conn)? {
-            tracing::warn!(db = %path.display(), "an interrupted bulk load was rolled back; the catalog is empty");
-        }
-        let inactive = writer::load_inactive(&conn)?;
-        let qids = writer::register_queries(&mut conn, &queries, &inactive)?;
-        let shared = Arc::new(Shared {
-            qids,
-            clock: ChangeClock::default(),
-        });
-        // The writer's transactions take the write lock when they begin, so a checkpoint that
-        // holds it back makes them wait (busy timeout) instead of failing on a stale snapshot.
-        conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
-        let (sender, receiver) = mpsc::channel();
-        let writer = Writer::new(conn, Arc::clone(&shared), inactive);
-        thread::Builder::new()
-            .name("catalog-writer".into())
-            .spawn(move || writer.run(receiver))
-            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+        let ids = load_query_ids(&conn)?;
+        let clock = Arc::new(ChangeClock::default());
+        let writer = spawn_writer(SqliteEngine { conn, ids }, &queries, Arc::clone(&clock))?;
         let readers = ReaderPool::open(path, readers.max(1))?;
+        // The writer has registered every query before it started.
+        let qids = load_query_ids(&open_reader(path)?)?;
         checkpoint::spawn(path.to_path_buf(), checkpoint::After::Start);
         Ok(SqliteCatalog {
-            shared,
-            writer: sender,
+            qids,
+            clock,
+            writer,
             readers,
         })
     }
+}
+
+fn load_query_ids(conn: &Connection) -> CatalogResult<QueryIds> {
+    let mut stmt = conn.prepare("SELECT qid, name FROM queries")?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+    let mut ids = QueryIds::default();
+    for row in rows {
+        let (qid, name) = row?;
+        ids.insert(QueryId::new(&name), qid);
+    }
+    Ok(ids)
 }
 
 /// Opens a read-only connection (readers never write).
@@ -158,18 +155,18 @@ impl Catalog for SqliteCatalog {
         })
     }
 
-    fn list(&self, query: usize, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
+    fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
         Box::pin(async move {
-            let qid = self.qid(query)?;
+            let qid = self.qids.qid(&query)?;
             self.readers
                 .run(move |conn| reader::list(conn, qid, &key, &page))
                 .await
         })
     }
 
-    fn count_keys(&self, query: usize, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
+    fn count_keys(&self, query: QueryId, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
         Box::pin(async move {
-            let qid = self.qid(query)?;
+            let qid = self.qids.qid(&query)?;
             self.readers
                 .run(move |conn| reader::count_keys(conn, qid, &keys))
                 .await
@@ -205,16 +202,6 @@ impl Catalog for SqliteCatalog {
     }
 
     fn clock(&self) -> &ChangeClock {
-        &self.shared.clock
-    }
-}
-
-impl SqliteCatalog {
-    fn qid(&self, query: usize) -> CatalogResult<i64> {
-        self.shared
-            .qids
-            .get(query)
-            .copied()
-            .ok_or_else(|| CatalogError::UnknownQuery(query.to_string()))
+        &self.clock
     }
 }

@@ -221,7 +221,7 @@ proptest! {
             let mut kinds = fresh.catalog.kind_counts().await.unwrap();
             kinds.retain(|_, n| *n > 0);
             assert_eq!(kinds, expected_kinds);
-            for (position, query) in fresh.queries.all().iter().enumerate() {
+            for query in fresh.queries.all() {
                 for args in argument_tuples(query.params()) {
                     let args: Vec<Option<&str>> = args.iter().map(Option::as_deref).collect();
                     let expected: Vec<&String> = model
@@ -234,7 +234,7 @@ proptest! {
                         .collect();
                     let page = fresh
                         .catalog
-                        .list(position, query.lookup_key(&args), PageRequest { limit: 1000, offset: 0, after: None })
+                        .list(query.id().clone(), query.lookup_key(&args), PageRequest { limit: 1000, offset: 0, after: None })
                         .await
                         .unwrap();
                     let got: Vec<&String> = page.items.iter().map(|i| &i.uri).collect();

@@ -1,5 +1,5 @@
 use super::{Fresh, delete, upsert};
-use crate::{AccountStatus, ApplyReport, Change, CursorPosition, PageRequest};
+use crate::{AccountStatus, ApplyReport, Change, CursorPosition, PageRequest, QueryId};
 use serde_json::json;
 
 fn page(limit: u32, offset: u64) -> PageRequest {
@@ -10,9 +10,10 @@ fn page(limit: u32, offset: u64) -> PageRequest {
     }
 }
 
-fn key(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> (usize, String) {
+fn key(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> (QueryId, String) {
     let position = fresh.queries.position(query).expect("query");
-    (position, fresh.queries.all()[position].lookup_key(args))
+    let query = &fresh.queries.all()[position];
+    (query.id().clone(), query.lookup_key(args))
 }
 
 /// Applies changes without a cursor; a storage failure fails the test.
@@ -21,10 +22,10 @@ async fn apply(fresh: &Fresh, changes: Vec<Change>) -> ApplyReport {
 }
 
 async fn uris(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> Vec<String> {
-    let (position, key) = key(fresh, query, args);
+    let (query, key) = key(fresh, query, args);
     let page = fresh
         .catalog
-        .list(position, key, page(1000, 0))
+        .list(query.clone(), key, page(1000, 0))
         .await
         .expect("list");
     assert_eq!(page.total as usize, page.items.len());
@@ -177,23 +178,23 @@ pub async fn paging_by_offset_and_cursor(fresh: Fresh) {
         })
         .collect();
     apply(&fresh, changes).await;
-    let (position, key) = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
+    let (query, key) = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
     let first = fresh
         .catalog
-        .list(position, key.clone(), page(10, 0))
+        .list(query.clone(), key.clone(), page(10, 0))
         .await
         .unwrap();
     assert_eq!((first.items.len(), first.total, first.more), (10, 25, true));
     assert_eq!(first.items[0].uri, "at://did:plc:a/dev.svc.bounty/00");
     let last = fresh
         .catalog
-        .list(position, key.clone(), page(10, 20))
+        .list(query.clone(), key.clone(), page(10, 20))
         .await
         .unwrap();
     assert_eq!((last.items.len(), last.total, last.more), (5, 25, false));
     let beyond = fresh
         .catalog
-        .list(position, key.clone(), page(10, 25))
+        .list(query.clone(), key.clone(), page(10, 25))
         .await
         .unwrap();
     assert_eq!(
@@ -210,7 +211,7 @@ pub async fn paging_by_offset_and_cursor(fresh: Fresh) {
         };
         let page = fresh
             .catalog
-            .list(position, key.clone(), request)
+            .list(query.clone(), key.clone(), request)
             .await
             .unwrap();
         seen.extend(page.items.iter().map(|i| i.uri.clone()));
@@ -282,10 +283,10 @@ pub async fn kind_counts_follow_changes(fresh: Fresh) {
 }
 
 pub async fn change_clock_moves_with_touched_keys(fresh: Fresh) {
-    let (position, key_r) = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
+    let (query, key_r) = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
     let (_, key_s) = key(&fresh, "bountiesByRequester", &[Some("did:plc:s")]);
-    let before_r = fresh.catalog.clock().key_version(position, &key_r);
-    let before_s = fresh.catalog.clock().key_version(position, &key_s);
+    let before_r = fresh.catalog.clock().key_version(&query, &key_r);
+    let before_s = fresh.catalog.clock().key_version(&query, &key_s);
     let kinds = fresh.catalog.clock().kinds_version();
     apply(
         &fresh,
@@ -296,14 +297,8 @@ pub async fn change_clock_moves_with_touched_keys(fresh: Fresh) {
         )],
     )
     .await;
-    assert_ne!(
-        fresh.catalog.clock().key_version(position, &key_r),
-        before_r
-    );
-    assert_eq!(
-        fresh.catalog.clock().key_version(position, &key_s),
-        before_s
-    );
+    assert_ne!(fresh.catalog.clock().key_version(&query, &key_r), before_r);
+    assert_eq!(fresh.catalog.clock().key_version(&query, &key_s), before_s);
     assert_ne!(fresh.catalog.clock().kinds_version(), kinds);
 }
 

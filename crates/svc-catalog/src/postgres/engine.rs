@@ -1,0 +1,526 @@
+//! The PostgreSQL engine's write side: the storage primitives the catalog's rules call, on one
+//! connection driven by a runtime of the writer's thread. Each kind of write in a plan is one
+//! statement over arrays (`unnest`), so a commit costs a handful of round trips, whatever its
+//! size.
+
+use super::storage;
+use crate::keys_column::QueryIds;
+use crate::rules::{Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, did_of};
+use crate::{CatalogError, CatalogResult, Change, QueryId};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+pub(crate) struct PostgresEngine {
+    runtime: tokio::runtime::Runtime,
+    config: Config,
+    tls: MakeRustlsConnect,
+    pub(super) link: Link,
+}
+
+/// The connection and what is tied to it.
+pub(super) struct Link {
+    pub client: Client,
+    statements: HashMap<&'static str, Statement>,
+    pub ids: QueryIds,
+}
+
+fn now_ms() -> i64 {
+    svc_syntax::now_unix_micros() / 1000
+}
+
+/// The uri range of one repository: `at://<did>/` up to (not including) `at://<did>0`.
+fn repository_range(did: &str) -> (String, String) {
+    (format!("at://{did}/"), format!("at://{did}0"))
+}
+
+async fn connect(config: &Config, tls: &MakeRustlsConnect) -> CatalogResult<Client> {
+    let (client, connection) = config.connect(tls.clone()).await.map_err(storage)?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!("catalog database connection lost: {error}");
+        }
+    });
+    Ok(client)
+}
+
+impl PostgresEngine {
+    pub fn connect(config: Config, tls: MakeRustlsConnect) -> CatalogResult<PostgresEngine> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+        let mut client = runtime.block_on(connect(&config, &tls))?;
+        runtime.block_on(super::schema::migrate(&mut client))?;
+        let ids = runtime.block_on(load_ids(&client))?;
+        Ok(PostgresEngine {
+            runtime,
+            config,
+            tls,
+            link: Link {
+                client,
+                statements: HashMap::new(),
+                ids,
+            },
+        })
+    }
+
+    /// A fresh connection if the last one was lost (the database restarted meanwhile).
+    fn reconnect_if_lost(&mut self) -> CatalogResult<()> {
+        if !self.link.client.is_closed() {
+            return Ok(());
+        }
+        let client = self.runtime.block_on(connect(&self.config, &self.tls))?;
+        tracing::info!("catalog database connection restored");
+        self.link.client = client;
+        self.link.statements.clear();
+        Ok(())
+    }
+
+    /// Runs one step of work on the connection, on the writer's runtime.
+    pub(super) fn run<T>(
+        &mut self,
+        work: impl AsyncFnOnce(&mut Link) -> CatalogResult<T>,
+    ) -> CatalogResult<T> {
+        let PostgresEngine { runtime, link, .. } = self;
+        runtime.block_on(work(link))
+    }
+}
+
+async fn load_ids(client: &Client) -> CatalogResult<QueryIds> {
+    let rows = client
+        .query("SELECT qid, name FROM queries", &[])
+        .await
+        .map_err(storage)?;
+    let mut ids = QueryIds::default();
+    for row in rows {
+        ids.insert(QueryId::new(row.get(1)), row.get(0));
+    }
+    Ok(ids)
+}
+
+impl Link {
+    pub async fn execute(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> CatalogResult<u64> {
+        let statement = self.statement(sql).await?;
+        self.client
+            .execute(&statement, params)
+            .await
+            .map_err(storage)
+    }
+
+    pub async fn query(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> CatalogResult<Vec<tokio_postgres::Row>> {
+        let statement = self.statement(sql).await?;
+        self.client.query(&statement, params).await.map_err(storage)
+    }
+
+    pub async fn batch(&self, sql: &str) -> CatalogResult<()> {
+        self.client.batch_execute(sql).await.map_err(storage)
+    }
+
+    async fn statement(&mut self, sql: &'static str) -> CatalogResult<Statement> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).await.map_err(storage)?;
+        self.statements.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    async fn write_records(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+        let now = now_ms();
+        let mut upserts: [Vec<&str>; 5] = Default::default();
+        let mut cids: Vec<Option<&str>> = Vec::new();
+        let mut upsert_keys: Vec<String> = Vec::new();
+        let mut tombstones: [Vec<&str>; 4] = Default::default();
+        let (mut keyed, mut keys): (Vec<&str>, Vec<String>) = Default::default();
+        for write in &plan.records {
+            match write {
+                RecordWrite::Upsert(u) => {
+                    for (column, value) in upserts.iter_mut().zip([
+                        u.uri.as_str(),
+                        &u.collection,
+                        &u.author,
+                        &u.rev,
+                        &u.record_json,
+                    ]) {
+                        column.push(value);
+                    }
+                    cids.push(u.cid.as_deref());
+                    upsert_keys.push(self.ids.encode(&u.keys));
+                }
+                RecordWrite::Tombstone {
+                    uri,
+                    collection,
+                    rev,
+                } => {
+                    for (column, value) in
+                        tombstones
+                            .iter_mut()
+                            .zip([*uri, collection, did_of(uri), rev])
+                    {
+                        column.push(value);
+                    }
+                }
+                RecordWrite::Keys { uri, keys: k } => {
+                    keyed.push(uri);
+                    keys.push(self.ids.encode(k));
+                }
+            }
+        }
+        if !cids.is_empty() {
+            self.execute(
+                "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
+                 SELECT u.uri, u.collection, u.author, u.rev, u.cid, u.record, u.keys, $8 \
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) \
+                   AS u(uri, collection, author, rev, cid, record, keys) \
+                 ON CONFLICT (uri) DO UPDATE SET collection = excluded.collection, author = excluded.author, \
+                   rev = excluded.rev, cid = excluded.cid, record = excluded.record, keys = excluded.keys, \
+                   indexed_at = excluded.indexed_at",
+                &[&upserts[0], &upserts[1], &upserts[2], &upserts[3], &cids, &upserts[4], &upsert_keys, &now],
+            )
+            .await?;
+        }
+        if !tombstones[0].is_empty() {
+            self.execute(
+                "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
+                 SELECT u.uri, u.collection, u.author, u.rev, NULL, NULL, '[]', $5 \
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(uri, collection, author, rev) \
+                 ON CONFLICT (uri) DO UPDATE SET rev = excluded.rev, cid = NULL, record = NULL, keys = '[]', \
+                   indexed_at = excluded.indexed_at",
+                &[&tombstones[0], &tombstones[1], &tombstones[2], &tombstones[3], &now],
+            )
+            .await?;
+        }
+        if !keyed.is_empty() {
+            self.execute(
+                "UPDATE records r SET keys = u.keys FROM unnest($1::text[], $2::text[]) AS u(uri, keys) \
+                 WHERE r.uri = u.uri",
+                &[&keyed, &keys],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_index(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+        let mut filed: [(Vec<i64>, Vec<&str>, Vec<&str>); 2] = Default::default();
+        for ((query, key, uri), file) in &plan.index {
+            let (qids, keys, uris) = &mut filed[usize::from(*file)];
+            qids.push(self.ids.qid(query)?);
+            keys.push(key);
+            uris.push(uri);
+        }
+        let [(gone_q, gone_k, gone_u), (new_q, new_k, new_u)] = &filed;
+        if !gone_q.is_empty() {
+            self.execute(
+                "DELETE FROM query_keys q USING unnest($1::bigint[], $2::text[], $3::text[]) AS d(qid, key, uri) \
+                 WHERE q.qid = d.qid AND q.key = d.key AND q.uri = d.uri",
+                &[gone_q, gone_k, gone_u],
+            )
+            .await?;
+        }
+        if !new_q.is_empty() {
+            self.execute(
+                "INSERT INTO query_keys (qid, key, uri, rid) \
+                 SELECT d.qid, d.key, d.uri, r.id FROM unnest($1::bigint[], $2::text[], $3::text[]) AS d(qid, key, uri) \
+                 JOIN records r ON r.uri = d.uri ON CONFLICT DO NOTHING",
+                &[new_q, new_k, new_u],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_counts(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+        let (mut qids, mut keys, mut deltas) = (Vec::new(), Vec::new(), Vec::new());
+        for ((query, key), delta) in plan.query_counts.iter().filter(|(_, d)| **d != 0) {
+            qids.push(self.ids.qid(query)?);
+            keys.push(key.as_str());
+            deltas.push(*delta);
+        }
+        if !qids.is_empty() {
+            self.execute(
+                "INSERT INTO query_counts (qid, key, n) SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[]) \
+                 ON CONFLICT (qid, key) DO UPDATE SET n = query_counts.n + excluded.n",
+                &[&qids, &keys, &deltas],
+            )
+            .await?;
+            self.execute(
+                "DELETE FROM query_counts q USING unnest($1::bigint[], $2::text[]) AS d(qid, key) \
+                 WHERE q.qid = d.qid AND q.key = d.key AND q.n <= 0",
+                &[&qids, &keys],
+            )
+            .await?;
+        }
+        let (kinds, deltas): (Vec<&str>, Vec<i64>) = plan
+            .kind_counts
+            .iter()
+            .filter(|(_, d)| **d != 0)
+            .map(|(k, d)| (k.as_str(), *d))
+            .unzip();
+        if !kinds.is_empty() {
+            self.execute(
+                "INSERT INTO kind_counts (collection, n) SELECT * FROM unnest($1::text[], $2::bigint[]) \
+                 ON CONFLICT (collection) DO UPDATE SET n = kind_counts.n + excluded.n",
+                &[&kinds, &deltas],
+            )
+            .await?;
+            self.execute(
+                "DELETE FROM kind_counts WHERE collection = ANY($1) AND n <= 0",
+                &[&kinds],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_status(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+        for cursor in &plan.cursors {
+            self.execute(
+                "INSERT INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (source) DO UPDATE SET endpoint = excluded.endpoint, cursor = excluded.cursor, \
+                   event_time_us = excluded.event_time_us, updated_at = excluded.updated_at",
+                &[&cursor.source, &cursor.endpoint, &cursor.cursor, &cursor.event_time_us, &now_ms()],
+            )
+            .await?;
+        }
+        if let Some(account) = &plan.account {
+            match &account.inactive {
+                Some(status) => {
+                    self.execute(
+                        "INSERT INTO inactive_accounts (did, status, updated_at) VALUES ($1, $2, $3) \
+                         ON CONFLICT (did) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at",
+                        &[&account.did, status, &now_ms()],
+                    )
+                    .await?
+                }
+                None => {
+                    self.execute("DELETE FROM inactive_accounts WHERE did = $1", &[&account.did])
+                        .await?
+                }
+            };
+        }
+        Ok(())
+    }
+
+    async fn write(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+        self.write_records(plan).await?;
+        if let Some(did) = &plan.remove_repository {
+            let (from, to) = repository_range(did);
+            self.execute(
+                "DELETE FROM records WHERE uri >= $1 AND uri < $2",
+                &[&from, &to],
+            )
+            .await?;
+        }
+        self.write_index(plan).await?;
+        self.write_counts(plan).await?;
+        self.write_status(plan).await
+    }
+}
+
+impl Engine for PostgresEngine {
+    fn begin(&mut self) -> CatalogResult<()> {
+        self.reconnect_if_lost()?;
+        self.run(async |link| link.batch("BEGIN").await)
+    }
+
+    fn commit(&mut self) -> CatalogResult<()> {
+        self.run(async |link| link.batch("COMMIT").await)
+    }
+
+    fn rollback(&mut self) {
+        if !self.link.client.is_closed() {
+            let _ = self.run(async |link| link.batch("ROLLBACK").await);
+        }
+    }
+
+    fn stored(&mut self, uris: &[&str]) -> CatalogResult<HashMap<String, Stored>> {
+        self.run(async |link| {
+            let rows = link
+                .query(
+                    "SELECT uri, rev, collection, record IS NOT NULL, keys FROM records WHERE uri = ANY($1)",
+                    &[&uris],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    let stored = Stored {
+                        rev: r.get(1),
+                        collection: r.get(2),
+                        live: r.get(3),
+                        keys: link.ids.decode(r.get(4)),
+                    };
+                    (r.get(0), stored)
+                })
+                .collect())
+        })
+    }
+
+    fn write(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+        self.run(async |link| link.write(plan).await)
+    }
+
+    fn repository(&mut self, did: &str) -> CatalogResult<Vec<Filed>> {
+        let (from, to) = repository_range(did);
+        self.run(async |link| {
+            let rows = link
+                .query(
+                    "SELECT uri, collection, keys FROM records WHERE uri >= $1 AND uri < $2 AND record IS NOT NULL",
+                    &[&from, &to],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| Filed {
+                    uri: r.get(0),
+                    collection: r.get(1),
+                    keys: link.ids.decode(r.get(2)),
+                })
+                .collect())
+        })
+    }
+
+    fn records_of_kind(
+        &mut self,
+        collection: &str,
+        after: &str,
+        limit: usize,
+    ) -> CatalogResult<Vec<(Filed, String)>> {
+        let limit = limit as i64;
+        self.run(async |link| {
+            let rows = link
+                .query(
+                    "SELECT uri, keys, record FROM records WHERE uri > $1 AND collection = $2 AND record IS NOT NULL \
+                     ORDER BY uri LIMIT $3",
+                    &[&after, &collection, &limit],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    let filed = Filed {
+                        uri: r.get(0),
+                        collection: collection.to_string(),
+                        keys: link.ids.decode(r.get(1)),
+                    };
+                    (filed, r.get(2))
+                })
+                .collect())
+        })
+    }
+
+    fn queries(&mut self) -> CatalogResult<Vec<(QueryId, String)>> {
+        self.run(async |link| {
+            let rows = link
+                .query("SELECT name, fingerprint FROM queries", &[])
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| (QueryId::new(r.get(0)), r.get(1)))
+                .collect())
+        })
+    }
+
+    fn define_query(&mut self, query: &QueryId, fingerprint: &str) -> CatalogResult<()> {
+        self.drop_query(query)?;
+        let qid = self.run(async |link| {
+            let rows = link
+                .query(
+                    "INSERT INTO queries (name, fingerprint) VALUES ($1, $2) RETURNING qid",
+                    &[&query.as_str(), &fingerprint],
+                )
+                .await?;
+            rows.first()
+                .map(|r| r.get::<_, i64>(0))
+                .ok_or_else(|| CatalogError::Storage("no query id returned".into()))
+        })?;
+        self.link.ids.insert(query.clone(), qid);
+        Ok(())
+    }
+
+    fn drop_query(&mut self, query: &QueryId) -> CatalogResult<()> {
+        self.run(async |link| {
+            let rows = link
+                .query(
+                    "DELETE FROM queries WHERE name = $1 RETURNING qid",
+                    &[&query.as_str()],
+                )
+                .await?;
+            for row in rows {
+                let qid: i64 = row.get(0);
+                link.execute("DELETE FROM query_keys WHERE qid = $1", &[&qid])
+                    .await?;
+                link.execute("DELETE FROM query_counts WHERE qid = $1", &[&qid])
+                    .await?;
+            }
+            link.ids.remove(query);
+            Ok(())
+        })
+    }
+
+    fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>> {
+        self.run(async |link| {
+            let rows = link.query("SELECT did FROM inactive_accounts", &[]).await?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
+    fn is_empty(&mut self) -> CatalogResult<bool> {
+        self.reconnect_if_lost()?;
+        self.run(async |link| {
+            let rows = link
+                .query("SELECT NOT EXISTS (SELECT 1 FROM records)", &[])
+                .await?;
+            Ok(rows.first().is_some_and(|r| r.get(0)))
+        })
+    }
+
+    fn begin_bulk(&mut self) -> CatalogResult<()> {
+        self.run(async |link| super::bulk::begin(link).await)
+    }
+
+    fn stage(&mut self, changes: &[&Change]) -> CatalogResult<()> {
+        self.reconnect_if_lost()?;
+        self.run(async |link| super::bulk::stage(link, changes).await)
+    }
+
+    fn staged_unique(&mut self) -> CatalogResult<bool> {
+        self.run(async |link| super::bulk::make_unique(link).await)
+    }
+
+    fn staged_versions(&mut self) -> CatalogResult<Vec<StagedVersion>> {
+        self.run(async |link| super::bulk::versions(link).await)
+    }
+
+    fn remove_staged(&mut self, superseded: &[i64]) -> CatalogResult<()> {
+        self.run(async |link| {
+            link.execute("DELETE FROM records WHERE id = ANY($1)", &[&superseded])
+                .await
+                .map(|_| ())
+        })
+    }
+
+    fn index_staged(&mut self, kinds: &BTreeMap<String, i64>) -> CatalogResult<()> {
+        self.run(async |link| super::bulk::index(link, kinds).await)
+    }
+
+    fn end_bulk(&mut self, settled: bool) -> CatalogResult<()> {
+        self.reconnect_if_lost()?;
+        self.run(async |link| super::bulk::end(link, settled).await)
+    }
+
+    fn recover_bulk(&mut self) -> CatalogResult<bool> {
+        self.run(async |link| super::bulk::recover_interrupted(link).await)
+    }
+}

@@ -1,0 +1,148 @@
+//! Read paths: a list is one statement, an index range scan of one (query, key) prefix in
+//! uri order joined to records by id, beside the count lookup, so total and items come from
+//! one snapshot.
+
+use super::storage;
+use crate::keys_column::QueryIds;
+use crate::spec::QueryId;
+use crate::{CatalogError, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest};
+use deadpool_postgres::{Object, Pool, PoolError};
+
+async fn connection(pool: &Pool) -> CatalogResult<Object> {
+    pool.get().await.map_err(|error| match error {
+        PoolError::Backend(error) => storage(error),
+        other => CatalogError::Unavailable(other.to_string()),
+    })
+}
+
+pub(super) async fn query_ids(pool: &Pool) -> CatalogResult<QueryIds> {
+    let client = connection(pool).await?;
+    let rows = client
+        .query("SELECT qid, name FROM queries", &[])
+        .await
+        .map_err(storage)?;
+    let mut ids = QueryIds::default();
+    for row in rows {
+        ids.insert(QueryId::new(row.get(1)), row.get(0));
+    }
+    Ok(ids)
+}
+
+const PAGE_BY_OFFSET: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, p.author, p.rev, p.record \
+     FROM (VALUES (1)) AS one LEFT JOIN LATERAL ( \
+       SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.id = k.rid \
+       WHERE k.qid = $1 AND k.key = $2 ORDER BY k.uri LIMIT $3 OFFSET $4) AS p ON true";
+
+const PAGE_AFTER: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, p.author, p.rev, p.record \
+     FROM (VALUES (1)) AS one LEFT JOIN LATERAL ( \
+       SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.id = k.rid \
+       WHERE k.qid = $1 AND k.key = $2 AND k.uri > $5 ORDER BY k.uri LIMIT $3 OFFSET $4) AS p ON true";
+
+pub(super) async fn list(
+    pool: &Pool,
+    qid: i64,
+    key: &str,
+    page: &PageRequest,
+) -> CatalogResult<Page> {
+    let client = connection(pool).await?;
+    let fetch = i64::from(page.limit) + 1;
+    let rows = match &page.after {
+        Some(after) => {
+            let statement = client.prepare_cached(PAGE_AFTER).await.map_err(storage)?;
+            client
+                .query(&statement, &[&qid, &key, &fetch, &0i64, after])
+                .await
+        }
+        None => {
+            let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
+            let statement = client
+                .prepare_cached(PAGE_BY_OFFSET)
+                .await
+                .map_err(storage)?;
+            client
+                .query(&statement, &[&qid, &key, &fetch, &offset])
+                .await
+        }
+    }
+    .map_err(storage)?;
+    let total = rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64;
+    let mut items = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let Some(uri) = row.get::<_, Option<String>>(1) else {
+            continue;
+        };
+        items.push(Item {
+            uri,
+            author: row.get(2),
+            rev: row.get(3),
+            record_json: row.get::<_, Option<String>>(4).unwrap_or_default(),
+        });
+    }
+    let more = items.len() > page.limit as usize;
+    items.truncate(page.limit as usize);
+    Ok(Page { items, total, more })
+}
+
+pub(super) async fn count_keys(pool: &Pool, qid: i64, keys: &[String]) -> CatalogResult<Vec<u64>> {
+    let client = connection(pool).await?;
+    let statement = client
+        .prepare_cached("SELECT key, n FROM query_counts WHERE qid = $1 AND key = ANY($2)")
+        .await
+        .map_err(storage)?;
+    let rows = client
+        .query(&statement, &[&qid, &keys])
+        .await
+        .map_err(storage)?;
+    let found: std::collections::HashMap<String, i64> =
+        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    Ok(keys
+        .iter()
+        .map(|k| found.get(k).copied().unwrap_or(0).max(0) as u64)
+        .collect())
+}
+
+pub(super) async fn kind_counts(pool: &Pool) -> CatalogResult<KindCounts> {
+    let client = connection(pool).await?;
+    let rows = client
+        .query("SELECT collection, n FROM kind_counts", &[])
+        .await
+        .map_err(storage)?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1).max(0) as u64))
+        .collect())
+}
+
+pub(super) async fn cursor(pool: &Pool, source: &str) -> CatalogResult<Option<CursorPosition>> {
+    let client = connection(pool).await?;
+    let row = client
+        .query_opt(
+            "SELECT endpoint, cursor, event_time_us FROM cursors WHERE source = $1",
+            &[&source],
+        )
+        .await
+        .map_err(storage)?;
+    Ok(row.map(|r| CursorPosition {
+        source: source.to_string(),
+        endpoint: r.get(0),
+        cursor: r.get(1),
+        event_time_us: r.get(2),
+    }))
+}
+
+pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
+    let client = connection(pool).await?;
+    let row = client
+        .query_opt(
+            "SELECT uri, author, rev, record FROM records WHERE uri = $1 AND record IS NOT NULL",
+            &[&uri],
+        )
+        .await
+        .map_err(storage)?;
+    Ok(row.map(|r| Item {
+        uri: r.get(0),
+        author: r.get(1),
+        rev: r.get(2),
+        record_json: r.get(3),
+    }))
+}

@@ -1,0 +1,108 @@
+//! Versioned, append-only schema migrations, run at start under an advisory lock so that two
+//! processes starting together do not both migrate. `svc_schema.version` holds the version
+//! reached. Every text compared for order is `COLLATE "C"`: uris page byte-wise, as on SQLite.
+
+use crate::{CatalogError, CatalogResult};
+use tokio_postgres::Client;
+
+/// The advisory lock key held while migrating ("svc" and a version of this scheme).
+const MIGRATION_LOCK: i64 = 0x7376_6301;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: records (a bulk load drops the uri index while it appends), tombstones keep their
+    // rev; per-query index keys pointing at record ids; counts; cursors; inactive accounts.
+    // Query ids come from a sequence, so a redefined query's old entries never alias.
+    r#"
+    CREATE TABLE records (
+        id BIGSERIAL PRIMARY KEY,
+        uri TEXT COLLATE "C" NOT NULL,
+        collection TEXT COLLATE "C" NOT NULL,
+        author TEXT COLLATE "C" NOT NULL,
+        rev TEXT COLLATE "C" NOT NULL,
+        cid TEXT,
+        record TEXT,
+        keys TEXT NOT NULL,
+        indexed_at BIGINT NOT NULL
+    );
+    CREATE UNIQUE INDEX records_uri ON records (uri);
+    CREATE TABLE queries (
+        qid BIGSERIAL PRIMARY KEY,
+        name TEXT COLLATE "C" NOT NULL UNIQUE,
+        fingerprint TEXT NOT NULL
+    );
+    CREATE TABLE query_keys (
+        qid BIGINT NOT NULL,
+        key TEXT COLLATE "C" NOT NULL,
+        uri TEXT COLLATE "C" NOT NULL,
+        rid BIGINT NOT NULL,
+        PRIMARY KEY (qid, key, uri)
+    );
+    CREATE TABLE query_counts (
+        qid BIGINT NOT NULL,
+        key TEXT COLLATE "C" NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (qid, key)
+    );
+    CREATE TABLE kind_counts (
+        collection TEXT COLLATE "C" PRIMARY KEY,
+        n BIGINT NOT NULL
+    );
+    CREATE TABLE cursors (
+        source TEXT COLLATE "C" PRIMARY KEY,
+        endpoint TEXT NOT NULL,
+        cursor TEXT NOT NULL,
+        event_time_us BIGINT,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE TABLE inactive_accounts (
+        did TEXT COLLATE "C" PRIMARY KEY,
+        status TEXT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    "#,
+];
+
+pub(super) async fn migrate(client: &mut Client) -> CatalogResult<()> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(super::storage)?;
+    let outcome = run(client).await;
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(super::storage);
+    outcome.and(unlocked.map(|_| ()))
+}
+
+async fn run(client: &mut Client) -> CatalogResult<()> {
+    client
+        .batch_execute("CREATE TABLE IF NOT EXISTS svc_schema (version INTEGER NOT NULL)")
+        .await
+        .map_err(super::storage)?;
+    let found: Option<i32> = client
+        .query_opt("SELECT version FROM svc_schema", &[])
+        .await
+        .map_err(super::storage)?
+        .map(|row| row.get(0));
+    let current = found.unwrap_or(0).max(0) as usize;
+    if current > MIGRATIONS.len() {
+        return Err(CatalogError::Storage(format!(
+            "the database has schema version {current}, newer than this build's {}",
+            MIGRATIONS.len()
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let version = index as i32 + 1;
+        let tx = client.transaction().await.map_err(super::storage)?;
+        tx.batch_execute(sql).await.map_err(super::storage)?;
+        tx.execute("DELETE FROM svc_schema", &[])
+            .await
+            .map_err(super::storage)?;
+        tx.execute("INSERT INTO svc_schema (version) VALUES ($1)", &[&version])
+            .await
+            .map_err(super::storage)?;
+        tx.commit().await.map_err(super::storage)?;
+    }
+    Ok(())
+}

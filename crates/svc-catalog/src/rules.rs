@@ -1,0 +1,291 @@
+//! The catalog's rules, written once above the storage engines: an event older than the
+//! stored revision is stale; a delete leaves a tombstone that keeps its revision; an inactive
+//! account's records stay stored but leave answers and counts until it is active again; a
+//! deleted account's records go; a query whose definition changed gets its keys rebuilt.
+//!
+//! The rules turn a batch into a [`Plan`] of storage writes (record rows, index entries,
+//! count deltas, cursors) that an [`Engine`] carries out inside one transaction. An engine
+//! stores and reads; it decides nothing.
+
+mod accounts;
+mod bulk;
+mod queries;
+mod writer;
+
+pub(crate) use writer::{WriteJob, spawn_writer};
+
+use crate::{ApplyReport, CatalogResult, Change, CursorPosition, IndexKeys, QueryId, Upsert};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// What an engine holds for a uri: a record version or a tombstone.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub rev: String,
+    pub collection: String,
+    /// A record, not a tombstone.
+    pub live: bool,
+    /// The keys the version was filed under (or would be, for a hidden account's record).
+    pub keys: IndexKeys,
+}
+
+/// A live record as filed: what account changes move in and out of the index.
+#[derive(Debug, Clone)]
+pub struct Filed {
+    pub uri: String,
+    pub collection: String,
+    pub keys: IndexKeys,
+}
+
+/// One row a plan writes.
+#[derive(Debug)]
+pub enum RecordWrite<'a> {
+    /// The record version replaces whatever the uri held.
+    Upsert(&'a Upsert),
+    /// The uri's record is gone; its revision stays.
+    Tombstone {
+        uri: &'a str,
+        collection: &'a str,
+        rev: &'a str,
+    },
+    /// Only the keys a stored record is filed under change (a query rebuilt).
+    Keys { uri: String, keys: IndexKeys },
+}
+
+/// An account's status as stored: `Some(status)` inactive, `None` active again.
+#[derive(Debug)]
+pub struct AccountWrite {
+    pub did: String,
+    pub inactive: Option<String>,
+}
+
+/// The storage writes of one commit, in the order an engine carries them out: records, then
+/// the repository removal, index entries (after records, so new rows exist to point at),
+/// counts, cursors and the account status.
+#[derive(Debug, Default)]
+pub struct Plan<'a> {
+    /// At most one per uri, in uri order.
+    pub records: Vec<RecordWrite<'a>>,
+    /// Every record of this repository DID is removed, tombstones included.
+    pub remove_repository: Option<String>,
+    /// Index entries by (query, key, uri): `true` files the record there, `false` takes it
+    /// out. In key order, so an engine walks each index once.
+    pub index: BTreeMap<(QueryId, String, String), bool>,
+    /// Record count deltas per (query, key); a count that reaches zero is removed.
+    pub query_counts: BTreeMap<(QueryId, String), i64>,
+    /// Record count deltas per collection.
+    pub kind_counts: BTreeMap<String, i64>,
+    pub cursors: Vec<&'a CursorPosition>,
+    pub account: Option<AccountWrite>,
+    /// The (query, key) pairs whose answers change (a record's text may change under keys
+    /// that stay), for the change clock once committed.
+    pub touched: IndexKeys,
+}
+
+impl Plan<'_> {
+    /// Moves a record's index entries and counts from its old keys to its new ones.
+    fn refile(&mut self, uri: &str, old: &IndexKeys, new: &IndexKeys) {
+        self.touched.extend(old.iter().cloned());
+        self.touched.extend(new.iter().cloned());
+        for (query, key) in old.difference(new) {
+            self.index
+                .insert((query.clone(), key.clone(), uri.to_string()), false);
+            *self
+                .query_counts
+                .entry((query.clone(), key.clone()))
+                .or_default() -= 1;
+        }
+        for (query, key) in new.difference(old) {
+            self.index
+                .insert((query.clone(), key.clone(), uri.to_string()), true);
+            *self
+                .query_counts
+                .entry((query.clone(), key.clone()))
+                .or_default() += 1;
+        }
+    }
+
+    fn count_kind(&mut self, collection: &str, delta: i64) {
+        *self.kind_counts.entry(collection.to_string()).or_default() += delta;
+    }
+}
+
+/// The storage primitives an engine offers the rules, all on the writer's thread. `begin` and
+/// `commit` bracket one transaction; reads inside it see its own writes.
+pub trait Engine: Send + 'static {
+    fn begin(&mut self) -> CatalogResult<()>;
+    fn commit(&mut self) -> CatalogResult<()>;
+    /// Abandons the open transaction, if any.
+    fn rollback(&mut self);
+
+    /// What each of these uris holds, for those that hold anything.
+    fn stored(&mut self, uris: &[&str]) -> CatalogResult<HashMap<String, Stored>>;
+    fn write(&mut self, plan: &Plan<'_>) -> CatalogResult<()>;
+    /// The live records of one repository.
+    fn repository(&mut self, did: &str) -> CatalogResult<Vec<Filed>>;
+    /// Live records of one collection whose uri sorts after `after`, in uri order, with their
+    /// JSON text, at most `limit`.
+    fn records_of_kind(
+        &mut self,
+        collection: &str,
+        after: &str,
+        limit: usize,
+    ) -> CatalogResult<Vec<(Filed, String)>>;
+
+    /// The queries known to storage, with the fingerprint of the definition their keys follow.
+    fn queries(&mut self) -> CatalogResult<Vec<(QueryId, String)>>;
+    /// Records a query as new or redefined: none of its index entries or counts remain.
+    fn define_query(&mut self, query: &QueryId, fingerprint: &str) -> CatalogResult<()>;
+    /// Forgets a query that left the specification, with its entries and counts.
+    fn drop_query(&mut self, query: &QueryId) -> CatalogResult<()>;
+    /// Accounts stored as inactive or deleted.
+    fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>>;
+
+    /// Whether no uri holds anything, not even a tombstone.
+    fn is_empty(&mut self) -> CatalogResult<bool>;
+    /// Gets ready to stage a bulk load into the empty catalog (outside any transaction).
+    fn begin_bulk(&mut self) -> CatalogResult<()>;
+    /// Stages changes of a bulk load in arrival order, in a transaction of its own.
+    fn stage(&mut self, changes: &[&Change]) -> CatalogResult<()>;
+    /// Inside the settling transaction: makes the staged uris unique; `false` when a uri was
+    /// staged more than once (and nothing changed).
+    fn staged_unique(&mut self) -> CatalogResult<bool>;
+    /// Inside the settling transaction: every staged version in uri order, arrival order
+    /// within a uri.
+    fn staged_versions(&mut self) -> CatalogResult<Vec<StagedVersion>>;
+    /// Inside the settling transaction: removes these staged versions; the rest are unique.
+    fn remove_staged(&mut self, superseded: &[i64]) -> CatalogResult<()>;
+    /// Inside the settling transaction: files every settled record under its keys and sets
+    /// the counts (kind counts as given).
+    fn index_staged(&mut self, kinds: &BTreeMap<String, i64>) -> CatalogResult<()>;
+    /// After the bulk load, settled or abandoned (outside any transaction).
+    fn end_bulk(&mut self, settled: bool) -> CatalogResult<()>;
+    /// Empties the catalog of a bulk load that did not settle; `true` when there was one.
+    fn recover_bulk(&mut self) -> CatalogResult<bool>;
+}
+
+/// A staged version of a bulk load.
+#[derive(Debug, Clone)]
+pub struct StagedVersion {
+    /// The engine's handle of the staged row.
+    pub row: i64,
+    pub uri: String,
+    pub rev: String,
+    pub collection: String,
+    pub live: bool,
+}
+
+/// The DID of an at-uri (its authority).
+pub(crate) fn did_of(uri: &str) -> &str {
+    let rest = uri.strip_prefix("at://").unwrap_or(uri);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+/// What one uri holds while a group is planned.
+struct Standing {
+    rev: String,
+    collection: String,
+    live: bool,
+    keys: IndexKeys,
+}
+
+/// Plans a group of batches: each uri's changes in arrival order against what it holds, the
+/// stale ones counted and dropped, one row write per uri for the last that applied.
+pub(crate) fn plan_group<'a>(
+    engine: &mut dyn Engine,
+    inactive: &HashSet<String>,
+    jobs: &[(&'a [Change], Option<&'a CursorPosition>)],
+) -> CatalogResult<(Plan<'a>, Vec<ApplyReport>)> {
+    let mut reports = vec![ApplyReport::default(); jobs.len()];
+    // In uri order (a stable sort keeps each uri's changes in arrival order), so the engine
+    // walks its uri index once; the outcome does not depend on the order across uris.
+    let mut order: Vec<(usize, &'a Change)> = jobs
+        .iter()
+        .enumerate()
+        .flat_map(|(job, (changes, _))| changes.iter().map(move |change| (job, change)))
+        .collect();
+    order.sort_by(|a, b| a.1.uri().cmp(b.1.uri()));
+    let mut uris: Vec<&str> = order.iter().map(|(_, c)| c.uri()).collect();
+    uris.dedup();
+    let mut stored = engine.stored(&uris)?;
+    let mut plan = Plan::default();
+    let mut at = 0;
+    while at < order.len() {
+        let uri = order[at].1.uri();
+        let end = at
+            + order[at..]
+                .iter()
+                .take_while(|(_, c)| c.uri() == uri)
+                .count();
+        let before = stored.remove(uri).map(|s| Standing {
+            rev: s.rev,
+            collection: s.collection,
+            live: s.live,
+            keys: s.keys,
+        });
+        let mut last: Option<&'a Change> = None;
+        let mut rev: Option<&str> = before.as_ref().map(|s| s.rev.as_str());
+        for (job, change) in &order[at..end] {
+            let change_rev = match change {
+                Change::Upsert(u) => u.rev.as_str(),
+                Change::Delete { rev, .. } => rev.as_str(),
+            };
+            if rev.is_some_and(|standing| standing > change_rev) {
+                reports[*job].stale += 1;
+            } else {
+                reports[*job].applied += 1;
+                rev = Some(change_rev);
+                last = Some(change);
+            }
+        }
+        if let Some(change) = last {
+            plan_change(&mut plan, inactive, before.as_ref(), change);
+        }
+        at = end;
+    }
+    for (_, cursor) in jobs {
+        if let Some(cursor) = cursor {
+            plan.cursors.push(cursor);
+        }
+    }
+    Ok((plan, reports))
+}
+
+/// One uri's row write, index entries and counts, from what it held to its last change.
+fn plan_change<'a>(
+    plan: &mut Plan<'a>,
+    inactive: &HashSet<String>,
+    before: Option<&Standing>,
+    change: &'a Change,
+) {
+    let empty = IndexKeys::new();
+    let (write, collection, keys, live) = match change {
+        Change::Upsert(u) => (RecordWrite::Upsert(u), &u.collection, &u.keys, true),
+        Change::Delete {
+            uri,
+            collection,
+            rev,
+        } => (
+            RecordWrite::Tombstone {
+                uri,
+                collection,
+                rev,
+            },
+            collection,
+            &empty,
+            false,
+        ),
+    };
+    plan.records.push(write);
+    // An inactive account's records are stored but stay out of the index and the counts.
+    if inactive.contains(did_of(change.uri())) {
+        return;
+    }
+    if let Some(before) = before.filter(|b| b.live) {
+        plan.count_kind(&before.collection, -1);
+    }
+    if live {
+        plan.count_kind(collection, 1);
+    }
+    let old = before.map(|b| &b.keys).unwrap_or(&empty);
+    plan.refile(change.uri(), old, keys);
+}

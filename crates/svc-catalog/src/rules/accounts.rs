@@ -1,0 +1,65 @@
+//! Account status: an inactive account's records stay stored, with their keys, but leave the
+//! index and the counts; reactivation files them again; deletion removes them.
+
+use super::{AccountWrite, Engine, Plan, writer::Writer};
+use crate::{AccountStatus, CatalogError, CatalogResult, IndexKeys};
+
+impl<E: Engine> Writer<E> {
+    pub(super) fn set_account(&mut self, did: &str, status: &AccountStatus) -> CatalogResult<()> {
+        if self.bulk.is_some() {
+            return Err(CatalogError::Storage(
+                "an account change cannot join a bulk load".into(),
+            ));
+        }
+        let was_inactive = self.inactive.contains(did);
+        let now_inactive = !matches!(status, AccountStatus::Active);
+        self.in_transaction(|engine, _| {
+            let mut plan = Plan::default();
+            if was_inactive != now_inactive {
+                file_repository(engine, did, !now_inactive, &mut plan)?;
+            }
+            plan.account = Some(AccountWrite {
+                did: did.to_string(),
+                inactive: match status {
+                    AccountStatus::Active => None,
+                    AccountStatus::Inactive(reason) => Some(reason.clone()),
+                    // The account stays on record as deleted: a late event for it (a backfill
+                    // page read before the deletion) is stored out of sight, not served.
+                    AccountStatus::Deleted => Some("deleted".to_string()),
+                },
+            });
+            if *status == AccountStatus::Deleted {
+                plan.remove_repository = Some(did.to_string());
+            }
+            engine.write(&plan)?;
+            Ok((plan, ()))
+        })?;
+        if now_inactive {
+            self.inactive.insert(did.to_string());
+        } else {
+            self.inactive.remove(did);
+        }
+        Ok(())
+    }
+}
+
+/// Files every live record of a repository under its keys (`file = true`) or takes them all
+/// out of the index (`false`), with the counts.
+fn file_repository(
+    engine: &mut dyn Engine,
+    did: &str,
+    file: bool,
+    plan: &mut Plan<'_>,
+) -> CatalogResult<()> {
+    let empty = IndexKeys::new();
+    for record in engine.repository(did)? {
+        if file {
+            plan.refile(&record.uri, &empty, &record.keys);
+            plan.count_kind(&record.collection, 1);
+        } else {
+            plan.refile(&record.uri, &record.keys, &empty);
+            plan.count_kind(&record.collection, -1);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! Query registration at start: each query's keys follow the definition they were built from
+//! (its fingerprint). A query that is new or whose definition changed gets its keys rebuilt
+//! from the stored records; the keys of a query no longer specified are dropped.
+
+use super::{Engine, Plan, RecordWrite, did_of};
+use crate::{CatalogResult, Query, QuerySet};
+use serde_json::Value;
+use std::collections::HashSet;
+
+/// Records read and refiled per step of a rebuild.
+const REBUILD_CHUNK: usize = 10_000;
+
+pub(super) fn register(
+    engine: &mut dyn Engine,
+    queries: &QuerySet,
+    inactive: &HashSet<String>,
+) -> CatalogResult<()> {
+    let stored = engine.queries()?;
+    engine.begin()?;
+    let outcome = (|| {
+        for (id, _) in &stored {
+            if queries.get(id).is_none() {
+                engine.drop_query(id)?;
+            }
+        }
+        for query in queries.all() {
+            let fingerprint = query.fingerprint();
+            let current = stored
+                .iter()
+                .any(|(id, known)| id == query.id() && *known == fingerprint);
+            if !current {
+                engine.define_query(query.id(), &fingerprint)?;
+                rebuild(engine, query, inactive)?;
+            }
+        }
+        engine.commit()
+    })();
+    if outcome.is_err() {
+        engine.rollback();
+    }
+    outcome
+}
+
+/// Files every stored record of the query's kind under the query's keys, in chunks of uris.
+/// An inactive account's records get their keys stored but stay out of the index.
+fn rebuild(
+    engine: &mut dyn Engine,
+    query: &Query,
+    inactive: &HashSet<String>,
+) -> CatalogResult<()> {
+    let mut after = String::new();
+    loop {
+        let rows = engine.records_of_kind(query.kind(), &after, REBUILD_CHUNK)?;
+        let Some(last) = rows.last().map(|(filed, _)| filed.uri.clone()) else {
+            return Ok(());
+        };
+        let mut plan = Plan::default();
+        for (filed, text) in rows {
+            let keys: Vec<String> = serde_json::from_str::<Value>(&text)
+                .map(|record| query.index_keys(&record))
+                .unwrap_or_default();
+            let mut all = filed.keys.clone();
+            all.retain(|(id, _)| id != query.id());
+            let mine: crate::IndexKeys =
+                keys.into_iter().map(|k| (query.id().clone(), k)).collect();
+            if !inactive.contains(did_of(&filed.uri)) {
+                plan.refile(&filed.uri, &crate::IndexKeys::new(), &mine);
+            }
+            all.extend(mine);
+            plan.records.push(RecordWrite::Keys {
+                uri: filed.uri,
+                keys: all,
+            });
+        }
+        engine.write(&plan)?;
+        after = last;
+    }
+}

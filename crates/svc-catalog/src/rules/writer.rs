@@ -1,0 +1,224 @@
+//! The single writer: a thread that owns the engine's write side, applies batches in one
+//! transaction each (several queued batches share one commit), and bumps the change clock
+//! only after a commit.
+
+use super::{Engine, Plan, bulk::BulkLoad, plan_group};
+use crate::{
+    AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
+};
+use std::collections::HashSet;
+use std::sync::{Arc, mpsc};
+use tokio::sync::oneshot;
+
+pub(crate) enum WriteJob {
+    Apply {
+        changes: Vec<Change>,
+        cursor: Option<CursorPosition>,
+        reply: oneshot::Sender<CatalogResult<ApplyReport>>,
+    },
+    BeginBulk {
+        reply: oneshot::Sender<CatalogResult<bool>>,
+    },
+    FinishBulk {
+        cursor: Option<CursorPosition>,
+        reply: oneshot::Sender<CatalogResult<ApplyReport>>,
+    },
+    Account {
+        did: String,
+        status: AccountStatus,
+        reply: oneshot::Sender<CatalogResult<()>>,
+    },
+}
+
+/// An apply job waiting in a group commit.
+type QueuedApply = (
+    Vec<Change>,
+    Option<CursorPosition>,
+    oneshot::Sender<CatalogResult<ApplyReport>>,
+);
+
+/// Queued batches merged into one commit, at most this many changes.
+const GROUP_COMMIT_CHANGES: usize = 100_000;
+
+pub(crate) struct Writer<E: Engine> {
+    pub(super) engine: E,
+    pub(super) clock: Arc<ChangeClock>,
+    /// Accounts whose records are out of the index.
+    pub(super) inactive: HashSet<String>,
+    /// What a bulk load has staged, when one is under way.
+    pub(super) bulk: Option<BulkLoad>,
+}
+
+/// Readies the catalog behind an engine (an interrupted bulk load undone, query keys rebuilt
+/// where the specification changed) and starts its writer thread.
+pub(crate) fn spawn_writer<E: Engine>(
+    mut engine: E,
+    queries: &crate::QuerySet,
+    clock: Arc<ChangeClock>,
+) -> CatalogResult<mpsc::Sender<WriteJob>> {
+    if engine.recover_bulk()? {
+        tracing::warn!("an interrupted bulk load was rolled back; the catalog is empty");
+    }
+    let inactive = engine.inactive_accounts()?;
+    super::queries::register(&mut engine, queries, &inactive)?;
+    let writer = Writer {
+        engine,
+        clock,
+        inactive,
+        bulk: None,
+    };
+    let (sender, receiver) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("catalog-writer".into())
+        .spawn(move || writer.run(receiver))
+        .map_err(|e| CatalogError::Storage(e.to_string()))?;
+    Ok(sender)
+}
+
+/// Fails every batch queued behind one that failed: a later batch must not commit a cursor
+/// past changes that never landed. Whoever sent them learns of the failure and resends from
+/// the stored cursor. Returns the first job that is not a batch, to run next.
+fn fail_queued_applies(jobs: &mpsc::Receiver<WriteJob>) -> Option<WriteJob> {
+    while let Ok(job) = jobs.try_recv() {
+        match job {
+            WriteJob::Apply { reply, .. } => {
+                let _ = reply.send(Err(CatalogError::Storage(
+                    "not written: a batch queued before it failed".into(),
+                )));
+            }
+            other => return Some(other),
+        }
+    }
+    None
+}
+
+/// Takes queued batches behind the first, up to the group size; returns the job that ended
+/// the group, if it was not a batch.
+fn gather(
+    first: QueuedApply,
+    jobs: &mpsc::Receiver<WriteJob>,
+) -> (Vec<QueuedApply>, Option<WriteJob>) {
+    let mut size = first.0.len();
+    let mut group = vec![first];
+    while size < GROUP_COMMIT_CHANGES {
+        match jobs.try_recv() {
+            Ok(WriteJob::Apply {
+                changes,
+                cursor,
+                reply,
+            }) => {
+                size += changes.len();
+                group.push((changes, cursor, reply));
+            }
+            Ok(other) => return (group, Some(other)),
+            Err(_) => break,
+        }
+    }
+    (group, None)
+}
+
+impl<E: Engine> Writer<E> {
+    fn run(mut self, jobs: mpsc::Receiver<WriteJob>) {
+        let mut held: Option<WriteJob> = None;
+        while let Some(job) = held.take().or_else(|| jobs.recv().ok()) {
+            match job {
+                WriteJob::Apply {
+                    changes,
+                    cursor,
+                    reply,
+                } => {
+                    let (group, next) = gather((changes, cursor, reply), &jobs);
+                    held = next;
+                    if !self.apply_group(group) && held.is_none() {
+                        held = fail_queued_applies(&jobs);
+                    }
+                }
+                WriteJob::Account { did, status, reply } => {
+                    let _ = reply.send(self.set_account(&did, &status));
+                }
+                WriteJob::BeginBulk { reply } => {
+                    let _ = reply.send(self.begin_bulk());
+                }
+                WriteJob::FinishBulk { cursor, reply } => {
+                    let outcome = self.finish_bulk(cursor);
+                    if outcome.is_ok() {
+                        self.clock.touch_all();
+                    }
+                    let _ = reply.send(outcome);
+                }
+            }
+        }
+    }
+
+    /// Whether the group committed.
+    fn apply_group(&mut self, group: Vec<QueuedApply>) -> bool {
+        let jobs: Vec<(&[Change], Option<&CursorPosition>)> = group
+            .iter()
+            .map(|(changes, cursor, _)| (changes.as_slice(), cursor.as_ref()))
+            .collect();
+        let outcome = if self.bulk.is_some() {
+            self.stage(&jobs)
+        } else {
+            self.commit_group(&jobs)
+        };
+        match outcome {
+            Ok(reports) => {
+                for ((_, _, reply), report) in group.into_iter().zip(reports) {
+                    let _ = reply.send(Ok(report));
+                }
+                true
+            }
+            Err(error) => {
+                for (_, _, reply) in group {
+                    let _ = reply.send(Err(error.clone()));
+                }
+                false
+            }
+        }
+    }
+
+    fn commit_group(
+        &mut self,
+        jobs: &[(&[Change], Option<&CursorPosition>)],
+    ) -> CatalogResult<Vec<ApplyReport>> {
+        let reports = self.in_transaction(|engine, inactive| {
+            let (plan, reports) = plan_group(engine, inactive, jobs)?;
+            engine.write(&plan)?;
+            Ok((plan, reports))
+        })?;
+        Ok(reports)
+    }
+
+    /// Runs `work` in one transaction, rolled back if it fails; publishes the committed plan's
+    /// changes to the clock.
+    pub(super) fn in_transaction<'a, T>(
+        &mut self,
+        work: impl FnOnce(&mut E, &HashSet<String>) -> CatalogResult<(Plan<'a>, T)>,
+    ) -> CatalogResult<T> {
+        self.engine.begin()?;
+        let outcome = work(&mut self.engine, &self.inactive).and_then(|done| {
+            self.engine.commit()?;
+            Ok(done)
+        });
+        match outcome {
+            Ok((plan, value)) => {
+                self.publish(&plan);
+                Ok(value)
+            }
+            Err(error) => {
+                self.engine.rollback();
+                Err(error)
+            }
+        }
+    }
+
+    /// Readers may cache against the clock: bump it only after the commit.
+    fn publish(&self, plan: &Plan<'_>) {
+        for (query, key) in &plan.touched {
+            self.clock.touch_key(query, key);
+        }
+        if plan.kind_counts.values().any(|delta| *delta != 0) {
+            self.clock.touch_kinds();
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The SQLite engine's write side: the storage primitives the catalog's rules call, on the
+//! one write connection. Index entries point at record rowids, so a read joins on integers.
+
+use crate::keys_column::QueryIds;
+use crate::rules::{Engine, Filed, Plan, RecordWrite, StagedVersion, Stored};
+use crate::{CatalogResult, Change, QueryId};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+pub(crate) struct SqliteEngine {
+    pub(super) conn: Connection,
+    pub(super) ids: QueryIds,
+}
+
+pub(super) fn now_ms() -> i64 {
+    svc_syntax::now_unix_micros() / 1000
+}
+
+/// The uri range of one repository: `at://<did>/` up to (not including) `at://<did>0`.
+pub(super) fn repository_range(did: &str) -> (String, String) {
+    (format!("at://{did}/"), format!("at://{did}0"))
+}
+
+const UPSERT: &str = "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (uri) DO UPDATE SET \
+     collection = excluded.collection, author = excluded.author, rev = excluded.rev, cid = excluded.cid, \
+     record = excluded.record, keys = excluded.keys, indexed_at = excluded.indexed_at RETURNING rowid";
+
+const TOMBSTONE: &str = "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
+     VALUES (?1, ?2, ?3, ?4, NULL, NULL, '[]', ?5) ON CONFLICT (uri) DO UPDATE SET \
+     rev = excluded.rev, cid = NULL, record = NULL, keys = '[]', indexed_at = excluded.indexed_at RETURNING rowid";
+
+impl SqliteEngine {
+    /// Writes the plan's record rows; returns the rowid of each uri written.
+    fn write_records<'p>(&self, plan: &'p Plan<'_>) -> CatalogResult<HashMap<&'p str, i64>> {
+        let now = now_ms();
+        let mut rowids = HashMap::with_capacity(plan.records.len());
+        for write in &plan.records {
+            let (uri, rowid) = match write {
+                RecordWrite::Upsert(u) => {
+                    let keys = self.ids.encode(&u.keys);
+                    let rowid = self.conn.prepare_cached(UPSERT)?.query_row(
+                        params![
+                            u.uri,
+                            u.collection,
+                            u.author,
+                            u.rev,
+                            u.cid,
+                            u.record_json,
+                            keys,
+                            now
+                        ],
+                        |r| r.get(0),
+                    )?;
+                    (u.uri.as_str(), rowid)
+                }
+                RecordWrite::Tombstone {
+                    uri,
+                    collection,
+                    rev,
+                } => {
+                    let author = crate::rules::did_of(uri);
+                    let rowid = self
+                        .conn
+                        .prepare_cached(TOMBSTONE)?
+                        .query_row(params![uri, collection, author, rev, now], |r| r.get(0))?;
+                    (*uri, rowid)
+                }
+                RecordWrite::Keys { uri, keys } => {
+                    let rowid = self
+                        .conn
+                        .prepare_cached(
+                            "UPDATE records SET keys = ?2 WHERE uri = ?1 RETURNING rowid",
+                        )?
+                        .query_row(params![uri, self.ids.encode(keys)], |r| r.get(0))?;
+                    (uri.as_str(), rowid)
+                }
+            };
+            rowids.insert(uri, rowid);
+        }
+        Ok(rowids)
+    }
+
+    fn write_index(&self, plan: &Plan<'_>, rowids: &HashMap<&str, i64>) -> CatalogResult<()> {
+        let mut delete = self
+            .conn
+            .prepare_cached("DELETE FROM query_keys WHERE qid = ?1 AND key = ?2 AND uri = ?3")?;
+        let mut insert = self.conn.prepare_cached(
+            "INSERT OR IGNORE INTO query_keys (qid, key, uri, rid) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        let mut rowid_of = self
+            .conn
+            .prepare_cached("SELECT rowid FROM records WHERE uri = ?1")?;
+        for ((query, key, uri), file) in &plan.index {
+            let qid = self.ids.qid(query)?;
+            if *file {
+                let rowid = match rowids.get(uri.as_str()) {
+                    Some(rowid) => *rowid,
+                    None => rowid_of.query_row([uri], |r| r.get::<_, i64>(0))?,
+                };
+                insert.execute(params![qid, key, uri, rowid])?;
+            } else {
+                delete.execute(params![qid, key, uri])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_counts(&self, plan: &Plan<'_>) -> CatalogResult<()> {
+        let mut add = self.conn.prepare_cached(
+            "INSERT INTO query_counts (qid, key, n) VALUES (?1, ?2, ?3) ON CONFLICT (qid, key) DO UPDATE SET n = n + excluded.n",
+        )?;
+        let mut prune = self
+            .conn
+            .prepare_cached("DELETE FROM query_counts WHERE qid = ?1 AND key = ?2 AND n <= 0")?;
+        for ((query, key), delta) in plan.query_counts.iter().filter(|(_, d)| **d != 0) {
+            let qid = self.ids.qid(query)?;
+            add.execute(params![qid, key, delta])?;
+            if *delta < 0 {
+                prune.execute(params![qid, key])?;
+            }
+        }
+        let mut add_kind = self.conn.prepare_cached(
+            "INSERT INTO kind_counts (collection, n) VALUES (?1, ?2) ON CONFLICT (collection) DO UPDATE SET n = n + excluded.n",
+        )?;
+        let mut prune_kind = self
+            .conn
+            .prepare_cached("DELETE FROM kind_counts WHERE collection = ?1 AND n <= 0")?;
+        for (collection, delta) in plan.kind_counts.iter().filter(|(_, d)| **d != 0) {
+            add_kind.execute(params![collection, delta])?;
+            if *delta < 0 {
+                prune_kind.execute([collection])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_status(&self, plan: &Plan<'_>) -> CatalogResult<()> {
+        for cursor in &plan.cursors {
+            self.conn.prepare_cached(
+                "INSERT OR REPLACE INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![cursor.source, cursor.endpoint, cursor.cursor, cursor.event_time_us, now_ms()])?;
+        }
+        if let Some(account) = &plan.account {
+            match &account.inactive {
+                Some(status) => self.conn.execute(
+                    "INSERT OR REPLACE INTO inactive_accounts (did, status, updated_at) VALUES (?1, ?2, ?3)",
+                    params![account.did, status, now_ms()],
+                )?,
+                None => self
+                    .conn
+                    .execute("DELETE FROM inactive_accounts WHERE did = ?1", [&account.did])?,
+            };
+        }
+        Ok(())
+    }
+}
+
+impl Engine for SqliteEngine {
+    fn begin(&mut self) -> CatalogResult<()> {
+        // Immediate: take the write lock now, so a checkpoint holding it makes this wait
+        // (busy timeout) instead of failing later on a stale snapshot.
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> CatalogResult<()> {
+        self.conn.execute_batch("COMMIT")?;
+        Ok(())
+    }
+
+    fn rollback(&mut self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
+    fn stored(&mut self, uris: &[&str]) -> CatalogResult<HashMap<String, Stored>> {
+        let mut found = HashMap::new();
+        let mut lookup = self.conn.prepare_cached(
+            "SELECT rev, collection, record IS NOT NULL, keys FROM records WHERE uri = ?1",
+        )?;
+        for uri in uris {
+            let row = lookup
+                .query_row([uri], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                })
+                .optional()?;
+            if let Some((rev, collection, live, keys)) = row {
+                let keys = self.ids.decode(&keys);
+                found.insert(
+                    uri.to_string(),
+                    Stored {
+                        rev,
+                        collection,
+                        live,
+                        keys,
+                    },
+                );
+            }
+        }
+        Ok(found)
+    }
+
+    fn write(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+        let rowids = self.write_records(plan)?;
+        if let Some(did) = &plan.remove_repository {
+            let (from, to) = repository_range(did);
+            self.conn.execute(
+                "DELETE FROM records WHERE uri >= ?1 AND uri < ?2",
+                params![from, to],
+            )?;
+        }
+        self.write_index(plan, &rowids)?;
+        self.write_counts(plan)?;
+        self.write_status(plan)
+    }
+
+    fn repository(&mut self, did: &str) -> CatalogResult<Vec<Filed>> {
+        let (from, to) = repository_range(did);
+        let mut scan = self.conn.prepare_cached(
+            "SELECT uri, collection, keys FROM records WHERE uri >= ?1 AND uri < ?2 AND record IS NOT NULL",
+        )?;
+        let rows = scan.query_map(params![from, to], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut filed = Vec::new();
+        for row in rows {
+            let (uri, collection, keys) = row?;
+            filed.push(Filed {
+                uri,
+                collection,
+                keys: self.ids.decode(&keys),
+            });
+        }
+        Ok(filed)
+    }
+
+    fn records_of_kind(
+        &mut self,
+        collection: &str,
+        after: &str,
+        limit: usize,
+    ) -> CatalogResult<Vec<(Filed, String)>> {
+        let mut scan = self.conn.prepare_cached(
+            "SELECT uri, keys, record FROM records WHERE uri > ?1 AND collection = ?2 AND record IS NOT NULL ORDER BY uri LIMIT ?3",
+        )?;
+        let rows = scan.query_map(params![after, collection, limit as i64], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut found = Vec::new();
+        for row in rows {
+            let (uri, keys, text) = row?;
+            let keys = self.ids.decode(&keys);
+            found.push((
+                Filed {
+                    uri,
+                    collection: collection.to_string(),
+                    keys,
+                },
+                text,
+            ));
+        }
+        Ok(found)
+    }
+
+    fn queries(&mut self) -> CatalogResult<Vec<(QueryId, String)>> {
+        let mut stmt = self.conn.prepare("SELECT name, fingerprint FROM queries")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut known = Vec::new();
+        for row in rows {
+            let (name, fingerprint) = row?;
+            known.push((QueryId::new(&name), fingerprint));
+        }
+        Ok(known)
+    }
+
+    fn define_query(&mut self, query: &QueryId, fingerprint: &str) -> CatalogResult<()> {
+        self.drop_query(query)?;
+        // A fresh id, never used before: keys columns still naming the old one read as none.
+        let qid: i64 = self.conn.query_row(
+            "SELECT max(coalesce((SELECT max(qid) FROM queries), 0), coalesce((SELECT max(qid) FROM retired_queries), 0)) + 1",
+            [],
+            |r| r.get(0),
+        )?;
+        self.conn.execute(
+            "INSERT INTO queries (qid, name, fingerprint) VALUES (?1, ?2, ?3)",
+            params![qid, query.as_str(), fingerprint],
+        )?;
+        self.ids.insert(query.clone(), qid);
+        Ok(())
+    }
+
+    fn drop_query(&mut self, query: &QueryId) -> CatalogResult<()> {
+        let qid: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT qid FROM queries WHERE name = ?1",
+                [query.as_str()],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(qid) = qid {
+            self.conn
+                .execute("DELETE FROM query_keys WHERE qid = ?1", [qid])?;
+            self.conn
+                .execute("DELETE FROM query_counts WHERE qid = ?1", [qid])?;
+            self.conn
+                .execute("DELETE FROM queries WHERE qid = ?1", [qid])?;
+            self.conn.execute(
+                "INSERT OR IGNORE INTO retired_queries (qid) VALUES (?1)",
+                [qid],
+            )?;
+        }
+        self.ids.remove(query);
+        Ok(())
+    }
+
+    fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>> {
+        let mut stmt = self.conn.prepare("SELECT did FROM inactive_accounts")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn is_empty(&mut self) -> CatalogResult<bool> {
+        Ok(self
+            .conn
+            .query_row("SELECT NOT EXISTS (SELECT 1 FROM records)", [], |r| {
+                r.get(0)
+            })?)
+    }
+
+    fn begin_bulk(&mut self) -> CatalogResult<()> {
+        super::bulk::begin(&self.conn)
+    }
+
+    fn stage(&mut self, changes: &[&Change]) -> CatalogResult<()> {
+        super::bulk::stage(&mut self.conn, &self.ids, changes)
+    }
+
+    fn staged_unique(&mut self) -> CatalogResult<bool> {
+        super::bulk::make_unique(&self.conn)
+    }
+
+    fn staged_versions(&mut self) -> CatalogResult<Vec<StagedVersion>> {
+        super::bulk::versions(&self.conn)
+    }
+
+    fn remove_staged(&mut self, superseded: &[i64]) -> CatalogResult<()> {
+        let mut delete = self.conn.prepare("DELETE FROM records WHERE rowid = ?1")?;
+        for rowid in superseded {
+            delete.execute([rowid])?;
+        }
+        Ok(())
+    }
+
+    fn index_staged(&mut self, kinds: &BTreeMap<String, i64>) -> CatalogResult<()> {
+        super::bulk::index(&self.conn, kinds)
+    }
+
+    fn end_bulk(&mut self, settled: bool) -> CatalogResult<()> {
+        super::writer_settings(&self.conn)?;
+        self.conn.execute_batch("PRAGMA shrink_memory")?;
+        if settled && let Some(path) = self.conn.path() {
+            super::checkpoint::spawn(path.into(), super::checkpoint::After::BulkLoad);
+        }
+        Ok(())
+    }
+
+    fn recover_bulk(&mut self) -> CatalogResult<bool> {
+        super::bulk::recover_interrupted(&self.conn)
+    }
+}
