@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 struct Fixture {
     _dir: tempfile::TempDir,
+    db: String,
     server: Server,
     uris: HashMap<&'static str, String>,
 }
@@ -26,8 +27,9 @@ impl Fixture {
     }
 }
 
-fn fixture() -> Fixture {
+fn fixture(backend: Backend) -> Option<Fixture> {
     let dir = tempfile::tempdir().unwrap();
+    let db = backend.fresh_db(dir.path())?;
     let mut e = Events::new();
     let mut uris = HashMap::new();
     let (a, b) = ("did:plc:alice", "did:plc:bob");
@@ -209,20 +211,29 @@ fn fixture() -> Fixture {
         vocab("colors", "closed-with-default"),
     );
     let path = e.write(&dir.path().join("events.jsonl"));
-    let server = Server::start(
-        &dir.path().join("catalog.db"),
-        &["--import", path.to_str().unwrap()],
-    );
-    Fixture {
+    let server = Server::start(&db, &["--import", path.to_str().unwrap()]);
+    Some(Fixture {
         _dir: dir,
+        db,
         server,
         uris,
-    }
+    })
 }
 
-#[test]
-fn every_query_answers_at_both_paths_with_the_contract_filters() {
-    let f = fixture();
+each_backend!(
+    every_query_answers_at_both_paths_with_the_contract_filters,
+    bad_parameters_are_400_with_a_json_body_naming_them,
+    paging_by_limit_offset_and_cursor,
+    unknown_paths_and_methods_answer_json,
+    sufficiency_counts_holding_verifications_per_kind,
+    stats_health_readiness_metrics_openapi_and_cors,
+    list_answers_are_gzipped_for_clients_that_accept_it,
+    concurrent_misses_on_one_key_share_one_build,
+    without_the_cache_every_answer_is_built_and_goes_out_plain,
+);
+
+fn every_query_answers_at_both_paths_with_the_contract_filters(backend: Backend) {
+    let Some(f) = fixture(backend) else { return };
     let s = &f.server;
     let cases: Vec<(&str, &str, String, Vec<&str>)> = vec![
         (
@@ -365,9 +376,8 @@ fn every_query_answers_at_both_paths_with_the_contract_filters() {
     );
 }
 
-#[test]
-fn bad_parameters_are_400_with_a_json_body_naming_them() {
-    let f = fixture();
+fn bad_parameters_are_400_with_a_json_body_naming_them(backend: Backend) {
+    let Some(f) = fixture(backend) else { return };
     let cases = [
         ("/v1/bounties/by-requester", "requester_did"),
         (
@@ -430,9 +440,8 @@ fn bad_parameters_are_400_with_a_json_body_naming_them() {
     }
 }
 
-#[test]
-fn paging_by_limit_offset_and_cursor() {
-    let f = fixture();
+fn paging_by_limit_offset_and_cursor(backend: Backend) {
+    let Some(f) = fixture(backend) else { return };
     let s = &f.server;
     let all = s.uris("/v1/bounties/open");
     assert_eq!(all.len(), 4);
@@ -510,9 +519,8 @@ fn paging_by_limit_offset_and_cursor() {
     assert_eq!(s.uris("/v1/bounties/open?colour=blue"), all);
 }
 
-#[test]
-fn unknown_paths_and_methods_answer_json() {
-    let f = fixture();
+fn unknown_paths_and_methods_answer_json(backend: Backend) {
+    let Some(f) = fixture(backend) else { return };
     let (status, content_type, body) = f.server.get_raw("/v2/nothing");
     assert_eq!((status, content_type.as_str()), (404, "application/json"));
     assert_eq!(
@@ -536,9 +544,8 @@ fn unknown_paths_and_methods_answer_json() {
     }
 }
 
-#[test]
-fn sufficiency_counts_holding_verifications_per_kind() {
-    let f = fixture();
+fn sufficiency_counts_holding_verifications_per_kind(backend: Backend) {
+    let Some(f) = fixture(backend) else { return };
     let ask = |query: &str| {
         f.server.get(&format!(
             "/v1/verifications/sufficient?lens_uri={}&{query}",
@@ -577,9 +584,8 @@ fn sufficiency_counts_holding_verifications_per_kind() {
     assert_eq!(alias, ask("kinds=roundtrip-test"));
 }
 
-#[test]
-fn stats_health_readiness_metrics_openapi_and_cors() {
-    let f = fixture();
+fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
+    let Some(f) = fixture(backend) else { return };
     let s = &f.server;
     let (_, stats) = s.get("/v1/stats");
     for (name, n) in [
@@ -660,9 +666,8 @@ fn stats_health_readiness_metrics_openapi_and_cors() {
     assert_eq!(response.headers()["access-control-allow-origin"], "*");
 }
 
-#[test]
-fn list_answers_are_gzipped_for_clients_that_accept_it() {
-    let f = fixture();
+fn list_answers_are_gzipped_for_clients_that_accept_it(backend: Backend) {
+    let Some(f) = fixture(backend) else { return };
     let s = &f.server;
     let url = format!("{}/v1/bounties/open", s.url);
     let (_, _, plain) = s.get_raw("/v1/bounties/open");
@@ -724,9 +729,8 @@ fn answers_metric(s: &Server, outcome: &str) -> u64 {
         .unwrap()
 }
 
-#[test]
-fn concurrent_misses_on_one_key_share_one_build() {
-    let f = fixture();
+fn concurrent_misses_on_one_key_share_one_build(backend: Backend) {
+    let Some(f) = fixture(backend) else { return };
     let s = &f.server;
     let before: Vec<u64> = ["hit", "built", "shared"]
         .iter()
@@ -764,10 +768,9 @@ fn concurrent_misses_on_one_key_share_one_build() {
     );
 }
 
-#[test]
-fn without_the_cache_every_answer_is_built_and_goes_out_plain() {
-    let f = fixture();
-    let uncached = Server::start(&f._dir.path().join("catalog.db"), &["--cache-mb", "0"]);
+fn without_the_cache_every_answer_is_built_and_goes_out_plain(backend: Backend) {
+    let Some(f) = fixture(backend) else { return };
+    let uncached = Server::start(&f.db, &["--cache-mb", "0"]);
     for path in [
         "/v1/bounties/open",
         "/v1/bounties/open?limit=2&offset=1",

@@ -11,7 +11,65 @@ use serde_json::{Value, json};
 pub(crate) struct Fresh {
     pub catalog: Box<dyn Catalog>,
     pub queries: QuerySet,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The PostgreSQL cluster the test script started (`scripts/pg url`), if any. Under CI a
+/// missing one fails the test instead of skipping it.
+fn postgres_admin_url() -> Option<String> {
+    match std::env::var("SVC_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("SVC_TEST_POSTGRES is not set: scripts/test starts PostgreSQL and sets it")
+        }
+        _ => {
+            eprintln!("SKIPPED: no PostgreSQL (set SVC_TEST_POSTGRES, or run scripts/test)");
+            None
+        }
+    }
+}
+
+/// A fresh, empty database on the test cluster: its URL.
+pub(crate) async fn fresh_postgres_database() -> Option<String> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let admin = postgres_admin_url()?;
+    let name = format!(
+        "svc_test_{}_{}_{}",
+        std::process::id(),
+        svc_syntax::now_unix_micros(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test cluster");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create a test database");
+    let base = admin
+        .rsplit_once('/')
+        .map(|(base, _)| base)
+        .expect("URL with a database");
+    Some(format!("{base}/{name}"))
+}
+
+pub(crate) async fn postgres() -> Option<Fresh> {
+    let url = fresh_postgres_database().await?;
+    let url: crate::Location = url.parse().expect("a postgres URL");
+    let crate::Location::Postgres(url) = url else {
+        panic!("not a postgres URL")
+    };
+    let queries = QuerySet::embedded();
+    let catalog = crate::postgres::PostgresCatalog::open(&url, queries.clone(), 4)
+        .await
+        .expect("open");
+    Some(Fresh {
+        catalog: Box::new(catalog),
+        queries,
+        _dir: None,
+    })
 }
 
 pub(crate) fn sqlite() -> Fresh {
@@ -22,7 +80,7 @@ pub(crate) fn sqlite() -> Fresh {
     Fresh {
         catalog: Box::new(catalog),
         queries,
-        _dir: dir,
+        _dir: Some(dir),
     }
 }
 
@@ -72,6 +130,16 @@ macro_rules! each_backend {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
                     super::suite::$test(super::sqlite()).await;
+                }
+            )*
+        }
+        mod postgres_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    if let Some(fresh) = super::postgres().await {
+                        super::suite::$test(fresh).await;
+                    }
                 }
             )*
         }

@@ -2,7 +2,7 @@
 //! every index lookup returns exactly the records that a direct evaluation of the query's
 //! filter selects from the model of the catalog, in uri order, with the same total.
 
-use super::{delete, sqlite, upsert};
+use super::{Fresh, delete, sqlite, upsert};
 use crate::spec::ParamType;
 use crate::{Change, PageRequest};
 use proptest::prelude::*;
@@ -176,72 +176,118 @@ fn argument_tuples(params: &[crate::spec::ParamDef]) -> Vec<Vec<Option<String>>>
     tuples
 }
 
+/// Applies random changes and checks every answer of every query against the filter
+/// evaluated directly over a model of the catalog.
+async fn lookups_equal_direct_evaluation(fresh: Fresh, ops: &[Op], batch: usize, bulk: bool) {
+    let mut model: BTreeMap<String, (String, Option<Value>)> = BTreeMap::new();
+    let mut changes: Vec<Change> = Vec::new();
+    for op in ops {
+        let kind = KINDS[op.kind];
+        let uri = format!("at://did:plc:a/{kind}/{}", op.slot);
+        let rev = REVS[op.rev];
+        let stale = model
+            .get(&uri)
+            .is_some_and(|(stored, _)| stored.as_str() > rev);
+        if op.delete {
+            changes.push(delete(&uri, rev));
+            if !stale {
+                model.insert(uri, (rev.to_string(), None));
+            }
+        } else {
+            let mut body = record(kind, &mut Picker(op.seed));
+            body["$type"] = json!(kind);
+            changes.push(upsert(&uri, rev, body.clone()));
+            if !stale {
+                model.insert(uri, (rev.to_string(), Some(body)));
+            }
+        }
+    }
+    // The same changes, applied one batch at a time or as one bulk load, give the
+    // same catalog.
+    if bulk {
+        assert!(fresh.catalog.begin_bulk().await.unwrap());
+    }
+    for chunk in changes.chunks(batch) {
+        fresh.catalog.apply(chunk.to_vec(), None).await.unwrap();
+    }
+    if bulk {
+        let report = fresh.catalog.finish_bulk(None).await.unwrap();
+        assert_eq!(report.applied + report.stale, changes.len() as u64);
+    }
+    let mut expected_kinds = crate::KindCounts::new();
+    for (uri, (_, record)) in &model {
+        if record.is_some() {
+            *expected_kinds
+                .entry(uri.split('/').nth(3).unwrap_or_default().to_string())
+                .or_default() += 1;
+        }
+    }
+    let mut kinds = fresh.catalog.kind_counts().await.unwrap();
+    kinds.retain(|_, n| *n > 0);
+    assert_eq!(kinds, expected_kinds);
+    for query in fresh.queries.all() {
+        for args in argument_tuples(query.params()) {
+            let args: Vec<Option<&str>> = args.iter().map(Option::as_deref).collect();
+            let expected: Vec<&String> = model
+                .iter()
+                .filter(|(uri, (_, record))| {
+                    uri.split('/').nth(3) == Some(query.kind())
+                        && record.as_ref().is_some_and(|r| query.matches(r, &args))
+                })
+                .map(|(uri, _)| uri)
+                .collect();
+            let page = fresh
+                .catalog
+                .list(
+                    query.id().clone(),
+                    query.lookup_key(&args),
+                    PageRequest {
+                        limit: 1000,
+                        offset: 0,
+                        after: None,
+                    },
+                )
+                .await
+                .unwrap();
+            let got: Vec<&String> = page.items.iter().map(|i| &i.uri).collect();
+            assert_eq!(got, expected, "{} {:?}", query.name(), args);
+            assert_eq!(
+                page.total as usize,
+                expected.len(),
+                "{} {:?}",
+                query.name(),
+                args
+            );
+        }
+    }
+}
+
+fn run_on(backend: &str, ops: &[Op], batch: usize, bulk: bool) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let fresh = match backend {
+            "sqlite" => Some(sqlite()),
+            _ => super::postgres().await,
+        };
+        if let Some(fresh) = fresh {
+            lookups_equal_direct_evaluation(fresh, ops, batch, bulk).await;
+        }
+    });
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
-    fn index_lookups_equal_direct_evaluation(ops in prop::collection::vec(op(), 1..60), batch in 1usize..8, bulk in any::<bool>()) {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(async {
-            let fresh = sqlite();
-            let mut model: BTreeMap<String, (String, Option<Value>)> = BTreeMap::new();
-            let mut changes: Vec<Change> = Vec::new();
-            for op in &ops {
-                let kind = KINDS[op.kind];
-                let uri = format!("at://did:plc:a/{kind}/{}", op.slot);
-                let rev = REVS[op.rev];
-                let stale = model.get(&uri).is_some_and(|(stored, _)| stored.as_str() > rev);
-                if op.delete {
-                    changes.push(delete(&uri, rev));
-                    if !stale { model.insert(uri, (rev.to_string(), None)); }
-                } else {
-                    let mut body = record(kind, &mut Picker(op.seed));
-                    body["$type"] = json!(kind);
-                    changes.push(upsert(&uri, rev, body.clone()));
-                    if !stale { model.insert(uri, (rev.to_string(), Some(body))); }
-                }
-            }
-            // The same changes, applied one batch at a time or as one bulk load, give the
-            // same catalog.
-            if bulk {
-                assert!(fresh.catalog.begin_bulk().await.unwrap());
-            }
-            for chunk in changes.chunks(batch) {
-                fresh.catalog.apply(chunk.to_vec(), None).await.unwrap();
-            }
-            if bulk {
-                let report = fresh.catalog.finish_bulk(None).await.unwrap();
-                assert_eq!(report.applied + report.stale, changes.len() as u64);
-            }
-            let mut expected_kinds = crate::KindCounts::new();
-            for (uri, (_, record)) in &model {
-                if record.is_some() {
-                    *expected_kinds.entry(uri.split('/').nth(3).unwrap_or_default().to_string()).or_default() += 1;
-                }
-            }
-            let mut kinds = fresh.catalog.kind_counts().await.unwrap();
-            kinds.retain(|_, n| *n > 0);
-            assert_eq!(kinds, expected_kinds);
-            for query in fresh.queries.all() {
-                for args in argument_tuples(query.params()) {
-                    let args: Vec<Option<&str>> = args.iter().map(Option::as_deref).collect();
-                    let expected: Vec<&String> = model
-                        .iter()
-                        .filter(|(uri, (_, record))| {
-                            uri.split('/').nth(3) == Some(query.kind())
-                                && record.as_ref().is_some_and(|r| query.matches(r, &args))
-                        })
-                        .map(|(uri, _)| uri)
-                        .collect();
-                    let page = fresh
-                        .catalog
-                        .list(query.id().clone(), query.lookup_key(&args), PageRequest { limit: 1000, offset: 0, after: None })
-                        .await
-                        .unwrap();
-                    let got: Vec<&String> = page.items.iter().map(|i| &i.uri).collect();
-                    assert_eq!(got, expected, "{} {:?}", query.name(), args);
-                    assert_eq!(page.total as usize, expected.len(), "{} {:?}", query.name(), args);
-                }
-            }
-        });
+    fn index_lookups_equal_direct_evaluation_on_sqlite(ops in prop::collection::vec(op(), 1..60), batch in 1usize..8, bulk in any::<bool>()) {
+        run_on("sqlite", &ops, batch, bulk);
+    }
+
+    #[test]
+    fn index_lookups_equal_direct_evaluation_on_postgres(ops in prop::collection::vec(op(), 1..60), batch in 1usize..8, bulk in any::<bool>()) {
+        run_on("postgres", &ops, batch, bulk);
     }
 }

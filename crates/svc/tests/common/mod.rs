@@ -16,6 +16,78 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// The storage engine a test's catalog runs on; the HTTP API tests run on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// A fresh, empty catalog for one test: a file in `dir`, or a new database on the
+    /// PostgreSQL cluster that scripts/test started (`SVC_TEST_POSTGRES`). `None` when there is
+    /// no cluster outside CI (the test says it skipped); under CI that is a failure.
+    pub fn fresh_db(self, dir: &Path) -> Option<String> {
+        match self {
+            Backend::Sqlite => Some(dir.join("catalog.db").to_string_lossy().into_owned()),
+            Backend::Postgres => fresh_postgres_database(),
+        }
+    }
+}
+
+fn fresh_postgres_database() -> Option<String> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let admin = match std::env::var("SVC_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => url,
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("SVC_TEST_POSTGRES is not set: scripts/test starts PostgreSQL and sets it")
+        }
+        _ => {
+            eprintln!("SKIPPED: no PostgreSQL (set SVC_TEST_POSTGRES, or run scripts/test)");
+            return None;
+        }
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let name = format!(
+        "svc_http_{}_{nanos}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test cluster");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create a test database");
+    });
+    let (base, _) = admin.rsplit_once('/').expect("URL with a database");
+    Some(format!("{base}/{name}"))
+}
+
+/// Runs each named test, a `fn(Backend)`, once per storage engine.
+#[macro_export]
+macro_rules! each_backend {
+    ($($test:ident),* $(,)?) => {
+        mod on_sqlite {
+            $( #[test] fn $test() { super::$test($crate::common::Backend::Sqlite) } )*
+        }
+        mod on_postgres {
+            $( #[test] fn $test() { super::$test($crate::common::Backend::Postgres) } )*
+        }
+    };
+}
+
 pub struct Server {
     pub url: String,
     pub child: Child,
@@ -31,7 +103,7 @@ pub fn svc() -> Command {
 impl Server {
     /// Starts `svc serve --firehose none --listen 127.0.0.1:0 --db <db> <extra>` and waits
     /// until it is ready.
-    pub fn start(db: &Path, extra: &[&str]) -> Server {
+    pub fn start(db: impl AsRef<std::ffi::OsStr>, extra: &[&str]) -> Server {
         let mut args = vec!["--firehose", "none"];
         args.extend_from_slice(extra);
         Server::launch(db, &args)
@@ -39,14 +111,14 @@ impl Server {
 
     /// Starts `svc serve --listen 127.0.0.1:0 --db <db> <args>` and waits until it is ready
     /// (`--listen` in `args` replaces the address).
-    pub fn launch(db: &Path, extra: &[&str]) -> Server {
+    pub fn launch(db: impl AsRef<std::ffi::OsStr>, extra: &[&str]) -> Server {
         let mut server = Server::listening(db, extra);
         server.wait_ready();
         server
     }
 
     /// Starts `svc serve` and returns as soon as it listens, ready or not.
-    pub fn listening(db: &Path, extra: &[&str]) -> Server {
+    pub fn listening(db: impl AsRef<std::ffi::OsStr>, extra: &[&str]) -> Server {
         // An ephemeral loopback port unless the test names its own address.
         let listen: &[&str] = if extra.contains(&"--listen") {
             &[]
