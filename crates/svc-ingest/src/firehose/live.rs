@@ -170,10 +170,31 @@ pub async fn run_live(
     }
     let mut cursor = resume_from(stored.as_ref(), &endpoint, config.force_cursor);
     let mut backoff = Duration::from_millis(250);
+    // After a failed write, the catalog's cursor is the only safe place to resume from: what
+    // was read past it was never acknowledged.
+    let mut reread_cursor = false;
     loop {
         let stopping = *shutdown.borrow();
         if stopping {
             return Ok(());
+        }
+        if reread_cursor {
+            match catalog.cursor(LIVE_SOURCE.to_string()).await {
+                Ok(stored) => {
+                    cursor = resume_from(stored.as_ref(), &endpoint, config.force_cursor);
+                    reread_cursor = false;
+                }
+                Err(error) => {
+                    tracing::warn!("reading the stored cursor failed; waiting: {error}");
+                    let wait = backoff.mul_f64(jitter());
+                    backoff = (backoff * 2).min(config.max_backoff);
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = stop_requested(&mut shutdown) => return Ok(()),
+                    }
+                    continue;
+                }
+            }
         }
         let url = connect_url(kind, &endpoint, cursor, config.compress);
         tracing::info!(%url, "connecting to the live source");
@@ -225,15 +246,7 @@ pub async fn run_live(
                         // catalog holds. Nothing past the stored cursor was acknowledged.
                         tracing::error!("writing to the catalog failed; retrying: {error}");
                         ingestor.writes().failed(error.to_string());
-                        match catalog.cursor(LIVE_SOURCE.to_string()).await {
-                            Ok(stored) => {
-                                cursor =
-                                    resume_from(stored.as_ref(), &endpoint, config.force_cursor);
-                            }
-                            Err(error) => {
-                                tracing::error!("reading the stored cursor failed: {error}")
-                            }
-                        }
+                        reread_cursor = true;
                     }
                     Err(FollowError::Connection(reason)) => tracing::warn!("live source: {reason}"),
                 }

@@ -1,0 +1,83 @@
+//! The catalog's database going away and coming back, on PostgreSQL: reads answer 503 JSON
+//! meanwhile, the indexer waits and resumes from its stored cursor, and neither process
+//! needs a restart. The outage is the test cluster's own (scripts/pg pause, resume, restart).
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+fn pg(action: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pg");
+    let status = Command::new(script)
+        .arg(action)
+        .status()
+        .expect("run scripts/pg");
+    assert!(status.success(), "scripts/pg {action} failed");
+}
+
+const OPEN: &str = "/v1/vocabularies/by-world?world=open&limit=100";
+
+fn uris(server: &Server) -> Vec<String> {
+    let (status, body) = server.get(OPEN);
+    assert_eq!(status, 200, "{body}");
+    body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["uri"].as_str().expect("uri").to_string())
+        .collect()
+}
+
+#[test]
+fn a_database_outage_is_answered_503_and_indexing_resumes_without_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = Backend::Postgres.fresh_db(dir.path()) else {
+        return;
+    };
+    let base = now_us() - 60_000_000;
+    let replay = common::replay::Replay::start(vocab_events(base, 0, 10));
+    let server = Server::launch(
+        &db,
+        &[
+            "--firehose",
+            replay.url.as_str(),
+            "--ready-lag",
+            "60s",
+            "--cache-mb",
+            "0",
+        ],
+    );
+    server.wait_for(OPEN, Duration::from_secs(20), |b| b["total"] == 10);
+
+    pg("pause");
+    let (status, body) = server.get(OPEN);
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"], "unavailable", "{body}");
+    // Events arrive while the database is down: the indexer must keep them or re-read them.
+    replay
+        .state
+        .lock()
+        .unwrap()
+        .events
+        .extend(vocab_events(base, 10, 20));
+    std::thread::sleep(Duration::from_secs(2));
+    pg("resume");
+
+    server.wait_for(OPEN, Duration::from_secs(60), |b| b["total"] == 20);
+    let mut found = uris(&server);
+    assert_eq!(found.len(), 20);
+    found.dedup();
+    assert_eq!(found.len(), 20, "every event once");
+
+    // A restart (down and up at once) is survived as well.
+    pg("restart");
+    replay
+        .state
+        .lock()
+        .unwrap()
+        .events
+        .extend(vocab_events(base, 20, 25));
+    server.wait_for(OPEN, Duration::from_secs(60), |b| b["total"] == 25);
+}
