@@ -94,7 +94,7 @@ fn the_command_line_against_the_reference_pds() {
     // a server following the PDS, for orchestrator
     let server_dir = tempfile::tempdir().unwrap();
     let server = Server::launch(
-        &server_dir.path().join("catalog.db"),
+        server_dir.path().join("catalog.db"),
         &["--firehose", peers.pds_ws.as_str(), "--ready-lag", "5s"],
     );
 

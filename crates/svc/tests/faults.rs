@@ -197,7 +197,7 @@ fn a_pds_restarting_during_a_backfill_is_asked_again() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut server = Server::listening(
-        &dir.path().join("catalog.db"),
+        dir.path().join("catalog.db"),
         &[
             "--firehose",
             "none",

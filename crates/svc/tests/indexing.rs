@@ -25,7 +25,7 @@ fn live_server(dir: &tempfile::TempDir, peers: &Peers, extra: &[&str]) -> Server
         "5s",
     ];
     args.extend_from_slice(extra);
-    Server::launch(&dir.path().join("catalog.db"), &args)
+    Server::launch(dir.path().join("catalog.db"), &args)
 }
 
 fn by_name(name: &str) -> String {

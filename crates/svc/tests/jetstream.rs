@@ -20,7 +20,7 @@ fn jetstream_listening(dir: &tempfile::TempDir, replay: &Replay, extra: &[&str])
         "3s",
     ];
     args.extend_from_slice(extra);
-    Server::listening(&dir.path().join("catalog.db"), &args)
+    Server::listening(dir.path().join("catalog.db"), &args)
 }
 
 /// `svc serve` following `replay`, once it is ready.
@@ -180,7 +180,7 @@ fn a_catch_up_into_an_empty_catalog_is_bulk_loaded_and_survives_a_crash() {
     let replay = Replay::start(events(base, 0, 2000));
     let dir = tempfile::tempdir().unwrap();
     let first = Server::listening(
-        &dir.path().join("catalog.db"),
+        dir.path().join("catalog.db"),
         &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
     );
     // Killed while it catches up (as soon as the events went out, before the source is quiet).
@@ -205,7 +205,7 @@ fn a_catch_up_into_an_empty_catalog_is_bulk_loaded_and_survives_a_crash() {
     );
     // The restart replays from just before the first event, and every event lands once.
     let mut second = Server::listening(
-        &dir.path().join("catalog.db"),
+        dir.path().join("catalog.db"),
         &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
     );
     second.wait_ready();

@@ -53,7 +53,7 @@ fn stale_revisions_never_roll_a_record_back() {
     );
     let path = e.write(&dir.path().join("events.jsonl"));
     let server = Server::start(
-        &dir.path().join("catalog.db"),
+        dir.path().join("catalog.db"),
         &["--import", path.to_str().unwrap()],
     );
     assert_eq!(
@@ -114,7 +114,7 @@ fn invalid_malformed_and_foreign_lines_are_skipped_and_counted() {
     );
     let path = e.write(&dir.path().join("events.jsonl"));
     let server = Server::start(
-        &dir.path().join("catalog.db"),
+        dir.path().join("catalog.db"),
         &["--import", path.to_str().unwrap()],
     );
     assert_eq!(server.uris("/v1/vocabularies/by-world?world=open"), {
@@ -222,7 +222,7 @@ fn a_query_added_to_the_specification_gets_both_routes() {
 #[test]
 fn sigterm_shuts_down_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("catalog.db"), &[]);
+    let server = Server::start(dir.path().join("catalog.db"), &[]);
     let status = server.stop();
     assert!(status.success(), "{status}");
 }

@@ -49,7 +49,7 @@ fn healthz_ms(server: &Server) -> f64 {
 #[test]
 fn stalled_and_idle_connections_are_closed_after_the_head_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("catalog.db"), &["--head-timeout", "1s"]);
+    let server = Server::start(dir.path().join("catalog.db"), &["--head-timeout", "1s"]);
     let started = Instant::now();
     let stalled: Vec<TcpStream> = (0..200).map(|_| stall(&server)).collect();
     let mut idle = TcpStream::connect(address(&server)).unwrap();
@@ -74,7 +74,7 @@ fn stalled_and_idle_connections_are_closed_after_the_head_timeout() {
 fn connections_beyond_the_cap_are_closed_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(
-        &dir.path().join("catalog.db"),
+        dir.path().join("catalog.db"),
         &["--head-timeout", "3s", "--max-connections", "8"],
     );
     // The test's HTTP client may keep one connection of its own open: count, don't name.
@@ -114,7 +114,7 @@ fn a_connection_cap_beyond_the_descriptor_limit_is_refused_at_start() {
 #[test]
 fn oversized_and_badly_encoded_requests_get_json_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("catalog.db"), &[]);
+    let server = Server::start(dir.path().join("catalog.db"), &[]);
     let long = "a".repeat(62_000);
     let (status, body) = server.get(&format!("/v1/bounties/open?x={long}"));
     assert_eq!(
@@ -148,7 +148,7 @@ fn oversized_and_badly_encoded_requests_get_json_answers() {
 #[test]
 fn a_client_over_its_rate_gets_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("catalog.db"), &["--rate-limit", "5"]);
+    let server = Server::start(dir.path().join("catalog.db"), &["--rate-limit", "5"]);
     let statuses: Vec<u16> = (0..8).map(|_| server.get_raw("/v1/stats").0).collect();
     assert_eq!(
         statuses.iter().filter(|s| **s == 200).count(),
@@ -173,7 +173,7 @@ fn a_client_over_its_rate_gets_429_with_retry_after() {
 fn cors_allows_get_only_and_host_names_are_listened_on() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::listening(
-        &dir.path().join("catalog.db"),
+        dir.path().join("catalog.db"),
         &["--firehose", "none", "--listen", "localhost:0"],
     );
     assert!(server.url.starts_with("http://127.0.0.1:") || server.url.starts_with("http://[::1]:"));

@@ -440,7 +440,7 @@ fn a_published_verification_makes_the_lens_sufficient() {
     let p = Published::new(peers, "verify-e2e");
     let server_dir = tempfile::tempdir().expect("temp dir");
     let server = Server::launch(
-        &server_dir.path().join("catalog.db"),
+        server_dir.path().join("catalog.db"),
         &["--firehose", peers.pds_ws.as_str(), "--ready-lag", "5s"],
     );
     let iso = p.lens("iso");
