@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Ingest benchmark, on demand (not in CI).
-#   bench/ingest.sh [N]     N replayed Jetstream events, default 1,000,000
+#   bench/ingest.sh [N] [--db URL]   N replayed Jetstream events, default 1,000,000; with
+#                                    --db postgres://... on PostgreSQL (emptied before each run)
 # Streams N events from a Jetstream replay server over loopback into a fresh `svc serve`, then
 # times publish-to-queryable through the reference PDS's firehose (scripts/peers).
 set -euo pipefail
-N="${1:-1000000}"
+N=1000000
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --db) export SVC_BENCH_DB="$2"; shift 2 ;;
+    *) N="$1"; shift ;;
+  esac
+done
+SVC_BENCH_PSQL="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)/psql"
+export SVC_BENCH_PSQL
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="${BENCH_DIR:-$root/bench-data}"
 mkdir -p "$work"

@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # Query benchmark, on demand (not in CI).
-#   bench/run.sh [N]            N records, default 1,000,000
+#   bench/run.sh [N] [--db URL]  N records, default 1,000,000; --db postgres://... measures
+#                                the PostgreSQL engine (the database is emptied first: its
+#                                public schema is dropped), otherwise a fresh SQLite file
 # Generates N skewed records (bench/gen_events.py), imports them into a fresh catalog with the
 # release build, then drives the server with wrk at 32 connections on loopback: each query and
 # /healthz: with the answer cache on (the default), first as wrk asks (no Accept-Encoding), then
 # as most HTTP clients ask (Accept-Encoding: gzip); then with --cache-mb 0.
 # Environment: DURATION (per endpoint, default 10s), CONNECTIONS (32), BENCH_DIR (bench-data/).
 set -euo pipefail
-N="${1:-1000000}"
+N=1000000
+DB_URL=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --db) DB_URL="$2"; shift 2 ;;
+    --db=*) DB_URL="${1#--db=}"; shift ;;
+    *) N="$1"; shift ;;
+  esac
+done
 DURATION="${DURATION:-10s}"
 CONNECTIONS="${CONNECTIONS:-32}"
 source "$(dirname "$0")/common.sh"
@@ -22,8 +32,14 @@ fi
 hot() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$events.hot.json" "$1"; }
 requester=$(hot requester_did); framework=$(hot framework); lens=$(hot lens_uri)
 
-db="$work/catalog-$N.db"
-rm -f "$db" "$db-wal" "$db-shm"
+psql_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1; }
+if [ -n "$DB_URL" ]; then
+  db="$DB_URL"
+  "$(psql_bin)/psql" -q "$db" -c 'DROP SCHEMA public CASCADE; CREATE SCHEMA public;' >/dev/null
+else
+  db="$work/catalog-$N.db"
+  rm -f "$db" "$db-wal" "$db-shm"
+fi
 pid=""
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; true' EXIT
 
@@ -49,11 +65,13 @@ summary=$(grep '^import ' "$work/import.log")
 echo "$summary"
 # A bulk load checkpoints its WAL into the database file after it reports; measure queries
 # only once that is over, so it takes no CPU from them.
-for _ in $(seq 1 6000); do
-  grep -q 'catalog checkpoint.* after the bulk load' "$work/import.log" && break
-  sleep 0.1
-done
-grep -o 'catalog checkpoint.* after the bulk load.*' "$work/import.log" || echo "no checkpoint reported" >&2
+if [ -z "$DB_URL" ]; then
+  for _ in $(seq 1 6000); do
+    grep -q 'catalog checkpoint.* after the bulk load' "$work/import.log" && break
+    sleep 0.1
+  done
+  grep -o 'catalog checkpoint.* after the bulk load.*' "$work/import.log" || echo "no checkpoint reported" >&2
+fi
 # The kernel writes the new catalog to disk in the background for a while after the load;
 # wait for it, or its flusher threads take CPU from the first measurements.
 sync
@@ -98,7 +116,11 @@ run_suite "answer cache off (--cache-mb 0)"
 rss_uncached=$(ps -o rss= -p "$pid" | tr -d ' ')
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 
-db_bytes=$(( $(stat -c %s "$db") + $(stat -c %s "$db-wal" 2>/dev/null || echo 0) ))
+if [ -n "$DB_URL" ]; then
+  db_bytes=$("$(psql_bin)/psql" -qtA "$db" -c 'SELECT pg_database_size(current_database())')
+else
+  db_bytes=$(( $(stat -c %s "$db") + $(stat -c %s "$db-wal" 2>/dev/null || echo 0) ))
+fi
 printf '\nimported JSON: %d MB; database: %d MB (%.2fx)\n' $((json_bytes >> 20)) $((db_bytes >> 20)) "$(awk -v a="$db_bytes" -v b="$json_bytes" 'BEGIN { print a / b }')"
 printf 'server RSS: %d MB after import, %d MB after the cached run, %d MB after the uncached run\n' \
   $((rss_after_import >> 10)) $((rss_cached >> 10)) $((rss_uncached >> 10))

@@ -14,7 +14,22 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn start_svc(svc: &str, db: &std::path::Path, firehose: &str) -> (Child, String) {
+/// The catalog for one run: a file in `dir`, or the PostgreSQL database of `SVC_BENCH_DB`,
+/// emptied first (its public schema dropped, with psql).
+fn fresh_catalog(dir: &std::path::Path) -> std::ffi::OsString {
+    let Ok(url) = std::env::var("SVC_BENCH_DB") else {
+        return dir.join("catalog.db").into_os_string();
+    };
+    let psql = std::env::var("SVC_BENCH_PSQL").unwrap_or_else(|_| "psql".into());
+    let status = Command::new(psql)
+        .args(["-q", &url, "-c", "DROP SCHEMA public CASCADE; CREATE SCHEMA public;"])
+        .status()
+        .expect("run psql");
+    assert!(status.success(), "emptying the benchmark database failed");
+    url.into()
+}
+
+fn start_svc(svc: &str, db: &std::ffi::OsStr, firehose: &str) -> (Child, String) {
     let mut child = Command::new(svc)
         .args([
             "serve",
@@ -68,7 +83,7 @@ fn replay_bench(svc: &str, events_path: &str, n: usize, client: &reqwest::blocki
     let replay = replay::Replay::start(events);
     let dir = tempfile::tempdir().expect("temporary directory");
     let started = Instant::now();
-    let (mut child, url) = start_svc(svc, &dir.path().join("catalog.db"), &replay.url);
+    let (mut child, url) = start_svc(svc, &fresh_catalog(dir.path()), &replay.url);
     let mut last_report = Instant::now();
     loop {
         let total = get_json(client, &format!("{url}/v1/stats"))["total"]
@@ -129,7 +144,7 @@ fn pds_bench(svc: &str, client: &reqwest::blocking::Client) {
     let did = account["did"].as_str().expect("did").to_string();
     let token = account["accessJwt"].as_str().expect("token").to_string();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let (mut child, url) = start_svc(svc, &dir.path().join("catalog.db"), &pds_ws);
+    let (mut child, url) = start_svc(svc, &fresh_catalog(dir.path()), &pds_ws);
     while client
         .get(format!("{url}/readyz"))
         .send()
