@@ -1,6 +1,8 @@
-//! Bulk-load primitives: staged rows go in through `COPY` with the uri index and the index
-//! keys' primary key dropped; at the end one transaction builds the uri index, the index keys
-//! from the rows' keys columns, their primary key (one sort), and the counts.
+//! Bulk-load primitives: staged records and their index entries (in `staged_keys`, out of
+//! sight) go in through `COPY`, with the uri index and the index entries' primary key dropped; records get their ids here, so that
+//! their entries can point at them before the load settles. At the end one transaction builds
+//! the uri index (settling uris staged twice), the entries' primary key (one sort each) and the
+//! counts.
 
 use super::engine::Link;
 use crate::rules::{StagedVersion, did_of};
@@ -12,9 +14,10 @@ use std::pin::pin;
 const UNIQUE_VIOLATION: &str = "23505";
 
 pub(super) async fn begin(link: &mut Link) -> CatalogResult<()> {
+    link.staged = 0;
     link.batch(
         "BEGIN;
-         TRUNCATE query_keys, query_counts, kind_counts;
+         TRUNCATE query_keys, query_counts, kind_counts, staged_keys;
          DROP INDEX records_uri;
          ALTER TABLE query_keys DROP CONSTRAINT query_keys_pkey;
          COMMIT;",
@@ -40,21 +43,28 @@ fn copy_text(out: &mut String, value: Option<&str>) {
 }
 
 pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult<()> {
-    use futures_util::SinkExt;
-    let now = svc_syntax::now_unix_micros() / 1000;
-    let now = now.to_string();
-    let mut text = String::new();
+    let now = (svc_syntax::now_unix_micros() / 1000).to_string();
+    let (mut records, mut entries) = (String::new(), String::new());
+    let mut next = link.staged;
     for change in changes {
+        next += 1;
+        let id = next.to_string();
         let (uri, collection, author, rev, cid, record, keys) = match change {
-            Change::Upsert(u) => (
-                u.uri.as_str(),
-                u.collection.as_str(),
-                u.author.as_str(),
-                u.rev.as_str(),
-                u.cid.as_deref(),
-                Some(u.record_json.as_str()),
-                link.ids.encode(&u.keys),
-            ),
+            Change::Upsert(u) => {
+                for (query, key) in &u.keys {
+                    let qid = link.ids.qid(query)?.to_string();
+                    copy_row(&mut entries, [Some(qid.as_str()), Some(key), Some(&u.uri), Some(&id)]);
+                }
+                (
+                    u.uri.as_str(),
+                    u.collection.as_str(),
+                    u.author.as_str(),
+                    u.rev.as_str(),
+                    u.cid.as_deref(),
+                    Some(u.record_json.as_str()),
+                    link.ids.encode(&u.keys),
+                )
+            }
             Change::Delete {
                 uri,
                 collection,
@@ -69,31 +79,54 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
                 "[]".to_string(),
             ),
         };
-        for (index, value) in [
-            Some(uri),
-            Some(collection),
-            Some(author),
-            Some(rev),
-            cid,
-            record,
-            Some(keys.as_str()),
-            Some(now.as_str()),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if index > 0 {
-                text.push('\t');
-            }
-            copy_text(&mut text, value);
+        copy_row(
+            &mut records,
+            [Some(id.as_str()), Some(uri), Some(collection), Some(author), Some(rev), cid, record, Some(keys.as_str()), Some(now.as_str())],
+        );
+    }
+    // A crash during a bulk load empties the catalog at the next start anyway, so a staged
+    // batch need not wait for the disk.
+    link.batch("BEGIN; SET LOCAL synchronous_commit = off").await?;
+    let copied = async {
+        copy_in(link, COPY_RECORDS, records).await?;
+        copy_in(link, COPY_ENTRIES, entries).await
+    };
+    match copied.await {
+        Ok(()) => {
+            link.batch("COMMIT").await?;
+            link.staged = next;
+            Ok(())
         }
-        text.push('\n');
+        Err(error) => {
+            let _ = link.batch("ROLLBACK").await;
+            Err(error)
+        }
+    }
+}
+
+const COPY_RECORDS: &str =
+    "COPY records (id, uri, collection, author, rev, cid, record, keys, indexed_at) FROM STDIN";
+const COPY_ENTRIES: &str = "COPY staged_keys (qid, key, uri, rid) FROM STDIN";
+
+/// One row in COPY's text format.
+fn copy_row<const N: usize>(out: &mut String, values: [Option<&str>; N]) {
+    for (index, value) in values.into_iter().enumerate() {
+        if index > 0 {
+            out.push('\t');
+        }
+        copy_text(out, value);
+    }
+    out.push('\n');
+}
+
+async fn copy_in(link: &mut Link, statement: &str, text: String) -> CatalogResult<()> {
+    use futures_util::SinkExt;
+    if text.is_empty() {
+        return Ok(());
     }
     let sink = link
         .client
-        .copy_in(
-            "COPY records (uri, collection, author, rev, cid, record, keys, indexed_at) FROM STDIN",
-        )
+        .copy_in(statement)
         .await
         .map_err(super::storage)?;
     let mut sink = pin!(sink);
@@ -106,7 +139,9 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
 
 /// Builds the unique uri index; `false` (and nothing changed) when a uri is there twice.
 pub(super) async fn make_unique(link: &mut Link) -> CatalogResult<bool> {
-    link.batch("SAVEPOINT unique_uris").await?;
+    // The index builds of the settling transaction sort in memory rather than in files.
+    link.batch("SET LOCAL maintenance_work_mem = '512MB'; SAVEPOINT unique_uris")
+        .await?;
     match link
         .client
         .batch_execute("CREATE UNIQUE INDEX records_uri ON records (uri)")
@@ -146,9 +181,9 @@ pub(super) async fn versions(link: &mut Link) -> CatalogResult<Vec<StagedVersion
 
 pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> CatalogResult<()> {
     link.batch(
-        "INSERT INTO query_keys (qid, key, uri, rid)
-           SELECT (e ->> 0)::bigint, e ->> 1, r.uri, r.id
-           FROM records r, jsonb_array_elements(r.keys::jsonb) AS e;
+        "SELECT setval('records_id_seq', (SELECT coalesce(max(id), 0) + 1 FROM records), false);
+         INSERT INTO query_keys SELECT * FROM staged_keys;
+         TRUNCATE staged_keys;
          ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
          INSERT INTO query_counts (qid, key, n) SELECT qid, key, count(*) FROM query_keys GROUP BY qid, key;",
     )
@@ -186,7 +221,7 @@ pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> 
     }
     link.batch(
         "BEGIN;
-         TRUNCATE records, query_keys, query_counts, kind_counts;
+         TRUNCATE records, query_keys, query_counts, kind_counts, staged_keys;
          CREATE UNIQUE INDEX records_uri ON records (uri);
          ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
          COMMIT;",

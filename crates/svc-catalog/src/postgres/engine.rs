@@ -24,6 +24,8 @@ pub(super) struct Link {
     pub client: Client,
     statements: HashMap<&'static str, Statement>,
     pub ids: QueryIds,
+    /// Records staged by the bulk load under way (their ids are 1 to this).
+    pub staged: i64,
 }
 
 fn now_ms() -> i64 {
@@ -62,6 +64,7 @@ impl PostgresEngine {
                 client,
                 statements: HashMap::new(),
                 ids,
+                staged: 0,
             },
         })
     }
@@ -506,6 +509,8 @@ impl Engine for PostgresEngine {
     fn remove_staged(&mut self, superseded: &[i64]) -> CatalogResult<()> {
         self.run(async |link| {
             link.execute("DELETE FROM records WHERE id = ANY($1)", &[&superseded])
+                .await?;
+            link.execute("DELETE FROM staged_keys WHERE rid = ANY($1)", &[&superseded])
                 .await
                 .map(|_| ())
         })

@@ -60,6 +60,16 @@ const MIGRATIONS: &[&str] = &[
         updated_at BIGINT NOT NULL
     );
     "#,
+    // 2: index entries of a bulk load under way, out of sight until it settles. Unlogged: a
+    // crash during a bulk load empties the catalog anyway.
+    r#"
+    CREATE UNLOGGED TABLE staged_keys (
+        qid BIGINT NOT NULL,
+        key TEXT COLLATE "C" NOT NULL,
+        uri TEXT COLLATE "C" NOT NULL,
+        rid BIGINT NOT NULL
+    );
+    "#,
 ];
 
 pub(super) async fn migrate(client: &mut Client) -> CatalogResult<()> {
