@@ -22,7 +22,12 @@ fn fresh_catalog(dir: &std::path::Path) -> std::ffi::OsString {
     };
     let psql = std::env::var("SVC_BENCH_PSQL").unwrap_or_else(|_| "psql".into());
     let status = Command::new(psql)
-        .args(["-q", &url, "-c", "DROP SCHEMA public CASCADE; CREATE SCHEMA public;"])
+        .args([
+            "-q",
+            &url,
+            "-c",
+            "DROP SCHEMA public CASCADE; CREATE SCHEMA public;",
+        ])
         .status()
         .expect("run psql");
     assert!(status.success(), "emptying the benchmark database failed");

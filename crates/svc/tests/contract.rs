@@ -43,7 +43,8 @@ fn events(dir: &std::path::Path) -> Vec<Value> {
                 }
                 later["commit"]["operation"] = json!("update");
                 later["commit"]["record"] = donor["commit"]["record"].clone();
-                later["commit"]["rev"] = json!(format!("{}z", event["commit"]["rev"].as_str().unwrap()));
+                later["commit"]["rev"] =
+                    json!(format!("{}z", event["commit"]["rev"].as_str().unwrap()));
             }
             2 => {
                 later["commit"]["operation"] = json!("delete");
@@ -51,7 +52,8 @@ fn events(dir: &std::path::Path) -> Vec<Value> {
                     .as_object_mut()
                     .unwrap()
                     .retain(|k, _| !matches!(k.as_str(), "record" | "cid"));
-                later["commit"]["rev"] = json!(format!("{}z", event["commit"]["rev"].as_str().unwrap()));
+                later["commit"]["rev"] =
+                    json!(format!("{}z", event["commit"]["rev"].as_str().unwrap()));
             }
             // A stale delete: older than what is stored, so it changes nothing.
             3 => {
@@ -166,7 +168,11 @@ fn every_answer_equals_the_contract_evaluated_directly(backend: Backend) {
             strings(record, &mut found);
             tuples.push(
                 (0..query.params().len())
-                    .map(|p| found.get((n + p * 3) % found.len().max(1)).map(|s| s.to_string()))
+                    .map(|p| {
+                        found
+                            .get((n + p * 3) % found.len().max(1))
+                            .map(|s| s.to_string())
+                    })
                     .collect(),
             );
         }

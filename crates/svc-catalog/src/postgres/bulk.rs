@@ -53,7 +53,10 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
             Change::Upsert(u) => {
                 for (query, key) in &u.keys {
                     let qid = link.ids.qid(query)?.to_string();
-                    copy_row(&mut entries, [Some(qid.as_str()), Some(key), Some(&u.uri), Some(&id)]);
+                    copy_row(
+                        &mut entries,
+                        [Some(qid.as_str()), Some(key), Some(&u.uri), Some(&id)],
+                    );
                 }
                 (
                     u.uri.as_str(),
@@ -81,12 +84,23 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
         };
         copy_row(
             &mut records,
-            [Some(id.as_str()), Some(uri), Some(collection), Some(author), Some(rev), cid, record, Some(keys.as_str()), Some(now.as_str())],
+            [
+                Some(id.as_str()),
+                Some(uri),
+                Some(collection),
+                Some(author),
+                Some(rev),
+                cid,
+                record,
+                Some(keys.as_str()),
+                Some(now.as_str()),
+            ],
         );
     }
     // A crash during a bulk load empties the catalog at the next start anyway, so a staged
     // batch need not wait for the disk.
-    link.batch("BEGIN; SET LOCAL synchronous_commit = off").await?;
+    link.batch("BEGIN; SET LOCAL synchronous_commit = off")
+        .await?;
     let copied = async {
         copy_in(link, COPY_RECORDS, records).await?;
         copy_in(link, COPY_ENTRIES, entries).await

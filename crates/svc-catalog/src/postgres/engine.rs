@@ -510,9 +510,12 @@ impl Engine for PostgresEngine {
         self.run(async |link| {
             link.execute("DELETE FROM records WHERE id = ANY($1)", &[&superseded])
                 .await?;
-            link.execute("DELETE FROM staged_keys WHERE rid = ANY($1)", &[&superseded])
-                .await
-                .map(|_| ())
+            link.execute(
+                "DELETE FROM staged_keys WHERE rid = ANY($1)",
+                &[&superseded],
+            )
+            .await
+            .map(|_| ())
         })
     }
 
