@@ -12,7 +12,7 @@ mod bulk;
 mod queries;
 mod writer;
 
-pub(crate) use writer::{WriteJob, spawn_writer};
+pub(crate) use writer::{WriterHandle, spawn_writer};
 
 use crate::{ApplyReport, CatalogResult, Change, CursorPosition, IndexKeys, QueryId, Upsert};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -172,6 +172,11 @@ pub struct StagedVersion {
     pub rev: String,
     pub collection: String,
     pub live: bool,
+}
+
+/// The uri range of one repository: `at://<did>/` up to (not including) `at://<did>0`.
+pub(crate) fn repository_range(did: &str) -> (String, String) {
+    (format!("at://{did}/"), format!("at://{did}0"))
 }
 
 /// The DID of an at-uri (its authority).

@@ -5,7 +5,9 @@
 
 use super::storage;
 use crate::keys_column::QueryIds;
-use crate::rules::{Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, did_of};
+use crate::rules::{
+    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, did_of, repository_range,
+};
 use crate::{CatalogError, CatalogResult, Change, QueryId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio_postgres::types::ToSql;
@@ -30,11 +32,6 @@ pub(super) struct Link {
 
 fn now_ms() -> i64 {
     svc_syntax::now_unix_micros() / 1000
-}
-
-/// The uri range of one repository: `at://<did>/` up to (not including) `at://<did>0`.
-fn repository_range(did: &str) -> (String, String) {
-    (format!("at://{did}/"), format!("at://{did}0"))
 }
 
 async fn connect(config: &Config, tls: &MakeRustlsConnect) -> CatalogResult<Client> {
@@ -91,7 +88,7 @@ impl PostgresEngine {
     }
 }
 
-async fn load_ids(client: &Client) -> CatalogResult<QueryIds> {
+pub(super) async fn load_ids(client: &Client) -> CatalogResult<QueryIds> {
     let rows = client
         .query("SELECT qid, name FROM queries", &[])
         .await

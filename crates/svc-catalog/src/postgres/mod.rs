@@ -9,13 +9,13 @@ mod reader;
 mod schema;
 
 use crate::keys_column::QueryIds;
-use crate::rules::{WriteJob, spawn_writer};
+use crate::rules::{WriterHandle, spawn_writer};
 use crate::spec::{QueryId, QuerySet};
 use crate::{
     AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
     ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest, PostgresUrl,
 };
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_postgres::config::SslMode;
@@ -27,7 +27,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct PostgresCatalog {
     qids: QueryIds,
     clock: Arc<ChangeClock>,
-    writer: mpsc::Sender<WriteJob>,
+    writer: WriterHandle,
     pool: deadpool_postgres::Pool,
 }
 
@@ -125,19 +125,6 @@ impl PostgresCatalog {
             pool,
         })
     }
-
-    /// Sends a job to the writer thread and waits for its reply.
-    fn ask<T: Send + 'static>(
-        &self,
-        job: impl FnOnce(oneshot::Sender<CatalogResult<T>>) -> WriteJob,
-    ) -> CatalogFuture<'_, T> {
-        let (reply, answer) = oneshot::channel();
-        let job = job(reply);
-        Box::pin(async move {
-            self.writer.send(job).map_err(|_| CatalogError::Closed)?;
-            answer.await.map_err(|_| CatalogError::Closed)?
-        })
-    }
 }
 
 impl Catalog for PostgresCatalog {
@@ -146,11 +133,7 @@ impl Catalog for PostgresCatalog {
         changes: Vec<Change>,
         cursor: Option<CursorPosition>,
     ) -> CatalogFuture<'_, ApplyReport> {
-        self.ask(|reply| WriteJob::Apply {
-            changes,
-            cursor,
-            reply,
-        })
+        self.writer.apply(changes, cursor)
     }
 
     fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
@@ -180,15 +163,15 @@ impl Catalog for PostgresCatalog {
     }
 
     fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
-        self.ask(|reply| WriteJob::Account { did, status, reply })
+        self.writer.set_account(did, status)
     }
 
     fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
-        self.ask(|reply| WriteJob::BeginBulk { reply })
+        self.writer.begin_bulk()
     }
 
     fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport> {
-        self.ask(|reply| WriteJob::FinishBulk { cursor, reply })
+        self.writer.finish_bulk(cursor)
     }
 
     fn clock(&self) -> &ChangeClock {

@@ -4,7 +4,6 @@
 
 use super::storage;
 use crate::keys_column::QueryIds;
-use crate::spec::QueryId;
 use crate::{CatalogError, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest};
 use deadpool_postgres::{Object, Pool, PoolError};
 
@@ -17,15 +16,7 @@ async fn connection(pool: &Pool) -> CatalogResult<Object> {
 
 pub(super) async fn query_ids(pool: &Pool) -> CatalogResult<QueryIds> {
     let client = connection(pool).await?;
-    let rows = client
-        .query("SELECT qid, name FROM queries", &[])
-        .await
-        .map_err(storage)?;
-    let mut ids = QueryIds::default();
-    for row in rows {
-        ids.insert(QueryId::new(row.get(1)), row.get(0));
-    }
-    Ok(ids)
+    super::engine::load_ids(&client).await
 }
 
 const PAGE_BY_OFFSET: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, p.author, p.rev, p.record \

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
 
-pub(crate) enum WriteJob {
+enum WriteJob {
     Apply {
         changes: Vec<Change>,
         cursor: Option<CursorPosition>,
@@ -49,13 +49,57 @@ pub(crate) struct Writer<E: Engine> {
     pub(super) bulk: Option<BulkLoad>,
 }
 
+/// The catalog's side of the writer thread: each call sends a job and waits for its reply.
+pub(crate) struct WriterHandle(mpsc::Sender<WriteJob>);
+
+impl WriterHandle {
+    fn ask<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<CatalogResult<T>>) -> WriteJob,
+    ) -> crate::CatalogFuture<'_, T> {
+        let (reply, answer) = oneshot::channel();
+        let job = job(reply);
+        Box::pin(async move {
+            self.0.send(job).map_err(|_| CatalogError::Closed)?;
+            answer.await.map_err(|_| CatalogError::Closed)?
+        })
+    }
+
+    pub fn apply(
+        &self,
+        changes: Vec<Change>,
+        cursor: Option<CursorPosition>,
+    ) -> crate::CatalogFuture<'_, ApplyReport> {
+        self.ask(|reply| WriteJob::Apply {
+            changes,
+            cursor,
+            reply,
+        })
+    }
+
+    pub fn set_account(&self, did: String, status: AccountStatus) -> crate::CatalogFuture<'_, ()> {
+        self.ask(|reply| WriteJob::Account { did, status, reply })
+    }
+
+    pub fn begin_bulk(&self) -> crate::CatalogFuture<'_, bool> {
+        self.ask(|reply| WriteJob::BeginBulk { reply })
+    }
+
+    pub fn finish_bulk(
+        &self,
+        cursor: Option<CursorPosition>,
+    ) -> crate::CatalogFuture<'_, ApplyReport> {
+        self.ask(|reply| WriteJob::FinishBulk { cursor, reply })
+    }
+}
+
 /// Readies the catalog behind an engine (an interrupted bulk load undone, query keys rebuilt
 /// where the specification changed) and starts its writer thread.
 pub(crate) fn spawn_writer<E: Engine>(
     mut engine: E,
     queries: &crate::QuerySet,
     clock: Arc<ChangeClock>,
-) -> CatalogResult<mpsc::Sender<WriteJob>> {
+) -> CatalogResult<WriterHandle> {
     if engine.recover_bulk()? {
         tracing::warn!("an interrupted bulk load was rolled back; the catalog is empty");
     }
@@ -72,7 +116,7 @@ pub(crate) fn spawn_writer<E: Engine>(
         .name("catalog-writer".into())
         .spawn(move || writer.run(receiver))
         .map_err(|e| CatalogError::Storage(e.to_string()))?;
-    Ok(sender)
+    Ok(WriterHandle(sender))
 }
 
 /// Fails every batch queued behind one that failed: a later batch must not commit a cursor

@@ -2,7 +2,7 @@
 //! one write connection. Index entries point at record rowids, so a read joins on integers.
 
 use crate::keys_column::QueryIds;
-use crate::rules::{Engine, Filed, Plan, RecordWrite, StagedVersion, Stored};
+use crate::rules::{Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, repository_range};
 use crate::{CatalogResult, Change, QueryId};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -14,11 +14,6 @@ pub(crate) struct SqliteEngine {
 
 pub(super) fn now_ms() -> i64 {
     svc_syntax::now_unix_micros() / 1000
-}
-
-/// The uri range of one repository: `at://<did>/` up to (not including) `at://<did>0`.
-pub(super) fn repository_range(did: &str) -> (String, String) {
-    (format!("at://{did}/"), format!("at://{did}0"))
 }
 
 const UPSERT: &str = "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \

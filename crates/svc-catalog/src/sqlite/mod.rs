@@ -9,7 +9,7 @@ mod migrations;
 mod reader;
 
 use crate::keys_column::QueryIds;
-use crate::rules::{WriteJob, spawn_writer};
+use crate::rules::{WriterHandle, spawn_writer};
 use crate::spec::{QueryId, QuerySet};
 use crate::{
     AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
@@ -19,8 +19,7 @@ use engine::SqliteEngine;
 use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
-use std::sync::{Arc, mpsc};
-use tokio::sync::oneshot;
+use std::sync::Arc;
 
 impl From<rusqlite::Error> for CatalogError {
     fn from(error: rusqlite::Error) -> Self {
@@ -32,7 +31,7 @@ pub struct SqliteCatalog {
     /// This database's number of each query, for the readers.
     qids: QueryIds,
     clock: Arc<ChangeClock>,
-    writer: mpsc::Sender<WriteJob>,
+    writer: WriterHandle,
     readers: ReaderPool,
 }
 
@@ -127,20 +126,7 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-impl SqliteCatalog {
-    /// Sends a job to the writer thread and waits for its reply.
-    fn ask<T: Send + 'static>(
-        &self,
-        job: impl FnOnce(oneshot::Sender<CatalogResult<T>>) -> WriteJob,
-    ) -> CatalogFuture<'_, T> {
-        let (reply, answer) = oneshot::channel();
-        let job = job(reply);
-        Box::pin(async move {
-            self.writer.send(job).map_err(|_| CatalogError::Closed)?;
-            answer.await.map_err(|_| CatalogError::Closed)?
-        })
-    }
-}
+impl SqliteCatalog {}
 
 impl Catalog for SqliteCatalog {
     fn apply(
@@ -148,11 +134,7 @@ impl Catalog for SqliteCatalog {
         changes: Vec<Change>,
         cursor: Option<CursorPosition>,
     ) -> CatalogFuture<'_, ApplyReport> {
-        self.ask(|reply| WriteJob::Apply {
-            changes,
-            cursor,
-            reply,
-        })
+        self.writer.apply(changes, cursor)
     }
 
     fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
@@ -190,15 +172,15 @@ impl Catalog for SqliteCatalog {
     }
 
     fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
-        self.ask(|reply| WriteJob::Account { did, status, reply })
+        self.writer.set_account(did, status)
     }
 
     fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
-        self.ask(|reply| WriteJob::BeginBulk { reply })
+        self.writer.begin_bulk()
     }
 
     fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport> {
-        self.ask(|reply| WriteJob::FinishBulk { cursor, reply })
+        self.writer.finish_bulk(cursor)
     }
 
     fn clock(&self) -> &ChangeClock {
