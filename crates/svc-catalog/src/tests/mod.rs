@@ -11,7 +11,76 @@ use serde_json::{Value, json};
 pub(crate) struct Fresh {
     pub catalog: Box<dyn Catalog>,
     pub queries: QuerySet,
+    /// Where the catalog lives, to open it again.
+    pub location: crate::Location,
     _dir: Option<tempfile::TempDir>,
+}
+
+impl Fresh {
+    /// Closes the catalog and opens it again on the same storage with another specification.
+    pub async fn reopen(&mut self, queries: QuerySet) {
+        let closed = std::mem::replace(&mut self.catalog, Box::new(Closed));
+        drop(closed);
+        self.catalog = match &self.location {
+            crate::Location::Sqlite(path) => {
+                Box::new(SqliteCatalog::open(path, queries.clone(), 2).expect("reopen"))
+            }
+            crate::Location::Postgres(url) => Box::new(
+                crate::postgres::PostgresCatalog::open(url, queries.clone(), 4)
+                    .await
+                    .expect("reopen"),
+            ),
+        };
+        self.queries = queries;
+    }
+}
+
+/// Stands in for a catalog between closing and reopening; never called.
+struct Closed;
+
+impl Catalog for Closed {
+    fn apply(
+        &self,
+        _: Vec<Change>,
+        _: Option<crate::CursorPosition>,
+    ) -> crate::CatalogFuture<'_, crate::ApplyReport> {
+        Box::pin(async { Err(crate::CatalogError::Closed) })
+    }
+    fn list(
+        &self,
+        _: crate::QueryId,
+        _: String,
+        _: crate::PageRequest,
+    ) -> crate::CatalogFuture<'_, crate::Page> {
+        Box::pin(async { Err(crate::CatalogError::Closed) })
+    }
+    fn count_keys(&self, _: crate::QueryId, _: Vec<String>) -> crate::CatalogFuture<'_, Vec<u64>> {
+        Box::pin(async { Err(crate::CatalogError::Closed) })
+    }
+    fn kind_counts(&self) -> crate::CatalogFuture<'_, crate::KindCounts> {
+        Box::pin(async { Err(crate::CatalogError::Closed) })
+    }
+    fn cursor(&self, _: String) -> crate::CatalogFuture<'_, Option<crate::CursorPosition>> {
+        Box::pin(async { Err(crate::CatalogError::Closed) })
+    }
+    fn get(&self, _: String) -> crate::CatalogFuture<'_, Option<crate::Item>> {
+        Box::pin(async { Err(crate::CatalogError::Closed) })
+    }
+    fn set_account(&self, _: String, _: crate::AccountStatus) -> crate::CatalogFuture<'_, ()> {
+        Box::pin(async { Err(crate::CatalogError::Closed) })
+    }
+    fn begin_bulk(&self) -> crate::CatalogFuture<'_, bool> {
+        Box::pin(async { Err(crate::CatalogError::Closed) })
+    }
+    fn finish_bulk(
+        &self,
+        _: Option<crate::CursorPosition>,
+    ) -> crate::CatalogFuture<'_, crate::ApplyReport> {
+        Box::pin(async { Err(crate::CatalogError::Closed) })
+    }
+    fn clock(&self) -> &crate::ChangeClock {
+        unreachable!("a closed catalog is never read")
+    }
 }
 
 /// The PostgreSQL cluster the test script started (`scripts/pg url`), if any. Under CI a
@@ -68,6 +137,7 @@ pub(crate) async fn postgres() -> Option<Fresh> {
     Some(Fresh {
         catalog: Box::new(catalog),
         queries,
+        location: crate::Location::Postgres(url),
         _dir: None,
     })
 }
@@ -75,11 +145,12 @@ pub(crate) async fn postgres() -> Option<Fresh> {
 pub(crate) fn sqlite() -> Fresh {
     let dir = tempfile::tempdir().expect("temporary directory");
     let queries = QuerySet::embedded();
-    let catalog =
-        SqliteCatalog::open(&dir.path().join("catalog.db"), queries.clone(), 2).expect("open");
+    let path = dir.path().join("catalog.db");
+    let catalog = SqliteCatalog::open(&path, queries.clone(), 2).expect("open");
     Fresh {
         catalog: Box::new(catalog),
         queries,
+        location: crate::Location::Sqlite(path),
         _dir: Some(dir),
     }
 }
@@ -158,4 +229,5 @@ each_backend!(
     bulk_loads_only_into_an_empty_catalog,
     accounts_hide_restore_and_remove_records,
     no_bulk_load_while_accounts_are_inactive,
+    queries_redefined_or_added_between_opens_are_rebuilt,
 );

@@ -472,3 +472,108 @@ pub async fn no_bulk_load_while_accounts_are_inactive(fresh: Fresh) {
         0
     );
 }
+
+/// The embedded specification with one query's filter changed and one query added.
+fn edited_specification() -> crate::QuerySet {
+    let mut spec: serde_json::Value =
+        serde_json::from_str(crate::spec::EMBEDDED_SPEC).expect("the embedded specification");
+    let queries = spec["queries"].as_array_mut().expect("queries");
+    for query in queries.iter_mut() {
+        if query["name"] == "openBounties" {
+            query["filter"] =
+                json!([{"op": "in", "path": "status", "values": ["claimed"], "or_absent": false}]);
+        }
+    }
+    let mut added = queries
+        .iter()
+        .find(|q| q["name"] == "bountiesByRequester")
+        .expect("bountiesByRequester")
+        .clone();
+    added["name"] = json!("bountiesByRequesterAgain");
+    added["path"] = json!("/v1/bounties/by-requester-again");
+    queries.push(added);
+    crate::QuerySet::load(&spec.to_string()).expect("the edited specification")
+}
+
+pub async fn queries_redefined_or_added_between_opens_are_rebuilt(mut fresh: Fresh) {
+    let (open, claimed, hidden) = (
+        "at://did:plc:a/dev.svc.bounty/1",
+        "at://did:plc:a/dev.svc.bounty/2",
+        "at://did:plc:h/dev.svc.bounty/3",
+    );
+    apply(
+        &fresh,
+        vec![
+            upsert(
+                open,
+                "3a",
+                json!({"requester": "did:plc:r", "status": "open"}),
+            ),
+            upsert(
+                claimed,
+                "3a",
+                json!({"requester": "did:plc:r", "status": "claimed"}),
+            ),
+            upsert(
+                hidden,
+                "3a",
+                json!({"requester": "did:plc:r", "status": "claimed"}),
+            ),
+        ],
+    )
+    .await;
+    fresh
+        .catalog
+        .set_account(
+            "did:plc:h".into(),
+            AccountStatus::Inactive("deactivated".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(uris(&fresh, "openBounties", &[]).await, vec![open, claimed]);
+    fresh.reopen(edited_specification()).await;
+    // The redefined query answers its new filter; the added one was filed from what is stored;
+    // the inactive account's record stays out of both until it is active again.
+    assert_eq!(uris(&fresh, "openBounties", &[]).await, vec![claimed]);
+    assert_eq!(
+        uris(&fresh, "bountiesByRequesterAgain", &[Some("did:plc:r")]).await,
+        vec![open, claimed]
+    );
+    fresh
+        .catalog
+        .set_account("did:plc:h".into(), AccountStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(
+        uris(&fresh, "openBounties", &[]).await,
+        vec![claimed, hidden]
+    );
+    assert_eq!(
+        uris(&fresh, "bountiesByRequesterAgain", &[Some("did:plc:r")]).await,
+        vec![open, claimed, hidden]
+    );
+    // Back to the shipped specification: the added query's keys are dropped, the old filter
+    // is rebuilt, and an update files under the current definitions only.
+    fresh.reopen(crate::QuerySet::embedded()).await;
+    assert_eq!(
+        uris(&fresh, "openBounties", &[]).await,
+        vec![open, claimed, hidden]
+    );
+    apply(
+        &fresh,
+        vec![upsert(
+            open,
+            "3b",
+            json!({"requester": "did:plc:s", "status": "closed"}),
+        )],
+    )
+    .await;
+    assert_eq!(
+        uris(&fresh, "openBounties", &[]).await,
+        vec![claimed, hidden]
+    );
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
+        vec![claimed, hidden]
+    );
+}
