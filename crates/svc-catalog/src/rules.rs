@@ -9,10 +9,12 @@
 
 mod accounts;
 mod bulk;
+mod catalog;
 mod queries;
 mod writer;
 
-pub(crate) use writer::{WriterHandle, spawn_writer};
+pub use catalog::{EngineCatalog, Reads};
+use writer::WriterHandle;
 
 use crate::{ApplyReport, CatalogResult, Change, CursorPosition, IndexKeys, QueryId, Upsert};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -137,6 +139,8 @@ pub trait Engine: Send + 'static {
     fn define_query(&mut self, query: &QueryId, fingerprint: &str) -> CatalogResult<()>;
     /// Forgets a query that left the specification, with its entries and counts.
     fn drop_query(&mut self, query: &QueryId) -> CatalogResult<()>;
+    /// The engine's number of each query it knows (after registration: every query).
+    fn query_ids(&self) -> crate::keys_column::QueryIds;
     /// Accounts stored as inactive or deleted.
     fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>>;
 
@@ -185,14 +189,6 @@ pub(crate) fn did_of(uri: &str) -> &str {
     rest.split('/').next().unwrap_or(rest)
 }
 
-/// What one uri holds while a group is planned.
-struct Standing {
-    rev: String,
-    collection: String,
-    live: bool,
-    keys: IndexKeys,
-}
-
 /// Plans a group of batches: each uri's changes in arrival order against what it holds, the
 /// stale ones counted and dropped, one row write per uri for the last that applied.
 pub(crate) fn plan_group<'a>(
@@ -221,12 +217,7 @@ pub(crate) fn plan_group<'a>(
                 .iter()
                 .take_while(|(_, c)| c.uri() == uri)
                 .count();
-        let before = stored.remove(uri).map(|s| Standing {
-            rev: s.rev,
-            collection: s.collection,
-            live: s.live,
-            keys: s.keys,
-        });
+        let before = stored.remove(uri);
         let mut last: Option<&'a Change> = None;
         let mut rev: Option<&str> = before.as_ref().map(|s| s.rev.as_str());
         for (job, change) in &order[at..end] {
@@ -259,7 +250,7 @@ pub(crate) fn plan_group<'a>(
 fn plan_change<'a>(
     plan: &mut Plan<'a>,
     inactive: &HashSet<String>,
-    before: Option<&Standing>,
+    before: Option<&Stored>,
     change: &'a Change,
 ) {
     let empty = IndexKeys::new();

@@ -88,7 +88,7 @@ impl PostgresEngine {
     }
 }
 
-pub(super) async fn load_ids(client: &Client) -> CatalogResult<QueryIds> {
+async fn load_ids(client: &Client) -> CatalogResult<QueryIds> {
     let rows = client
         .query("SELECT qid, name FROM queries", &[])
         .await
@@ -467,6 +467,10 @@ impl Engine for PostgresEngine {
             link.ids.remove(query);
             Ok(())
         })
+    }
+
+    fn query_ids(&self) -> QueryIds {
+        self.link.ids.clone()
     }
 
     fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>> {

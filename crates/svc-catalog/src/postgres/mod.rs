@@ -8,12 +8,11 @@ mod engine;
 mod reader;
 mod schema;
 
-use crate::keys_column::QueryIds;
-use crate::rules::{WriterHandle, spawn_writer};
-use crate::spec::{QueryId, QuerySet};
+use crate::rules::{EngineCatalog, Reads};
+use crate::spec::QuerySet;
 use crate::{
-    AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
-    ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest, PostgresUrl,
+    CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
+    PageRequest, PostgresUrl,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,12 +23,11 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 /// How long a connection attempt may take before the database counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-pub struct PostgresCatalog {
-    qids: QueryIds,
-    clock: Arc<ChangeClock>,
-    writer: WriterHandle,
-    pool: deadpool_postgres::Pool,
-}
+/// The catalog on a PostgreSQL database.
+pub type PostgresCatalog = EngineCatalog<PostgresReads>;
+
+/// The read side of a PostgreSQL catalog: a pool of connections.
+pub struct PostgresReads(deadpool_postgres::Pool);
 
 /// A driver error as a catalog error: a lost or refused connection is `Unavailable` (worth
 /// retrying), anything the database itself refused is `Storage`.
@@ -77,7 +75,7 @@ fn settings(url: &PostgresUrl) -> CatalogResult<(tokio_postgres::Config, MakeRus
     Ok((config, MakeRustlsConnect::new(tls)))
 }
 
-impl PostgresCatalog {
+impl EngineCatalog<PostgresReads> {
     /// Connects, runs pending migrations, rebuilds the keys of queries whose definition is new
     /// or changed, and starts the writer. `readers` connections at most serve reads.
     pub async fn open(
@@ -86,29 +84,14 @@ impl PostgresCatalog {
         readers: usize,
     ) -> CatalogResult<PostgresCatalog> {
         let (config, tls) = settings(url)?;
-        let clock = Arc::new(ChangeClock::default());
-        // The writer's connection lives on a runtime of its own on the writer's thread; it is
-        // made on a plain thread, away from this runtime.
-        let (made, writer) = oneshot::channel();
-        {
-            let (config, tls, clock) = (config.clone(), tls.clone(), Arc::clone(&clock));
-            std::thread::Builder::new()
-                .name("catalog-open".into())
-                .spawn(move || {
-                    let writer = engine::PostgresEngine::connect(config, tls)
-                        .and_then(|engine| spawn_writer(engine, &queries, clock));
-                    let _ = made.send(writer);
-                })
-                .map_err(|e| CatalogError::Storage(e.to_string()))?;
-        }
-        let writer = writer.await.map_err(|_| CatalogError::Closed)??;
         let manager = deadpool_postgres::Manager::from_config(
-            config,
-            tls,
+            config.clone(),
+            tls.clone(),
             deadpool_postgres::ManagerConfig {
                 recycling_method: deadpool_postgres::RecyclingMethod::Fast,
             },
         );
+        // Connections are made when reads need them.
         let pool = deadpool_postgres::Pool::builder(manager)
             .max_size(readers.max(1))
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -117,64 +100,39 @@ impl PostgresCatalog {
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| CatalogError::Storage(e.to_string()))?;
-        let qids = reader::query_ids(&pool).await?;
-        Ok(PostgresCatalog {
-            qids,
-            clock,
-            writer,
-            pool,
-        })
+        // The writer's connection lives on a runtime of its own on the writer's thread; it is
+        // made, and the storage readied, on a plain thread, away from this runtime.
+        let (made, catalog) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("catalog-open".into())
+            .spawn(move || {
+                let catalog = engine::PostgresEngine::connect(config, tls)
+                    .and_then(|engine| EngineCatalog::start(engine, &queries, PostgresReads(pool)));
+                let _ = made.send(catalog);
+            })
+            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+        catalog.await.map_err(|_| CatalogError::Closed)?
     }
 }
 
-impl Catalog for PostgresCatalog {
-    fn apply(
-        &self,
-        changes: Vec<Change>,
-        cursor: Option<CursorPosition>,
-    ) -> CatalogFuture<'_, ApplyReport> {
-        self.writer.apply(changes, cursor)
+impl Reads for PostgresReads {
+    fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
+        Box::pin(async move { reader::list(&self.0, qid, &key, &page).await })
     }
 
-    fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
-        Box::pin(async move {
-            let qid = self.qids.qid(&query)?;
-            reader::list(&self.pool, qid, &key, &page).await
-        })
-    }
-
-    fn count_keys(&self, query: QueryId, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
-        Box::pin(async move {
-            let qid = self.qids.qid(&query)?;
-            reader::count_keys(&self.pool, qid, &keys).await
-        })
+    fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
+        Box::pin(async move { reader::count_keys(&self.0, qid, &keys).await })
     }
 
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts> {
-        Box::pin(reader::kind_counts(&self.pool))
+        Box::pin(reader::kind_counts(&self.0))
     }
 
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {
-        Box::pin(async move { reader::cursor(&self.pool, &source).await })
+        Box::pin(async move { reader::cursor(&self.0, &source).await })
     }
 
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
-        Box::pin(async move { reader::get(&self.pool, &uri).await })
-    }
-
-    fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
-        self.writer.set_account(did, status)
-    }
-
-    fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
-        self.writer.begin_bulk()
-    }
-
-    fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport> {
-        self.writer.finish_bulk(cursor)
-    }
-
-    fn clock(&self) -> &ChangeClock {
-        &self.clock
+        Box::pin(async move { reader::get(&self.0, &uri).await })
     }
 }

@@ -3,7 +3,6 @@
 //! one snapshot.
 
 use super::storage;
-use crate::keys_column::QueryIds;
 use crate::{CatalogError, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest};
 use deadpool_postgres::{Object, Pool, PoolError};
 
@@ -12,11 +11,6 @@ async fn connection(pool: &Pool) -> CatalogResult<Object> {
         PoolError::Backend(error) => storage(error),
         other => CatalogError::Unavailable(other.to_string()),
     })
-}
-
-pub(super) async fn query_ids(pool: &Pool) -> CatalogResult<QueryIds> {
-    let client = connection(pool).await?;
-    super::engine::load_ids(&client).await
 }
 
 const PAGE_BY_OFFSET: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, p.author, p.rev, p.record \

@@ -99,12 +99,13 @@ pub(crate) fn spawn_writer<E: Engine>(
     mut engine: E,
     queries: &crate::QuerySet,
     clock: Arc<ChangeClock>,
-) -> CatalogResult<WriterHandle> {
+) -> CatalogResult<(WriterHandle, crate::keys_column::QueryIds)> {
     if engine.recover_bulk()? {
         tracing::warn!("an interrupted bulk load was rolled back; the catalog is empty");
     }
     let inactive = engine.inactive_accounts()?;
     super::queries::register(&mut engine, queries, &inactive)?;
+    let ids = engine.query_ids();
     let writer = Writer {
         engine,
         clock,
@@ -116,7 +117,7 @@ pub(crate) fn spawn_writer<E: Engine>(
         .name("catalog-writer".into())
         .spawn(move || writer.run(receiver))
         .map_err(|e| CatalogError::Storage(e.to_string()))?;
-    Ok(WriterHandle(sender))
+    Ok((WriterHandle(sender), ids))
 }
 
 /// Fails every batch queued behind one that failed: a later batch must not commit a cursor

@@ -325,6 +325,10 @@ impl Engine for SqliteEngine {
         Ok(())
     }
 
+    fn query_ids(&self) -> QueryIds {
+        self.ids.clone()
+    }
+
     fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>> {
         let mut stmt = self.conn.prepare("SELECT did FROM inactive_accounts")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;

@@ -4,22 +4,19 @@
 mod bulk;
 mod checkpoint;
 mod engine;
-
 mod migrations;
 mod reader;
 
 use crate::keys_column::QueryIds;
-use crate::rules::{WriterHandle, spawn_writer};
+use crate::rules::{EngineCatalog, Reads};
 use crate::spec::{QueryId, QuerySet};
 use crate::{
-    AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
-    ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest,
+    CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest,
 };
 use engine::SqliteEngine;
-use reader::ReaderPool;
+pub use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
-use std::sync::Arc;
 
 impl From<rusqlite::Error> for CatalogError {
     fn from(error: rusqlite::Error) -> Self {
@@ -27,13 +24,8 @@ impl From<rusqlite::Error> for CatalogError {
     }
 }
 
-pub struct SqliteCatalog {
-    /// This database's number of each query, for the readers.
-    qids: QueryIds,
-    clock: Arc<ChangeClock>,
-    writer: WriterHandle,
-    readers: ReaderPool,
-}
+/// The catalog on one SQLite file.
+pub type SqliteCatalog = EngineCatalog<ReaderPool>;
 
 /// Page cache of the write connection (negative: KiB).
 const WRITER_CACHE_KIB: i64 = -32_000;
@@ -66,7 +58,7 @@ pub(crate) fn writer_settings(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-impl SqliteCatalog {
+impl EngineCatalog<ReaderPool> {
     /// Opens (or creates) the catalog file, runs pending migrations, and rebuilds the index
     /// keys of any query whose definition is new or changed since the last start.
     pub fn open(path: &Path, queries: QuerySet, readers: usize) -> CatalogResult<SqliteCatalog> {
@@ -86,18 +78,10 @@ impl SqliteCatalog {
         }
         migrations::run(&mut conn)?;
         let ids = load_query_ids(&conn)?;
-        let clock = Arc::new(ChangeClock::default());
-        let writer = spawn_writer(SqliteEngine { conn, ids }, &queries, Arc::clone(&clock))?;
         let readers = ReaderPool::open(path, readers.max(1))?;
-        // The writer has registered every query before it started.
-        let qids = load_query_ids(&open_reader(path)?)?;
+        let catalog = EngineCatalog::start(SqliteEngine { conn, ids }, &queries, readers)?;
         checkpoint::spawn(path.to_path_buf(), checkpoint::After::Start);
-        Ok(SqliteCatalog {
-            qids,
-            clock,
-            writer,
-            readers,
-        })
+        Ok(catalog)
     }
 }
 
@@ -126,64 +110,24 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-impl SqliteCatalog {}
-
-impl Catalog for SqliteCatalog {
-    fn apply(
-        &self,
-        changes: Vec<Change>,
-        cursor: Option<CursorPosition>,
-    ) -> CatalogFuture<'_, ApplyReport> {
-        self.writer.apply(changes, cursor)
+impl Reads for ReaderPool {
+    fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
+        Box::pin(self.run(move |conn| reader::list(conn, qid, &key, &page)))
     }
 
-    fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
-        Box::pin(async move {
-            let qid = self.qids.qid(&query)?;
-            self.readers
-                .run(move |conn| reader::list(conn, qid, &key, &page))
-                .await
-        })
-    }
-
-    fn count_keys(&self, query: QueryId, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
-        Box::pin(async move {
-            let qid = self.qids.qid(&query)?;
-            self.readers
-                .run(move |conn| reader::count_keys(conn, qid, &keys))
-                .await
-        })
+    fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
+        Box::pin(self.run(move |conn| reader::count_keys(conn, qid, &keys)))
     }
 
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts> {
-        Box::pin(async move { self.readers.run(reader::kind_counts).await })
+        Box::pin(self.run(reader::kind_counts))
     }
 
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {
-        Box::pin(async move {
-            self.readers
-                .run(move |conn| reader::cursor(conn, &source))
-                .await
-        })
+        Box::pin(self.run(move |conn| reader::cursor(conn, &source)))
     }
 
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
-        Box::pin(async move { self.readers.run(move |conn| reader::get(conn, &uri)).await })
-    }
-
-    fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
-        self.writer.set_account(did, status)
-    }
-
-    fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
-        self.writer.begin_bulk()
-    }
-
-    fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport> {
-        self.writer.finish_bulk(cursor)
-    }
-
-    fn clock(&self) -> &ChangeClock {
-        &self.clock
+        Box::pin(self.run(move |conn| reader::get(conn, &uri)))
     }
 }

@@ -7,14 +7,16 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
-pub(crate) struct ReaderPool {
+/// The read side of an SQLite catalog: a pool of read-only connections used from blocking
+/// threads.
+pub struct ReaderPool {
     connections: Arc<Mutex<Vec<Connection>>>,
     permits: Arc<Semaphore>,
     path: std::path::PathBuf,
 }
 
 impl ReaderPool {
-    pub fn open(path: &Path, size: usize) -> CatalogResult<ReaderPool> {
+    pub(crate) fn open(path: &Path, size: usize) -> CatalogResult<ReaderPool> {
         let mut connections = Vec::with_capacity(size);
         for _ in 0..size {
             connections.push(super::open_reader(path)?);
@@ -27,7 +29,7 @@ impl ReaderPool {
     }
 
     /// Runs `work` on a pooled connection on a blocking thread.
-    pub async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Connection) -> CatalogResult<T> + Send + 'static,
     ) -> CatalogResult<T> {
