@@ -18,10 +18,15 @@ pub(crate) struct Fresh {
 
 impl Fresh {
     /// Closes the catalog and opens it again on the same storage with another specification.
-    pub async fn reopen(&mut self, queries: QuerySet) {
-        let closed = std::mem::replace(&mut self.catalog, Box::new(Closed));
-        drop(closed);
-        self.catalog = match &self.location {
+    pub async fn reopen(self, queries: QuerySet) -> Fresh {
+        let Fresh {
+            catalog,
+            location,
+            _dir,
+            ..
+        } = self;
+        drop(catalog);
+        let catalog: Box<dyn Catalog> = match &location {
             crate::Location::Sqlite(path) => {
                 Box::new(SqliteCatalog::open(path, queries.clone(), 2).expect("reopen"))
             }
@@ -31,55 +36,12 @@ impl Fresh {
                     .expect("reopen"),
             ),
         };
-        self.queries = queries;
-    }
-}
-
-/// Stands in for a catalog between closing and reopening; never called.
-struct Closed;
-
-impl Catalog for Closed {
-    fn apply(
-        &self,
-        _: Vec<Change>,
-        _: Option<crate::CursorPosition>,
-    ) -> crate::CatalogFuture<'_, crate::ApplyReport> {
-        Box::pin(async { Err(crate::CatalogError::Closed) })
-    }
-    fn list(
-        &self,
-        _: crate::QueryId,
-        _: String,
-        _: crate::PageRequest,
-    ) -> crate::CatalogFuture<'_, crate::Page> {
-        Box::pin(async { Err(crate::CatalogError::Closed) })
-    }
-    fn count_keys(&self, _: crate::QueryId, _: Vec<String>) -> crate::CatalogFuture<'_, Vec<u64>> {
-        Box::pin(async { Err(crate::CatalogError::Closed) })
-    }
-    fn kind_counts(&self) -> crate::CatalogFuture<'_, crate::KindCounts> {
-        Box::pin(async { Err(crate::CatalogError::Closed) })
-    }
-    fn cursor(&self, _: String) -> crate::CatalogFuture<'_, Option<crate::CursorPosition>> {
-        Box::pin(async { Err(crate::CatalogError::Closed) })
-    }
-    fn get(&self, _: String) -> crate::CatalogFuture<'_, Option<crate::Item>> {
-        Box::pin(async { Err(crate::CatalogError::Closed) })
-    }
-    fn set_account(&self, _: String, _: crate::AccountStatus) -> crate::CatalogFuture<'_, ()> {
-        Box::pin(async { Err(crate::CatalogError::Closed) })
-    }
-    fn begin_bulk(&self) -> crate::CatalogFuture<'_, bool> {
-        Box::pin(async { Err(crate::CatalogError::Closed) })
-    }
-    fn finish_bulk(
-        &self,
-        _: Option<crate::CursorPosition>,
-    ) -> crate::CatalogFuture<'_, crate::ApplyReport> {
-        Box::pin(async { Err(crate::CatalogError::Closed) })
-    }
-    fn clock(&self) -> &crate::ChangeClock {
-        unreachable!("a closed catalog is never read")
+        Fresh {
+            catalog,
+            queries,
+            location,
+            _dir,
+        }
     }
 }
 

@@ -495,7 +495,7 @@ fn edited_specification() -> crate::QuerySet {
     crate::QuerySet::load(&spec.to_string()).expect("the edited specification")
 }
 
-pub async fn queries_redefined_or_added_between_opens_are_rebuilt(mut fresh: Fresh) {
+pub async fn queries_redefined_or_added_between_opens_are_rebuilt(fresh: Fresh) {
     let (open, claimed, hidden) = (
         "at://did:plc:a/dev.svc.bounty/1",
         "at://did:plc:a/dev.svc.bounty/2",
@@ -531,7 +531,7 @@ pub async fn queries_redefined_or_added_between_opens_are_rebuilt(mut fresh: Fre
         .await
         .unwrap();
     assert_eq!(uris(&fresh, "openBounties", &[]).await, vec![open, claimed]);
-    fresh.reopen(edited_specification()).await;
+    let fresh = fresh.reopen(edited_specification()).await;
     // The redefined query answers its new filter; the added one was filed from what is stored;
     // the inactive account's record stays out of both until it is active again.
     assert_eq!(uris(&fresh, "openBounties", &[]).await, vec![claimed]);
@@ -554,7 +554,7 @@ pub async fn queries_redefined_or_added_between_opens_are_rebuilt(mut fresh: Fre
     );
     // Back to the shipped specification: the added query's keys are dropped, the old filter
     // is rebuilt, and an update files under the current definitions only.
-    fresh.reopen(crate::QuerySet::embedded()).await;
+    let fresh = fresh.reopen(crate::QuerySet::embedded()).await;
     assert_eq!(
         uris(&fresh, "openBounties", &[]).await,
         vec![open, claimed, hidden]
