@@ -19,6 +19,9 @@ pub(crate) struct PostgresEngine {
     config: Config,
     tls: MakeRustlsConnect,
     pub(super) link: Link,
+    /// Between `begin` and `commit` or `rollback`: a lost connection is then an error, never
+    /// replaced, or the rest of the transaction would run outside it.
+    in_transaction: bool,
 }
 
 /// The connection and what is tied to it.
@@ -63,10 +66,10 @@ impl PostgresEngine {
                 ids,
                 staged: 0,
             },
+            in_transaction: false,
         })
     }
 
-    /// A fresh connection if the last one was lost (the database restarted meanwhile).
     fn reconnect_if_lost(&mut self) -> CatalogResult<()> {
         if !self.link.client.is_closed() {
             return Ok(());
@@ -78,11 +81,15 @@ impl PostgresEngine {
         Ok(())
     }
 
-    /// Runs one step of work on the connection, on the writer's runtime.
+    /// Runs one step of work on the connection, on the writer's runtime; outside a
+    /// transaction, on a fresh connection if the last one was lost (the database restarted).
     pub(super) fn run<T>(
         &mut self,
         work: impl AsyncFnOnce(&mut Link) -> CatalogResult<T>,
     ) -> CatalogResult<T> {
+        if !self.in_transaction {
+            self.reconnect_if_lost()?;
+        }
         let PostgresEngine { runtime, link, .. } = self;
         runtime.block_on(work(link))
     }
@@ -330,18 +337,22 @@ impl Link {
 
 impl Engine for PostgresEngine {
     fn begin(&mut self) -> CatalogResult<()> {
-        self.reconnect_if_lost()?;
-        self.run(async |link| link.batch("BEGIN").await)
+        self.run(async |link| link.batch("BEGIN").await)?;
+        self.in_transaction = true;
+        Ok(())
     }
 
     fn commit(&mut self) -> CatalogResult<()> {
-        self.run(async |link| link.batch("COMMIT").await)
+        let committed = self.run(async |link| link.batch("COMMIT").await);
+        self.in_transaction = false;
+        committed
     }
 
     fn rollback(&mut self) {
         if !self.link.client.is_closed() {
             let _ = self.run(async |link| link.batch("ROLLBACK").await);
         }
+        self.in_transaction = false;
     }
 
     fn stored(&mut self, uris: &[&str]) -> CatalogResult<HashMap<String, Stored>> {
@@ -481,7 +492,6 @@ impl Engine for PostgresEngine {
     }
 
     fn is_empty(&mut self) -> CatalogResult<bool> {
-        self.reconnect_if_lost()?;
         self.run(async |link| {
             let rows = link
                 .query("SELECT NOT EXISTS (SELECT 1 FROM records)", &[])
@@ -495,7 +505,6 @@ impl Engine for PostgresEngine {
     }
 
     fn stage(&mut self, changes: &[&Change]) -> CatalogResult<()> {
-        self.reconnect_if_lost()?;
         self.run(async |link| super::bulk::stage(link, changes).await)
     }
 
@@ -525,7 +534,6 @@ impl Engine for PostgresEngine {
     }
 
     fn end_bulk(&mut self, settled: bool) -> CatalogResult<()> {
-        self.reconnect_if_lost()?;
         self.run(async |link| super::bulk::end(link, settled).await)
     }
 

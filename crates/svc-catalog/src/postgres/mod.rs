@@ -1,7 +1,7 @@
 //! The PostgreSQL engine: the same tables as SQLite's (uris compared byte-wise), one writer
 //! connection on the writer's thread, and a pool of connections for reads. A database that
 //! goes away is waited out: reads answer `Unavailable` until it is back, and the writer
-//! reconnects at its next transaction.
+//! reconnects whenever it is outside a transaction.
 
 mod bulk;
 mod engine;
