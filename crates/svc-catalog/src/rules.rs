@@ -16,7 +16,7 @@ mod writer;
 pub use catalog::{EngineCatalog, Reads};
 use writer::WriterHandle;
 
-use crate::{ApplyReport, CatalogResult, Change, CursorPosition, IndexKeys, QueryId, Upsert};
+use crate::{ApplyReport, CatalogResult, Change, CursorPosition, IndexKeys, QueryId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What an engine holds for a uri: a record version or a tombstone.
@@ -38,17 +38,67 @@ pub struct Filed {
     pub keys: IndexKeys,
 }
 
+/// No keys: what a tombstone is filed under.
+static NO_KEYS: IndexKeys = IndexKeys::new();
+
+/// A `records` row as both engines store it: a record version, or a tombstone (no cid, no
+/// record, no keys; the revision stays, so an older event cannot bring the record back).
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRow<'a> {
+    pub uri: &'a str,
+    pub collection: &'a str,
+    /// The repository DID: the at-uri's authority.
+    pub author: &'a str,
+    pub rev: &'a str,
+    pub cid: Option<&'a str>,
+    pub record: Option<&'a str>,
+    pub keys: &'a IndexKeys,
+}
+
+impl<'a> RecordRow<'a> {
+    /// The row a change leaves.
+    pub fn of(change: &'a Change) -> RecordRow<'a> {
+        match change {
+            Change::Upsert(u) => RecordRow {
+                uri: &u.uri,
+                collection: &u.collection,
+                author: &u.author,
+                rev: &u.rev,
+                cid: u.cid.as_deref(),
+                record: Some(&u.record_json),
+                keys: &u.keys,
+            },
+            Change::Delete {
+                uri,
+                collection,
+                rev,
+            } => RecordRow {
+                uri,
+                collection,
+                author: did_of(uri),
+                rev,
+                cid: None,
+                record: None,
+                keys: &NO_KEYS,
+            },
+        }
+    }
+
+    pub fn live(&self) -> bool {
+        self.record.is_some()
+    }
+}
+
+/// The time stored beside rows, milliseconds since the epoch.
+pub(crate) fn now_ms() -> i64 {
+    svc_syntax::now_unix_micros() / 1000
+}
+
 /// One row a plan writes.
 #[derive(Debug)]
 pub enum RecordWrite<'a> {
-    /// The record version replaces whatever the uri held.
-    Upsert(&'a Upsert),
-    /// The uri's record is gone; its revision stays.
-    Tombstone {
-        uri: &'a str,
-        collection: &'a str,
-        rev: &'a str,
-    },
+    /// The row replaces whatever the uri held.
+    Row(RecordRow<'a>),
     /// Only the keys a stored record is filed under change (a query rebuilt).
     Keys { uri: String, keys: IndexKeys },
 }
@@ -253,35 +303,18 @@ fn plan_change<'a>(
     before: Option<&Stored>,
     change: &'a Change,
 ) {
-    let empty = IndexKeys::new();
-    let (write, collection, keys, live) = match change {
-        Change::Upsert(u) => (RecordWrite::Upsert(u), &u.collection, &u.keys, true),
-        Change::Delete {
-            uri,
-            collection,
-            rev,
-        } => (
-            RecordWrite::Tombstone {
-                uri,
-                collection,
-                rev,
-            },
-            collection,
-            &empty,
-            false,
-        ),
-    };
-    plan.records.push(write);
+    let row = RecordRow::of(change);
+    plan.records.push(RecordWrite::Row(row));
     // An inactive account's records are stored but stay out of the index and the counts.
-    if inactive.contains(did_of(change.uri())) {
+    if inactive.contains(did_of(row.uri)) {
         return;
     }
     if let Some(before) = before.filter(|b| b.live) {
         plan.count_kind(&before.collection, -1);
     }
-    if live {
-        plan.count_kind(collection, 1);
+    if row.live() {
+        plan.count_kind(row.collection, 1);
     }
-    let old = before.map(|b| &b.keys).unwrap_or(&empty);
-    plan.refile(change.uri(), old, keys);
+    let old = before.map(|b| &b.keys).unwrap_or(&NO_KEYS);
+    plan.refile(row.uri, old, row.keys);
 }

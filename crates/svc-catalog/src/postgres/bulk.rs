@@ -5,7 +5,7 @@
 //! counts.
 
 use super::engine::Link;
-use crate::rules::{StagedVersion, did_of};
+use crate::rules::{RecordRow, StagedVersion, now_ms};
 use crate::{CatalogError, CatalogResult, Change};
 use std::collections::BTreeMap;
 use std::pin::pin;
@@ -43,55 +43,31 @@ fn copy_text(out: &mut String, value: Option<&str>) {
 }
 
 pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult<()> {
-    let now = (svc_syntax::now_unix_micros() / 1000).to_string();
+    let now = now_ms().to_string();
     let (mut records, mut entries) = (String::new(), String::new());
     let mut next = link.staged;
     for change in changes {
         next += 1;
         let id = next.to_string();
-        let (uri, collection, author, rev, cid, record, keys) = match change {
-            Change::Upsert(u) => {
-                for (query, key) in &u.keys {
-                    let qid = link.ids.qid(query)?.to_string();
-                    copy_row(
-                        &mut entries,
-                        [Some(qid.as_str()), Some(key), Some(&u.uri), Some(&id)],
-                    );
-                }
-                (
-                    u.uri.as_str(),
-                    u.collection.as_str(),
-                    u.author.as_str(),
-                    u.rev.as_str(),
-                    u.cid.as_deref(),
-                    Some(u.record_json.as_str()),
-                    link.ids.encode(&u.keys),
-                )
-            }
-            Change::Delete {
-                uri,
-                collection,
-                rev,
-            } => (
-                uri.as_str(),
-                collection.as_str(),
-                did_of(uri),
-                rev.as_str(),
-                None,
-                None,
-                "[]".to_string(),
-            ),
-        };
+        let row = RecordRow::of(change);
+        for (query, key) in row.keys {
+            let qid = link.ids.qid(query)?.to_string();
+            copy_row(
+                &mut entries,
+                [Some(qid.as_str()), Some(key), Some(row.uri), Some(&id)],
+            );
+        }
+        let keys = link.ids.encode(row.keys);
         copy_row(
             &mut records,
             [
                 Some(id.as_str()),
-                Some(uri),
-                Some(collection),
-                Some(author),
-                Some(rev),
-                cid,
-                record,
+                Some(row.uri),
+                Some(row.collection),
+                Some(row.author),
+                Some(row.rev),
+                row.cid,
+                row.record,
                 Some(keys.as_str()),
                 Some(now.as_str()),
             ],

@@ -6,7 +6,7 @@
 use super::storage;
 use crate::keys_column::QueryIds;
 use crate::rules::{
-    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, did_of, repository_range,
+    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, now_ms, repository_range,
 };
 use crate::{CatalogError, CatalogResult, Change, QueryId};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -31,10 +31,6 @@ pub(super) struct Link {
     pub ids: QueryIds,
     /// Records staged by the bulk load under way (their ids are 1 to this).
     pub staged: i64,
-}
-
-fn now_ms() -> i64 {
-    svc_syntax::now_unix_micros() / 1000
 }
 
 async fn connect(config: &Config, tls: &MakeRustlsConnect) -> CatalogResult<Client> {
@@ -144,38 +140,21 @@ impl Link {
 
     async fn write_records(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
         let now = now_ms();
-        let mut upserts: [Vec<&str>; 5] = Default::default();
-        let mut cids: Vec<Option<&str>> = Vec::new();
-        let mut upsert_keys: Vec<String> = Vec::new();
-        let mut tombstones: [Vec<&str>; 4] = Default::default();
+        let mut text: [Vec<&str>; 4] = Default::default();
+        let (mut cids, mut records, mut row_keys) = (Vec::new(), Vec::new(), Vec::new());
         let (mut keyed, mut keys): (Vec<&str>, Vec<String>) = Default::default();
         for write in &plan.records {
             match write {
-                RecordWrite::Upsert(u) => {
-                    for (column, value) in upserts.iter_mut().zip([
-                        u.uri.as_str(),
-                        &u.collection,
-                        &u.author,
-                        &u.rev,
-                        &u.record_json,
-                    ]) {
-                        column.push(value);
-                    }
-                    cids.push(u.cid.as_deref());
-                    upsert_keys.push(self.ids.encode(&u.keys));
-                }
-                RecordWrite::Tombstone {
-                    uri,
-                    collection,
-                    rev,
-                } => {
+                RecordWrite::Row(row) => {
                     for (column, value) in
-                        tombstones
-                            .iter_mut()
-                            .zip([*uri, collection, did_of(uri), rev])
+                        text.iter_mut()
+                            .zip([row.uri, row.collection, row.author, row.rev])
                     {
                         column.push(value);
                     }
+                    cids.push(row.cid);
+                    records.push(row.record);
+                    row_keys.push(self.ids.encode(row.keys));
                 }
                 RecordWrite::Keys { uri, keys: k } => {
                     keyed.push(uri);
@@ -183,7 +162,7 @@ impl Link {
                 }
             }
         }
-        if !cids.is_empty() {
+        if !row_keys.is_empty() {
             self.execute(
                 "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
                  SELECT u.uri, u.collection, u.author, u.rev, u.cid, u.record, u.keys, $8 \
@@ -192,18 +171,7 @@ impl Link {
                  ON CONFLICT (uri) DO UPDATE SET collection = excluded.collection, author = excluded.author, \
                    rev = excluded.rev, cid = excluded.cid, record = excluded.record, keys = excluded.keys, \
                    indexed_at = excluded.indexed_at",
-                &[&upserts[0], &upserts[1], &upserts[2], &upserts[3], &cids, &upserts[4], &upsert_keys, &now],
-            )
-            .await?;
-        }
-        if !tombstones[0].is_empty() {
-            self.execute(
-                "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
-                 SELECT u.uri, u.collection, u.author, u.rev, NULL, NULL, '[]', $5 \
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(uri, collection, author, rev) \
-                 ON CONFLICT (uri) DO UPDATE SET rev = excluded.rev, cid = NULL, record = NULL, keys = '[]', \
-                   indexed_at = excluded.indexed_at",
-                &[&tombstones[0], &tombstones[1], &tombstones[2], &tombstones[3], &now],
+                &[&text[0], &text[1], &text[2], &text[3], &cids, &records, &row_keys, &now],
             )
             .await?;
         }

@@ -6,7 +6,7 @@
 //! follows, off the writer's thread (`checkpoint`).
 
 use crate::keys_column::QueryIds;
-use crate::rules::{StagedVersion, did_of};
+use crate::rules::{RecordRow, StagedVersion, now_ms};
 use crate::{CatalogResult, Change};
 use rusqlite::{Connection, ErrorCode, params};
 use std::collections::BTreeMap;
@@ -56,39 +56,24 @@ pub(super) fn stage(
     changes: &[&Change],
 ) -> CatalogResult<()> {
     let tx = conn.transaction()?;
-    let now = super::engine::now_ms();
+    let now = now_ms();
     {
         let mut insert = tx.prepare_cached(
             "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         for change in changes {
-            match change {
-                Change::Upsert(u) => insert.execute(params![
-                    u.uri,
-                    u.collection,
-                    u.author,
-                    u.rev,
-                    u.cid,
-                    u.record_json,
-                    ids.encode(&u.keys),
-                    now
-                ])?,
-                Change::Delete {
-                    uri,
-                    collection,
-                    rev,
-                } => insert.execute(params![
-                    uri,
-                    collection,
-                    did_of(uri),
-                    rev,
-                    None::<String>,
-                    None::<String>,
-                    "[]",
-                    now
-                ])?,
-            };
+            let row = RecordRow::of(change);
+            insert.execute(params![
+                row.uri,
+                row.collection,
+                row.author,
+                row.rev,
+                row.cid,
+                row.record,
+                ids.encode(row.keys),
+                now
+            ])?;
         }
     }
     tx.commit()?;

@@ -2,7 +2,9 @@
 //! one write connection. Index entries point at record rowids, so a read joins on integers.
 
 use crate::keys_column::QueryIds;
-use crate::rules::{Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, repository_range};
+use crate::rules::{
+    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, now_ms, repository_range,
+};
 use crate::{CatalogResult, Change, QueryId};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -12,18 +14,10 @@ pub(crate) struct SqliteEngine {
     pub(super) ids: QueryIds,
 }
 
-pub(super) fn now_ms() -> i64 {
-    svc_syntax::now_unix_micros() / 1000
-}
-
 const UPSERT: &str = "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (uri) DO UPDATE SET \
      collection = excluded.collection, author = excluded.author, rev = excluded.rev, cid = excluded.cid, \
      record = excluded.record, keys = excluded.keys, indexed_at = excluded.indexed_at RETURNING rowid";
-
-const TOMBSTONE: &str = "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
-     VALUES (?1, ?2, ?3, ?4, NULL, NULL, '[]', ?5) ON CONFLICT (uri) DO UPDATE SET \
-     rev = excluded.rev, cid = NULL, record = NULL, keys = '[]', indexed_at = excluded.indexed_at RETURNING rowid";
 
 impl SqliteEngine {
     /// Writes the plan's record rows; returns the rowid of each uri written.
@@ -32,34 +26,21 @@ impl SqliteEngine {
         let mut rowids = HashMap::with_capacity(plan.records.len());
         for write in &plan.records {
             let (uri, rowid) = match write {
-                RecordWrite::Upsert(u) => {
-                    let keys = self.ids.encode(&u.keys);
+                RecordWrite::Row(row) => {
                     let rowid = self.conn.prepare_cached(UPSERT)?.query_row(
                         params![
-                            u.uri,
-                            u.collection,
-                            u.author,
-                            u.rev,
-                            u.cid,
-                            u.record_json,
-                            keys,
+                            row.uri,
+                            row.collection,
+                            row.author,
+                            row.rev,
+                            row.cid,
+                            row.record,
+                            self.ids.encode(row.keys),
                             now
                         ],
                         |r| r.get(0),
                     )?;
-                    (u.uri.as_str(), rowid)
-                }
-                RecordWrite::Tombstone {
-                    uri,
-                    collection,
-                    rev,
-                } => {
-                    let author = crate::rules::did_of(uri);
-                    let rowid = self
-                        .conn
-                        .prepare_cached(TOMBSTONE)?
-                        .query_row(params![uri, collection, author, rev, now], |r| r.get(0))?;
-                    (*uri, rowid)
+                    (row.uri, rowid)
                 }
                 RecordWrite::Keys { uri, keys } => {
                     let rowid = self
