@@ -12,9 +12,11 @@ while [ $# -gt 0 ]; do
     *) N="$1"; shift ;;
   esac
 done
-SVC_BENCH_PSQL="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)/psql"
-export SVC_BENCH_PSQL
 root="$(cd "$(dirname "$0")/.." && pwd)"
+if [ -n "${SVC_BENCH_DB:-}" ]; then
+  SVC_BENCH_PSQL="$("$root/scripts/pg" bin)/psql"
+  export SVC_BENCH_PSQL
+fi
 work="${BENCH_DIR:-$root/bench-data}"
 mkdir -p "$work"
 events="$work/events-$N.jsonl"

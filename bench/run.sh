@@ -32,7 +32,7 @@ fi
 hot() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$events.hot.json" "$1"; }
 requester=$(hot requester_did); framework=$(hot framework); lens=$(hot lens_uri)
 
-psql_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1; }
+psql_bin() { "$root/scripts/pg" bin; }
 if [ -n "$DB_URL" ]; then
   db="$DB_URL"
   "$(psql_bin)/psql" -q "$db" -c 'DROP SCHEMA public CASCADE; CREATE SCHEMA public;' >/dev/null

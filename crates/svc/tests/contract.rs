@@ -31,44 +31,37 @@ fn events(dir: &std::path::Path) -> Vec<Value> {
     let mut all = created.clone();
     let last_time = created.last().unwrap()["time_us"].as_i64().unwrap();
     for (i, event) in created.iter().enumerate() {
-        let time = last_time + 1 + i as i64;
+        let newer = format!("{}z", event["commit"]["rev"].as_str().unwrap());
         let mut later = event.clone();
-        later["time_us"] = json!(time);
+        later["time_us"] = json!(last_time + 1 + i as i64);
+        let commit = &mut later["commit"];
         match i % 7 {
             // An update: the body of a record of the same kind, at a newer revision.
             0 | 1 => {
-                let donor = created[(i * 31 + 5) % created.len()].clone();
-                if donor["commit"]["collection"] != event["commit"]["collection"] {
+                let donor = &created[(i * 31 + 5) % created.len()]["commit"];
+                if donor["collection"] != commit["collection"] {
                     continue;
                 }
-                later["commit"]["operation"] = json!("update");
-                later["commit"]["record"] = donor["commit"]["record"].clone();
-                later["commit"]["rev"] =
-                    json!(format!("{}z", event["commit"]["rev"].as_str().unwrap()));
+                commit["operation"] = json!("update");
+                commit["record"] = donor["record"].clone();
+                commit["rev"] = json!(newer);
             }
-            2 => {
-                later["commit"]["operation"] = json!("delete");
-                later["commit"]
-                    .as_object_mut()
-                    .unwrap()
-                    .retain(|k, _| !matches!(k.as_str(), "record" | "cid"));
-                later["commit"]["rev"] =
-                    json!(format!("{}z", event["commit"]["rev"].as_str().unwrap()));
-            }
+            2 => delete(commit, &newer),
             // A stale delete: older than what is stored, so it changes nothing.
-            3 => {
-                later["commit"]["operation"] = json!("delete");
-                later["commit"]
-                    .as_object_mut()
-                    .unwrap()
-                    .retain(|k, _| !matches!(k.as_str(), "record" | "cid"));
-                later["commit"]["rev"] = json!("2aaaaaaaaaaaa");
-            }
+            3 => delete(commit, "2aaaaaaaaaaaa"),
             _ => continue,
         }
         all.push(later);
     }
     all
+}
+
+/// Makes a commit the delete of its record at `rev`.
+fn delete(commit: &mut Value, rev: &str) {
+    let fields = commit.as_object_mut().expect("a commit object");
+    fields.retain(|k, _| !matches!(k.as_str(), "record" | "cid"));
+    fields.insert("operation".into(), json!("delete"));
+    fields.insert("rev".into(), json!(rev));
 }
 
 /// The catalog under the contract's rules: per uri, the newest revision's record or nothing.

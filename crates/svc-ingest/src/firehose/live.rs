@@ -186,11 +186,8 @@ pub async fn run_live(
                 }
                 Err(error) => {
                     tracing::warn!("reading the stored cursor failed; waiting: {error}");
-                    let wait = backoff.mul_f64(jitter());
-                    backoff = (backoff * 2).min(config.max_backoff);
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = stop_requested(&mut shutdown) => return Ok(()),
+                    if !back_off(&mut backoff, config.max_backoff, &mut shutdown).await {
+                        return Ok(());
                     }
                     continue;
                 }
@@ -257,12 +254,24 @@ pub async fn run_live(
             backoff = Duration::from_millis(250);
         }
         ingestor.metrics().reconnects.inc();
-        let wait = backoff.mul_f64(jitter());
-        backoff = (backoff * 2).min(config.max_backoff);
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = stop_requested(&mut shutdown) => return Ok(()),
+        if !back_off(&mut backoff, config.max_backoff, &mut shutdown).await {
+            return Ok(());
         }
+    }
+}
+
+/// Waits out one backoff step, with jitter, and doubles the step (up to `max`) for the next
+/// time; `false` when shutdown was asked for meanwhile.
+async fn back_off(
+    backoff: &mut Duration,
+    max: Duration,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    let wait = backoff.mul_f64(jitter());
+    *backoff = (*backoff * 2).min(max);
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
+        _ = stop_requested(shutdown) => false,
     }
 }
 
