@@ -63,17 +63,7 @@ pub(super) fn stage(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         for change in changes {
-            let row = RecordRow::of(change);
-            insert.execute(params![
-                row.uri,
-                row.collection,
-                row.author,
-                row.rev,
-                row.cid,
-                row.record,
-                ids.encode(row.keys),
-                now
-            ])?;
+            insert.execute(super::engine::row_values(&RecordRow::of(change), ids, now))?;
         }
     }
     tx.commit()?;

@@ -3,7 +3,7 @@
 
 use crate::keys_column::QueryIds;
 use crate::rules::{
-    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, now_ms, repository_range,
+    Engine, Filed, Plan, RecordRow, RecordWrite, StagedVersion, Stored, now_ms, repository_range,
 };
 use crate::{CatalogResult, Change, QueryId};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -19,6 +19,32 @@ const UPSERT: &str = "INSERT INTO records (uri, collection, author, rev, cid, re
      collection = excluded.collection, author = excluded.author, rev = excluded.rev, cid = excluded.cid, \
      record = excluded.record, keys = excluded.keys, indexed_at = excluded.indexed_at RETURNING rowid";
 
+/// The values of a `records` row, in column order (uri, collection, author, rev, cid, record,
+/// keys, indexed_at).
+pub(super) type RowValues<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    String,
+    i64,
+);
+
+pub(super) fn row_values<'a>(row: &RecordRow<'a>, ids: &QueryIds, now: i64) -> RowValues<'a> {
+    (
+        row.uri,
+        row.collection,
+        row.author,
+        row.rev,
+        row.cid,
+        row.record,
+        ids.encode(row.keys),
+        now,
+    )
+}
+
 impl SqliteEngine {
     /// Writes the plan's record rows; returns the rowid of each uri written.
     fn write_records<'p>(&self, plan: &'p Plan<'_>) -> CatalogResult<HashMap<&'p str, i64>> {
@@ -27,19 +53,10 @@ impl SqliteEngine {
         for write in &plan.records {
             let (uri, rowid) = match write {
                 RecordWrite::Row(row) => {
-                    let rowid = self.conn.prepare_cached(UPSERT)?.query_row(
-                        params![
-                            row.uri,
-                            row.collection,
-                            row.author,
-                            row.rev,
-                            row.cid,
-                            row.record,
-                            self.ids.encode(row.keys),
-                            now
-                        ],
-                        |r| r.get(0),
-                    )?;
+                    let rowid = self
+                        .conn
+                        .prepare_cached(UPSERT)?
+                        .query_row(row_values(row, &self.ids, now), |r| r.get(0))?;
                     (row.uri, rowid)
                 }
                 RecordWrite::Keys { uri, keys } => {
