@@ -16,6 +16,9 @@ pub enum CatalogError {
     /// The storage cannot be reached (a database server down or restarting); worth retrying.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// This process does not write the catalog (a query replica, or an indexer standing by).
+    #[error("this process does not write the catalog")]
+    NotWriter,
 }
 
 pub type CatalogResult<T> = Result<T, CatalogError>;
@@ -166,6 +169,30 @@ pub trait Catalog: Send + Sync {
     /// cursor, under the same rules as `apply`; the report covers all staged changes.
     fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport>;
 
-    /// Bumped after every commit for what it touched; answers may be cached against it.
+    /// Bumped after every commit for what it touched (by this process's writer, or read
+    /// from the change log); answers may be cached against it.
     fn clock(&self) -> &crate::ChangeClock;
+
+    /// Resolves once this process is the catalog's writer: at once for an indexer that got
+    /// the writer lock, on takeover for one standing by, never for a query replica.
+    fn writer_started(&self) -> CatalogFuture<'_, ()>;
+
+    /// Whether this process writes the catalog now.
+    fn is_writer(&self) -> bool;
+
+    /// Stores the indexer's heartbeat (the catalog is current as of now) and trims the
+    /// change log.
+    fn heartbeat(&self) -> CatalogFuture<'_, ()>;
+
+    /// The indexer's last heartbeat, milliseconds since the epoch.
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>>;
+}
+
+/// What a process does with a catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Writes it: takes the writer lock, or stands by until it is free.
+    Indexer,
+    /// Only reads it, following the change log.
+    Reader,
 }

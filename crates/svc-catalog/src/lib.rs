@@ -2,6 +2,7 @@
 //! [`Catalog`] trait, and where a catalog lives. The query specification is `svc-spec`.
 
 mod catalog;
+mod changelog;
 mod clock;
 mod keys_column;
 mod location;

@@ -16,6 +16,7 @@ mod writer;
 pub use catalog::{EngineCatalog, Reads};
 use writer::WriterHandle;
 
+use crate::changelog::LogEntry;
 use crate::{ApplyReport, CatalogResult, Change, CursorPosition, IndexKeys, QueryId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -134,6 +135,29 @@ pub struct Plan<'a> {
 }
 
 impl Plan<'_> {
+    /// What the change log says of this plan once committed.
+    pub fn log_entry(&self) -> LogEntry {
+        let mut uris: Vec<String> = self
+            .records
+            .iter()
+            .map(|write| match write {
+                RecordWrite::Row(row) => row.uri.to_string(),
+                RecordWrite::Keys { uri, .. } => uri.clone(),
+            })
+            .collect();
+        uris.extend(
+            self.remove_repository
+                .iter()
+                .map(|did| format!("at://{did}")),
+        );
+        LogEntry {
+            keys: self.touched.clone(),
+            uris,
+            kinds: self.kind_counts.values().any(|delta| *delta != 0),
+            everything: false,
+        }
+    }
+
     /// Moves a record's index entries and counts from its old keys to its new ones.
     fn refile(&mut self, uri: &str, old: &IndexKeys, new: &IndexKeys) {
         self.touched.extend(old.iter().cloned());
@@ -215,6 +239,17 @@ pub trait Engine: Send + 'static {
     fn end_bulk(&mut self, settled: bool) -> CatalogResult<()>;
     /// Empties the catalog of a bulk load that did not settle; `true` when there was one.
     fn recover_bulk(&mut self) -> CatalogResult<bool>;
+
+    /// Takes the catalog's writer lock if it is free, and keeps it; `false` while another
+    /// process holds it.
+    fn try_lock_writer(&mut self) -> CatalogResult<bool>;
+    /// Inside the open transaction: appends entry `seq` to the change log.
+    fn log(&mut self, seq: i64, entry: &LogEntry) -> CatalogResult<()>;
+    /// The highest change-log number stored (0 when the log is empty).
+    fn last_logged(&mut self) -> CatalogResult<i64>;
+    /// In a transaction of its own: stores the indexer's heartbeat and trims the change log
+    /// (never its last entry, which numbers the next).
+    fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()>;
 }
 
 /// A staged version of a bulk load.

@@ -46,6 +46,9 @@ pub struct ServerConfig {
     /// Bytes of encoded answers kept for reuse; 0 turns the cache off.
     pub cache_bytes: usize,
     pub version: String,
+    /// The query API; without it, only `/healthz`, `/readyz` and `/metrics` (an indexer that
+    /// leaves queries to replicas).
+    pub api: bool,
 }
 
 pub(crate) struct AppState {
@@ -80,20 +83,9 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
-        .route("/openapi.json", get(openapi::serve))
-        .route("/v1/stats", get(stats::serve))
-        .route("/v1/verifications/sufficient", get(sufficiency::serve))
-        .route(
-            "/xrpc/dev.svc.query.verificationsSufficient",
-            get(sufficiency::serve),
-        );
-    for (position, query) in state.queries.public() {
-        let handler = move |state, headers, query| list::serve(state, position, headers, query);
-        router = router.route(&query.def().path, get(handler)).route(
-            &format!("/xrpc/dev.svc.query.{}", query.name()),
-            get(handler),
-        );
+        .route("/metrics", get(health::metrics));
+    if config.api {
+        router = api_routes(router, &state);
     }
     router
         .fallback(error::not_found)
@@ -120,4 +112,24 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
                 .allow_headers(tower_http::cors::Any),
         )
         .with_state(state)
+}
+
+/// The query API's routes.
+fn api_routes(router: Router<Arc<AppState>>, state: &AppState) -> Router<Arc<AppState>> {
+    let mut router = router
+        .route("/openapi.json", get(openapi::serve))
+        .route("/v1/stats", get(stats::serve))
+        .route("/v1/verifications/sufficient", get(sufficiency::serve))
+        .route(
+            "/xrpc/dev.svc.query.verificationsSufficient",
+            get(sufficiency::serve),
+        );
+    for (position, query) in state.queries.public() {
+        let handler = move |state, headers, query| list::serve(state, position, headers, query);
+        router = router.route(&query.def().path, get(handler)).route(
+            &format!("/xrpc/dev.svc.query.{}", query.name()),
+            get(handler),
+        );
+    }
+    router
 }

@@ -277,6 +277,15 @@ pub struct ServeArgs {
     #[arg(long = "rate-limit", env = "SVC_RATE_LIMIT", value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_limit: Option<u32>,
 
+    /// Serve queries only: no live source, imports or backfill (a query replica of a
+    /// catalog another process indexes); `/readyz` follows the indexer's heartbeat.
+    #[arg(long = "no-indexer", env = "SVC_NO_INDEXER")]
+    pub no_indexer: bool,
+
+    /// Index only: serve just `/healthz`, `/readyz` and `/metrics`.
+    #[arg(long = "no-api", env = "SVC_NO_API")]
+    pub no_api: bool,
+
     /// Reader connections to the catalog.
     #[arg(long, env = "SVC_READERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub readers: u16,

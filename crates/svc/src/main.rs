@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod roles;
 mod serve;
 
 use anyhow::Context;

@@ -3,6 +3,7 @@
 
 use crate::cli::ServeArgs;
 use crate::commands::progress_bar;
+use crate::roles::{IndexerWatch, RoleMetrics, beat, watch_indexer};
 use anyhow::Context;
 use prometheus_client::registry::Registry;
 use std::io::IsTerminal;
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use svc_catalog::postgres::PostgresCatalog;
 use svc_catalog::sqlite::SqliteCatalog;
-use svc_catalog::{Catalog, Location, QuerySet};
+use svc_catalog::{Catalog, Location, QuerySet, Role};
 use svc_ingest::firehose::{LiveConfig, LiveStatus, run_live};
 use svc_ingest::{IngestMetrics, Ingestor, Readiness, import_file, run_backfill};
 use svc_lexicon::Lexicons;
@@ -20,17 +21,43 @@ async fn open_catalog(
     db: &Location,
     queries: &QuerySet,
     readers: usize,
+    role: Role,
 ) -> anyhow::Result<Arc<dyn Catalog>> {
-    match db {
-        Location::Sqlite(path) => Ok(Arc::new(SqliteCatalog::open(
-            path,
-            queries.clone(),
-            readers,
-        )?)),
-        Location::Postgres(url) => Ok(Arc::new(
-            PostgresCatalog::open(url, queries.clone(), readers).await?,
-        )),
+    Ok(match (db, role) {
+        (Location::Sqlite(path), Role::Indexer) => {
+            Arc::new(SqliteCatalog::open(path, queries.clone(), readers)?)
+        }
+        (Location::Sqlite(path), Role::Reader) => {
+            Arc::new(SqliteCatalog::open_reader(path, readers)?)
+        }
+        (Location::Postgres(url), Role::Indexer) => {
+            Arc::new(PostgresCatalog::open(url, queries.clone(), readers).await?)
+        }
+        (Location::Postgres(url), Role::Reader) => {
+            Arc::new(PostgresCatalog::open_reader(url, readers).await?)
+        }
+    })
+}
+
+/// What the flags make of this process; contradictions are usage errors.
+fn role_of(args: &ServeArgs) -> anyhow::Result<Role> {
+    let usage = |text: &str| anyhow::Error::new(crate::commands::UsageError(text.to_string()));
+    if args.no_indexer && args.no_api {
+        return Err(usage(
+            "--no-indexer and --no-api together leave nothing to do: drop one",
+        ));
     }
+    if args.no_indexer && !args.imports.is_empty() {
+        return Err(usage("--import needs an indexer: drop --no-indexer"));
+    }
+    if args.no_indexer && args.backfill.is_some() {
+        return Err(usage("--backfill needs an indexer: drop --no-indexer"));
+    }
+    Ok(if args.no_indexer {
+        Role::Reader
+    } else {
+        Role::Indexer
+    })
 }
 
 fn default_db() -> Location {
@@ -96,7 +123,9 @@ fn survive_file_size_limit() {
 
 async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
     survive_file_size_limit();
+    let role = role_of(&args)?;
     let live_url = match args.firehose.as_str() {
+        _ if role == Role::Reader => None,
         "none" => None,
         url => {
             // A bad URL is a start-up error, not a reconnect loop.
@@ -125,14 +154,16 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
             .map_err(|e| crate::commands::UsageError(format!("--db: {e}")))?,
         None => default_db(),
     };
-    let catalog = open_catalog(&db, &queries, usize::from(args.readers))
+    let catalog = open_catalog(&db, &queries, usize::from(args.readers), role)
         .await
         .with_context(|| format!("opening the catalog {db}"))?;
-    tracing::info!(%db, "catalog open");
+    tracing::info!(%db, ?role, "catalog open");
 
     let ingest_metrics = Arc::new(IngestMetrics::default());
+    let role_metrics = Arc::new(RoleMetrics::default());
     let mut registry = Registry::default();
     ingest_metrics.register(&mut registry);
+    role_metrics.register(&mut registry);
     let live_status = Arc::new(LiveStatus::default());
     let ingestor = Ingestor::new(Arc::new(queries.clone()), ingest_metrics);
     let readiness = Arc::new(Readiness::new(
@@ -142,9 +173,15 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         args.backfill.is_some(),
         Arc::clone(ingestor.writes()),
     ));
-    let not_ready = {
-        let readiness = Arc::clone(&readiness);
-        Arc::new(move || readiness.not_ready_because())
+    let indexer_watch = Arc::new(IndexerWatch::default());
+    // While this process does not write, the indexer's heartbeat says how current it is.
+    let not_ready: svc_server::NotReady = {
+        let (readiness, catalog) = (Arc::clone(&readiness), Arc::clone(&catalog));
+        let indexer_watch = Arc::clone(&indexer_watch);
+        Arc::new(move || match catalog.is_writer() {
+            true => readiness.not_ready_because(),
+            false => indexer_watch.not_ready_because(),
+        })
     };
     let router = svc_server::router(
         svc_server::ServerConfig {
@@ -154,7 +191,7 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
                 .record_collections()
                 .map(str::to_string)
                 .collect(),
-            not_ready,
+            not_ready: Arc::clone(&not_ready),
             request_timeout: args.request_timeout,
             limits: svc_server::RequestLimits {
                 max_uri_bytes: MAX_URI_BYTES,
@@ -164,6 +201,7 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
             },
             cache_bytes: args.cache_mb.saturating_mul(1 << 20),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            api: !args.no_api,
         },
         registry,
     );
@@ -184,6 +222,30 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         std::time::Duration::from_secs(10),
     ));
 
+    if !catalog.is_writer() {
+        tokio::spawn(watch_indexer(
+            Arc::clone(&catalog),
+            args.ready_lag,
+            Arc::clone(&indexer_watch),
+            Arc::clone(&role_metrics),
+            stopped.clone(),
+        ));
+    }
+    if role == Role::Reader {
+        tokio::spawn(announce_ready(not_ready, stopped.clone()));
+        return finish(server).await;
+    }
+    tokio::spawn(beat(
+        Arc::clone(&catalog),
+        Arc::clone(&readiness),
+        role_metrics,
+        stopped.clone(),
+    ));
+    // An indexer standing by serves queries (if asked to) until it takes over.
+    tokio::select! {
+        started = catalog.writer_started() => started?,
+        _ = stopped.wait_for(|stop| *stop) => return finish(server).await,
+    }
     for path in &args.imports {
         tokio::select! {
             outcome = import_one(catalog.as_ref(), &ingestor, path) => outcome?,
@@ -231,7 +293,7 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         }
         readiness.backfill_finished();
     }
-    tokio::spawn(announce_ready(Arc::clone(&readiness), stopped.clone()));
+    tokio::spawn(announce_ready(not_ready, stopped.clone()));
     if let Some(live) = live {
         live.await
             .context("the live source task failed")?
@@ -241,9 +303,9 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
 }
 
 /// Logs "ready" once the catalog has caught up.
-async fn announce_ready(readiness: Arc<Readiness>, stopped: watch::Receiver<bool>) {
+async fn announce_ready(not_ready: svc_server::NotReady, stopped: watch::Receiver<bool>) {
     while !*stopped.borrow() {
-        if readiness.is_ready() {
+        if not_ready().is_none() {
             tracing::info!("ready");
             return;
         }

@@ -4,6 +4,7 @@
 //! size.
 
 use super::storage;
+use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow};
 use crate::keys_column::QueryIds;
 use crate::rules::{
     Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, now_ms, repository_range,
@@ -22,6 +23,17 @@ pub(crate) struct PostgresEngine {
     /// Between `begin` and `commit` or `rollback`: a lost connection is then an error, never
     /// replaced, or the rest of the transaction would run outside it.
     in_transaction: bool,
+    writer_lock: WriterLock,
+}
+
+/// Whether this engine holds the catalog's writer lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriterLock {
+    NotTaken,
+    Held,
+    /// It was held on a connection that was lost: nothing is written until it is held again
+    /// (another indexer may have taken over meanwhile).
+    Lost,
 }
 
 /// The connection and what is tied to it.
@@ -63,6 +75,7 @@ impl PostgresEngine {
                 staged: 0,
             },
             in_transaction: false,
+            writer_lock: WriterLock::NotTaken,
         })
     }
 
@@ -74,7 +87,27 @@ impl PostgresEngine {
         tracing::info!("catalog database connection restored");
         self.link.client = client;
         self.link.statements.clear();
+        if self.writer_lock == WriterLock::Held {
+            self.writer_lock = WriterLock::Lost;
+        }
         Ok(())
+    }
+
+    /// After a lost connection, the writer lock is taken again before anything is written.
+    fn retake_lost_lock(&mut self) -> CatalogResult<()> {
+        if self.writer_lock != WriterLock::Lost {
+            return Ok(());
+        }
+        let PostgresEngine { runtime, link, .. } = self;
+        if runtime.block_on(try_writer_lock(link))? {
+            tracing::info!("catalog writer lock taken again");
+            self.writer_lock = WriterLock::Held;
+            Ok(())
+        } else {
+            Err(CatalogError::Unavailable(
+                "another indexer holds the catalog's writer lock".into(),
+            ))
+        }
     }
 
     /// Runs one step of work on the connection, on the writer's runtime; outside a
@@ -85,13 +118,14 @@ impl PostgresEngine {
     ) -> CatalogResult<T> {
         if !self.in_transaction {
             self.reconnect_if_lost()?;
+            self.retake_lost_lock()?;
         }
         let PostgresEngine { runtime, link, .. } = self;
         runtime.block_on(work(link))
     }
 }
 
-async fn load_ids(client: &Client) -> CatalogResult<QueryIds> {
+pub(super) async fn load_ids(client: &Client) -> CatalogResult<QueryIds> {
     let rows = client
         .query("SELECT qid, name FROM queries", &[])
         .await
@@ -508,4 +542,82 @@ impl Engine for PostgresEngine {
     fn recover_bulk(&mut self) -> CatalogResult<bool> {
         self.run(async |link| super::bulk::recover_interrupted(link).await)
     }
+
+    fn try_lock_writer(&mut self) -> CatalogResult<bool> {
+        if self.writer_lock == WriterLock::Held {
+            return Ok(true);
+        }
+        let held = self.run(async |link| try_writer_lock(link).await)?;
+        if held {
+            self.writer_lock = WriterLock::Held;
+        }
+        Ok(held)
+    }
+
+    fn log(&mut self, seq: i64, entry: &LogEntry) -> CatalogResult<()> {
+        self.run(async |link| {
+            let row = LogRow::of(seq, now_ms(), entry, &link.ids);
+            link.execute(
+                "INSERT INTO change_log (seq, at_ms, keys, uris, kinds, everything) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &row.seq,
+                    &row.at_ms,
+                    &row.keys,
+                    &row.uris,
+                    &row.kinds,
+                    &row.everything,
+                ],
+            )
+            .await?;
+            // Delivered at commit: followers listening read the log at once.
+            link.batch("NOTIFY svc_changes").await
+        })
+    }
+
+    fn last_logged(&mut self) -> CatalogResult<i64> {
+        self.run(async |link| {
+            let rows = link
+                .query("SELECT coalesce(max(seq), 0)::bigint FROM change_log", &[])
+                .await?;
+            Ok(rows.first().map(|r| r.get(0)).unwrap_or(0))
+        })
+    }
+
+    fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()> {
+        self.run(async |link| {
+            link.batch("BEGIN").await?;
+            let written = async {
+                link.execute(
+                    "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, $1) \
+                     ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms",
+                    &[&now_ms],
+                )
+                .await?;
+                link.execute(
+                    "DELETE FROM change_log WHERE seq < (SELECT max(seq) FROM change_log) \
+                     AND (at_ms < $1 OR seq <= (SELECT max(seq) FROM change_log) - $2)",
+                    &[&(now_ms - KEEP_FOR_MS), &KEEP_AT_MOST],
+                )
+                .await?;
+                link.batch("COMMIT").await
+            };
+            let outcome = written.await;
+            if outcome.is_err() {
+                let _ = link.batch("ROLLBACK").await;
+            }
+            outcome
+        })
+    }
+}
+
+/// The advisory lock an indexer holds, on its writer connection, for as long as it writes:
+/// the lock goes with the connection, so a writer that lost it can write nothing more.
+const WRITER_LOCK: i64 = 0x7376_6302;
+
+async fn try_writer_lock(link: &mut Link) -> CatalogResult<bool> {
+    let rows = link
+        .query("SELECT pg_try_advisory_lock($1)", &[&WRITER_LOCK])
+        .await?;
+    Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
 }

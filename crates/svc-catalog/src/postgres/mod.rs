@@ -8,6 +8,8 @@ mod engine;
 mod reader;
 mod schema;
 
+use crate::changelog::{LogRow, LogSource};
+use crate::keys_column::QueryIds;
 use crate::rules::{EngineCatalog, Reads};
 use crate::spec::QuerySet;
 use crate::{
@@ -75,43 +77,178 @@ fn settings(url: &PostgresUrl) -> CatalogResult<(tokio_postgres::Config, MakeRus
     Ok((config, MakeRustlsConnect::new(tls)))
 }
 
+/// A pool of at most `size` connections, made when reads need them.
+fn reader_pool(
+    config: &tokio_postgres::Config,
+    tls: &MakeRustlsConnect,
+    size: usize,
+) -> CatalogResult<deadpool_postgres::Pool> {
+    let manager = deadpool_postgres::Manager::from_config(
+        config.clone(),
+        tls.clone(),
+        deadpool_postgres::ManagerConfig {
+            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+        },
+    );
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(size.max(1))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(CONNECT_TIMEOUT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .recycle_timeout(Some(CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| CatalogError::Storage(e.to_string()))
+}
+
 impl EngineCatalog<PostgresReads> {
-    /// Connects, runs pending migrations, rebuilds the keys of queries whose definition is new
-    /// or changed, and starts the writer. `readers` connections at most serve reads.
+    /// Connects, runs pending migrations, and, with the writer lock, rebuilds the keys of
+    /// queries whose definition is new or changed and starts the writer (without it, stands
+    /// by). `readers` connections at most serve reads.
     pub async fn open(
         url: &PostgresUrl,
         queries: QuerySet,
         readers: usize,
     ) -> CatalogResult<PostgresCatalog> {
         let (config, tls) = settings(url)?;
-        let manager = deadpool_postgres::Manager::from_config(
-            config.clone(),
-            tls.clone(),
-            deadpool_postgres::ManagerConfig {
-                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
-            },
-        );
-        // Connections are made when reads need them.
-        let pool = deadpool_postgres::Pool::builder(manager)
-            .max_size(readers.max(1))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(CONNECT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+        let pool = reader_pool(&config, &tls, readers)?;
+        let log = PostgresLog::shared(config.clone(), tls.clone());
         // The writer's connection lives on a runtime of its own on the writer's thread; it is
         // made, and the storage readied, on a plain thread, away from this runtime.
         let (made, catalog) = oneshot::channel();
         std::thread::Builder::new()
             .name("catalog-open".into())
             .spawn(move || {
-                let catalog = engine::PostgresEngine::connect(config, tls)
-                    .and_then(|engine| EngineCatalog::start(engine, &queries, PostgresReads(pool)));
+                let catalog = engine::PostgresEngine::connect(config, tls).and_then(|engine| {
+                    EngineCatalog::start(engine, &queries, PostgresReads(pool), log)
+                });
                 let _ = made.send(catalog);
             })
             .map_err(|e| CatalogError::Storage(e.to_string()))?;
         catalog.await.map_err(|_| CatalogError::Closed)?
+    }
+
+    /// Reads a catalog an indexer writes (on the primary, or on a hot standby of it),
+    /// following its change log; migrates nothing.
+    pub async fn open_reader(url: &PostgresUrl, readers: usize) -> CatalogResult<PostgresCatalog> {
+        let (config, tls) = settings(url)?;
+        let pool = reader_pool(&config, &tls, readers)?;
+        let client = reader::connection(&pool).await?;
+        schema::check_current(&client).await?;
+        let ids = engine::load_ids(&client).await?;
+        drop(client);
+        EngineCatalog::reader(ids, PostgresReads(pool), PostgresLog::shared(config, tls))
+    }
+}
+
+/// The change log as a follower reads it: a connection of its own that listens for the
+/// writer's notifications, and polls besides (a hot standby refuses LISTEN; a notification
+/// may be missed while reconnecting).
+struct PostgresLog {
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
+    client: tokio::sync::Mutex<Option<tokio_postgres::Client>>,
+    notified: Arc<tokio::sync::Notify>,
+}
+
+impl PostgresLog {
+    fn shared(config: tokio_postgres::Config, tls: MakeRustlsConnect) -> Arc<dyn LogSource> {
+        Arc::new(PostgresLog {
+            config,
+            tls,
+            client: tokio::sync::Mutex::new(None),
+            notified: Arc::new(tokio::sync::Notify::new()),
+        })
+    }
+
+    async fn connect(&self) -> CatalogResult<tokio_postgres::Client> {
+        use futures_util::StreamExt;
+        let (client, mut connection) = self
+            .config
+            .connect(self.tls.clone())
+            .await
+            .map_err(storage)?;
+        let notified = Arc::clone(&self.notified);
+        tokio::spawn(async move {
+            let mut messages =
+                futures_util::stream::poll_fn(move |context| connection.poll_message(context));
+            while let Some(Ok(message)) = messages.next().await {
+                if let tokio_postgres::AsyncMessage::Notification(_) = message {
+                    notified.notify_one();
+                }
+            }
+        });
+        if let Err(error) = client.batch_execute("LISTEN svc_changes").await {
+            tracing::debug!("change log: polling only ({error})");
+        }
+        Ok(client)
+    }
+
+    /// The follower's connection, made again if it was lost.
+    async fn client(
+        &self,
+    ) -> CatalogResult<tokio::sync::MappedMutexGuard<'_, tokio_postgres::Client>> {
+        let mut client = self.client.lock().await;
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            *client = Some(self.connect().await?);
+        }
+        tokio::sync::MutexGuard::try_map(client, Option::as_mut).map_err(|_| CatalogError::Closed)
+    }
+
+    async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> CatalogResult<Vec<tokio_postgres::Row>> {
+        self.client()
+            .await?
+            .query(sql, params)
+            .await
+            .map_err(storage)
+    }
+}
+
+impl LogSource for PostgresLog {
+    fn entries_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<LogRow>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT seq, at_ms, keys, uris, kinds, everything FROM change_log \
+                     WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&seq, &(limit as i64)],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| LogRow {
+                    seq: r.get(0),
+                    at_ms: r.get(1),
+                    keys: r.get(2),
+                    uris: r.get(3),
+                    kinds: r.get(4),
+                    everything: r.get(5),
+                })
+                .collect())
+        })
+    }
+
+    fn last_entry(&self) -> CatalogFuture<'_, i64> {
+        Box::pin(async move {
+            let rows = self
+                .query("SELECT coalesce(max(seq), 0)::bigint FROM change_log", &[])
+                .await?;
+            Ok(rows.first().map(|r| r.get(0)).unwrap_or(0))
+        })
+    }
+
+    fn query_ids(&self) -> CatalogFuture<'_, QueryIds> {
+        Box::pin(async move { engine::load_ids(&*self.client().await?).await })
+    }
+
+    fn changed(&self, poll: Duration) -> CatalogFuture<'_, ()> {
+        Box::pin(async move {
+            let _ = tokio::time::timeout(poll, self.notified.notified()).await;
+            Ok(())
+        })
     }
 }
 
@@ -134,5 +271,9 @@ impl Reads for PostgresReads {
 
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
         Box::pin(async move { reader::get(&self.0, &uri).await })
+    }
+
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
+        Box::pin(reader::indexer_heartbeat(&self.0))
     }
 }

@@ -6,7 +6,7 @@ use super::storage;
 use crate::{CatalogError, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest};
 use deadpool_postgres::{Object, Pool, PoolError};
 
-async fn connection(pool: &Pool) -> CatalogResult<Object> {
+pub(super) async fn connection(pool: &Pool) -> CatalogResult<Object> {
     pool.get().await.map_err(|error| match error {
         PoolError::Backend(error) => storage(error),
         other => CatalogError::Unavailable(other.to_string()),
@@ -130,4 +130,13 @@ pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
         rev: r.get(2),
         record_json: r.get(3),
     }))
+}
+
+pub(super) async fn indexer_heartbeat(pool: &Pool) -> CatalogResult<Option<i64>> {
+    let client = connection(pool).await?;
+    let row = client
+        .query_opt("SELECT heartbeat_ms FROM indexer_state WHERE id = 1", &[])
+        .await
+        .map_err(storage)?;
+    Ok(row.map(|r| r.get(0)))
 }

@@ -70,7 +70,44 @@ const MIGRATIONS: &[&str] = &[
         rid BIGINT NOT NULL
     );
     "#,
+    // 3: the change log other processes follow to keep their answer caches exact, and the
+    // indexer's heartbeat, by which they judge how current the catalog is.
+    r#"
+    CREATE TABLE change_log (
+        seq BIGINT PRIMARY KEY,
+        at_ms BIGINT NOT NULL,
+        keys TEXT NOT NULL,
+        uris TEXT NOT NULL,
+        kinds BOOLEAN NOT NULL,
+        everything BOOLEAN NOT NULL
+    );
+    CREATE TABLE indexer_state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        heartbeat_ms BIGINT NOT NULL
+    );
+    "#,
 ];
+
+/// For a process that only reads (perhaps on a hot standby, where nothing can be written):
+/// the schema must be the one this build reads, migrated by an indexer.
+pub(super) async fn check_current(client: &Client) -> CatalogResult<()> {
+    let found: Option<i32> = match client
+        .query_opt("SELECT version FROM svc_schema", &[])
+        .await
+    {
+        Ok(row) => row.map(|row| row.get(0)),
+        Err(error) if error.as_db_error().is_some() => None,
+        Err(error) => return Err(super::storage(error)),
+    };
+    let found = found.unwrap_or(0).max(0) as usize;
+    if found != MIGRATIONS.len() {
+        return Err(CatalogError::Storage(format!(
+            "the database has schema version {found}, this build reads {} (start its indexer first)",
+            MIGRATIONS.len()
+        )));
+    }
+    Ok(())
+}
 
 pub(super) async fn migrate(client: &mut Client) -> CatalogResult<()> {
     client

@@ -64,7 +64,9 @@ impl<E: Engine> Writer<E> {
         let staged = load.staged;
         self.engine.begin()?;
         let outcome = settle(&mut self.engine, load, cursor.as_ref()).and_then(|report| {
+            self.log(&crate::changelog::LogEntry::everything())?;
             self.engine.commit()?;
+            self.next_seq += 1;
             Ok(report)
         });
         if outcome.is_err() {

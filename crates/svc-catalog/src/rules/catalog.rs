@@ -1,13 +1,18 @@
 //! The `Catalog` over any engine: writes go to the rules' writer thread, reads to the engine's
-//! read side by the engine's number for each query.
+//! read side by the engine's number for each query. A process writes only while it holds the
+//! catalog's writer lock; until then (an indexer standing by) or for good (a query replica)
+//! it follows the change log to keep its change clock exact.
 
 use super::{Engine, WriterHandle, writer::spawn_writer};
+use crate::changelog::{Follower, LogSource};
 use crate::keys_column::QueryIds;
 use crate::{
-    AccountStatus, ApplyReport, Catalog, CatalogFuture, CatalogResult, Change, ChangeClock,
-    CursorPosition, Item, KindCounts, Page, PageRequest, QueryId, QuerySet,
+    AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
+    ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest, QueryId, QuerySet,
 };
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
+use tokio::sync::watch;
 
 /// What an engine's read side answers; a query is the engine's number for it.
 pub trait Reads: Send + Sync + 'static {
@@ -16,32 +21,149 @@ pub trait Reads: Send + Sync + 'static {
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>>;
 }
 
-/// A catalog on one engine: its writer thread under the rules, and its reads.
+/// How often an indexer standing by tries the writer lock.
+const STANDBY_RETRY: Duration = Duration::from_secs(1);
+
+/// A catalog on one engine: its writer thread under the rules (once this process holds the
+/// writer lock), and its reads.
 pub struct EngineCatalog<R> {
-    qids: QueryIds,
-    clock: Arc<ChangeClock>,
-    writer: WriterHandle,
+    shared: Arc<Shared>,
     reads: R,
 }
 
+/// What the writer's start changes, seen by every request.
+struct Shared {
+    qids: Arc<RwLock<QueryIds>>,
+    clock: Arc<ChangeClock>,
+    writer: OnceLock<WriterHandle>,
+    writing: watch::Sender<bool>,
+    /// Stops the change-log follower (when this process becomes the writer).
+    following: OnceLock<watch::Sender<bool>>,
+}
+
+impl Shared {
+    fn new(qids: QueryIds) -> Arc<Shared> {
+        Arc::new(Shared {
+            qids: Arc::new(RwLock::new(qids)),
+            clock: Arc::new(ChangeClock::default()),
+            writer: OnceLock::new(),
+            writing: watch::Sender::new(false),
+            following: OnceLock::new(),
+        })
+    }
+
+    /// Readies the engine's storage (see `spawn_writer`) and starts its writer; every cached
+    /// answer is dropped, as the follower is no longer what keeps the clock.
+    fn become_writer<E: Engine>(&self, engine: E, queries: &QuerySet) -> CatalogResult<()> {
+        let (handle, ids) = spawn_writer(engine, queries, Arc::clone(&self.clock))?;
+        *self.qids.write().unwrap_or_else(|p| p.into_inner()) = ids;
+        if let Some(stop) = self.following.get() {
+            let _ = stop.send(true);
+        }
+        self.clock.touch_all();
+        let _ = self.writer.set(handle);
+        self.writing.send_replace(true);
+        Ok(())
+    }
+
+    /// Follows the change log on a thread of its own until this process becomes the writer.
+    fn follow(&self, source: Arc<dyn LogSource>) -> CatalogResult<()> {
+        let (stop, stopped) = watch::channel(false);
+        let _ = self.following.set(stop);
+        let (qids, clock) = (Arc::clone(&self.qids), Arc::clone(&self.clock));
+        std::thread::Builder::new()
+            .name("catalog-follower".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        tracing::error!("the change-log follower cannot start: {error}");
+                        return;
+                    }
+                };
+                runtime.block_on(Follower::start(source, qids, clock, stopped));
+            })
+            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+        Ok(())
+    }
+}
+
 impl<R: Reads> EngineCatalog<R> {
-    /// Readies the engine's storage (see `spawn_writer`) and starts its writer; runs the
-    /// engine's blocking primitives on the calling thread until then.
+    /// As an indexer: with the writer lock, readies the storage and starts the writer on the
+    /// calling thread; without it, stands by (serving reads, following the change log) and
+    /// takes over as soon as the lock is free.
     pub(crate) fn start<E: Engine>(
-        engine: E,
+        mut engine: E,
         queries: &QuerySet,
         reads: R,
+        log: Arc<dyn LogSource>,
     ) -> CatalogResult<EngineCatalog<R>> {
-        let clock = Arc::new(ChangeClock::default());
-        let (writer, qids) = spawn_writer(engine, queries, Arc::clone(&clock))?;
-        Ok(EngineCatalog {
-            qids,
-            clock,
-            writer,
-            reads,
-        })
+        let shared = Shared::new(engine.query_ids());
+        if engine.try_lock_writer()? {
+            shared.become_writer(engine, queries)?;
+            return Ok(EngineCatalog { shared, reads });
+        }
+        tracing::info!(
+            "standing by: another indexer writes this catalog; taking over when it stops"
+        );
+        shared.follow(log)?;
+        let standby = Arc::clone(&shared);
+        let queries = queries.clone();
+        std::thread::Builder::new()
+            .name("catalog-standby".into())
+            .spawn(move || stand_by(engine, &queries, &standby))
+            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+        Ok(EngineCatalog { shared, reads })
+    }
+
+    /// As a query replica: reads only, following the change log.
+    pub(crate) fn reader(
+        qids: QueryIds,
+        reads: R,
+        log: Arc<dyn LogSource>,
+    ) -> CatalogResult<EngineCatalog<R>> {
+        let shared = Shared::new(qids);
+        shared.follow(log)?;
+        Ok(EngineCatalog { shared, reads })
+    }
+
+    fn qid(&self, query: &QueryId) -> CatalogResult<i64> {
+        self.shared
+            .qids
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .qid(query)
+    }
+
+    fn writer(&self) -> CatalogResult<&WriterHandle> {
+        self.shared.writer.get().ok_or(CatalogError::NotWriter)
+    }
+}
+
+fn stand_by<E: Engine>(mut engine: E, queries: &QuerySet, shared: &Shared) {
+    let mut failing = false;
+    loop {
+        std::thread::sleep(STANDBY_RETRY);
+        match engine.try_lock_writer() {
+            Ok(true) => break,
+            Ok(false) => failing = false,
+            Err(error) => {
+                if !failing {
+                    tracing::warn!("trying the catalog's writer lock: {error}");
+                }
+                failing = true;
+            }
+        }
+    }
+    tracing::info!("took over as the catalog's writer");
+    if let Err(error) = shared.become_writer(engine, queries) {
+        tracing::error!("taking over as the catalog's writer failed: {error}");
     }
 }
 
@@ -51,18 +173,21 @@ impl<R: Reads> Catalog for EngineCatalog<R> {
         changes: Vec<Change>,
         cursor: Option<CursorPosition>,
     ) -> CatalogFuture<'_, ApplyReport> {
-        self.writer.apply(changes, cursor)
+        match self.writer() {
+            Ok(writer) => writer.apply(changes, cursor),
+            Err(error) => Box::pin(async { Err(error) }),
+        }
     }
 
     fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
-        match self.qids.qid(&query) {
+        match self.qid(&query) {
             Ok(qid) => self.reads.list(qid, key, page),
             Err(error) => Box::pin(async { Err(error) }),
         }
     }
 
     fn count_keys(&self, query: QueryId, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
-        match self.qids.qid(&query) {
+        match self.qid(&query) {
             Ok(qid) => self.reads.count_keys(qid, keys),
             Err(error) => Box::pin(async { Err(error) }),
         }
@@ -81,18 +206,53 @@ impl<R: Reads> Catalog for EngineCatalog<R> {
     }
 
     fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
-        self.writer.set_account(did, status)
+        match self.writer() {
+            Ok(writer) => writer.set_account(did, status),
+            Err(error) => Box::pin(async { Err(error) }),
+        }
     }
 
     fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
-        self.writer.begin_bulk()
+        match self.writer() {
+            Ok(writer) => writer.begin_bulk(),
+            Err(error) => Box::pin(async { Err(error) }),
+        }
     }
 
     fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport> {
-        self.writer.finish_bulk(cursor)
+        match self.writer() {
+            Ok(writer) => writer.finish_bulk(cursor),
+            Err(error) => Box::pin(async { Err(error) }),
+        }
     }
 
     fn clock(&self) -> &ChangeClock {
-        &self.clock
+        &self.shared.clock
+    }
+
+    fn writer_started(&self) -> CatalogFuture<'_, ()> {
+        let mut writing = self.shared.writing.subscribe();
+        Box::pin(async move {
+            writing
+                .wait_for(|writing| *writing)
+                .await
+                .map_err(|_| CatalogError::Closed)?;
+            Ok(())
+        })
+    }
+
+    fn is_writer(&self) -> bool {
+        self.shared.writer.get().is_some()
+    }
+
+    fn heartbeat(&self) -> CatalogFuture<'_, ()> {
+        match self.writer() {
+            Ok(writer) => writer.heartbeat(),
+            Err(error) => Box::pin(async { Err(error) }),
+        }
+    }
+
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
+        self.reads.indexer_heartbeat()
     }
 }

@@ -3,6 +3,7 @@
 //! from the stored records; the keys of a query no longer specified are dropped.
 
 use super::{Engine, Plan, RecordWrite, did_of};
+use crate::changelog::LogEntry;
 use crate::{CatalogResult, Query, QuerySet};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -10,17 +11,22 @@ use std::collections::HashSet;
 /// Records read and refiled per step of a rebuild.
 const REBUILD_CHUNK: usize = 10_000;
 
+/// Whether anything changed: then the change log got entry `log_seq`, which tells other
+/// processes to re-read the queries' numbers and drop their cached answers.
 pub(super) fn register(
     engine: &mut dyn Engine,
     queries: &QuerySet,
     inactive: &HashSet<String>,
-) -> CatalogResult<()> {
+    log_seq: i64,
+) -> CatalogResult<bool> {
     let stored = engine.queries()?;
     engine.begin()?;
     let outcome = (|| {
+        let mut changed = false;
         for (id, _) in &stored {
             if queries.get(id).is_none() {
                 engine.drop_query(id)?;
+                changed = true;
             }
         }
         for query in queries.all() {
@@ -31,9 +37,14 @@ pub(super) fn register(
             if !current {
                 engine.define_query(query.id(), &fingerprint)?;
                 rebuild(engine, query, inactive)?;
+                changed = true;
             }
         }
-        engine.commit()
+        if changed {
+            engine.log(log_seq, &LogEntry::everything())?;
+        }
+        engine.commit()?;
+        Ok(changed)
     })();
     if outcome.is_err() {
         engine.rollback();

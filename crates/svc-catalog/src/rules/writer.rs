@@ -28,6 +28,9 @@ enum WriteJob {
         status: AccountStatus,
         reply: oneshot::Sender<CatalogResult<()>>,
     },
+    Heartbeat {
+        reply: oneshot::Sender<CatalogResult<()>>,
+    },
 }
 
 /// An apply job waiting in a group commit.
@@ -47,6 +50,8 @@ pub(crate) struct Writer<E: Engine> {
     pub(super) inactive: HashSet<String>,
     /// What a bulk load has staged, when one is under way.
     pub(super) bulk: Option<BulkLoad>,
+    /// The number of the next change-log entry: one writer numbers them without gaps.
+    pub(super) next_seq: i64,
 }
 
 /// The catalog's side of the writer thread: each call sends a job and waits for its reply.
@@ -91,6 +96,10 @@ impl WriterHandle {
     ) -> crate::CatalogFuture<'_, ApplyReport> {
         self.ask(|reply| WriteJob::FinishBulk { cursor, reply })
     }
+
+    pub fn heartbeat(&self) -> crate::CatalogFuture<'_, ()> {
+        self.ask(|reply| WriteJob::Heartbeat { reply })
+    }
 }
 
 /// Readies the catalog behind an engine (an interrupted bulk load undone, query keys rebuilt
@@ -104,13 +113,17 @@ pub(crate) fn spawn_writer<E: Engine>(
         tracing::warn!("an interrupted bulk load was rolled back; the catalog is empty");
     }
     let inactive = engine.inactive_accounts()?;
-    super::queries::register(&mut engine, queries, &inactive)?;
+    let mut next_seq = engine.last_logged()? + 1;
+    if super::queries::register(&mut engine, queries, &inactive, next_seq)? {
+        next_seq += 1;
+    }
     let ids = engine.query_ids();
     let writer = Writer {
         engine,
         clock,
         inactive,
         bulk: None,
+        next_seq,
     };
     let (sender, receiver) = mpsc::channel();
     std::thread::Builder::new()
@@ -181,6 +194,9 @@ impl<E: Engine> Writer<E> {
                 WriteJob::Account { did, status, reply } => {
                     let _ = reply.send(self.set_account(&did, &status));
                 }
+                WriteJob::Heartbeat { reply } => {
+                    let _ = reply.send(self.engine.heartbeat(super::now_ms()));
+                }
                 WriteJob::BeginBulk { reply } => {
                     let _ = reply.send(self.begin_bulk());
                 }
@@ -241,9 +257,11 @@ impl<E: Engine> Writer<E> {
         work: impl FnOnce(&mut E, &HashSet<String>) -> CatalogResult<(Plan<'a>, T)>,
     ) -> CatalogResult<T> {
         self.engine.begin()?;
-        let outcome = work(&mut self.engine, &self.inactive).and_then(|done| {
+        let outcome = work(&mut self.engine, &self.inactive).and_then(|(plan, value)| {
+            let logged = self.log(&plan.log_entry())?;
             self.engine.commit()?;
-            Ok(done)
+            self.next_seq += i64::from(logged);
+            Ok((plan, value))
         });
         match outcome {
             Ok((plan, value)) => {
@@ -255,6 +273,16 @@ impl<E: Engine> Writer<E> {
                 Err(error)
             }
         }
+    }
+
+    /// Inside the open transaction: appends the entry to the change log unless it is empty;
+    /// whether it did (the number is taken once the transaction commits).
+    pub(super) fn log(&mut self, entry: &crate::changelog::LogEntry) -> CatalogResult<bool> {
+        if entry.is_empty() {
+            return Ok(false);
+        }
+        self.engine.log(self.next_seq, entry)?;
+        Ok(true)
     }
 
     /// Readers may cache against the clock: bump it only after the commit.

@@ -1,17 +1,20 @@
 //! The SQLite engine's write side: the storage primitives the catalog's rules call, on the
 //! one write connection. Index entries point at record rowids, so a read joins on integers.
 
+use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow};
 use crate::keys_column::QueryIds;
 use crate::rules::{
     Engine, Filed, Plan, RecordRow, RecordWrite, StagedVersion, Stored, now_ms, repository_range,
 };
-use crate::{CatalogResult, Change, QueryId};
+use crate::{CatalogError, CatalogResult, Change, QueryId};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub(crate) struct SqliteEngine {
     pub(super) conn: Connection,
     pub(super) ids: QueryIds,
+    /// The open lock file, while this process is the catalog's writer.
+    pub(super) writer_lock: Option<std::fs::File>,
 }
 
 const UPSERT: &str = "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
@@ -380,5 +383,73 @@ impl Engine for SqliteEngine {
 
     fn recover_bulk(&mut self) -> CatalogResult<bool> {
         super::bulk::recover_interrupted(&self.conn)
+    }
+
+    fn try_lock_writer(&mut self) -> CatalogResult<bool> {
+        if self.writer_lock.is_some() {
+            return Ok(true);
+        }
+        let Some(path) = self.conn.path().filter(|p| !p.is_empty()) else {
+            return Ok(true);
+        };
+        let lock_path = format!("{path}.writer-lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| CatalogError::Storage(format!("{lock_path}: {e}")))?;
+        match file.try_lock() {
+            Ok(()) => {
+                self.writer_lock = Some(file);
+                Ok(true)
+            }
+            Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(CatalogError::Storage(format!("{lock_path}: {e}")))
+            }
+        }
+    }
+
+    fn log(&mut self, seq: i64, entry: &LogEntry) -> CatalogResult<()> {
+        let row = LogRow::of(seq, now_ms(), entry, &self.ids);
+        self.conn
+            .prepare_cached(
+                "INSERT INTO change_log (seq, at_ms, keys, uris, kinds, everything) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                row.seq,
+                row.at_ms,
+                row.keys,
+                row.uris,
+                row.kinds,
+                row.everything
+            ])?;
+        Ok(())
+    }
+
+    fn last_logged(&mut self) -> CatalogResult<i64> {
+        Ok(self
+            .conn
+            .query_row("SELECT coalesce(max(seq), 0) FROM change_log", [], |r| {
+                r.get(0)
+            })?)
+    }
+
+    fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, ?1) \
+             ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms",
+            [now_ms],
+        )?;
+        tx.execute(
+            "DELETE FROM change_log WHERE seq < (SELECT max(seq) FROM change_log) \
+             AND (at_ms < ?1 OR seq <= (SELECT max(seq) FROM change_log) - ?2)",
+            params![now_ms - KEEP_FOR_MS, KEEP_AT_MOST],
+        )?;
+        tx.commit()?;
+        Ok(())
     }
 }

@@ -65,6 +65,22 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE retired_queries (qid INTEGER PRIMARY KEY);
     "#,
+    // 4: the change log other processes follow to keep their answer caches exact, and the
+    // indexer's heartbeat, by which they judge how current the catalog is.
+    r#"
+    CREATE TABLE change_log (
+        seq INTEGER PRIMARY KEY,
+        at_ms INTEGER NOT NULL,
+        keys TEXT NOT NULL,
+        uris TEXT NOT NULL,
+        kinds INTEGER NOT NULL,
+        everything INTEGER NOT NULL
+    );
+    CREATE TABLE indexer_state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        heartbeat_ms INTEGER NOT NULL
+    );
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -7,6 +7,7 @@ mod engine;
 mod migrations;
 mod reader;
 
+use crate::changelog::{LogRow, LogSource};
 use crate::keys_column::QueryIds;
 use crate::rules::{EngineCatalog, Reads};
 use crate::spec::{QueryId, QuerySet};
@@ -79,9 +80,77 @@ impl EngineCatalog<ReaderPool> {
         migrations::run(&mut conn)?;
         let ids = load_query_ids(&conn)?;
         let readers = ReaderPool::open(path, readers.max(1))?;
-        let catalog = EngineCatalog::start(SqliteEngine { conn, ids }, &queries, readers)?;
+        let engine = SqliteEngine {
+            conn,
+            ids,
+            writer_lock: None,
+        };
+        let catalog = EngineCatalog::start(engine, &queries, readers, SqliteLog::open(path)?)?;
         checkpoint::spawn(path.to_path_buf(), checkpoint::After::Start);
         Ok(catalog)
+    }
+
+    /// Opens a catalog file an indexer (another process) writes, for reads only.
+    pub fn open_reader(path: &Path, readers: usize) -> CatalogResult<SqliteCatalog> {
+        if !path.exists() {
+            return Err(CatalogError::Storage(format!(
+                "{}: no catalog there (a query replica reads the file an indexer writes)",
+                path.display()
+            )));
+        }
+        let conn = open_reader(path)?;
+        let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if found != migrations::LATEST {
+            return Err(CatalogError::Storage(format!(
+                "{} has schema version {found}, this build reads {} (start its indexer first)",
+                path.display(),
+                migrations::LATEST
+            )));
+        }
+        let ids = load_query_ids(&conn)?;
+        let readers = ReaderPool::open(path, readers.max(1))?;
+        EngineCatalog::reader(ids, readers, SqliteLog::open(path)?)
+    }
+}
+
+/// The change log as a follower reads it: a connection of its own, polled.
+struct SqliteLog(std::sync::Mutex<Connection>);
+
+impl SqliteLog {
+    fn open(path: &Path) -> CatalogResult<std::sync::Arc<dyn LogSource>> {
+        Ok(std::sync::Arc::new(SqliteLog(std::sync::Mutex::new(
+            open_reader(path)?,
+        ))))
+    }
+
+    fn with<T>(&self, work: impl FnOnce(&Connection) -> CatalogResult<T>) -> CatalogResult<T> {
+        let conn = self.0.lock().map_err(|_| CatalogError::Closed)?;
+        work(&conn)
+    }
+}
+
+// The follower runs on a thread of its own: these short reads block it, and nothing else.
+impl LogSource for SqliteLog {
+    fn entries_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<LogRow>> {
+        let rows = self.with(|conn| reader::log_after(conn, seq, limit));
+        Box::pin(async move { rows })
+    }
+
+    fn last_entry(&self) -> CatalogFuture<'_, i64> {
+        let last = self.with(reader::last_logged);
+        Box::pin(async move { last })
+    }
+
+    fn query_ids(&self) -> CatalogFuture<'_, QueryIds> {
+        let ids = self.with(load_query_ids);
+        Box::pin(async move { ids })
+    }
+
+    fn changed(&self, poll: std::time::Duration) -> CatalogFuture<'_, ()> {
+        Box::pin(async move {
+            tokio::time::sleep(poll).await;
+            Ok(())
+        })
     }
 }
 
@@ -129,5 +198,9 @@ impl Reads for ReaderPool {
 
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
         Box::pin(self.run(move |conn| reader::get(conn, &uri)))
+    }
+
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
+        Box::pin(self.run(reader::indexer_heartbeat))
     }
 }

@@ -1,6 +1,7 @@
 //! Read paths: every list is a range scan of one (query, key) prefix of `query_keys` in uri
 //! order, joined to `records` by rowid; totals come from `query_counts`, never from counting.
 
+use crate::changelog::LogRow;
 use crate::{CatalogError, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
@@ -159,4 +160,37 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
         )?
         .query_row([uri], item)
         .optional()?)
+}
+
+pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<i64>> {
+    Ok(conn
+        .prepare_cached("SELECT heartbeat_ms FROM indexer_state WHERE id = 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?)
+}
+
+pub(crate) fn log_after(conn: &Connection, seq: i64, limit: usize) -> CatalogResult<Vec<LogRow>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT seq, at_ms, keys, uris, kinds, everything FROM change_log \
+         WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+    )?;
+    let rows = statement.query_map(params![seq, limit as i64], |r| {
+        Ok(LogRow {
+            seq: r.get(0)?,
+            at_ms: r.get(1)?,
+            keys: r.get(2)?,
+            uris: r.get(3)?,
+            kinds: r.get(4)?,
+            everything: r.get(5)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub(crate) fn last_logged(conn: &Connection) -> CatalogResult<i64> {
+    Ok(
+        conn.query_row("SELECT coalesce(max(seq), 0) FROM change_log", [], |r| {
+            r.get(0)
+        })?,
+    )
 }

@@ -1,0 +1,184 @@
+//! The change log: every commit of the writer appends, in its own transaction, what it changed
+//! (the (query, key) pairs whose answers moved, whether the per-kind counts moved, the uris
+//! written), numbered without gaps by the writer. Every process that does not write follows
+//! it and bumps its own change clock, so that an answer cache stays exact in every process.
+//! The log is ordered and names the uris, so it can later feed a public change stream.
+
+use crate::keys_column::QueryIds;
+use crate::{CatalogResult, ChangeClock, IndexKeys};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// Entries kept at least this long, so that a follower that was briefly away catches up
+/// entry by entry instead of dropping its whole cache.
+pub(crate) const KEEP_FOR_MS: i64 = 10 * 60 * 1000;
+/// At most this many entries are kept (older ones are trimmed even if young).
+pub(crate) const KEEP_AT_MOST: i64 = 200_000;
+
+/// What one commit changed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    pub keys: IndexKeys,
+    pub uris: Vec<String>,
+    /// The per-kind counts moved.
+    pub kinds: bool,
+    /// Anything may have changed (a bulk load settled, queries were rebuilt): followers drop
+    /// their whole cache and re-read the queries' numbers.
+    pub everything: bool,
+}
+
+impl LogEntry {
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.uris.is_empty() && !self.kinds && !self.everything
+    }
+
+    pub fn everything() -> LogEntry {
+        LogEntry {
+            everything: true,
+            ..LogEntry::default()
+        }
+    }
+}
+
+/// A log entry as storage keeps it: keys by the engine's query numbers, as JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRow {
+    pub seq: i64,
+    pub at_ms: i64,
+    /// `[[qid, key], ...]`, as the records' keys column.
+    pub keys: String,
+    /// `["at://...", ...]`.
+    pub uris: String,
+    pub kinds: bool,
+    pub everything: bool,
+}
+
+impl LogRow {
+    pub fn of(seq: i64, at_ms: i64, entry: &LogEntry, ids: &QueryIds) -> LogRow {
+        LogRow {
+            seq,
+            at_ms,
+            keys: ids.encode(&entry.keys),
+            uris: serde_json::to_string(&entry.uris).unwrap_or_else(|_| "[]".into()),
+            kinds: entry.kinds,
+            everything: entry.everything,
+        }
+    }
+}
+
+/// How often a follower reads the log when nothing woke it.
+pub(crate) const POLL: Duration = Duration::from_millis(50);
+/// Entries read per step.
+const READ_AT_MOST: usize = 1000;
+
+/// What a follower reads from storage.
+pub trait LogSource: Send + Sync + 'static {
+    /// Entries numbered above `seq`, in order, at most `limit`.
+    fn entries_after(&self, seq: i64, limit: usize) -> crate::CatalogFuture<'_, Vec<LogRow>>;
+    /// The highest number in the log (0 when empty).
+    fn last_entry(&self) -> crate::CatalogFuture<'_, i64>;
+    /// The queries' numbers as storage has them now.
+    fn query_ids(&self) -> crate::CatalogFuture<'_, QueryIds>;
+    /// Resolves when an entry may have been appended, or after `poll` at the latest.
+    fn changed(&self, poll: Duration) -> crate::CatalogFuture<'_, ()>;
+}
+
+/// Where a follower stands: the last entry applied to its clock.
+pub(crate) struct Follower {
+    pub last: i64,
+    pub qids: Arc<RwLock<QueryIds>>,
+    pub clock: Arc<ChangeClock>,
+}
+
+impl Follower {
+    /// Applies what the log holds beyond `last`; a gap (entries trimmed before this follower
+    /// read them) drops everything. Returns how many entries it applied.
+    pub async fn step(&mut self, source: &dyn LogSource) -> CatalogResult<usize> {
+        let rows = source.entries_after(self.last, READ_AT_MOST).await?;
+        for row in &rows {
+            if row.seq != self.last + 1 || row.everything {
+                if row.everything {
+                    let ids = source.query_ids().await?;
+                    *self.qids.write().unwrap_or_else(|p| p.into_inner()) = ids;
+                }
+                self.clock.touch_all();
+            } else {
+                self.touch(row);
+            }
+            self.last = row.seq;
+        }
+        Ok(rows.len())
+    }
+
+    fn touch(&self, row: &LogRow) {
+        let keys = self
+            .qids
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .decode(&row.keys);
+        for (query, key) in &keys {
+            self.clock.touch_key(query, key);
+        }
+        if row.kinds {
+            self.clock.touch_kinds();
+        }
+    }
+
+    /// Follows the log from its current end until `stop` says so, waiting out storage
+    /// failures. (The process's cache starts empty: nothing before the end matters.)
+    pub async fn start(
+        source: Arc<dyn LogSource>,
+        qids: Arc<RwLock<QueryIds>>,
+        clock: Arc<ChangeClock>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut failing = false;
+        let last = loop {
+            match source.last_entry().await {
+                Ok(last) => break last,
+                Err(error) => {
+                    if !failing {
+                        tracing::warn!("reading the change log: {error}");
+                    }
+                    failing = true;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = stop.changed() => return,
+            }
+        };
+        // Whatever changed while the end was being found.
+        clock.touch_all();
+        let follower = Follower { last, qids, clock };
+        follower.run(source, stop).await
+    }
+
+    async fn run(
+        mut self,
+        source: Arc<dyn LogSource>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut failing = false;
+        while !*stop.borrow() {
+            match self.step(source.as_ref()).await {
+                Ok(applied) => {
+                    failing = false;
+                    if applied == READ_AT_MOST {
+                        continue;
+                    }
+                }
+                Err(error) => {
+                    if !failing {
+                        tracing::warn!("reading the change log: {error}");
+                    }
+                    failing = true;
+                }
+            }
+            tokio::select! {
+                _ = source.changed(POLL) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+}
