@@ -1,0 +1,350 @@
+//! Scale-out: one indexer, query replicas (`--no-indexer`) and a standby indexer on one
+//! catalog. Replicas answer as the indexer does, and their answer caches stay exact through
+//! the change log; a replica's readiness follows the indexer's heartbeat; a standby takes over
+//! from an indexer killed mid-burst with every event present once; a replica reading a
+//! streaming hot standby of PostgreSQL answers the same; a PostgreSQL restart is survived by
+//! every process.
+
+mod common;
+
+use common::replay::Replay;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use svc_catalog::QuerySet;
+
+/// The vocabularies the live source publishes in these tests are in the world "open".
+const OPEN: &str = "/v1/vocabularies/by-world?world=open&limit=100";
+
+fn total(server: &Server, path: &str) -> u64 {
+    let (status, body) = server.get(path);
+    assert_eq!(status, 200, "{path}: {body}");
+    body["total"].as_u64().expect("total")
+}
+
+/// A catalog of every kind, from the benchmark's generator: the file and its records.
+fn generated(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Value>) {
+    let path = dir.join("generated.jsonl");
+    let generator = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/gen_events.py");
+    let status = Command::new("python3")
+        .args([generator, "1500", path.to_str().unwrap(), "--seed", "11"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("python3 runs the generator");
+    assert!(status.success(), "the generator failed");
+    let records = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (path, records)
+}
+
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Requests over every public query: no parameter, and each parameter given the first string
+/// of some records of the query's kind.
+fn requests(events: &[Value]) -> Vec<String> {
+    let queries = QuerySet::embedded();
+    let mut requests = vec!["/v1/stats".to_string()];
+    for (_, query) in queries.public() {
+        requests.push(format!("{}?limit=100", query.def().path));
+        let records = events
+            .iter()
+            .filter(|e| e["commit"]["collection"] == query.kind())
+            .map(|e| &e["commit"]["record"]);
+        for record in records.take(8) {
+            let Some(object) = record.as_object() else {
+                continue;
+            };
+            let values: Vec<&str> = object.values().filter_map(Value::as_str).collect();
+            let params: Vec<String> = query
+                .params()
+                .iter()
+                .zip(values.iter().cycle())
+                .map(|(p, v)| format!("{}={}", p.name, encode(v)))
+                .collect();
+            requests.push(format!(
+                "{}?{}&limit=25",
+                query.def().path,
+                params.join("&")
+            ));
+        }
+    }
+    requests
+}
+
+fn answer(server: &Server, path: &str) -> (u16, String) {
+    let (status, _, body) = server.get_raw(path);
+    (status, body)
+}
+
+/// A replica of `db`: queries only, not ready once the indexer's heartbeat is 2 s old.
+fn replica(db: &str) -> Server {
+    Server::launch(db, &["--no-indexer", "--ready-lag", "2s"])
+}
+
+fn replicas_answer_as_the_indexer_and_follow_its_changes(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = backend.fresh_db(dir.path()) else {
+        return;
+    };
+    let (file, events) = generated(dir.path());
+    let replay = Replay::start(Vec::new());
+    let indexer = Server::launch(
+        &db,
+        &[
+            "--firehose",
+            replay.url.as_str(),
+            "--import",
+            file.to_str().unwrap(),
+            "--ready-lag",
+            "60s",
+        ],
+    );
+    let replicas = [replica(&db), replica(&db)];
+    let requests = requests(&events);
+    assert!(requests.len() > 50, "{}", requests.len());
+    for path in &requests {
+        let expected = answer(&indexer, path);
+        for replica in &replicas {
+            assert_eq!(answer(replica, path), expected, "{path}");
+        }
+    }
+
+    // Published after start, with the answer cache on: the replicas' cached answers must
+    // not outlive the change.
+    let before = total(&indexer, OPEN);
+    for replica in &replicas {
+        assert_eq!(total(replica, OPEN), before);
+    }
+    let base = now_us() - 60_000_000;
+    replay
+        .state
+        .lock()
+        .unwrap()
+        .events
+        .extend(vocab_events(base, 0, 1));
+    indexer.wait_for(OPEN, Duration::from_secs(20), |b| b["total"] == before + 1);
+    let published = Instant::now();
+    for replica in &replicas {
+        replica.wait_for(OPEN, Duration::from_secs(1), |b| b["total"] == before + 1);
+    }
+    eprintln!(
+        "both replicas answered the change {:?} after the indexer",
+        published.elapsed()
+    );
+
+    // The indexer gone: replicas keep answering, and say they are behind once its heartbeat
+    // is older than their --ready-lag.
+    indexer.kill9();
+    for replica in &replicas {
+        assert_eq!(total(replica, OPEN), before + 1);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, _, body) = replica.get_raw("/readyz");
+            if status == 503 {
+                assert!(body.contains("heartbeat"), "{body}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "still ready: {body}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(total(replica, OPEN), before + 1);
+    }
+}
+
+/// Every uri of the open vocabularies, page by page.
+fn open_vocabularies(server: &Server) -> Vec<String> {
+    let mut uris = Vec::new();
+    for offset in (0..).step_by(100) {
+        let path = format!("{OPEN}&offset={offset}");
+        let (status, body) = server.get(&path);
+        assert_eq!(status, 200, "{path}: {body}");
+        let page = body["items"].as_array().expect("items");
+        if page.is_empty() {
+            return uris;
+        }
+        uris.extend(
+            page.iter()
+                .map(|i| i["uri"].as_str().expect("uri").to_string()),
+        );
+    }
+    uris
+}
+
+fn a_standby_indexer_takes_over_from_one_killed_mid_burst(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = backend.fresh_db(dir.path()) else {
+        return;
+    };
+    let replay = Replay::start(Vec::new());
+    let args = ["--firehose", replay.url.as_str(), "--ready-lag", "60s"];
+    let first = Server::launch(&db, &args);
+    let mut standby = Server::listening(&db, &args);
+    standby.wait_log("standing by", Duration::from_secs(20));
+    // The standby answers queries meanwhile.
+    assert_eq!(standby.get(OPEN).0, 200);
+
+    let base = now_us() - 600_000_000;
+    let push = |from, to| {
+        replay
+            .state
+            .lock()
+            .unwrap()
+            .events
+            .extend(vocab_events(base, from, to))
+    };
+    for chunk in 0..2 {
+        push(chunk * 100, chunk * 100 + 100);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    first.wait_for(OPEN, Duration::from_secs(20), |b| {
+        b["total"].as_u64() > Some(0)
+    });
+    push(200, 300);
+    first.kill9();
+    push(300, 500);
+
+    standby.wait_log("took over", Duration::from_secs(20));
+    standby.wait_for(OPEN, Duration::from_secs(30), |b| b["total"] == 500);
+    let mut uris = open_vocabularies(&standby);
+    assert_eq!(uris.len(), 500);
+    uris.dedup();
+    assert_eq!(uris.len(), 500, "every event once");
+}
+
+each_backend!(
+    replicas_answer_as_the_indexer_and_follow_its_changes,
+    a_standby_indexer_takes_over_from_one_killed_mid_burst,
+);
+
+/// The test database `db` on the streaming standby scripts/test started
+/// (`SVC_TEST_POSTGRES_STANDBY`); `None` outside CI when there is none.
+fn on_standby(db: &str) -> Option<String> {
+    let standby = match std::env::var("SVC_TEST_POSTGRES_STANDBY") {
+        Ok(url) if !url.is_empty() => url,
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("SVC_TEST_POSTGRES_STANDBY is not set: scripts/test starts the standby")
+        }
+        _ => {
+            eprintln!("SKIPPED: no PostgreSQL standby (run scripts/test)");
+            return None;
+        }
+    };
+    let (_, name) = db.rsplit_once('/')?;
+    let (base, _) = standby.rsplit_once('/')?;
+    Some(format!("{base}/{name}"))
+}
+
+/// Starts a replica on the standby once the indexer's schema has reached it.
+fn replica_on_standby(db: &str) -> Server {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = taken.local_addr().expect("address").to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let output = svc()
+            .args(["serve", "--no-indexer", "--listen", &address, "--db", db])
+            .output()
+            .expect("run svc");
+        let printed = String::from_utf8_lossy(&output.stderr).to_string();
+        // The port is taken: failing to listen means the catalog opened.
+        if printed.contains("--listen") {
+            return replica(db);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the standby never had the schema: {printed}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_replica_on_a_streaming_standby_answers_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = Backend::Postgres.fresh_db(dir.path()) else {
+        return;
+    };
+    let Some(standby_db) = on_standby(&db) else {
+        return;
+    };
+    let (file, events) = generated(dir.path());
+    let replay = Replay::start(Vec::new());
+    let indexer = Server::launch(
+        &db,
+        &[
+            "--firehose",
+            replay.url.as_str(),
+            "--import",
+            file.to_str().unwrap(),
+            "--ready-lag",
+            "60s",
+        ],
+    );
+    let replica = replica_on_standby(&standby_db);
+    replica.wait_for("/v1/stats", Duration::from_secs(30), |b| {
+        b == &indexer.get("/v1/stats").1
+    });
+    for path in requests(&events) {
+        assert_eq!(answer(&replica, &path), answer(&indexer, &path), "{path}");
+    }
+    let before = total(&replica, OPEN);
+    replay
+        .state
+        .lock()
+        .unwrap()
+        .events
+        .extend(vocab_events(now_us() - 60_000_000, 0, 3));
+    replica.wait_for(OPEN, Duration::from_secs(10), |b| b["total"] == before + 3);
+    let (status, _, body) = replica.get_raw("/readyz");
+    assert_eq!(status, 200, "{body}");
+}
+
+fn pg(action: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pg");
+    let status = Command::new(script)
+        .arg(action)
+        .status()
+        .expect("run scripts/pg");
+    assert!(status.success(), "scripts/pg {action} failed");
+}
+
+#[test]
+fn a_postgres_restart_is_survived_by_every_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = Backend::Postgres.fresh_db(dir.path()) else {
+        return;
+    };
+    let replay = Replay::start(vocab_events(now_us() - 60_000_000, 0, 5));
+    let args = ["--firehose", replay.url.as_str(), "--ready-lag", "60s"];
+    let first = Server::launch(&db, &args);
+    let mut standby = Server::listening(&db, &args);
+    standby.wait_log("standing by", Duration::from_secs(20));
+    let replica = replica(&db);
+    replica.wait_for(OPEN, Duration::from_secs(20), |b| b["total"] == 5);
+
+    pg("restart");
+    replay
+        .state
+        .lock()
+        .unwrap()
+        .events
+        .extend(vocab_events(now_us() - 30_000_000, 5, 8));
+    // Whichever indexer holds the writer lock after the restart applies them, once.
+    replica.wait_for(OPEN, Duration::from_secs(60), |b| b["total"] == 8);
+    for server in [&first, &standby, &replica] {
+        server.wait_for(OPEN, Duration::from_secs(30), |b| b["total"] == 8);
+    }
+}
