@@ -6,72 +6,15 @@
 //!
 //! Usage: ingest_bench <svc binary> <events.jsonl> [N] [--no-pds]
 
+mod bench_common;
 #[path = "../tests/common/replay.rs"]
 #[allow(dead_code)]
 mod replay;
 
+use bench_common::{fresh_catalog, get_json, start_svc};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The catalog for one run: a file in `dir`, or the PostgreSQL database of `SVC_BENCH_DB`,
-/// emptied first (its public schema dropped, with psql).
-fn fresh_catalog(dir: &std::path::Path) -> std::ffi::OsString {
-    let Ok(url) = std::env::var("SVC_BENCH_DB") else {
-        return dir.join("catalog.db").into_os_string();
-    };
-    let psql = std::env::var("SVC_BENCH_PSQL").unwrap_or_else(|_| "psql".into());
-    let status = Command::new(psql)
-        .args([
-            "-q",
-            &url,
-            "-c",
-            "DROP SCHEMA public CASCADE; CREATE SCHEMA public;",
-        ])
-        .status()
-        .expect("run psql");
-    assert!(status.success(), "emptying the benchmark database failed");
-    url.into()
-}
-
-fn start_svc(svc: &str, db: &std::ffi::OsStr, firehose: &str) -> (Child, String) {
-    let mut child = Command::new(svc)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--ready-lag",
-            "10s",
-            "--liveness",
-            "60s",
-            "--firehose",
-            firehose,
-            "--db",
-        ])
-        .arg(db)
-        .env("SVC_LOG", "warn,svc::serve=info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start svc serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines.next().expect("svc serve exited").expect("a log line");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, url)
-}
-
-fn get_json(client: &reqwest::blocking::Client, url: &str) -> serde_json::Value {
-    client
-        .get(url)
-        .send()
-        .and_then(|r| r.json())
-        .unwrap_or_default()
-}
 
 fn replay_bench(svc: &str, events_path: &str, n: usize, client: &reqwest::blocking::Client) {
     let file = std::fs::File::open(events_path).expect("events file");
@@ -88,7 +31,7 @@ fn replay_bench(svc: &str, events_path: &str, n: usize, client: &reqwest::blocki
     let replay = replay::Replay::start(events);
     let dir = tempfile::tempdir().expect("temporary directory");
     let started = Instant::now();
-    let (mut child, url) = start_svc(svc, &fresh_catalog(dir.path()), &replay.url);
+    let (mut child, url) = start_svc(svc, &fresh_catalog(dir.path()), &replay.url, &[]);
     let mut last_report = Instant::now();
     loop {
         let total = get_json(client, &format!("{url}/v1/stats"))["total"]
@@ -149,7 +92,7 @@ fn pds_bench(svc: &str, client: &reqwest::blocking::Client) {
     let did = account["did"].as_str().expect("did").to_string();
     let token = account["accessJwt"].as_str().expect("token").to_string();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let (mut child, url) = start_svc(svc, &fresh_catalog(dir.path()), &pds_ws);
+    let (mut child, url) = start_svc(svc, &fresh_catalog(dir.path()), &pds_ws, &[]);
     while client
         .get(format!("{url}/readyz"))
         .send()

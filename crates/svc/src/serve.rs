@@ -222,7 +222,8 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         std::time::Duration::from_secs(10),
     ));
 
-    if !catalog.is_writer() {
+    let started_as_writer = catalog.is_writer();
+    if !started_as_writer {
         tokio::spawn(watch_indexer(
             Arc::clone(&catalog),
             args.ready_lag,
@@ -230,9 +231,10 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
             Arc::clone(&role_metrics),
             stopped.clone(),
         ));
+        // A replica, or an indexer standing by: ready as the indexer's heartbeat says.
+        tokio::spawn(announce_ready(Arc::clone(&not_ready), stopped.clone()));
     }
     if role == Role::Reader {
-        tokio::spawn(announce_ready(not_ready, stopped.clone()));
         return finish(server).await;
     }
     tokio::spawn(beat(
@@ -293,7 +295,9 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         }
         readiness.backfill_finished();
     }
-    tokio::spawn(announce_ready(not_ready, stopped.clone()));
+    if started_as_writer {
+        tokio::spawn(announce_ready(not_ready, stopped.clone()));
+    }
     if let Some(live) = live {
         live.await
             .context("the live source task failed")?

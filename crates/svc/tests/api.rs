@@ -770,7 +770,7 @@ fn concurrent_misses_on_one_key_share_one_build(backend: Backend) {
 
 fn without_the_cache_every_answer_is_built_and_goes_out_plain(backend: Backend) {
     let Some(f) = fixture(backend) else { return };
-    let uncached = Server::start(&f.db, &["--cache-mb", "0"]);
+    let uncached = Server::start(&f.db, &["--no-indexer", "--cache-mb", "0"]);
     for path in [
         "/v1/bounties/open",
         "/v1/bounties/open?limit=2&offset=1",

@@ -17,6 +17,13 @@ use svc_catalog::QuerySet;
 /// The vocabularies the live source publishes in these tests are in the world "open".
 const OPEN: &str = "/v1/vocabularies/by-world?world=open&limit=100";
 
+/// The restart test restarts the cluster every test here shares: it runs alone.
+static CLUSTER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared_cluster() -> std::sync::RwLockReadGuard<'static, ()> {
+    CLUSTER.read().unwrap_or_else(|p| p.into_inner())
+}
+
 fn total(server: &Server, path: &str) -> u64 {
     let (status, body) = server.get(path);
     assert_eq!(status, 200, "{path}: {body}");
@@ -96,6 +103,7 @@ fn replica(db: &str) -> Server {
 }
 
 fn replicas_answer_as_the_indexer_and_follow_its_changes(backend: Backend) {
+    let _cluster = shared_cluster();
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = backend.fresh_db(dir.path()) else {
         return;
@@ -185,6 +193,7 @@ fn open_vocabularies(server: &Server) -> Vec<String> {
 }
 
 fn a_standby_indexer_takes_over_from_one_killed_mid_burst(backend: Backend) {
+    let _cluster = shared_cluster();
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = backend.fresh_db(dir.path()) else {
         return;
@@ -273,6 +282,7 @@ fn replica_on_standby(db: &str) -> Server {
 
 #[test]
 fn a_replica_on_a_streaming_standby_answers_the_same() {
+    let _cluster = shared_cluster();
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = Backend::Postgres.fresh_db(dir.path()) else {
         return;
@@ -323,6 +333,7 @@ fn pg(action: &str) {
 
 #[test]
 fn a_postgres_restart_is_survived_by_every_process() {
+    let _alone = CLUSTER.write().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = Backend::Postgres.fresh_db(dir.path()) else {
         return;
