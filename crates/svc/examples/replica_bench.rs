@@ -83,6 +83,7 @@ fn main() {
         Some(path) => vec!["--import", path.as_str()],
         None => Vec::new(),
     };
+    svc_atproto::install_crypto();
     let client = reqwest::blocking::Client::new();
     let dir = tempfile::tempdir().expect("temporary directory");
     let db = fresh_catalog(dir.path());
