@@ -6,17 +6,7 @@
 mod common;
 
 use common::*;
-use std::process::Command;
 use std::time::Duration;
-
-fn pg(action: &str) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pg");
-    let status = Command::new(script)
-        .arg(action)
-        .status()
-        .expect("run scripts/pg");
-    assert!(status.success(), "scripts/pg {action} failed");
-}
 
 const OPEN: &str = "/v1/vocabularies/by-world?world=open&limit=100";
 
@@ -33,6 +23,7 @@ fn uris(server: &Server) -> Vec<String> {
 
 #[test]
 fn a_database_outage_is_answered_503_and_indexing_resumes_without_loss() {
+    let _alone = cluster_alone();
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = Backend::Postgres.fresh_db(dir.path()) else {
         return;
@@ -90,6 +81,7 @@ fn with_password(db: &str, password: &str) -> String {
 
 #[test]
 fn the_database_password_never_appears_in_output() {
+    let _cluster = shared_cluster();
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = Backend::Postgres.fresh_db(dir.path()) else {
         return;

@@ -10,19 +10,11 @@ mod common;
 use common::replay::Replay;
 use common::*;
 use serde_json::Value;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use svc_catalog::QuerySet;
 
 /// The vocabularies the live source publishes in these tests are in the world "open".
 const OPEN: &str = "/v1/vocabularies/by-world?world=open&limit=100";
-
-/// The restart test restarts the cluster every test here shares: it runs alone.
-static CLUSTER: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
-fn shared_cluster() -> std::sync::RwLockReadGuard<'static, ()> {
-    CLUSTER.read().unwrap_or_else(|p| p.into_inner())
-}
 
 fn total(server: &Server, path: &str) -> u64 {
     let (status, body) = server.get(path);
@@ -32,32 +24,7 @@ fn total(server: &Server, path: &str) -> u64 {
 
 /// A catalog of every kind, from the benchmark's generator: the file and its records.
 fn generated(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Value>) {
-    let path = dir.join("generated.jsonl");
-    let generator = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/gen_events.py");
-    let status = Command::new("python3")
-        .args([generator, "1500", path.to_str().unwrap(), "--seed", "11"])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("python3 runs the generator");
-    assert!(status.success(), "the generator failed");
-    let records = std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    (path, records)
-}
-
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    generated_events(dir, 1500, 11)
 }
 
 /// Requests over every public query: no parameter, and each parameter given the first string
@@ -97,6 +64,21 @@ fn answer(server: &Server, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// An indexer of `db` that imports `file` and follows a replay server with nothing in it yet.
+fn indexer_importing(db: &str, file: &std::path::Path) -> (Replay, Server) {
+    let replay = Replay::start(Vec::new());
+    let args = [
+        "--firehose",
+        replay.url.as_str(),
+        "--import",
+        file.to_str().unwrap(),
+        "--ready-lag",
+        "60s",
+    ];
+    let indexer = Server::launch(db, &args);
+    (replay, indexer)
+}
+
 /// A replica of `db`: queries only, not ready once the indexer's heartbeat is 2 s old.
 fn replica(db: &str) -> Server {
     Server::launch(db, &["--no-indexer", "--ready-lag", "2s"])
@@ -109,18 +91,7 @@ fn replicas_answer_as_the_indexer_and_follow_its_changes(backend: Backend) {
         return;
     };
     let (file, events) = generated(dir.path());
-    let replay = Replay::start(Vec::new());
-    let indexer = Server::launch(
-        &db,
-        &[
-            "--firehose",
-            replay.url.as_str(),
-            "--import",
-            file.to_str().unwrap(),
-            "--ready-lag",
-            "60s",
-        ],
-    );
+    let (replay, indexer) = indexer_importing(&db, &file);
     let replicas = [replica(&db), replica(&db)];
     let requests = requests(&events);
     assert!(requests.len() > 50, "{}", requests.len());
@@ -291,18 +262,7 @@ fn a_replica_on_a_streaming_standby_answers_the_same() {
         return;
     };
     let (file, events) = generated(dir.path());
-    let replay = Replay::start(Vec::new());
-    let indexer = Server::launch(
-        &db,
-        &[
-            "--firehose",
-            replay.url.as_str(),
-            "--import",
-            file.to_str().unwrap(),
-            "--ready-lag",
-            "60s",
-        ],
-    );
+    let (replay, indexer) = indexer_importing(&db, &file);
     let replica = replica_on_standby(&standby_db);
     replica.wait_for("/v1/stats", Duration::from_secs(30), |b| {
         b == &indexer.get("/v1/stats").1
@@ -322,18 +282,9 @@ fn a_replica_on_a_streaming_standby_answers_the_same() {
     assert_eq!(status, 200, "{body}");
 }
 
-fn pg(action: &str) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pg");
-    let status = Command::new(script)
-        .arg(action)
-        .status()
-        .expect("run scripts/pg");
-    assert!(status.success(), "scripts/pg {action} failed");
-}
-
 #[test]
 fn a_postgres_restart_is_survived_by_every_process() {
-    let _alone = CLUSTER.write().unwrap_or_else(|p| p.into_inner());
+    let _alone = cluster_alone();
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = Backend::Postgres.fresh_db(dir.path()) else {
         return;

@@ -75,6 +75,63 @@ fn fresh_postgres_database() -> Option<String> {
     Some(format!("{base}/{name}"))
 }
 
+/// `n` records of every kind from the benchmark's generator (`seed` fixes them), written to
+/// `dir/generated.jsonl`: the file and its events.
+pub fn generated_events(dir: &Path, n: usize, seed: u64) -> (PathBuf, Vec<Value>) {
+    let path = dir.join("generated.jsonl");
+    let generator = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/gen_events.py");
+    let status = Command::new("python3")
+        .arg(generator)
+        .arg(n.to_string())
+        .arg(&path)
+        .args(["--seed", &seed.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .expect("python3 runs the generator");
+    assert!(status.success(), "the generator failed");
+    let events = std::fs::read_to_string(&path)
+        .expect("the generated file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a generated event"))
+        .collect();
+    (path, events)
+}
+
+/// A query parameter value, percent-encoded.
+pub fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Tests that restart or pause the PostgreSQL cluster every test of their binary shares run
+/// alone ([`cluster_alone`]); the others hold [`shared_cluster`] meanwhile.
+static CLUSTER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+pub fn shared_cluster() -> std::sync::RwLockReadGuard<'static, ()> {
+    CLUSTER.read().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn cluster_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CLUSTER.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs scripts/pg on the test cluster (`restart`, `pause`, `resume`...).
+pub fn pg(action: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pg");
+    let status = Command::new(script)
+        .arg(action)
+        .status()
+        .expect("run scripts/pg");
+    assert!(status.success(), "scripts/pg {action} failed");
+}
+
 /// Runs each named test, a `fn(Backend)`, once per storage engine.
 #[macro_export]
 macro_rules! each_backend {
