@@ -186,6 +186,10 @@ pub trait Catalog: Send + Sync {
 
     /// The indexer's last heartbeat, milliseconds since the epoch.
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>>;
+
+    /// For a process following the change log: how long after the writer logged the last
+    /// entry this process applied it to its change clock.
+    fn change_log_delay(&self) -> Option<std::time::Duration>;
 }
 
 /// What a process does with a catalog.

@@ -6,6 +6,7 @@
 
 use crate::keys_column::QueryIds;
 use crate::{CatalogResult, ChangeClock, IndexKeys};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -88,6 +89,9 @@ pub(crate) struct Follower {
     pub last: i64,
     pub qids: Arc<RwLock<QueryIds>>,
     pub clock: Arc<ChangeClock>,
+    /// Milliseconds from the writer logging the last entry applied to this follower applying
+    /// it (-1 before the first).
+    pub delay_ms: Arc<AtomicI64>,
 }
 
 impl Follower {
@@ -106,6 +110,8 @@ impl Follower {
                 self.touch(row);
             }
             self.last = row.seq;
+            let delay = svc_syntax::now_unix_micros() / 1000 - row.at_ms;
+            self.delay_ms.store(delay.max(0), Ordering::Relaxed);
         }
         Ok(rows.len())
     }
@@ -130,6 +136,7 @@ impl Follower {
         source: Arc<dyn LogSource>,
         qids: Arc<RwLock<QueryIds>>,
         clock: Arc<ChangeClock>,
+        delay_ms: Arc<AtomicI64>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         let mut failing = false;
@@ -150,7 +157,12 @@ impl Follower {
         };
         // Whatever changed while the end was being found.
         clock.touch_all();
-        let follower = Follower { last, qids, clock };
+        let follower = Follower {
+            last,
+            qids,
+            clock,
+            delay_ms,
+        };
         follower.run(source, stop).await
     }
 

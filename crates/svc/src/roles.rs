@@ -22,6 +22,7 @@ const HEARTBEAT_READ: Duration = Duration::from_millis(500);
 pub struct RoleMetrics {
     writer: Gauge,
     heartbeat_age: Gauge<f64, AtomicU64>,
+    change_log_delay: Gauge<f64, AtomicU64>,
 }
 
 impl RoleMetrics {
@@ -35,6 +36,11 @@ impl RoleMetrics {
             "svc_indexer_heartbeat_age_seconds",
             "Age of the indexer's last heartbeat as this process reads it",
             self.heartbeat_age.clone(),
+        );
+        registry.register(
+            "svc_change_log_delay_seconds",
+            "From the indexer logging a change to this process's answer cache knowing of it, for the last change followed",
+            self.change_log_delay.clone(),
         );
     }
 }
@@ -88,6 +94,9 @@ pub async fn watch_indexer(
             Err(error) => Some(format!("reading the indexer's heartbeat: {error}")),
         };
         watch.set(reason);
+        if let Some(delay) = catalog.change_log_delay() {
+            metrics.change_log_delay.set(delay.as_secs_f64());
+        }
         tokio::select! {
             _ = tokio::time::sleep(HEARTBEAT_READ) => {}
             _ = stopped.changed() => {}

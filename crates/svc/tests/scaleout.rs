@@ -205,7 +205,31 @@ fn a_standby_indexer_takes_over_from_one_killed_mid_burst(backend: Backend) {
     assert_eq!(uris.len(), 500, "every event once");
 }
 
+fn an_indexer_without_the_api_serves_health_and_metrics_only(backend: Backend) {
+    let _cluster = shared_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = backend.fresh_db(dir.path()) else {
+        return;
+    };
+    let indexer = Server::start(&db, &["--no-api"]);
+    assert_eq!(indexer.get_raw("/healthz").0, 200);
+    assert_eq!(indexer.get_raw("/readyz").0, 200);
+    let (status, body) = indexer.get("/v1/stats");
+    assert_eq!(status, 404, "{body}");
+    let (_, _, metrics) = indexer.get_raw("/metrics");
+    assert!(metrics.contains("svc_catalog_writer 1"), "{metrics}");
+    let replica = replica(&db);
+    assert_eq!(replica.get("/v1/stats").0, 200);
+    let (_, _, metrics) = replica.get_raw("/metrics");
+    assert!(metrics.contains("svc_catalog_writer 0"), "{metrics}");
+    assert!(
+        metrics.contains("svc_indexer_heartbeat_age_seconds"),
+        "{metrics}"
+    );
+}
+
 each_backend!(
+    an_indexer_without_the_api_serves_health_and_metrics_only,
     replicas_answer_as_the_indexer_and_follow_its_changes,
     a_standby_indexer_takes_over_from_one_killed_mid_burst,
 );

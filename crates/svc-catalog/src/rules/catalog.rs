@@ -10,6 +10,7 @@ use crate::{
     AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
     ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest, QueryId, QuerySet,
 };
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -42,6 +43,8 @@ struct Shared {
     writing: watch::Sender<bool>,
     /// Stops the change-log follower (when this process becomes the writer).
     following: OnceLock<watch::Sender<bool>>,
+    /// The follower's last propagation delay, milliseconds (-1: none yet).
+    follow_delay_ms: Arc<AtomicI64>,
 }
 
 impl Shared {
@@ -52,6 +55,7 @@ impl Shared {
             writer: OnceLock::new(),
             writing: watch::Sender::new(false),
             following: OnceLock::new(),
+            follow_delay_ms: Arc::new(AtomicI64::new(-1)),
         })
     }
 
@@ -74,6 +78,7 @@ impl Shared {
         let (stop, stopped) = watch::channel(false);
         let _ = self.following.set(stop);
         let (qids, clock) = (Arc::clone(&self.qids), Arc::clone(&self.clock));
+        let delay = Arc::clone(&self.follow_delay_ms);
         std::thread::Builder::new()
             .name("catalog-follower".into())
             .spawn(move || {
@@ -87,7 +92,7 @@ impl Shared {
                         return;
                     }
                 };
-                runtime.block_on(Follower::start(source, qids, clock, stopped));
+                runtime.block_on(Follower::start(source, qids, clock, delay, stopped));
             })
             .map_err(|e| CatalogError::Storage(e.to_string()))?;
         Ok(())
@@ -254,5 +259,10 @@ impl<R: Reads> Catalog for EngineCatalog<R> {
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
         self.reads.indexer_heartbeat()
+    }
+
+    fn change_log_delay(&self) -> Option<Duration> {
+        let delay = self.shared.follow_delay_ms.load(Ordering::Relaxed);
+        u64::try_from(delay).ok().map(Duration::from_millis)
     }
 }
