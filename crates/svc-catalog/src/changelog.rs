@@ -5,7 +5,9 @@
 //! The log is ordered and names the uris, so it can later feed a public change stream.
 
 use crate::keys_column::QueryIds;
+use crate::rules::NO_KEYS;
 use crate::{CatalogResult, ChangeClock, IndexKeys};
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -16,11 +18,12 @@ pub(crate) const KEEP_FOR_MS: i64 = 10 * 60 * 1000;
 /// At most this many entries are kept (older ones are trimmed even if young).
 pub(crate) const KEEP_AT_MOST: i64 = 200_000;
 
-/// What one commit changed.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct LogEntry {
-    pub keys: IndexKeys,
-    pub uris: Vec<String>,
+/// What one commit changed, borrowed from the commit's plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry<'a> {
+    pub keys: &'a IndexKeys,
+    /// The uris written; a removed repository as its `at://<did>` prefix.
+    pub uris: Vec<Cow<'a, str>>,
     /// The per-kind counts moved.
     pub kinds: bool,
     /// Anything may have changed (a bulk load settled, queries were rebuilt): followers drop
@@ -28,15 +31,17 @@ pub struct LogEntry {
     pub everything: bool,
 }
 
-impl LogEntry {
+impl LogEntry<'_> {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty() && self.uris.is_empty() && !self.kinds && !self.everything
     }
 
-    pub fn everything() -> LogEntry {
+    pub fn everything() -> LogEntry<'static> {
         LogEntry {
+            keys: &NO_KEYS,
+            uris: Vec::new(),
+            kinds: false,
             everything: true,
-            ..LogEntry::default()
         }
     }
 }
@@ -55,11 +60,11 @@ pub struct LogRow {
 }
 
 impl LogRow {
-    pub fn of(seq: i64, at_ms: i64, entry: &LogEntry, ids: &QueryIds) -> LogRow {
+    pub fn of(seq: i64, at_ms: i64, entry: &LogEntry<'_>, ids: &QueryIds) -> LogRow {
         LogRow {
             seq,
             at_ms,
-            keys: ids.encode(&entry.keys),
+            keys: ids.encode(entry.keys),
             uris: serde_json::to_string(&entry.uris).unwrap_or_else(|_| "[]".into()),
             kinds: entry.kinds,
             everything: entry.everything,
@@ -84,23 +89,45 @@ pub trait LogSource: Send + Sync + 'static {
     fn changed(&self, poll: Duration) -> crate::CatalogFuture<'_, ()>;
 }
 
-/// Where a follower stands: the last entry applied to its clock.
+/// A process's follower of the log.
 pub(crate) struct Follower {
-    pub last: i64,
-    pub qids: Arc<RwLock<QueryIds>>,
-    pub clock: Arc<ChangeClock>,
+    /// The last entry applied to the clock; `None` until the log's end has been read.
+    last: Option<i64>,
+    qids: Arc<RwLock<QueryIds>>,
+    clock: Arc<ChangeClock>,
     /// Milliseconds from the writer logging the last entry applied to this follower applying
     /// it (-1 before the first).
-    pub delay_ms: Arc<AtomicI64>,
+    delay_ms: Arc<AtomicI64>,
 }
 
 impl Follower {
+    /// A follower that starts at the log's end: the process's cache starts empty, so nothing
+    /// before it matters.
+    pub fn new(
+        qids: Arc<RwLock<QueryIds>>,
+        clock: Arc<ChangeClock>,
+        delay_ms: Arc<AtomicI64>,
+    ) -> Follower {
+        Follower {
+            last: None,
+            qids,
+            clock,
+            delay_ms,
+        }
+    }
+
     /// Applies what the log holds beyond `last`; a gap (entries trimmed before this follower
     /// read them) drops everything. Returns how many entries it applied.
-    pub async fn step(&mut self, source: &dyn LogSource) -> CatalogResult<usize> {
-        let rows = source.entries_after(self.last, READ_AT_MOST).await?;
+    async fn step(&mut self, source: &dyn LogSource) -> CatalogResult<usize> {
+        let Some(mut last) = self.last else {
+            self.last = Some(source.last_entry().await?);
+            // Whatever changed while the end was being found.
+            self.clock.touch_all();
+            return Ok(0);
+        };
+        let rows = source.entries_after(last, READ_AT_MOST).await?;
         for row in &rows {
-            if row.seq != self.last + 1 || row.everything {
+            if row.seq != last + 1 || row.everything {
                 if row.everything {
                     let ids = source.query_ids().await?;
                     *self.qids.write().unwrap_or_else(|p| p.into_inner()) = ids;
@@ -109,7 +136,8 @@ impl Follower {
             } else {
                 self.touch(row);
             }
-            self.last = row.seq;
+            last = row.seq;
+            self.last = Some(last);
             let delay = svc_syntax::now_unix_micros() / 1000 - row.at_ms;
             self.delay_ms.store(delay.max(0), Ordering::Relaxed);
         }
@@ -130,43 +158,8 @@ impl Follower {
         }
     }
 
-    /// Follows the log from its current end until `stop` says so, waiting out storage
-    /// failures. (The process's cache starts empty: nothing before the end matters.)
-    pub async fn start(
-        source: Arc<dyn LogSource>,
-        qids: Arc<RwLock<QueryIds>>,
-        clock: Arc<ChangeClock>,
-        delay_ms: Arc<AtomicI64>,
-        mut stop: tokio::sync::watch::Receiver<bool>,
-    ) {
-        let mut failing = false;
-        let last = loop {
-            match source.last_entry().await {
-                Ok(last) => break last,
-                Err(error) => {
-                    if !failing {
-                        tracing::warn!("reading the change log: {error}");
-                    }
-                    failing = true;
-                }
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(POLL) => {}
-                _ = stop.changed() => return,
-            }
-        };
-        // Whatever changed while the end was being found.
-        clock.touch_all();
-        let follower = Follower {
-            last,
-            qids,
-            clock,
-            delay_ms,
-        };
-        follower.run(source, stop).await
-    }
-
-    async fn run(
+    /// Follows the log until `stop` says so, waiting out storage failures.
+    pub async fn run(
         mut self,
         source: Arc<dyn LogSource>,
         mut stop: tokio::sync::watch::Receiver<bool>,

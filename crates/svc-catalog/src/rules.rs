@@ -18,6 +18,7 @@ use writer::WriterHandle;
 
 use crate::changelog::LogEntry;
 use crate::{ApplyReport, CatalogResult, Change, CursorPosition, IndexKeys, QueryId};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What an engine holds for a uri: a record version or a tombstone.
@@ -40,7 +41,7 @@ pub struct Filed {
 }
 
 /// No keys: what a tombstone is filed under.
-static NO_KEYS: IndexKeys = IndexKeys::new();
+pub(crate) static NO_KEYS: IndexKeys = IndexKeys::new();
 
 /// A `records` row as both engines store it: a record version, or a tombstone (no cid, no
 /// record, no keys; the revision stays, so an older event cannot bring the record back).
@@ -136,23 +137,18 @@ pub struct Plan<'a> {
 
 impl Plan<'_> {
     /// What the change log says of this plan once committed.
-    pub fn log_entry(&self) -> LogEntry {
-        let mut uris: Vec<String> = self
-            .records
+    pub fn log_entry(&self) -> LogEntry<'_> {
+        let written = self.records.iter().map(|write| match write {
+            RecordWrite::Row(row) => Cow::Borrowed(row.uri),
+            RecordWrite::Keys { uri, .. } => Cow::Borrowed(uri.as_str()),
+        });
+        let removed = self
+            .remove_repository
             .iter()
-            .map(|write| match write {
-                RecordWrite::Row(row) => row.uri.to_string(),
-                RecordWrite::Keys { uri, .. } => uri.clone(),
-            })
-            .collect();
-        uris.extend(
-            self.remove_repository
-                .iter()
-                .map(|did| format!("at://{did}")),
-        );
+            .map(|did| Cow::Owned(format!("at://{did}")));
         LogEntry {
-            keys: self.touched.clone(),
-            uris,
+            keys: &self.touched,
+            uris: written.chain(removed).collect(),
             kinds: self.kind_counts.values().any(|delta| *delta != 0),
             everything: false,
         }
@@ -244,10 +240,10 @@ pub trait Engine: Send + 'static {
     /// process holds it.
     fn try_lock_writer(&mut self) -> CatalogResult<bool>;
     /// Inside the open transaction: appends entry `seq` to the change log.
-    fn log(&mut self, seq: i64, entry: &LogEntry) -> CatalogResult<()>;
+    fn log(&mut self, seq: i64, entry: &LogEntry<'_>) -> CatalogResult<()>;
     /// The highest change-log number stored (0 when the log is empty).
     fn last_logged(&mut self) -> CatalogResult<i64>;
-    /// In a transaction of its own: stores the indexer's heartbeat and trims the change log
+    /// Inside the open transaction: stores the indexer's heartbeat and trims the change log
     /// (never its last entry, which numbers the next).
     fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()>;
 }

@@ -68,7 +68,8 @@ fn now_ms() -> i64 {
     svc_syntax::now_unix_micros() / 1000
 }
 
-/// Reads the indexer's heartbeat until stopped: ready while it is younger than `ready_lag`.
+/// Reads the indexer's heartbeat until stopped or until this process writes (a standby that
+/// took over judges readiness by its own sources): ready while it is younger than `ready_lag`.
 pub async fn watch_indexer(
     catalog: Arc<dyn Catalog>,
     ready_lag: Duration,
@@ -77,7 +78,7 @@ pub async fn watch_indexer(
     mut stopped: watch::Receiver<bool>,
 ) {
     watch.set(Some("reading the indexer's heartbeat".into()));
-    while !*stopped.borrow() {
+    while !*stopped.borrow() && !catalog.is_writer() {
         let reason = match catalog.indexer_heartbeat().await {
             Ok(Some(beat)) => {
                 let age = Duration::from_millis(u64::try_from(now_ms() - beat).unwrap_or(0));

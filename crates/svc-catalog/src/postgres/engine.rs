@@ -43,6 +43,8 @@ pub(super) struct Link {
     pub ids: QueryIds,
     /// Records staged by the bulk load under way (their ids are 1 to this).
     pub staged: i64,
+    /// The open transaction appended to the change log: followers are notified at commit.
+    notify_on_commit: bool,
 }
 
 async fn connect(config: &Config, tls: &MakeRustlsConnect) -> CatalogResult<Client> {
@@ -73,6 +75,7 @@ impl PostgresEngine {
                 statements: HashMap::new(),
                 ids,
                 staged: 0,
+                notify_on_commit: false,
             },
             in_transaction: false,
             writer_lock: WriterLock::NotTaken,
@@ -345,12 +348,20 @@ impl Engine for PostgresEngine {
     }
 
     fn commit(&mut self) -> CatalogResult<()> {
-        let committed = self.run(async |link| link.batch("COMMIT").await);
+        // With a change-log entry, the notification goes in the same round trip: delivered
+        // at commit, it wakes the followers listening.
+        let committed = self.run(
+            async |link| match std::mem::take(&mut link.notify_on_commit) {
+                true => link.batch("NOTIFY svc_changes; COMMIT").await,
+                false => link.batch("COMMIT").await,
+            },
+        );
         self.in_transaction = false;
         committed
     }
 
     fn rollback(&mut self) {
+        self.link.notify_on_commit = false;
         if !self.link.client.is_closed() {
             let _ = self.run(async |link| link.batch("ROLLBACK").await);
         }
@@ -554,7 +565,7 @@ impl Engine for PostgresEngine {
         Ok(held)
     }
 
-    fn log(&mut self, seq: i64, entry: &LogEntry) -> CatalogResult<()> {
+    fn log(&mut self, seq: i64, entry: &LogEntry<'_>) -> CatalogResult<()> {
         self.run(async |link| {
             let row = LogRow::of(seq, now_ms(), entry, &link.ids);
             link.execute(
@@ -570,8 +581,8 @@ impl Engine for PostgresEngine {
                 ],
             )
             .await?;
-            // Delivered at commit: followers listening read the log at once.
-            link.batch("NOTIFY svc_changes").await
+            link.notify_on_commit = true;
+            Ok(())
         })
     }
 
@@ -586,27 +597,19 @@ impl Engine for PostgresEngine {
 
     fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()> {
         self.run(async |link| {
-            link.batch("BEGIN").await?;
-            let written = async {
-                link.execute(
-                    "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, $1) \
-                     ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms",
-                    &[&now_ms],
-                )
-                .await?;
-                link.execute(
-                    "DELETE FROM change_log WHERE seq < (SELECT max(seq) FROM change_log) \
-                     AND (at_ms < $1 OR seq <= (SELECT max(seq) FROM change_log) - $2)",
-                    &[&(now_ms - KEEP_FOR_MS), &KEEP_AT_MOST],
-                )
-                .await?;
-                link.batch("COMMIT").await
-            };
-            let outcome = written.await;
-            if outcome.is_err() {
-                let _ = link.batch("ROLLBACK").await;
-            }
-            outcome
+            link.execute(
+                "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, $1) \
+                 ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms",
+                &[&now_ms],
+            )
+            .await?;
+            link.execute(
+                "DELETE FROM change_log WHERE seq < (SELECT max(seq) FROM change_log) \
+                 AND (at_ms < $1 OR seq <= (SELECT max(seq) FROM change_log) - $2)",
+                &[&(now_ms - KEEP_FOR_MS), &KEEP_AT_MOST],
+            )
+            .await
+            .map(|_| ())
         })
     }
 }

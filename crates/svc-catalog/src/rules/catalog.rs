@@ -77,8 +77,11 @@ impl Shared {
     fn follow(&self, source: Arc<dyn LogSource>) -> CatalogResult<()> {
         let (stop, stopped) = watch::channel(false);
         let _ = self.following.set(stop);
-        let (qids, clock) = (Arc::clone(&self.qids), Arc::clone(&self.clock));
-        let delay = Arc::clone(&self.follow_delay_ms);
+        let follower = Follower::new(
+            Arc::clone(&self.qids),
+            Arc::clone(&self.clock),
+            Arc::clone(&self.follow_delay_ms),
+        );
         std::thread::Builder::new()
             .name("catalog-follower".into())
             .spawn(move || {
@@ -92,7 +95,7 @@ impl Shared {
                         return;
                     }
                 };
-                runtime.block_on(Follower::start(source, qids, clock, delay, stopped));
+                runtime.block_on(follower.run(source, stopped));
             })
             .map_err(|e| CatalogError::Storage(e.to_string()))?;
         Ok(())

@@ -195,7 +195,11 @@ impl<E: Engine> Writer<E> {
                     let _ = reply.send(self.set_account(&did, &status));
                 }
                 WriteJob::Heartbeat { reply } => {
-                    let _ = reply.send(self.engine.heartbeat(super::now_ms()));
+                    let beat = self.in_transaction(|engine, _| {
+                        engine.heartbeat(super::now_ms())?;
+                        Ok((Plan::default(), ()))
+                    });
+                    let _ = reply.send(beat);
                 }
                 WriteJob::BeginBulk { reply } => {
                     let _ = reply.send(self.begin_bulk());
@@ -277,7 +281,7 @@ impl<E: Engine> Writer<E> {
 
     /// Inside the open transaction: appends the entry to the change log unless it is empty;
     /// whether it did (the number is taken once the transaction commits).
-    pub(super) fn log(&mut self, entry: &crate::changelog::LogEntry) -> CatalogResult<bool> {
+    pub(super) fn log(&mut self, entry: &crate::changelog::LogEntry<'_>) -> CatalogResult<bool> {
         if entry.is_empty() {
             return Ok(false);
         }

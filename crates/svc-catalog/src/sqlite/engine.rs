@@ -411,7 +411,7 @@ impl Engine for SqliteEngine {
         }
     }
 
-    fn log(&mut self, seq: i64, entry: &LogEntry) -> CatalogResult<()> {
+    fn log(&mut self, seq: i64, entry: &LogEntry<'_>) -> CatalogResult<()> {
         let row = LogRow::of(seq, now_ms(), entry, &self.ids);
         self.conn
             .prepare_cached(
@@ -438,18 +438,16 @@ impl Engine for SqliteEngine {
     }
 
     fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()> {
-        let tx = self.conn.transaction()?;
-        tx.execute(
+        self.conn.execute(
             "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, ?1) \
              ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms",
             [now_ms],
         )?;
-        tx.execute(
+        self.conn.execute(
             "DELETE FROM change_log WHERE seq < (SELECT max(seq) FROM change_log) \
              AND (at_ms < ?1 OR seq <= (SELECT max(seq) FROM change_log) - ?2)",
             params![now_ms - KEEP_FOR_MS, KEEP_AT_MOST],
         )?;
-        tx.commit()?;
         Ok(())
     }
 }
