@@ -55,7 +55,21 @@ pub(crate) struct Writer<E: Engine> {
 }
 
 /// The catalog's side of the writer thread: each call sends a job and waits for its reply.
-pub(crate) struct WriterHandle(mpsc::Sender<WriteJob>);
+/// Dropped, it waits for the thread to end, so that the writer lock and the storage it held
+/// are free for whoever opens the catalog next.
+pub(crate) struct WriterHandle {
+    jobs: Option<mpsc::Sender<WriteJob>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for WriterHandle {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
 
 impl WriterHandle {
     fn ask<T: Send + 'static>(
@@ -65,7 +79,8 @@ impl WriterHandle {
         let (reply, answer) = oneshot::channel();
         let job = job(reply);
         Box::pin(async move {
-            self.0.send(job).map_err(|_| CatalogError::Closed)?;
+            let jobs = self.jobs.as_ref().ok_or(CatalogError::Closed)?;
+            jobs.send(job).map_err(|_| CatalogError::Closed)?;
             answer.await.map_err(|_| CatalogError::Closed)?
         })
     }
@@ -126,11 +141,15 @@ pub(crate) fn spawn_writer<E: Engine>(
         next_seq,
     };
     let (sender, receiver) = mpsc::channel();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("catalog-writer".into())
         .spawn(move || writer.run(receiver))
         .map_err(|e| CatalogError::Storage(e.to_string()))?;
-    Ok((WriterHandle(sender), ids))
+    let handle = WriterHandle {
+        jobs: Some(sender),
+        thread: Some(thread),
+    };
+    Ok((handle, ids))
 }
 
 /// Fails every batch queued behind one that failed: a later batch must not commit a cursor
