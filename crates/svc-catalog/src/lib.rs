@@ -16,5 +16,7 @@ pub use location::{ACCEPTED_FORMS, Location, LocationError, PostgresUrl};
 pub use svc_spec as spec;
 pub use svc_spec::{ParamError, Query, QuerySet, SpecError};
 
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;

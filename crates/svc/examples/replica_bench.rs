@@ -111,12 +111,7 @@ fn main() {
             "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm", "record": {
             "$type": "dev.svc.vocab", "name": rkey, "world": "open",
             "occurredAt": "2026-11-01T12:00:00Z"}}});
-        replay
-            .state
-            .lock()
-            .expect("replay state")
-            .events
-            .push((base + i as i64, line.to_string()));
+        replay.publish([(base + i as i64, line.to_string())]);
         expected += 1;
         until_total(&client, &indexer_url, expected);
         for url in &urls {

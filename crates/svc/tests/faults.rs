@@ -74,12 +74,7 @@ fn a_full_disk_is_waited_out_and_nothing_acknowledged_is_lost() {
     // No file of the catalog may grow past 4 KiB from now on: the next commit cannot be written.
     let pid = server.child.id();
     set_file_size_limit(pid, 4096);
-    replay
-        .state
-        .lock()
-        .unwrap()
-        .events
-        .extend(vocab_events(base, 50, 100));
+    replay.publish(vocab_events(base, 50, 100));
     let started = Instant::now();
     let reason = loop {
         let (status, body) = readyz(&server);

@@ -116,12 +116,7 @@ fn a_restart_resumes_from_the_stored_cursor_of_the_same_endpoint_only() {
         |b| b["total"] == 5,
     );
     assert!(first.stop().success());
-    replay
-        .state
-        .lock()
-        .unwrap()
-        .events
-        .extend(events(base, 5, 8));
+    replay.publish(events(base, 5, 8));
     let second = jetstream_server(&dir, &replay, &[]);
     second.wait_for(
         "/v1/vocabularies/by-world?world=open&limit=1",
@@ -219,12 +214,7 @@ fn a_catch_up_into_an_empty_catalog_is_bulk_loaded_and_survives_a_crash() {
     );
     // A later catch-up (after a clean stop) is visible too.
     assert!(second.stop().success());
-    replay
-        .state
-        .lock()
-        .unwrap()
-        .events
-        .extend(events(base, 2000, 2100));
+    replay.publish(events(base, 2000, 2100));
     let third = jetstream_server(&dir, &replay, &[]);
     third.wait_for(
         "/v1/vocabularies/by-world?world=open&limit=1",

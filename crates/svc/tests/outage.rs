@@ -48,12 +48,7 @@ fn a_database_outage_is_answered_503_and_indexing_resumes_without_loss() {
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"], "unavailable", "{body}");
     // Events arrive while the database is down: the indexer must keep them or re-read them.
-    replay
-        .state
-        .lock()
-        .unwrap()
-        .events
-        .extend(vocab_events(base, 10, 20));
+    replay.publish(vocab_events(base, 10, 20));
     std::thread::sleep(Duration::from_secs(2));
     pg("resume");
 
@@ -65,12 +60,7 @@ fn a_database_outage_is_answered_503_and_indexing_resumes_without_loss() {
 
     // A restart (down and up at once) is survived as well.
     pg("restart");
-    replay
-        .state
-        .lock()
-        .unwrap()
-        .events
-        .extend(vocab_events(base, 20, 25));
+    replay.publish(vocab_events(base, 20, 25));
     server.wait_for(OPEN, Duration::from_secs(60), |b| b["total"] == 25);
 }
 

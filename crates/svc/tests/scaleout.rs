@@ -109,12 +109,7 @@ fn replicas_answer_as_the_indexer_and_follow_its_changes(backend: Backend) {
         assert_eq!(total(replica, OPEN), before);
     }
     let base = now_us() - 60_000_000;
-    replay
-        .state
-        .lock()
-        .unwrap()
-        .events
-        .extend(vocab_events(base, 0, 1));
+    replay.publish(vocab_events(base, 0, 1));
     indexer.wait_for(OPEN, Duration::from_secs(20), |b| b["total"] == before + 1);
     let published = Instant::now();
     for replica in &replicas {
@@ -178,14 +173,7 @@ fn a_standby_indexer_takes_over_from_one_killed_mid_burst(backend: Backend) {
     assert_eq!(standby.get(OPEN).0, 200);
 
     let base = now_us() - 600_000_000;
-    let push = |from, to| {
-        replay
-            .state
-            .lock()
-            .unwrap()
-            .events
-            .extend(vocab_events(base, from, to))
-    };
+    let push = |from, to| replay.publish(vocab_events(base, from, to));
     for chunk in 0..2 {
         push(chunk * 100, chunk * 100 + 100);
         std::thread::sleep(Duration::from_millis(30));
@@ -237,16 +225,7 @@ each_backend!(
 /// The test database `db` on the streaming standby scripts/test started
 /// (`SVC_TEST_POSTGRES_STANDBY`); `None` outside CI when there is none.
 fn on_standby(db: &str) -> Option<String> {
-    let standby = match std::env::var("SVC_TEST_POSTGRES_STANDBY") {
-        Ok(url) if !url.is_empty() => url,
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("SVC_TEST_POSTGRES_STANDBY is not set: scripts/test starts the standby")
-        }
-        _ => {
-            eprintln!("SKIPPED: no PostgreSQL standby (run scripts/test)");
-            return None;
-        }
-    };
+    let standby = svc_catalog::testing::test_cluster("SVC_TEST_POSTGRES_STANDBY")?;
     let (_, name) = db.rsplit_once('/')?;
     let (base, _) = standby.rsplit_once('/')?;
     Some(format!("{base}/{name}"))
@@ -295,12 +274,7 @@ fn a_replica_on_a_streaming_standby_answers_the_same() {
         assert_eq!(answer(&replica, &path), answer(&indexer, &path), "{path}");
     }
     let before = total(&replica, OPEN);
-    replay
-        .state
-        .lock()
-        .unwrap()
-        .events
-        .extend(vocab_events(now_us() - 60_000_000, 0, 3));
+    replay.publish(vocab_events(now_us() - 60_000_000, 0, 3));
     replica.wait_for(OPEN, Duration::from_secs(10), |b| b["total"] == before + 3);
     let (status, _, body) = replica.get_raw("/readyz");
     assert_eq!(status, 200, "{body}");
@@ -322,12 +296,7 @@ fn a_postgres_restart_is_survived_by_every_process() {
     replica.wait_for(OPEN, Duration::from_secs(20), |b| b["total"] == 5);
 
     pg("restart");
-    replay
-        .state
-        .lock()
-        .unwrap()
-        .events
-        .extend(vocab_events(now_us() - 30_000_000, 5, 8));
+    replay.publish(vocab_events(now_us() - 30_000_000, 5, 8));
     // Whichever indexer holds the writer lock after the restart applies them, once.
     replica.wait_for(OPEN, Duration::from_secs(60), |b| b["total"] == 8);
     for server in [&first, &standby, &replica] {

@@ -45,49 +45,8 @@ impl Fresh {
     }
 }
 
-/// The PostgreSQL cluster the test script started (`scripts/pg url`), if any. Under CI a
-/// missing one fails the test instead of skipping it.
-fn postgres_admin_url() -> Option<String> {
-    match std::env::var("SVC_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("SVC_TEST_POSTGRES is not set: scripts/test starts PostgreSQL and sets it")
-        }
-        _ => {
-            eprintln!("SKIPPED: no PostgreSQL (set SVC_TEST_POSTGRES, or run scripts/test)");
-            None
-        }
-    }
-}
-
-/// A fresh, empty database on the test cluster: its URL.
-pub(crate) async fn fresh_postgres_database() -> Option<String> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let admin = postgres_admin_url()?;
-    let name = format!(
-        "svc_test_{}_{}_{}",
-        std::process::id(),
-        svc_syntax::now_unix_micros(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
-    let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test cluster");
-    tokio::spawn(connection);
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .expect("create a test database");
-    let base = admin
-        .rsplit_once('/')
-        .map(|(base, _)| base)
-        .expect("URL with a database");
-    Some(format!("{base}/{name}"))
-}
-
 pub(crate) async fn postgres() -> Option<Fresh> {
-    let url = fresh_postgres_database().await?;
+    let url = crate::testing::fresh_database().await?;
     let url: crate::Location = url.parse().expect("a postgres URL");
     let crate::Location::Postgres(url) = url else {
         panic!("not a postgres URL")

@@ -36,43 +36,11 @@ impl Backend {
 }
 
 fn fresh_postgres_database() -> Option<String> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let admin = match std::env::var("SVC_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => url,
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("SVC_TEST_POSTGRES is not set: scripts/test starts PostgreSQL and sets it")
-        }
-        _ => {
-            eprintln!("SKIPPED: no PostgreSQL (set SVC_TEST_POSTGRES, or run scripts/test)");
-            return None;
-        }
-    };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let name = format!(
-        "svc_http_{}_{nanos}_{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
-            .await
-            .expect("connect to the test cluster");
-        tokio::spawn(connection);
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .expect("create a test database");
-    });
-    let (base, _) = admin.rsplit_once('/').expect("URL with a database");
-    Some(format!("{base}/{name}"))
+        .expect("runtime")
+        .block_on(svc_catalog::testing::fresh_database())
 }
 
 /// `n` records of every kind from the benchmark's generator (`seed` fixes them), written to

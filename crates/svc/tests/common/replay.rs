@@ -98,6 +98,15 @@ impl Replay {
             state,
         }
     }
+
+    /// Appends events: connections already open get them next.
+    pub fn publish(&self, events: impl IntoIterator<Item = (i64, String)>) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .events
+            .extend(events);
+    }
 }
 
 // The callback type is the handshake API's own.
