@@ -6,19 +6,16 @@
 # times publish-to-queryable through the reference PDS's firehose (scripts/peers).
 set -euo pipefail
 N=1000000
+DB_URL=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --db) export SVC_BENCH_DB="$2"; shift 2 ;;
+    --db) DB_URL="$2"; shift 2 ;;
     *) N="$1"; shift ;;
   esac
 done
-root="$(cd "$(dirname "$0")/.." && pwd)"
-if [ -n "${SVC_BENCH_DB:-}" ]; then
-  SVC_BENCH_PSQL="$("$root/scripts/pg" bin)/psql"
-  export SVC_BENCH_PSQL
-fi
-work="${BENCH_DIR:-$root/bench-data}"
-mkdir -p "$work"
+source "$(dirname "$0")/common.sh"
+DB_URL="${DB_URL:-${SVC_BENCH_DB:-}}"
+[ -n "$DB_URL" ] && bench_db "$DB_URL"
 events="$work/events-$N.jsonl"
 if [ ! -s "$events" ]; then
   python3 "$root/bench/gen_events.py" "$N" "$events" 2>/dev/null

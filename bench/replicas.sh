@@ -7,18 +7,17 @@
 set -euo pipefail
 PROBES=200
 IMPORT=""
+DB_URL=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --db) export SVC_BENCH_DB="$2"; shift 2 ;;
+    --db) DB_URL="$2"; shift 2 ;;
     --import) IMPORT="$2"; shift 2 ;;
     *) PROBES="$1"; shift ;;
   esac
 done
-root="$(cd "$(dirname "$0")/.." && pwd)"
-if [ -n "${SVC_BENCH_DB:-}" ]; then
-  SVC_BENCH_PSQL="$("$root/scripts/pg" bin)/psql"
-  export SVC_BENCH_PSQL
-fi
-command -v wrk >/dev/null || { sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo; $sudo apt-get install -y -q wrk >/dev/null; }
+source "$(dirname "$0")/common.sh"
+need_wrk
+DB_URL="${DB_URL:-${SVC_BENCH_DB:-}}"
+[ -n "$DB_URL" ] && bench_db "$DB_URL"
 (cd "$root" && cargo build --release -j2 -q -p svc --bin svc --example replica_bench)
 "$root/target/release/examples/replica_bench" "$root/target/release/svc" "$PROBES" ${IMPORT:+"$IMPORT"}

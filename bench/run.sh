@@ -21,6 +21,7 @@ done
 DURATION="${DURATION:-10s}"
 CONNECTIONS="${CONNECTIONS:-32}"
 source "$(dirname "$0")/common.sh"
+need_wrk
 (cd "$root" && cargo build --release -j2 -q -p svc)
 svc="$root/target/release/svc"
 

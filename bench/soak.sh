@@ -14,6 +14,7 @@ BASE="${BASE:-200000}"
 CONNECTIONS="${CONNECTIONS:-64}"
 MIX_LINES="${MIX_LINES:-100000}"
 source "$(dirname "$0")/common.sh"
+need_wrk
 
 # The base catalog, then the live stream: the lines after it.
 need=$((BASE + RATE * 60 * MINUTES))
