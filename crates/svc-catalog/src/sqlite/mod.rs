@@ -85,7 +85,7 @@ impl EngineCatalog<ReaderPool> {
             ids,
             writer_lock: None,
         };
-        let catalog = EngineCatalog::start(engine, &queries, readers, SqliteLog::open(path)?)?;
+        let catalog = EngineCatalog::start(engine, &queries, readers, SqliteLog::shared(path))?;
         checkpoint::spawn(path.to_path_buf(), checkpoint::After::Start);
         Ok(catalog)
     }
@@ -109,23 +109,31 @@ impl EngineCatalog<ReaderPool> {
         }
         let ids = load_query_ids(&conn)?;
         let readers = ReaderPool::open(path, readers.max(1))?;
-        EngineCatalog::reader(ids, readers, SqliteLog::open(path)?)
+        EngineCatalog::reader(ids, readers, SqliteLog::shared(path))
     }
 }
 
-/// The change log as a follower reads it: a connection of its own, polled.
-struct SqliteLog(std::sync::Mutex<Connection>);
+/// The change log as a follower reads it: a connection of its own, polled, opened when a
+/// follower first reads (an indexer that writes from the start never does).
+struct SqliteLog {
+    path: std::path::PathBuf,
+    conn: std::sync::Mutex<Option<Connection>>,
+}
 
 impl SqliteLog {
-    fn open(path: &Path) -> CatalogResult<std::sync::Arc<dyn LogSource>> {
-        Ok(std::sync::Arc::new(SqliteLog(std::sync::Mutex::new(
-            open_reader(path)?,
-        ))))
+    fn shared(path: &Path) -> std::sync::Arc<dyn LogSource> {
+        std::sync::Arc::new(SqliteLog {
+            path: path.to_path_buf(),
+            conn: std::sync::Mutex::new(None),
+        })
     }
 
     fn with<T>(&self, work: impl FnOnce(&Connection) -> CatalogResult<T>) -> CatalogResult<T> {
-        let conn = self.0.lock().map_err(|_| CatalogError::Closed)?;
-        work(&conn)
+        let mut conn = self.conn.lock().map_err(|_| CatalogError::Closed)?;
+        if conn.is_none() {
+            *conn = Some(open_reader(&self.path)?);
+        }
+        conn.as_ref().map_or(Err(CatalogError::Closed), work)
     }
 }
 
