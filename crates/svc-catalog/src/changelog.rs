@@ -116,9 +116,20 @@ impl Follower {
         }
     }
 
+    /// A follower that has applied the log up to `last`.
+    #[cfg(test)]
+    pub fn at(last: i64, qids: Arc<RwLock<QueryIds>>, clock: Arc<ChangeClock>) -> Follower {
+        Follower {
+            last: Some(last),
+            qids,
+            clock,
+            delay_ms: Arc::new(AtomicI64::new(-1)),
+        }
+    }
+
     /// Applies what the log holds beyond `last`; a gap (entries trimmed before this follower
     /// read them) drops everything. Returns how many entries it applied.
-    async fn step(&mut self, source: &dyn LogSource) -> CatalogResult<usize> {
+    pub(crate) async fn step(&mut self, source: &dyn LogSource) -> CatalogResult<usize> {
         let Some(mut last) = self.last else {
             self.last = Some(source.last_entry().await?);
             // Whatever changed while the end was being found.

@@ -212,3 +212,98 @@ impl Reads for ReaderPool {
         Box::pin(self.run(reader::indexer_heartbeat))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::changelog::Follower;
+    use crate::tests::upsert;
+    use crate::{Catalog, ChangeClock};
+    use serde_json::json;
+    use std::sync::{Arc, RwLock};
+
+    fn last_seq(path: &Path) -> i64 {
+        let conn = Connection::open(path).unwrap();
+        reader::last_logged(&conn).unwrap()
+    }
+
+    /// A follower applies entries one by one while they follow on; when entries it had not
+    /// read were trimmed, it drops everything. The heartbeat trims old entries, never the last.
+    #[tokio::test]
+    async fn followers_drop_everything_after_a_trimmed_gap_and_the_heartbeat_trims() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let queries = QuerySet::embedded();
+        let catalog = SqliteCatalog::open(&path, queries.clone(), 1).unwrap();
+        let bounty = |n: u32, requester: &str| {
+            upsert(
+                &format!("at://did:plc:a/dev.svc.bounty/{n}"),
+                "3a",
+                json!({"requester": requester}),
+            )
+        };
+        let query = QueryId::new("bountiesByRequester");
+        let start = last_seq(&path);
+
+        let clock = Arc::new(ChangeClock::default());
+        let ids = Arc::new(RwLock::new(
+            load_query_ids(&Connection::open(&path).unwrap()).unwrap(),
+        ));
+        let mut follower = Follower::at(start, Arc::clone(&ids), Arc::clone(&clock));
+        let source = SqliteLog::shared(&path);
+        let first = bounty(1, "did:plc:r");
+        let crate::Change::Upsert(filed) = &first else {
+            panic!("an upsert")
+        };
+        let (_, key) = filed
+            .keys
+            .iter()
+            .find(|(q, _)| *q == query)
+            .expect("filed under the query")
+            .clone();
+        catalog.apply(vec![first], None).await.unwrap();
+        assert_eq!(follower.step(source.as_ref()).await.unwrap(), 1);
+        assert_eq!(clock.key_version(&query, &key), 1);
+        assert_eq!(clock.key_version(&query, "did:plc:other"), 0);
+
+        // Two commits, the first trimmed before the follower reads it: a gap.
+        catalog
+            .apply(vec![bounty(2, "did:plc:s")], None)
+            .await
+            .unwrap();
+        catalog
+            .apply(vec![bounty(3, "did:plc:t")], None)
+            .await
+            .unwrap();
+        let last = last_seq(&path);
+        Connection::open(&path)
+            .unwrap()
+            .execute("DELETE FROM change_log WHERE seq < ?1", [last])
+            .unwrap();
+        assert_eq!(follower.step(source.as_ref()).await.unwrap(), 1);
+        assert_eq!(
+            clock.key_version(&query, "did:plc:other"),
+            1,
+            "everything dropped"
+        );
+
+        // Entries older than the log keeps are trimmed by the next heartbeat, the last kept.
+        catalog
+            .apply(vec![bounty(4, "did:plc:u")], None)
+            .await
+            .unwrap();
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("UPDATE change_log SET at_ms = 0", []).unwrap();
+        catalog.heartbeat().await.unwrap();
+        let kept: Vec<i64> = conn
+            .prepare("SELECT seq FROM change_log")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(kept, vec![last_seq(&path)]);
+        assert_eq!(kept, vec![last + 1]);
+        assert!(catalog.indexer_heartbeat().await.unwrap().is_some());
+    }
+}
