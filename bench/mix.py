@@ -12,11 +12,13 @@ What is in it, so a figure measured with it means "a realistic mix", not "one ho
 - parameter values taken from the records, the way the server's filter reads them (so every
   key exists), drawn Zipf-like by how many records share them: hot keys often, a long tail of
   distinct ones too;
-- page sizes 10, 25 and 100; mostly the first pages, and for a tenth an offset of up to 5,000
-  (a cursor cannot be known ahead, so deep paging is done with offsets).
+- page sizes 10, 25 and 100; mostly the first pages, for a tenth an offset of up to 5,000, and
+  for a seventh a cursor: the position of a record the query lists (a cursor is the last uri
+  of a page, base64url after `u:`; any uri marks a place to page after).
 A summary (lines and distinct keys per route) goes to stderr.
 """
 
+import base64
 import bisect
 import json
 import os
@@ -29,6 +31,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 STEP = re.compile(r"([^.\[\]]+)(?:\[\$type=([^\]]+)\])?(?:\.|$)")
 PAGE_SIZES = [(10, 45), (25, 35), (100, 20)]
 DEEP_SHARE = 0.1
+CURSOR_SHARE = 0.15
+SAMPLES_PER_KEY = 4
 XRPC_SHARE = 0.1
 ZIPF_S = 1.0
 
@@ -88,7 +92,7 @@ class Ranked:
 
 
 def read_records(path, max_events):
-    """(collection, record) of each create or update in the file."""
+    """(collection, uri, record) of each create or update in the file."""
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if max_events and number > max_events:
@@ -99,23 +103,33 @@ def read_records(path, max_events):
                 sys.exit("%s:%d: not JSON: %s" % (path, number, e))
             commit = event.get("commit") or {}
             if commit.get("operation") in ("create", "update") and isinstance(commit.get("record"), dict):
-                yield commit.get("collection"), commit["record"]
+                uri = "at://%s/%s/%s" % (event.get("did"), commit.get("collection"), commit.get("rkey"))
+                yield commit.get("collection"), uri, commit["record"]
 
 
 def collect(queries, events, max_events):
-    """For each query, how many records match each tuple of its parameter values."""
+    """For each query, how many records match each tuple of its parameter values, and the uris
+    of the first few of them (places for cursors; a query without parameters has one tuple, ())."""
     by_kind = {}
     for q in queries:
         by_kind.setdefault(q["kind"], []).append(q)
     keys = {q["name"]: {} for q in queries}
+    samples = {q["name"]: {} for q in queries}
     lens_counts = {}
-    for collection, record in read_records(events, max_events):
+
+    def sample(name, combination, uri, most=SAMPLES_PER_KEY):
+        found = samples[name].setdefault(combination, [])
+        if len(found) < most:
+            found.append(uri)
+
+    for collection, record_uri, record in read_records(events, max_events):
         if collection == "dev.svc.verification":
             for uri in param_values({"op": "ref_uri", "path": "lens"}, record):
                 lens_counts[uri] = lens_counts.get(uri, 0) + 1
         for q in by_kind.get(collection, ()):
             conditions = [c for c in q["filter"] if "param" in c]
             if not conditions:
+                sample(q["name"], (), record_uri, most=64)
                 continue
             # One value per parameter from the same record, so that a multi-parameter key
             # (a source and a target schema) is one that exists.
@@ -129,11 +143,18 @@ def collect(queries, events, max_events):
                 counts = keys[q["name"]]
                 for combination in zip(*chosen):
                     counts[combination] = counts.get(combination, 0) + 1
-    return keys, lens_counts
+                    sample(q["name"], combination, record_uri)
+    return keys, samples, lens_counts
 
 
-def page(rng):
+def cursor_at(uri):
+    return base64.urlsafe_b64encode(("u:" + uri).encode()).decode().rstrip("=")
+
+
+def page(rng, places):
     limit = rng.choices([s for s, _ in PAGE_SIZES], [w for _, w in PAGE_SIZES])[0]
+    if places and rng.random() < CURSOR_SHARE:
+        return [("limit", limit), ("cursor", cursor_at(rng.choice(places)))]
     if rng.random() < DEEP_SHARE:
         offset = rng.randrange(100, 5001)
     else:
@@ -170,7 +191,7 @@ def main(argv):
     with open(opts["--spec"], encoding="utf-8") as f:
         spec = json.load(f)
     queries = [q for q in spec["queries"] if not q.get("internal")]
-    keys, lens_counts = collect(queries, events, int(opts["--max-events"]))
+    keys, samples, lens_counts = collect(queries, events, int(opts["--max-events"]))
 
     rng = random.Random(seed)
     # A route: (label, function returning a path and its parameters).
@@ -184,7 +205,8 @@ def main(argv):
             print("mix: no records give %s its parameters; left out" % q["name"], file=sys.stderr)
             continue
 
-        def make(q=q, ranked=ranked, enums=enums, required=required, optional=bool(params) and not required):
+        def make(q=q, ranked=ranked, enums=enums, required=required, optional=bool(params) and not required,
+                 places=samples[q["name"]]):
             if ranked is not None and (not optional or rng.random() < 0.7):
                 chosen = list(ranked.draw())
             elif required:
@@ -192,7 +214,7 @@ def main(argv):
             else:
                 chosen = []  # every record the query lists
             path = q["path"] if rng.random() >= XRPC_SHARE else "/xrpc/dev.svc.query." + q["name"]
-            return path, chosen + page(rng), chosen
+            return path, chosen + page(rng, places.get(tuple(chosen), ())), chosen
 
         routes.append((q["path"], make, 1.0))
 
