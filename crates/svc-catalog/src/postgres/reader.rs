@@ -13,10 +13,13 @@ pub(super) async fn connection(pool: &Pool) -> CatalogResult<Object> {
     })
 }
 
-const PAGE_BY_OFFSET: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, p.author, p.rev, p.record \
+/// The rows an offset skips are stepped over in the index alone (an index-only scan: the uri
+/// is in the key), and only the page is joined to records, by uri.
+const PAGE_BY_OFFSET: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, r.author, r.rev, r.record \
      FROM (VALUES (1)) AS one LEFT JOIN LATERAL ( \
-       SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.id = k.rid \
-       WHERE k.qid = $1 AND k.key = $2 ORDER BY k.uri LIMIT $3 OFFSET $4) AS p ON true";
+       SELECT k.uri FROM query_keys k \
+       WHERE k.qid = $1 AND k.key = $2 ORDER BY k.uri LIMIT $3 OFFSET $4) AS p ON true \
+     LEFT JOIN records r ON r.uri = p.uri ORDER BY p.uri";
 
 const PAGE_AFTER: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, p.author, p.rev, p.record \
      FROM (VALUES (1)) AS one LEFT JOIN LATERAL ( \

@@ -99,9 +99,12 @@ pub(crate) fn list(
         None => {
             let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
             if page.offset < total {
+                // The rows an offset skips are stepped over in the index alone: joined to
+                // records, each would cost a lookup of a record nobody reads.
                 let mut stmt = conn.prepare_cached(
-                    "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.rowid = k.rid \
-                     WHERE k.qid = ?1 AND k.key = ?2 ORDER BY k.uri LIMIT ?3 OFFSET ?4",
+                    "SELECT p.uri, r.author, r.rev, r.record FROM \
+                     (SELECT uri, rid FROM query_keys WHERE qid = ?1 AND key = ?2 ORDER BY uri LIMIT ?3 OFFSET ?4) p \
+                     JOIN records r ON r.rowid = p.rid ORDER BY p.uri",
                 )?;
                 let mut rows = stmt.query(params![qid, key, fetch, offset])?;
                 while let Some(row) = rows.next()? {
