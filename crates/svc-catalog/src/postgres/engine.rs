@@ -128,6 +128,21 @@ impl PostgresEngine {
     }
 }
 
+impl Drop for PostgresEngine {
+    /// The writer lock is given back before the connection closes: the server releases a
+    /// closed connection's locks only when its backend notices, so another process (or this
+    /// one reopening the catalog) would otherwise find the lock still held and stand by.
+    fn drop(&mut self) {
+        if self.writer_lock == WriterLock::Held && !self.link.client.is_closed() {
+            let PostgresEngine { runtime, link, .. } = self;
+            let _ = runtime.block_on(
+                link.client
+                    .execute("SELECT pg_advisory_unlock($1)", &[&WRITER_LOCK]),
+            );
+        }
+    }
+}
+
 pub(super) async fn load_ids(client: &Client) -> CatalogResult<QueryIds> {
     let rows = client
         .query("SELECT qid, name FROM queries", &[])
