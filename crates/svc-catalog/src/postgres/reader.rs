@@ -14,12 +14,23 @@ pub(super) async fn connection(pool: &Pool) -> CatalogResult<Object> {
 }
 
 /// The rows an offset skips are stepped over in the index alone (an index-only scan: the uri
-/// is in the key), and only the page is joined to records, by uri.
-const PAGE_BY_OFFSET: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, r.author, r.rev, r.record \
-     FROM (VALUES (1)) AS one LEFT JOIN LATERAL ( \
-       SELECT k.uri FROM query_keys k \
-       WHERE k.qid = $1 AND k.key = $2 ORDER BY k.uri LIMIT $3 OFFSET $4) AS p ON true \
+/// is in the key), and only the page is joined to records, by uri. A page past the middle of
+/// its key is counted back from the end (the second branch; the planner runs only the branch
+/// whose condition holds), so that no offset skips more than half the key's rows.
+const PAGE_BY_OFFSET: &str = "SELECT c.n, p.uri, r.author, r.rev, r.record \
+     FROM (SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0) AS n) AS c \
+     LEFT JOIN LATERAL ( \
+       (SELECT k.uri FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND $4 <= c.n - $4 \
+        ORDER BY k.uri LIMIT $3 OFFSET $4) \
+       UNION ALL \
+       (SELECT k.uri FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND $4 > c.n - $4 \
+        ORDER BY k.uri DESC LIMIT greatest(least($3, c.n - $4), 0) OFFSET greatest(c.n - $4 - $3, 0)) \
+     ) AS p ON true \
      LEFT JOIN records r ON r.uri = p.uri ORDER BY p.uri";
+
+/// Beyond any catalog's size, and far enough below `i64::MAX` that the arithmetic on it in
+/// [`PAGE_BY_OFFSET`] cannot overflow.
+const DEEPEST_OFFSET: i64 = 1 << 60;
 
 const PAGE_AFTER: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, p.author, p.rev, p.record \
      FROM (VALUES (1)) AS one LEFT JOIN LATERAL ( \
@@ -42,7 +53,9 @@ pub(super) async fn list(
                 .await
         }
         None => {
-            let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
+            let offset = i64::try_from(page.offset)
+                .unwrap_or(DEEPEST_OFFSET)
+                .min(DEEPEST_OFFSET);
             let statement = client
                 .prepare_cached(PAGE_BY_OFFSET)
                 .await

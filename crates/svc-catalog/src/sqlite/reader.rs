@@ -59,6 +59,44 @@ impl ReaderPool {
     }
 }
 
+// The rows an offset skips are stepped over in the index alone: joined to records, each would
+// cost a lookup of a record nobody reads.
+const PAGE_FROM_START: &str = "SELECT p.uri, r.author, r.rev, r.record FROM \
+     (SELECT uri, rid FROM query_keys WHERE qid = ?1 AND key = ?2 ORDER BY uri LIMIT ?3 OFFSET ?4) p \
+     JOIN records r ON r.rowid = p.rid ORDER BY p.uri";
+const PAGE_FROM_END: &str = "SELECT p.uri, r.author, r.rev, r.record FROM \
+     (SELECT uri, rid FROM query_keys WHERE qid = ?1 AND key = ?2 ORDER BY uri DESC LIMIT ?3 OFFSET ?4) p \
+     JOIN records r ON r.rowid = p.rid ORDER BY p.uri DESC";
+
+/// Which index rows a page at an offset reads: a page past the middle of its key is counted
+/// back from the end, so that no offset skips more than half the key's rows.
+#[derive(Debug, PartialEq, Eq)]
+struct OffsetSpan {
+    from_end: bool,
+    /// Rows skipped in the scan's direction.
+    skip: i64,
+    /// Rows read after them.
+    take: i64,
+}
+
+impl OffsetSpan {
+    /// `fetch` rows from `offset` of a key holding `total`; `None` past the end.
+    fn of(offset: u64, fetch: u64, total: u64) -> Option<OffsetSpan> {
+        let rest = total.checked_sub(offset).filter(|&rest| rest > 0)?;
+        let take = fetch.min(rest);
+        let (from_end, skip) = if offset > rest {
+            (true, rest - take)
+        } else {
+            (false, offset)
+        };
+        Some(OffsetSpan {
+            from_end,
+            skip: i64::try_from(skip).ok()?,
+            take: i64::try_from(take).ok()?,
+        })
+    }
+}
+
 /// An item from a row of `uri, author, rev, record`.
 fn item(row: &rusqlite::Row<'_>) -> rusqlite::Result<Item> {
     Ok(Item {
@@ -97,18 +135,18 @@ pub(crate) fn list(
             }
         }
         None => {
-            let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
-            if page.offset < total {
-                // The rows an offset skips are stepped over in the index alone: joined to
-                // records, each would cost a lookup of a record nobody reads.
-                let mut stmt = conn.prepare_cached(
-                    "SELECT p.uri, r.author, r.rev, r.record FROM \
-                     (SELECT uri, rid FROM query_keys WHERE qid = ?1 AND key = ?2 ORDER BY uri LIMIT ?3 OFFSET ?4) p \
-                     JOIN records r ON r.rowid = p.rid ORDER BY p.uri",
-                )?;
-                let mut rows = stmt.query(params![qid, key, fetch, offset])?;
+            if let Some(span) = OffsetSpan::of(page.offset, fetch as u64, total) {
+                let mut stmt = conn.prepare_cached(if span.from_end {
+                    PAGE_FROM_END
+                } else {
+                    PAGE_FROM_START
+                })?;
+                let mut rows = stmt.query(params![qid, key, span.take, span.skip])?;
                 while let Some(row) = rows.next()? {
                     push(row)?;
+                }
+                if span.from_end {
+                    items.reverse();
                 }
             }
         }
@@ -196,4 +234,37 @@ pub(crate) fn last_logged(conn: &Connection) -> CatalogResult<i64> {
             r.get(0)
         })?,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OffsetSpan;
+
+    #[test]
+    fn offsets_past_the_middle_count_back_from_the_end() {
+        let span = |offset, fetch, total| OffsetSpan::of(offset, fetch, total);
+        let forward = |skip, take| {
+            Some(OffsetSpan {
+                from_end: false,
+                skip,
+                take,
+            })
+        };
+        let backward = |skip, take| {
+            Some(OffsetSpan {
+                from_end: true,
+                skip,
+                take,
+            })
+        };
+        assert_eq!(span(0, 11, 100), forward(0, 11));
+        assert_eq!(span(50, 11, 100), forward(50, 11));
+        assert_eq!(span(51, 11, 100), backward(38, 11));
+        assert_eq!(span(95, 11, 100), backward(0, 5));
+        assert_eq!(span(99, 11, 100), backward(0, 1));
+        assert_eq!(span(100, 11, 100), None);
+        assert_eq!(span(u64::MAX, 11, 100), None);
+        assert_eq!(span(0, 11, 0), None);
+        assert_eq!(span(3, 11, 5), backward(0, 2));
+    }
 }

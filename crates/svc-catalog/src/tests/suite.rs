@@ -222,6 +222,25 @@ pub async fn paging_by_offset_and_cursor(fresh: Fresh) {
     }
     assert_eq!(seen.len(), 25);
     assert!(seen.windows(2).all(|w| w[0] < w[1]));
+    // Pages past the middle are read from the end of the key; every offset gives the same
+    // slice of the whole order, in order.
+    for offset in 0..=27 {
+        let page = fresh
+            .catalog
+            .list(query.clone(), key.clone(), page(7, offset))
+            .await
+            .unwrap();
+        let from = (offset as usize).min(seen.len());
+        let to = (from + 7).min(seen.len());
+        let got: Vec<&String> = page.items.iter().map(|i| &i.uri).collect();
+        let want: Vec<&String> = seen[from..to].iter().collect();
+        assert_eq!(got, want, "offset {offset}");
+        assert_eq!(
+            (page.total, page.more),
+            (25, to < seen.len()),
+            "offset {offset}"
+        );
+    }
 }
 
 pub async fn cursor_is_stored_with_records(fresh: Fresh) {
