@@ -17,3 +17,80 @@ bench_db() {
   SVC_BENCH_PSQL="$("$root/scripts/pg" bin)/psql"
   export SVC_BENCH_PSQL
 }
+
+# The generated events of N records (bench/gen_events.py, made once and kept): sets `events`.
+need_events() {
+  events="$work/events-$1.jsonl"
+  if [ ! -s "$events" ] || [ ! -s "$events.hot.json" ]; then
+    echo "generating $1 events into $events" >&2
+    python3 "$root/bench/gen_events.py" "$1" "$events" 2>/dev/null
+  fi
+}
+
+# An empty catalog to import into: the PostgreSQL database URL given (its public schema
+# dropped), or a fresh SQLite file for N records. Sets `db`.
+fresh_catalog() { # URL-or-empty N
+  if [ -n "$1" ]; then
+    db="$1"
+    "$("$root/scripts/pg" bin)/psql" -q "$db" -c 'DROP SCHEMA public CASCADE; CREATE SCHEMA public;' >/dev/null
+  else
+    db="$work/catalog-$2.db"
+    rm -f "$db" "$db-wal" "$db-shm"
+  fi
+}
+
+# Starts the release `svc serve` on `db` with no live source, logging to LOG, and waits until
+# it is ready: sets `pid` and `url`. The caller kills it (`stop_server`).
+start_server() { # LOG [flags...]
+  local log="$1"; shift
+  "$root/target/release/svc" serve --firehose none --listen 127.0.0.1:0 --db "$db" "$@" 2>"$log" &
+  pid=$!
+  url=""
+  for _ in $(seq 1 600000); do
+    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$log" | head -n1)
+    [ -n "$url" ] && break
+    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
+    sleep 0.05
+  done
+  until curl -fs "$url/readyz" >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
+    sleep 0.2
+  done
+}
+
+stop_server() {
+  [ -n "${pid:-}" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
+  pid=""
+}
+
+# Imports `events` into `db` with a server that keeps running afterwards (LOG holds its log),
+# and returns once the import's aftermath (SQLite's checkpoint, the kernel's writeback) is
+# over, so that it takes no CPU from the measurements that follow.
+import_catalog() { # LOG [flags...]
+  local log="$1"; shift
+  echo "importing $(wc -l <"$events") lines" >&2
+  start_server "$log" --import "$events" "$@"
+  grep '^import ' "$log" || true
+  if [[ "$db" != postgres* ]]; then
+    for _ in $(seq 1 6000); do
+      grep -q 'catalog checkpoint.* after the bulk load' "$log" && break
+      sleep 0.1
+    done
+    grep -o 'catalog checkpoint.* after the bulk load.*' "$log" || echo "no checkpoint reported" >&2
+  fi
+  sync
+}
+
+# Resident memory of the server, in MB.
+rss_mb() { echo $(( $(ps -o rss= -p "$pid" | tr -d ' ') >> 10 )); }
+
+to_ms() { # wrk latency like 812.00us, 1.23ms, 2.01s
+  awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'
+}
+
+# wrk's figures of one run (its output in $1): sets `rate`, `p50` and `p99` (ms).
+wrk_figures() {
+  rate=$(awk '/Requests\/sec/ { print $2 }' <<<"$1")
+  p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$1")")
+  p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$1")")
+}

@@ -23,65 +23,16 @@ CONNECTIONS="${CONNECTIONS:-32}"
 source "$(dirname "$0")/common.sh"
 need_wrk
 (cd "$root" && cargo build --release -j2 -q -p svc)
-svc="$root/target/release/svc"
 
-events="$work/events-$N.jsonl"
-if [ ! -s "$events" ] || [ ! -s "$events.hot.json" ]; then
-  echo "generating $N events into $events" >&2
-  python3 "$root/bench/gen_events.py" "$N" "$events" 2>/dev/null
-fi
+need_events "$N"
 hot() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$events.hot.json" "$1"; }
 requester=$(hot requester_did); framework=$(hot framework); lens=$(hot lens_uri)
 
-psql_bin() { "$root/scripts/pg" bin; }
-if [ -n "$DB_URL" ]; then
-  db="$DB_URL"
-  "$(psql_bin)/psql" -q "$db" -c 'DROP SCHEMA public CASCADE; CREATE SCHEMA public;' >/dev/null
-else
-  db="$work/catalog-$N.db"
-  rm -f "$db" "$db-wal" "$db-shm"
-fi
-pid=""
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; true' EXIT
-
-start_server() { # args: log file, extra flags...
-  local log="$1"; shift
-  "$svc" serve --firehose none --listen 127.0.0.1:0 --db "$db" "$@" 2>"$log" &
-  pid=$!
-  url=""
-  for _ in $(seq 1 600000); do
-    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$log" | head -n1)
-    [ -n "$url" ] && break
-    sleep 0.05
-  done
-  until curl -fs "$url/readyz" >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
-    sleep 0.2
-  done
-}
-
-echo "importing $(wc -l <"$events") lines" >&2
-start_server "$work/import.log" --import "$events"
-summary=$(grep '^import ' "$work/import.log")
-echo "$summary"
-# A bulk load checkpoints its WAL into the database file after it reports; measure queries
-# only once that is over, so it takes no CPU from them.
-if [ -z "$DB_URL" ]; then
-  for _ in $(seq 1 6000); do
-    grep -q 'catalog checkpoint.* after the bulk load' "$work/import.log" && break
-    sleep 0.1
-  done
-  grep -o 'catalog checkpoint.* after the bulk load.*' "$work/import.log" || echo "no checkpoint reported" >&2
-fi
-# The kernel writes the new catalog to disk in the background for a while after the load;
-# wait for it, or its flusher threads take CPU from the first measurements.
-sync
+fresh_catalog "$DB_URL" "$N"
+trap stop_server EXIT
+import_catalog "$work/import.log"
 rss_after_import=$(ps -o rss= -p "$pid" | tr -d ' ')
 json_bytes=$(stat -c %s "$events")
-
-to_ms() { # wrk latency like 812.00us, 1.23ms, 2.01s
-  awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'
-}
 
 declare -A base
 run_suite() { # label [extra wrk arguments...]
@@ -99,9 +50,7 @@ run_suite() { # label [extra wrk arguments...]
     local name="${entry%%|*}" path="${entry#*|}"
     local out rate p50 p99
     out=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency "$@" "$url$path")
-    rate=$(awk '/Requests\/sec/ { print $2 }' <<<"$out")
-    p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
-    p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+    wrk_figures "$out"
     if grep -q 'Non-2xx' <<<"$out"; then echo "non-2xx answers for $path" >&2; fi
     [ -z "$health_rate" ] && health_rate="$rate"
     printf '%-34s %12.0f %9s %9s %7.2f\n' "$name" "$rate" "$p50" "$p99" "$(awk -v a="$rate" -v b="$health_rate" 'BEGIN { print a / b }')"
@@ -111,14 +60,14 @@ run_suite() { # label [extra wrk arguments...]
 run_suite "answer cache on (default --cache-mb 32)"
 run_suite "answer cache on, gzip accepted" -H "Accept-Encoding: gzip"
 rss_cached=$(ps -o rss= -p "$pid" | tr -d ' ')
-kill "$pid"; wait "$pid" 2>/dev/null || true
+stop_server
 start_server "$work/nocache.log" --cache-mb 0
 run_suite "answer cache off (--cache-mb 0)"
 rss_uncached=$(ps -o rss= -p "$pid" | tr -d ' ')
-kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+stop_server
 
 if [ -n "$DB_URL" ]; then
-  db_bytes=$("$(psql_bin)/psql" -qtA "$db" -c 'SELECT pg_database_size(current_database())')
+  db_bytes=$("$("$root/scripts/pg" bin)/psql" -qtA "$db" -c 'SELECT pg_database_size(current_database())')
 else
   db_bytes=$(( $(stat -c %s "$db") + $(stat -c %s "$db-wal" 2>/dev/null || echo 0) ))
 fi
