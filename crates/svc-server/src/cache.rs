@@ -1,13 +1,16 @@
 //! Encoded answers kept for reuse. An entry records the catalog's change-clock version read
 //! before its answer was built, and serves only while that version is current, so a cached
-//! answer is never older than the catalog. Bounded in bytes: when full, it starts over.
+//! answer is never older than the catalog. Bounded in bytes, it evicts as S3-FIFO does: a new
+//! answer enters a small queue and leaves it soon unless asked for again, so the many answers
+//! asked for once (deep pages, rare keys) cannot push out the ones asked for often; those move
+//! to the main queue, where each hit buys an entry another pass.
 //! An entry also keeps its gzip form once a client that accepts gzip has asked for it, so
 //! an answer is compressed once, not once per request. Concurrent misses on one key and
 //! version share one build (a flight): after a change to a hot key, the clients asking for it
 //! wait for one query instead of each running their own.
 
 use axum::body::Bytes;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -103,10 +106,145 @@ pub(crate) struct ResponseCache {
     flights: Mutex<HashMap<(CacheKey, u64), Flight>>,
 }
 
+/// Hits an entry can bank against eviction from the main queue.
+const MOST_HITS: u8 = 3;
+
+struct Entry {
+    version: u64,
+    answer: Arc<Answer>,
+    hits: u8,
+    in_main: bool,
+    /// Tells this entry's place in a queue from places of entries since removed.
+    stamp: u64,
+}
+
 #[derive(Default)]
 struct Inner {
-    entries: HashMap<CacheKey, (u64, Arc<Answer>)>,
-    bytes: usize,
+    entries: HashMap<CacheKey, Entry>,
+    small: VecDeque<(CacheKey, u64)>,
+    main: VecDeque<(CacheKey, u64)>,
+    small_bytes: usize,
+    main_bytes: usize,
+    /// Keys recently evicted from the small queue: asked for again, they go straight to main.
+    ghosts: HashSet<CacheKey>,
+    ghost_order: VecDeque<CacheKey>,
+    next_stamp: u64,
+}
+
+impl Inner {
+    fn bytes(&self) -> usize {
+        self.small_bytes + self.main_bytes
+    }
+
+    fn get(&mut self, key: &CacheKey, version: u64) -> Option<Arc<Answer>> {
+        let entry = self.entries.get_mut(key)?;
+        if entry.version != version {
+            return None;
+        }
+        entry.hits = (entry.hits + 1).min(MOST_HITS);
+        Some(Arc::clone(&entry.answer))
+    }
+
+    fn put(&mut self, key: CacheKey, version: u64, answer: Arc<Answer>, capacity: usize) {
+        let cost = charge(answer.identity.len());
+        if let Some(entry) = self.entries.get_mut(&key) {
+            // A newer answer for a key kept: it takes the old one's place and standing.
+            let old = charge(entry.answer.identity.len());
+            let queue_bytes = if entry.in_main {
+                &mut self.main_bytes
+            } else {
+                &mut self.small_bytes
+            };
+            *queue_bytes = *queue_bytes - old + cost;
+            entry.version = version;
+            entry.answer = answer;
+        } else {
+            let in_main = self.ghosts.remove(&key);
+            let stamp = self.next_stamp;
+            self.next_stamp += 1;
+            if in_main {
+                self.main.push_back((key.clone(), stamp));
+                self.main_bytes += cost;
+            } else {
+                self.small.push_back((key.clone(), stamp));
+                self.small_bytes += cost;
+            }
+            let entry = Entry {
+                version,
+                answer,
+                hits: 0,
+                in_main,
+                stamp,
+            };
+            self.entries.insert(key, entry);
+        }
+        while self.bytes() > capacity {
+            let small_share = capacity / 10;
+            let evicted = if self.small_bytes > small_share || self.main.is_empty() {
+                self.evict_small()
+            } else {
+                self.evict_main()
+            };
+            if !evicted {
+                break;
+            }
+        }
+    }
+
+    /// The small queue's oldest entry leaves: for the main queue if it was asked for again,
+    /// otherwise out, remembered as a ghost. `false` when the queue is empty.
+    fn evict_small(&mut self) -> bool {
+        let Some((key, stamp)) = self.small.pop_front() else {
+            return false;
+        };
+        let Some(entry) = self.entries.get_mut(&key).filter(|e| e.stamp == stamp) else {
+            return true;
+        };
+        let cost = charge(entry.answer.identity.len());
+        self.small_bytes -= cost;
+        if entry.hits > 0 {
+            entry.hits = 0;
+            entry.in_main = true;
+            self.main_bytes += cost;
+            self.main.push_back((key, stamp));
+        } else {
+            self.entries.remove(&key);
+            self.remember_ghost(key);
+        }
+        true
+    }
+
+    /// The main queue's oldest entry spends a hit for another pass, or leaves.
+    fn evict_main(&mut self) -> bool {
+        let Some((key, stamp)) = self.main.pop_front() else {
+            return false;
+        };
+        let Some(entry) = self.entries.get_mut(&key).filter(|e| e.stamp == stamp) else {
+            return true;
+        };
+        if entry.hits > 0 {
+            entry.hits -= 1;
+            self.main.push_back((key, stamp));
+        } else {
+            self.main_bytes -= charge(entry.answer.identity.len());
+            self.entries.remove(&key);
+        }
+        true
+    }
+
+    fn remember_ghost(&mut self, key: CacheKey) {
+        // As many ghosts as entries kept, and a floor so that a cache of a few large answers
+        // still remembers a useful number.
+        let most = self.entries.len().max(1024);
+        if self.ghosts.insert(key.clone()) {
+            self.ghost_order.push_back(key);
+        }
+        while self.ghost_order.len() > most {
+            if let Some(old) = self.ghost_order.pop_front() {
+                self.ghosts.remove(&old);
+            }
+        }
+    }
 }
 
 impl ResponseCache {
@@ -146,30 +284,17 @@ impl ResponseCache {
         if self.capacity == 0 {
             return None;
         }
-        let inner = self.inner.lock().ok()?;
-        match inner.entries.get(key) {
-            Some((v, answer)) if *v == version => Some(Arc::clone(answer)),
-            _ => None,
-        }
+        self.inner.lock().ok()?.get(key, version)
     }
 
     /// Keeps an answer, unless it is larger than a sixteenth of the budget (so a few huge
     /// pages cannot keep evicting everything else).
     pub fn put(&self, key: CacheKey, version: u64, answer: Arc<Answer>) {
-        let cost = charge(answer.identity.len());
         if !self.would_keep(answer.identity.len()) {
             return;
         }
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
-        if inner.bytes + cost > self.capacity {
-            inner.entries.clear();
-            inner.bytes = 0;
-        }
-        inner.bytes += cost;
-        if let Some((_, old)) = inner.entries.insert(key, (version, answer)) {
-            inner.bytes -= charge(old.identity.len());
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.put(key, version, answer, self.capacity);
         }
     }
 }
@@ -235,7 +360,7 @@ mod tests {
             cache.put(key(n), 7, answer(100));
         }
         let inner = cache.inner.lock().unwrap();
-        assert!(inner.bytes <= 1600);
+        assert!(inner.bytes() <= 1600);
         drop(inner);
         cache.put(key(99), 7, answer(101));
         assert!(
@@ -246,5 +371,41 @@ mod tests {
         let cache = ResponseCache::new(32_000);
         assert!(cache.would_keep(1600) && !cache.would_keep(1601));
         assert!(ResponseCache::new(0).get(&key(1), 7).is_none());
+    }
+
+    #[test]
+    fn answers_asked_for_again_outlast_a_stream_asked_for_once() {
+        let cache = ResponseCache::new(16_000);
+        for hot in 0..5 {
+            cache.put(key(hot), 1, answer(1000));
+            assert!(cache.get(&key(hot), 1).is_some());
+        }
+        // Ten times the budget in answers nobody asks for again.
+        for cold in 100..260 {
+            cache.put(key(cold), 1, answer(1000));
+        }
+        for hot in 0..5 {
+            assert!(cache.get(&key(hot), 1).is_some(), "hot answer {hot} kept");
+        }
+        let inner = cache.inner.lock().unwrap();
+        assert!(inner.bytes() <= 16_000);
+        assert_eq!(
+            inner.bytes(),
+            inner
+                .entries
+                .values()
+                .map(|e| charge(e.answer.identity.len()))
+                .sum::<usize>(),
+            "the queues' byte counts agree with the entries kept"
+        );
+        drop(inner);
+        // A key evicted once and asked for again goes straight to the main queue.
+        assert!(cache.get(&key(100), 1).is_none());
+        cache.put(key(100), 1, answer(1000));
+        assert!(cache.inner.lock().unwrap().entries[&key(100)].in_main);
+        // A newer version replaces the old in place, at its new size.
+        cache.put(key(0), 2, answer(500));
+        assert!(cache.get(&key(0), 1).is_none());
+        assert!(cache.get(&key(0), 2).is_some());
     }
 }

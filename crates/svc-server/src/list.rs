@@ -150,8 +150,17 @@ async fn build(state: &AppState, cache_key: &CacheKey) -> Result<Arc<Answer>, Ap
 }
 
 fn push_json_string(out: &mut Vec<u8>, value: &str) {
-    // Writing a &str into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
+    // Uris, DIDs and revisions never need escaping; checking that is far cheaper than
+    // escaping character by character.
+    if value.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(value.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a &str into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, value);
+    }
 }
 
 fn encode(page: &Page, limit: u32, offset: u64) -> Vec<u8> {
@@ -217,5 +226,22 @@ mod tests {
         assert!(!accepting("br, zstd"));
         assert!(!accepting("identity"));
         assert!(!accepts_gzip(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn strings_are_escaped_only_where_json_needs_it() {
+        for value in [
+            "at://did:plc:a/dev.svc.bounty/3l",
+            "",
+            "a\"b",
+            "back\\slash",
+            "tab\t",
+            "é\u{7f}",
+        ] {
+            let mut out = Vec::new();
+            push_json_string(&mut out, value);
+            let expected = serde_json::to_vec(value).unwrap();
+            assert_eq!(out, expected, "{value:?}");
+        }
     }
 }

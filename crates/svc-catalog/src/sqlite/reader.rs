@@ -114,8 +114,7 @@ pub(crate) fn list(
     page: &PageRequest,
 ) -> CatalogResult<Page> {
     // `total` and the items come from one snapshot, so a commit in between cannot split them.
-    let snapshot = conn.unchecked_transaction()?;
-    let conn: &Connection = &snapshot;
+    let _snapshot = Snapshot::begin(conn)?;
     let total = count(conn, qid, key)?;
     let fetch = i64::from(page.limit) + 1;
     let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
@@ -154,6 +153,26 @@ pub(crate) fn list(
     let more = items.len() > page.limit as usize;
     items.truncate(page.limit as usize);
     Ok(Page { items, total, more })
+}
+
+/// A read transaction from prepared statements (a transaction begun by text would be parsed
+/// again for every page), ended when dropped.
+struct Snapshot<'c>(&'c Connection);
+
+impl<'c> Snapshot<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Snapshot<'c>> {
+        conn.prepare_cached("BEGIN")?.execute([])?;
+        Ok(Snapshot(conn))
+    }
+}
+
+impl Drop for Snapshot<'_> {
+    fn drop(&mut self) {
+        // A read transaction has nothing to keep; ending it cannot lose anything.
+        if let Ok(mut end) = self.0.prepare_cached("COMMIT") {
+            let _ = end.execute([]);
+        }
+    }
 }
 
 /// Records filed under one key of one query.
