@@ -4,6 +4,20 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="${BENCH_DIR:-$root/bench-data}"
 mkdir -p "$work"
 
+# The arguments of the benchmarks that take them: [N] [--db URL]. Sets N (default 1,000,000)
+# and DB_URL (empty: SQLite).
+bench_args() {
+  N=1000000
+  DB_URL=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --db) DB_URL="$2"; shift 2 ;;
+      --db=*) DB_URL="${1#--db=}"; shift ;;
+      *) N="$1"; shift ;;
+    esac
+  done
+}
+
 need_wrk() {
   if ! command -v wrk >/dev/null; then
     echo "installing wrk (Debian package)" >&2

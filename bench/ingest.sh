@@ -5,15 +5,8 @@
 # Streams N events from a Jetstream replay server over loopback into a fresh `svc serve`, then
 # times publish-to-queryable through the reference PDS's firehose (scripts/peers).
 set -euo pipefail
-N=1000000
-DB_URL=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --db) DB_URL="$2"; shift 2 ;;
-    *) N="$1"; shift ;;
-  esac
-done
 source "$(dirname "$0")/common.sh"
+bench_args "$@"
 DB_URL="${DB_URL:-${SVC_BENCH_DB:-}}"
 [ -n "$DB_URL" ] && bench_db "$DB_URL"
 events="$work/events-$N.jsonl"

@@ -13,19 +13,11 @@
 # Environment: DURATION (per wrk run, default 30s), CONNECTIONS (32), MIX_LINES (12000),
 # BENCH_DIR (bench-data/).
 set -euo pipefail
-N=1000000
-DB_URL=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --db) DB_URL="$2"; shift 2 ;;
-    --db=*) DB_URL="${1#--db=}"; shift ;;
-    *) N="$1"; shift ;;
-  esac
-done
 DURATION="${DURATION:-30s}"
 CONNECTIONS="${CONNECTIONS:-32}"
 MIX_LINES="${MIX_LINES:-12000}"
 source "$(dirname "$0")/common.sh"
+bench_args "$@"
 need_wrk
 (cd "$root" && cargo build --release -j2 -q -p svc)
 

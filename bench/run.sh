@@ -9,18 +9,10 @@
 # as most HTTP clients ask (Accept-Encoding: gzip); then with --cache-mb 0.
 # Environment: DURATION (per endpoint, default 10s), CONNECTIONS (32), BENCH_DIR (bench-data/).
 set -euo pipefail
-N=1000000
-DB_URL=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --db) DB_URL="$2"; shift 2 ;;
-    --db=*) DB_URL="${1#--db=}"; shift ;;
-    *) N="$1"; shift ;;
-  esac
-done
 DURATION="${DURATION:-10s}"
 CONNECTIONS="${CONNECTIONS:-32}"
 source "$(dirname "$0")/common.sh"
+bench_args "$@"
 need_wrk
 (cd "$root" && cargo build --release -j2 -q -p svc)
 
