@@ -114,21 +114,20 @@ struct Entry {
     answer: Arc<Answer>,
     hits: u8,
     in_main: bool,
-    /// Tells this entry's place in a queue from places of entries since removed.
-    stamp: u64,
 }
 
+/// Every entry has exactly one place in one queue: entries leave only when their place is
+/// taken from the queue's front, and a newer answer for a kept key keeps the old one's place.
 #[derive(Default)]
 struct Inner {
     entries: HashMap<CacheKey, Entry>,
-    small: VecDeque<(CacheKey, u64)>,
-    main: VecDeque<(CacheKey, u64)>,
+    small: VecDeque<CacheKey>,
+    main: VecDeque<CacheKey>,
     small_bytes: usize,
     main_bytes: usize,
     /// Keys recently evicted from the small queue: asked for again, they go straight to main.
     ghosts: HashSet<CacheKey>,
     ghost_order: VecDeque<CacheKey>,
-    next_stamp: u64,
 }
 
 impl Inner {
@@ -160,13 +159,11 @@ impl Inner {
             entry.answer = answer;
         } else {
             let in_main = self.ghosts.remove(&key);
-            let stamp = self.next_stamp;
-            self.next_stamp += 1;
             if in_main {
-                self.main.push_back((key.clone(), stamp));
+                self.main.push_back(key.clone());
                 self.main_bytes += cost;
             } else {
-                self.small.push_back((key.clone(), stamp));
+                self.small.push_back(key.clone());
                 self.small_bytes += cost;
             }
             let entry = Entry {
@@ -174,7 +171,6 @@ impl Inner {
                 answer,
                 hits: 0,
                 in_main,
-                stamp,
             };
             self.entries.insert(key, entry);
         }
@@ -194,10 +190,10 @@ impl Inner {
     /// The small queue's oldest entry leaves: for the main queue if it was asked for again,
     /// otherwise out, remembered as a ghost. `false` when the queue is empty.
     fn evict_small(&mut self) -> bool {
-        let Some((key, stamp)) = self.small.pop_front() else {
+        let Some(key) = self.small.pop_front() else {
             return false;
         };
-        let Some(entry) = self.entries.get_mut(&key).filter(|e| e.stamp == stamp) else {
+        let Some(entry) = self.entries.get_mut(&key) else {
             return true;
         };
         let cost = charge(entry.answer.identity.len());
@@ -206,7 +202,7 @@ impl Inner {
             entry.hits = 0;
             entry.in_main = true;
             self.main_bytes += cost;
-            self.main.push_back((key, stamp));
+            self.main.push_back(key);
         } else {
             self.entries.remove(&key);
             self.remember_ghost(key);
@@ -216,15 +212,15 @@ impl Inner {
 
     /// The main queue's oldest entry spends a hit for another pass, or leaves.
     fn evict_main(&mut self) -> bool {
-        let Some((key, stamp)) = self.main.pop_front() else {
+        let Some(key) = self.main.pop_front() else {
             return false;
         };
-        let Some(entry) = self.entries.get_mut(&key).filter(|e| e.stamp == stamp) else {
+        let Some(entry) = self.entries.get_mut(&key) else {
             return true;
         };
         if entry.hits > 0 {
             entry.hits -= 1;
-            self.main.push_back((key, stamp));
+            self.main.push_back(key);
         } else {
             self.main_bytes -= charge(entry.answer.identity.len());
             self.entries.remove(&key);
