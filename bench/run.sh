@@ -23,10 +23,9 @@ requester=$(hot requester_did); framework=$(hot framework); lens=$(hot lens_uri)
 fresh_catalog "$DB_URL" "$N"
 trap stop_server EXIT
 import_catalog "$work/import.log"
-rss_after_import=$(ps -o rss= -p "$pid" | tr -d ' ')
+rss_after_import=$(rss_mb)
 json_bytes=$(stat -c %s "$events")
 
-declare -A base
 run_suite() { # label [extra wrk arguments...]
   local label="$1"; shift
   printf '\n%s (wrk -t2 -c%s -d%s %s)\n' "$label" "$CONNECTIONS" "$DURATION" "$*"
@@ -51,11 +50,11 @@ run_suite() { # label [extra wrk arguments...]
 
 run_suite "answer cache on (default --cache-mb 32)"
 run_suite "answer cache on, gzip accepted" -H "Accept-Encoding: gzip"
-rss_cached=$(ps -o rss= -p "$pid" | tr -d ' ')
+rss_cached=$(rss_mb)
 stop_server
 start_server "$work/nocache.log" --cache-mb 0
 run_suite "answer cache off (--cache-mb 0)"
-rss_uncached=$(ps -o rss= -p "$pid" | tr -d ' ')
+rss_uncached=$(rss_mb)
 stop_server
 
 if [ -n "$DB_URL" ]; then
@@ -65,4 +64,4 @@ else
 fi
 printf '\nimported JSON: %d MB; database: %d MB (%.2fx)\n' $((json_bytes >> 20)) $((db_bytes >> 20)) "$(awk -v a="$db_bytes" -v b="$json_bytes" 'BEGIN { print a / b }')"
 printf 'server RSS: %d MB after import, %d MB after the cached run, %d MB after the uncached run\n' \
-  $((rss_after_import >> 10)) $((rss_cached >> 10)) $((rss_uncached >> 10))
+  "$rss_after_import" "$rss_cached" "$rss_uncached"

@@ -53,9 +53,7 @@ pub(super) async fn list(
                 .await
         }
         None => {
-            let offset = i64::try_from(page.offset)
-                .unwrap_or(DEEPEST_OFFSET)
-                .min(DEEPEST_OFFSET);
+            let offset = page.offset.min(DEEPEST_OFFSET as u64) as i64;
             let statement = client
                 .prepare_cached(PAGE_BY_OFFSET)
                 .await
