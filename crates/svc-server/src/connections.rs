@@ -1,6 +1,8 @@
 //! The accept loop: HTTP/1.1 connections with a time limit on each request head (which is also
 //! the limit on a keep-alive connection's idleness), a cap on open connections below the
-//! process's file-descriptor limit, and the peer address handed to the request layers.
+//! process's file-descriptor limit, and the peer address handed to the request layers. When
+//! every slot is taken, the oldest connection that has not yet sent a whole request head gives
+//! its slot to the newcomer: a flood of slow clients cannot lock out real ones.
 //!
 //! axum's own `serve` sets no timer, so a connection that stalls in its request head, or sits
 //! idle, is never closed: enough of them exhaust the file descriptors.
@@ -8,11 +10,13 @@
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 use tower::ServiceExt;
 
 /// Descriptors kept for everything but client connections: the catalog's files, its reader
@@ -30,13 +34,6 @@ pub struct ConnectionLimits {
     pub max_head_bytes: usize,
 }
 
-/// The soft limit on open file descriptors, when the system says it.
-pub fn descriptor_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line.split_whitespace().nth(3)?.parse().ok()
-}
-
 /// Serves `router` on `listener` until `stop` turns true, then lets open connections finish
 /// their current request (for at most `drain`).
 pub async fn serve(
@@ -47,6 +44,7 @@ pub async fn serve(
     drain: Duration,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let unproven = Arc::new(Unproven::default());
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.head_timeout)
@@ -66,15 +64,23 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            // Full: closing at once keeps the descriptor free for the connections that are
-            // already being served.
+        let Some(slot) = take_slot(&slots, &unproven).await else {
+            // Full of connections that have all sent a request: closing at once keeps the
+            // descriptor free for the connections that are already being served.
             drop(stream);
             continue;
         };
         let (http, router, stop) = (http.clone(), router.clone(), stop.clone());
+        let (id, evicted) = unproven.enter();
+        let unproven = Arc::clone(&unproven);
         tokio::spawn(async move {
-            serve_connection(&http, stream, peer, router, stop).await;
+            let connection = Connection {
+                id,
+                unproven: &unproven,
+                evicted,
+            };
+            serve_connection(&http, stream, peer, router, stop, connection).await;
+            unproven.leave(id);
             drop(slot);
         });
     }
@@ -83,18 +89,87 @@ pub async fn serve(
     let _ = tokio::time::timeout(drain, slots.acquire_many(all)).await;
 }
 
+/// A free slot, or the slot of the oldest connection still waiting for its first request head,
+/// which is closed for it; `None` when every open connection has sent a request.
+async fn take_slot(slots: &Arc<Semaphore>, unproven: &Unproven) -> Option<OwnedSemaphorePermit> {
+    if let Ok(slot) = Arc::clone(slots).try_acquire_owned() {
+        return Some(slot);
+    }
+    if !unproven.evict_oldest() {
+        return None;
+    }
+    // The evicted connection's task gives its slot back as soon as it runs.
+    tokio::time::timeout(Duration::from_secs(1), Arc::clone(slots).acquire_owned())
+        .await
+        .ok()?
+        .ok()
+}
+
+/// Open connections that have not yet sent a whole request head, oldest first, each with the
+/// means to close it.
+#[derive(Default)]
+struct Unproven {
+    inner: Mutex<UnprovenInner>,
+}
+
+#[derive(Default)]
+struct UnprovenInner {
+    next_id: u64,
+    waiting: BTreeMap<u64, oneshot::Sender<()>>,
+}
+
+impl Unproven {
+    fn lock(&self) -> std::sync::MutexGuard<'_, UnprovenInner> {
+        // The map stays consistent whatever panicked while holding it: each step is one insert
+        // or remove.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn enter(&self) -> (u64, oneshot::Receiver<()>) {
+        let (close, evicted) = oneshot::channel();
+        let mut inner = self.lock();
+        let id = inner.next_id;
+        inner.next_id += 1;
+        inner.waiting.insert(id, close);
+        (id, evicted)
+    }
+
+    /// The connection sent a request head, or has ended.
+    fn leave(&self, id: u64) {
+        self.lock().waiting.remove(&id);
+    }
+
+    fn evict_oldest(&self) -> bool {
+        let oldest = self.lock().waiting.pop_first();
+        oldest.is_some_and(|(_, close)| close.send(()).is_ok())
+    }
+}
+
+/// One connection's place among the unproven ones.
+struct Connection<'a> {
+    id: u64,
+    unproven: &'a Arc<Unproven>,
+    evicted: oneshot::Receiver<()>,
+}
+
 async fn serve_connection(
     http: &hyper::server::conn::http1::Builder,
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,
     mut stop: watch::Receiver<bool>,
+    place: Connection<'_>,
 ) {
     // Answers go out whole: no Nagle delay on small ones, and a send buffer that takes a full
     // page of records (about 70 KB) in one write.
     let _ = stream.set_nodelay(true);
     let _ = socket2::SockRef::from(&stream).set_send_buffer_size(1 << 20);
+    let proven = AtomicBool::new(false);
+    let (id, unproven) = (place.id, Arc::clone(place.unproven));
     let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+        if !proven.swap(true, Ordering::Relaxed) {
+            unproven.leave(id);
+        }
         request.extensions_mut().insert(ConnectInfo(peer));
         router.clone().oneshot(request.map(axum::body::Body::new))
     });
@@ -102,6 +177,8 @@ async fn serve_connection(
     tokio::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => {}
+        // Dropping the connection closes it: it had sent no request, so nothing is cut short.
+        Ok(()) = place.evicted => {}
         _ = stopped(&mut stop) => {
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;

@@ -14,7 +14,7 @@ mod params;
 mod stats;
 mod sufficiency;
 
-pub use connections::{ConnectionLimits, RESERVED_DESCRIPTORS, descriptor_limit, serve};
+pub use connections::{ConnectionLimits, RESERVED_DESCRIPTORS, serve};
 pub use error::ApiError;
 pub use limits::RequestLimits;
 pub use metrics::HttpMetrics;

@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod process;
 mod roles;
 mod serve;
 

@@ -82,8 +82,10 @@ fn init_logging() {
 /// `queries`: the specification `main` loaded (`SVC_SPEC` or the built-in one).
 pub fn run(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
     init_logging();
+    crate::process::disable_transparent_huge_pages();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(crate::process::collect_when_idle)
         .build()
         .context("starting the runtime")?
         .block_on(serve(args, queries))
@@ -205,8 +207,7 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         },
         registry,
     );
-    // A host name is resolved (`localhost:8787`); the first address that binds is used.
-    let listener = tokio::net::TcpListener::bind(args.listen.as_str())
+    let listener = listen(&args.listen)
         .await
         .with_context(|| format!("--listen {}", args.listen))?;
     let address = listener.local_addr().context("reading the bound address")?;
@@ -317,6 +318,34 @@ async fn announce_ready(not_ready: svc_server::NotReady, stopped: watch::Receive
     }
 }
 
+/// Connections the kernel queues for the accept loop. tokio's default of 1,024 overflows when
+/// thousands of clients connect at once, and a dropped SYN costs its client a second before it
+/// retries; the kernel caps this at `net.core.somaxconn`.
+const ACCEPT_BACKLOG: u32 = 65_535;
+
+/// A host name is resolved (`localhost:8787`); the first address that binds is used.
+async fn listen(address: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last_error = None;
+    for address in tokio::net::lookup_host(address).await? {
+        let socket = if address.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket
+            .bind(address)
+            .and_then(|()| socket.listen(ACCEPT_BACKLOG))
+        {
+            Ok(listener) => return Ok(listener),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no address to listen on")
+    }))
+}
+
 async fn finish(server: tokio::task::JoinHandle<()>) -> anyhow::Result<()> {
     server.await.context("the server task failed")
 }
@@ -329,7 +358,7 @@ const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// `--max-connections` must leave descriptors for the catalog and the sources: a cap the
 /// process cannot reach would let connections exhaust them instead.
 fn connection_limits(args: &ServeArgs) -> anyhow::Result<svc_server::ConnectionLimits> {
-    let usable = svc_server::descriptor_limit().map(|limit| {
+    let usable = crate::process::raise_descriptor_limit().map(|limit| {
         limit
             .saturating_sub(svc_server::RESERVED_DESCRIPTORS)
             .max(16)
@@ -337,8 +366,8 @@ fn connection_limits(args: &ServeArgs) -> anyhow::Result<svc_server::ConnectionL
     let max_connections = match (args.max_connections, usable) {
         (Some(wanted), Some(usable)) if wanted > usable => anyhow::bail!(
             "--max-connections {wanted} is more than this process can open ({usable}: the \
-             file-descriptor limit less {} for the catalog and sources); raise `ulimit -n` \
-             or ask for fewer",
+             hard file-descriptor limit less {} for the catalog and sources); raise the hard \
+             limit (`ulimit -Hn`, or LimitNOFILE= for a systemd service) or ask for fewer",
             svc_server::RESERVED_DESCRIPTORS
         ),
         (Some(wanted), _) => wanted,
