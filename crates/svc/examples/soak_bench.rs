@@ -546,7 +546,12 @@ fn page_through(
     let (path, query) = route.split_once('?').unwrap_or((route, ""));
     let kept: Vec<&str> = query
         .split('&')
-        .filter(|p| !p.is_empty() && !p.starts_with("limit=") && !p.starts_with("offset="))
+        .filter(|p| {
+            !p.is_empty()
+                && !p.starts_with("limit=")
+                && !p.starts_with("offset=")
+                && !p.starts_with("cursor=")
+        })
         .collect();
     let mut base = format!("{url}{path}?");
     for param in kept {
