@@ -122,6 +122,45 @@ pub struct Item {
     pub record_json: String,
 }
 
+impl Item {
+    pub fn as_ref(&self) -> ItemRef<'_> {
+        ItemRef {
+            uri: &self.uri,
+            author: &self.author,
+            rev: &self.rev,
+            record_json: &self.record_json,
+        }
+    }
+}
+
+/// One item of a page, borrowed from the engine's row while it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ItemRef<'a> {
+    pub uri: &'a str,
+    pub author: &'a str,
+    pub rev: &'a str,
+    pub record_json: &'a str,
+}
+
+/// Writes a page's items out as an engine reads them, on the thread that reads them: a caller
+/// that only writes the items out needs no owned copy of each row, made on one thread and freed
+/// on another.
+pub trait PageWriter: Send + 'static {
+    /// The next item, in uri order.
+    fn item(&mut self, item: ItemRef<'_>);
+    /// The page is complete: `total` records match, and `more` says whether items follow the
+    /// last one written. Returns what was written.
+    fn finish(self: Box<Self>, total: u64, more: bool) -> Vec<u8>;
+}
+
+/// Hands a page already read to `writer`.
+pub fn write_page(page: &Page, mut writer: Box<dyn PageWriter>) -> Vec<u8> {
+    for item in &page.items {
+        writer.item(item.as_ref());
+    }
+    writer.finish(page.total, page.more)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
     pub items: Vec<Item>,
@@ -146,6 +185,16 @@ pub trait Catalog: Send + Sync {
 
     /// A page of the records under one key of a query, in uri order.
     fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page>;
+
+    /// The same page as [`Catalog::list`], handed to `writer` as it is read; returns what the
+    /// writer wrote.
+    fn write_list(
+        &self,
+        query: QueryId,
+        key: String,
+        page: PageRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
 
     /// How many records are under each key of a query.
     fn count_keys(&self, query: QueryId, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;

@@ -11,7 +11,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use svc_catalog::Page;
+use svc_catalog::{ItemRef, PageWriter};
 
 pub(crate) async fn serve(
     State(state): State<Arc<AppState>>,
@@ -138,12 +138,16 @@ async fn build(state: &AppState, cache_key: &CacheKey) -> Result<Arc<Answer>, Ap
     let Some(request) = cache_key.page.clone() else {
         return Err(ApiError::Internal("a list answer without a page".into()));
     };
-    let (limit, offset) = (request.limit, request.offset);
-    let page = state
+    let writer = Box::new(JsonPage::new(request.limit, request.offset));
+    let body = state
         .catalog
-        .list(cache_key.query.clone(), cache_key.key.clone(), request)
+        .write_list(
+            cache_key.query.clone(),
+            cache_key.key.clone(),
+            request,
+            writer,
+        )
         .await?;
-    let body = encode(&page, limit, offset);
     // Only an answer the cache keeps is worth compressing: it is compressed once.
     let compressible = state.cache.would_keep(body.len());
     Ok(Arc::new(Answer::new(Bytes::from(body), compressible)))
@@ -163,41 +167,77 @@ fn push_json_string(out: &mut Vec<u8>, value: &str) {
     }
 }
 
-fn encode(page: &Page, limit: u32, offset: u64) -> Vec<u8> {
-    let size: usize = page
-        .items
-        .iter()
-        .map(|i| i.record_json.len() + i.uri.len() * 2 + 64)
-        .sum();
-    let mut out = Vec::with_capacity(size + 128);
-    out.extend_from_slice(b"{\"items\":[");
-    for (i, item) in page.items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+/// The answer's JSON, written as the catalog reads the page: the envelope
+/// `{items, total, limit, offset, cursor?}` around each record's stored text.
+struct JsonPage {
+    out: Vec<u8>,
+    written: usize,
+    /// The last item's uri: the cursor, if more follow.
+    last_uri: String,
+    limit: u32,
+    offset: u64,
+}
+
+impl JsonPage {
+    fn new(limit: u32, offset: u64) -> JsonPage {
+        let mut out = Vec::with_capacity(1024);
+        out.extend_from_slice(b"{\"items\":[");
+        JsonPage {
+            out,
+            written: 0,
+            last_uri: String::new(),
+            limit,
+            offset,
         }
-        out.extend_from_slice(b"{\"uri\":");
-        push_json_string(&mut out, &item.uri);
-        out.extend_from_slice(b",\"author\":");
-        push_json_string(&mut out, &item.author);
-        out.extend_from_slice(b",\"rev\":");
-        push_json_string(&mut out, &item.rev);
-        out.extend_from_slice(b",\"record\":");
-        out.extend_from_slice(item.record_json.as_bytes());
+    }
+}
+
+impl PageWriter for JsonPage {
+    fn item(&mut self, item: ItemRef<'_>) {
+        let size = item.record_json.len() + item.uri.len() + item.author.len() + 48;
+        if self.written == 0 {
+            // Items of a key are of a size: the first one sizes the page, once.
+            self.out.reserve(size * self.limit.min(1000) as usize + 128);
+        } else {
+            self.out.reserve(size);
+            self.out.push(b',');
+        }
+        self.out.extend_from_slice(b"{\"uri\":");
+        push_json_string(&mut self.out, item.uri);
+        self.out.extend_from_slice(b",\"author\":");
+        push_json_string(&mut self.out, item.author);
+        self.out.extend_from_slice(b",\"rev\":");
+        push_json_string(&mut self.out, item.rev);
+        self.out.extend_from_slice(b",\"record\":");
+        self.out.extend_from_slice(item.record_json.as_bytes());
+        self.out.push(b'}');
+        self.written += 1;
+        self.last_uri.clear();
+        self.last_uri.push_str(item.uri);
+    }
+
+    fn finish(self: Box<Self>, total: u64, more: bool) -> Vec<u8> {
+        let JsonPage {
+            mut out,
+            written,
+            last_uri,
+            limit,
+            offset,
+        } = *self;
+        out.extend_from_slice(
+            format!("],\"total\":{total},\"limit\":{limit},\"offset\":{offset}").as_bytes(),
+        );
+        if more && written > 0 {
+            out.extend_from_slice(b",\"cursor\":");
+            push_json_string(&mut out, &encode_cursor(&last_uri));
+        }
         out.push(b'}');
+        // The answer may be cached for long: it should not hold room it does not use.
+        if out.capacity() > out.len() + out.len() / 8 + 256 {
+            out.shrink_to_fit();
+        }
+        out
     }
-    out.extend_from_slice(
-        format!(
-            "],\"total\":{},\"limit\":{limit},\"offset\":{offset}",
-            page.total
-        )
-        .as_bytes(),
-    );
-    if let Some(last) = page.items.last().filter(|_| page.more) {
-        out.extend_from_slice(b",\"cursor\":");
-        push_json_string(&mut out, &encode_cursor(&last.uri));
-    }
-    out.push(b'}');
-    out
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::rules::{EngineCatalog, Reads};
 use crate::spec::QuerySet;
 use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
-    PageRequest, PostgresUrl,
+    PageRequest, PageWriter, PostgresUrl,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -255,6 +255,16 @@ impl LogSource for PostgresLog {
 impl Reads for PostgresReads {
     fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
         Box::pin(async move { reader::list(&self.0, qid, &key, &page).await })
+    }
+
+    fn write_list(
+        &self,
+        qid: i64,
+        key: String,
+        page: PageRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        Box::pin(async move { reader::write_list(&self.0, qid, &key, &page, writer).await })
     }
 
     fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {

@@ -3,7 +3,10 @@
 //! one snapshot.
 
 use super::storage;
-use crate::{CatalogError, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest};
+use crate::{
+    CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
+    PageWriter,
+};
 use deadpool_postgres::{Object, Pool, PoolError};
 
 pub(super) async fn connection(pool: &Pool) -> CatalogResult<Object> {
@@ -43,6 +46,39 @@ pub(super) async fn list(
     key: &str,
     page: &PageRequest,
 ) -> CatalogResult<Page> {
+    let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
+    let (total, more) = read_page(pool, qid, key, page, &mut |item| {
+        items.push(Item {
+            uri: item.uri.to_string(),
+            author: item.author.to_string(),
+            rev: item.rev.to_string(),
+            record_json: item.record_json.to_string(),
+        })
+    })
+    .await?;
+    Ok(Page { items, total, more })
+}
+
+pub(super) async fn write_list(
+    pool: &Pool,
+    qid: i64,
+    key: &str,
+    page: &PageRequest,
+    mut writer: Box<dyn PageWriter>,
+) -> CatalogResult<Vec<u8>> {
+    let (total, more) = read_page(pool, qid, key, page, &mut |item| writer.item(item)).await?;
+    Ok(writer.finish(total, more))
+}
+
+/// Reads one page, handing its items to `emit` in uri order, each borrowed from its row;
+/// returns `total` and whether more items follow.
+async fn read_page(
+    pool: &Pool,
+    qid: i64,
+    key: &str,
+    page: &PageRequest,
+    emit: &mut (dyn FnMut(ItemRef<'_>) + Send),
+) -> CatalogResult<(u64, bool)> {
     let client = connection(pool).await?;
     let fetch = i64::from(page.limit) + 1;
     let rows = match &page.after {
@@ -65,21 +101,19 @@ pub(super) async fn list(
     }
     .map_err(storage)?;
     let total = rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64;
-    let mut items = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let Some(uri) = row.get::<_, Option<String>>(1) else {
-            continue;
-        };
-        items.push(Item {
-            uri,
+    // The count comes with every row, and alone (a null item) when the page is empty.
+    let mut items = rows.iter().filter_map(|row| {
+        Some(ItemRef {
+            uri: row.get::<_, Option<&str>>(1)?,
             author: row.get(2),
             rev: row.get(3),
-            record_json: row.get::<_, Option<String>>(4).unwrap_or_default(),
-        });
+            record_json: row.get::<_, Option<&str>>(4).unwrap_or_default(),
+        })
+    });
+    for item in items.by_ref().take(page.limit as usize) {
+        emit(item);
     }
-    let more = items.len() > page.limit as usize;
-    items.truncate(page.limit as usize);
-    Ok(Page { items, total, more })
+    Ok((total, items.next().is_some()))
 }
 
 pub(super) async fn count_keys(pool: &Pool, qid: i64, keys: &[String]) -> CatalogResult<Vec<u64>> {

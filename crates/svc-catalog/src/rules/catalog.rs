@@ -8,7 +8,8 @@ use crate::changelog::{Follower, LogSource};
 use crate::keys_column::QueryIds;
 use crate::{
     AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
-    ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest, QueryId, QuerySet,
+    ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest, PageWriter, QueryId,
+    QuerySet,
 };
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -18,6 +19,13 @@ use tokio::sync::watch;
 /// What an engine's read side answers; a query is the engine's number for it.
 pub trait Reads: Send + Sync + 'static {
     fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page>;
+    fn write_list(
+        &self,
+        qid: i64,
+        key: String,
+        page: PageRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
     fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
@@ -190,6 +198,19 @@ impl<R: Reads> Catalog for EngineCatalog<R> {
     fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
         match self.qid(&query) {
             Ok(qid) => self.reads.list(qid, key, page),
+            Err(error) => Box::pin(async { Err(error) }),
+        }
+    }
+
+    fn write_list(
+        &self,
+        query: QueryId,
+        key: String,
+        page: PageRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        match self.qid(&query) {
+            Ok(qid) => self.reads.write_list(qid, key, page, writer),
             Err(error) => Box::pin(async { Err(error) }),
         }
     }

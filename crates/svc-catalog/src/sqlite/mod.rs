@@ -12,7 +12,8 @@ use crate::keys_column::QueryIds;
 use crate::rules::{EngineCatalog, Reads};
 use crate::spec::{QueryId, QuerySet};
 use crate::{
-    CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest,
+    CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
+    PageRequest, PageWriter,
 };
 use engine::SqliteEngine;
 pub use reader::ReaderPool;
@@ -190,6 +191,16 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
 impl Reads for ReaderPool {
     fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
         Box::pin(self.run(move |conn| reader::list(conn, qid, &key, &page)))
+    }
+
+    fn write_list(
+        &self,
+        qid: i64,
+        key: String,
+        page: PageRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        Box::pin(self.run(move |conn| reader::write_list(conn, qid, &key, &page, writer)))
     }
 
     fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {

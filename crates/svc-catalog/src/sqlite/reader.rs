@@ -2,60 +2,60 @@
 //! order, joined to `records` by rowid; totals come from `query_counts`, never from counting.
 
 use crate::changelog::LogRow;
-use crate::{CatalogError, CatalogResult, CursorPosition, Item, KindCounts, Page, PageRequest};
+use crate::{
+    CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
+    PageWriter,
+};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 
-/// The read side of an SQLite catalog: a pool of read-only connections used from blocking
-/// threads.
+/// The read side of an SQLite catalog: a fixed set of reader threads, each with its own
+/// read-only connection, taking jobs from one queue. Threads of their own rather than tokio's
+/// blocking pool: under a query mix the pool grew to 21 threads for 4 connections, each keeping
+/// allocator pages of the answers it had built (RSS 200-213 MB against 124-142 MB now, and the
+/// mix 20-60% slower).
 pub struct ReaderPool {
-    connections: Arc<Mutex<Vec<Connection>>>,
-    permits: Arc<Semaphore>,
-    path: std::path::PathBuf,
+    jobs: crossbeam_channel::Sender<Job>,
 }
+
+type Job = Box<dyn FnOnce(&Connection) + Send>;
 
 impl ReaderPool {
     pub(crate) fn open(path: &Path, size: usize) -> CatalogResult<ReaderPool> {
-        let mut connections = Vec::with_capacity(size);
-        for _ in 0..size {
-            connections.push(super::open_reader(path)?);
+        let (jobs, queue) = crossbeam_channel::unbounded::<Job>();
+        for n in 0..size {
+            let conn = super::open_reader(path)?;
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name(format!("catalog-reader-{n}"))
+                .spawn(move || {
+                    // Ends when the pool is dropped (the queue's sender with it).
+                    for job in queue {
+                        // A panicking job fails its own request only (its answer channel is
+                        // dropped unanswered); the thread and its connection go on.
+                        let _ =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&conn)));
+                    }
+                })
+                .map_err(|e| CatalogError::Storage(format!("starting a reader thread: {e}")))?;
         }
-        Ok(ReaderPool {
-            connections: Arc::new(Mutex::new(connections)),
-            permits: Arc::new(Semaphore::new(size)),
-            path: path.to_path_buf(),
-        })
+        Ok(ReaderPool { jobs })
     }
 
-    /// Runs `work` on a pooled connection on a blocking thread.
+    /// Runs `work` on the next free reader thread.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Connection) -> CatalogResult<T> + Send + 'static,
     ) -> CatalogResult<T> {
-        let _permit = self
-            .permits
-            .acquire()
+        let (answer, answered) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let _ = answer.send(work(conn));
+        });
+        self.jobs.send(job).map_err(|_| CatalogError::Closed)?;
+        answered
             .await
-            .map_err(|_| CatalogError::Closed)?;
-        let pool = Arc::clone(&self.connections);
-        let path = self.path.clone();
-        tokio::task::spawn_blocking(move || {
-            let taken = pool.lock().map_err(|_| CatalogError::Closed)?.pop();
-            // A connection lost to a panicking reader is replaced.
-            let conn = match taken {
-                Some(conn) => conn,
-                None => super::open_reader(&path)?,
-            };
-            let outcome = work(&conn);
-            if let Ok(mut connections) = pool.lock() {
-                connections.push(conn);
-            }
-            outcome
-        })
-        .await
-        .map_err(|e| CatalogError::Storage(format!("reader task failed: {e}")))?
+            .map_err(|_| CatalogError::Storage("a reader failed while answering".into()))?
     }
 }
 
@@ -107,52 +107,113 @@ fn item(row: &rusqlite::Row<'_>) -> rusqlite::Result<Item> {
     })
 }
 
+/// The same, borrowed from the row.
+fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> rusqlite::Result<ItemRef<'r>> {
+    let text = |i: usize| -> rusqlite::Result<&'r str> {
+        row.get_ref(i)?.as_str().map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+        })
+    };
+    Ok(ItemRef {
+        uri: text(0)?,
+        author: text(1)?,
+        rev: text(2)?,
+        record_json: text(3)?,
+    })
+}
+
 pub(crate) fn list(
     conn: &Connection,
     qid: i64,
     key: &str,
     page: &PageRequest,
 ) -> CatalogResult<Page> {
+    let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
+    let (total, more) = read_page(conn, qid, key, page, &mut |item| {
+        items.push(Item {
+            uri: item.uri.to_string(),
+            author: item.author.to_string(),
+            rev: item.rev.to_string(),
+            record_json: item.record_json.to_string(),
+        })
+    })?;
+    Ok(Page { items, total, more })
+}
+
+pub(crate) fn write_list(
+    conn: &Connection,
+    qid: i64,
+    key: &str,
+    page: &PageRequest,
+    mut writer: Box<dyn PageWriter>,
+) -> CatalogResult<Vec<u8>> {
+    let (total, more) = read_page(conn, qid, key, page, &mut |item| writer.item(item))?;
+    Ok(writer.finish(total, more))
+}
+
+/// Reads one page, handing its items to `emit` in uri order, each borrowed from its row;
+/// returns `total` and whether more items follow.
+fn read_page(
+    conn: &Connection,
+    qid: i64,
+    key: &str,
+    page: &PageRequest,
+    emit: &mut dyn FnMut(ItemRef<'_>),
+) -> CatalogResult<(u64, bool)> {
     // `total` and the items come from one snapshot, so a commit in between cannot split them.
     let _snapshot = Snapshot::begin(conn)?;
     let total = count(conn, qid, key)?;
+    let limit = page.limit as usize;
+    // One row beyond the page says whether more follow.
     let fetch = i64::from(page.limit) + 1;
-    let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
-    let mut push = |row: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
-        items.push(item(row)?);
-        Ok(())
-    };
-    match &page.after {
+    let more = match &page.after {
         Some(after) => {
             let mut stmt = conn.prepare_cached(
                 "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.rowid = k.rid \
                  WHERE k.qid = ?1 AND k.key = ?2 AND k.uri > ?3 ORDER BY k.uri LIMIT ?4",
             )?;
-            let mut rows = stmt.query(params![qid, key, after, fetch])?;
-            while let Some(row) = rows.next()? {
-                push(row)?;
-            }
+            forward(stmt.query(params![qid, key, after, fetch])?, limit, emit)?
         }
-        None => {
-            if let Some(span) = OffsetSpan::of(page.offset, fetch as u64, total) {
-                let mut stmt = conn.prepare_cached(if span.from_end {
-                    PAGE_FROM_END
-                } else {
-                    PAGE_FROM_START
-                })?;
-                let mut rows = stmt.query(params![qid, key, span.take, span.skip])?;
-                while let Some(row) = rows.next()? {
-                    push(row)?;
-                }
-                if span.from_end {
-                    items.reverse();
-                }
+        None => match OffsetSpan::of(page.offset, fetch as u64, total) {
+            None => false,
+            Some(span) if !span.from_end => {
+                let mut stmt = conn.prepare_cached(PAGE_FROM_START)?;
+                forward(
+                    stmt.query(params![qid, key, span.take, span.skip])?,
+                    limit,
+                    emit,
+                )?
             }
+            Some(span) => {
+                // Read backwards: the rows are kept until they can be handed over in order.
+                let mut stmt = conn.prepare_cached(PAGE_FROM_END)?;
+                let mut items = stmt
+                    .query_map(params![qid, key, span.take, span.skip], item)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                items.reverse();
+                for item in items.iter().take(limit) {
+                    emit(item.as_ref());
+                }
+                items.len() > limit
+            }
+        },
+    };
+    Ok((total, more))
+}
+
+/// Hands the first `limit` rows to `emit`; whether a row follows them.
+fn forward(
+    mut rows: rusqlite::Rows<'_>,
+    limit: usize,
+    emit: &mut dyn FnMut(ItemRef<'_>),
+) -> CatalogResult<bool> {
+    for _ in 0..limit {
+        match rows.next()? {
+            Some(row) => emit(item_ref(row)?),
+            None => return Ok(false),
         }
     }
-    let more = items.len() > page.limit as usize;
-    items.truncate(page.limit as usize);
-    Ok(Page { items, total, more })
+    Ok(rows.next()?.is_some())
 }
 
 /// A read transaction from prepared statements (a transaction begun by text would be parsed

@@ -1,6 +1,58 @@
 use super::{Fresh, delete, upsert};
-use crate::{AccountStatus, ApplyReport, Change, CursorPosition, PageRequest, QueryId};
+use crate::{
+    AccountStatus, ApplyReport, Change, CursorPosition, ItemRef, Page, PageRequest, PageWriter,
+    QueryId, write_page,
+};
 use serde_json::json;
+
+/// Writes each item as a line, then the total and `more`.
+struct Lines(Vec<u8>);
+
+impl PageWriter for Lines {
+    fn item(&mut self, item: ItemRef<'_>) {
+        let line = format!(
+            "{} {} {} {}\n",
+            item.uri, item.author, item.rev, item.record_json
+        );
+        self.0.extend_from_slice(line.as_bytes());
+    }
+
+    fn finish(mut self: Box<Self>, total: u64, more: bool) -> Vec<u8> {
+        self.0
+            .extend_from_slice(format!("{total} {more}").as_bytes());
+        self.0
+    }
+}
+
+/// A page by `list`, checked to be what `write_list` writes for the same request.
+async fn listed_and_written(
+    fresh: &Fresh,
+    query: &QueryId,
+    key: &str,
+    request: PageRequest,
+) -> Page {
+    let catalog = &fresh.catalog;
+    let page = catalog
+        .list(query.clone(), key.to_string(), request.clone())
+        .await
+        .unwrap();
+    let written = catalog
+        .write_list(
+            query.clone(),
+            key.to_string(),
+            request.clone(),
+            Box::new(Lines(Vec::new())),
+        )
+        .await
+        .unwrap();
+    let expected = write_page(&page, Box::new(Lines(Vec::new())));
+    assert_eq!(
+        String::from_utf8_lossy(&written),
+        String::from_utf8_lossy(&expected),
+        "{request:?}"
+    );
+    page
+}
 
 fn page(limit: u32, offset: u64) -> PageRequest {
     PageRequest {
@@ -209,11 +261,7 @@ pub async fn paging_by_offset_and_cursor(fresh: Fresh) {
             offset: 0,
             after: after.clone(),
         };
-        let page = fresh
-            .catalog
-            .list(query.clone(), key.clone(), request)
-            .await
-            .unwrap();
+        let page = listed_and_written(&fresh, &query, &key, request).await;
         seen.extend(page.items.iter().map(|i| i.uri.clone()));
         if !page.more {
             break;
@@ -225,11 +273,7 @@ pub async fn paging_by_offset_and_cursor(fresh: Fresh) {
     // Pages past the middle are read from the end of the key; every offset gives the same
     // slice of the whole order, in order.
     for offset in 0..=27 {
-        let page = fresh
-            .catalog
-            .list(query.clone(), key.clone(), page(7, offset))
-            .await
-            .unwrap();
+        let page = listed_and_written(&fresh, &query, &key, page(7, offset)).await;
         let from = (offset as usize).min(seen.len());
         let to = (from + 7).min(seen.len());
         let got: Vec<&String> = page.items.iter().map(|i| &i.uri).collect();
