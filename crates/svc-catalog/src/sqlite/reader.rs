@@ -30,6 +30,7 @@ impl ReaderPool {
             std::thread::Builder::new()
                 .name(format!("catalog-reader-{n}"))
                 .spawn(move || {
+                    yield_to_writer_and_requests();
                     // Ends when the pool is dropped (the queue's sender with it).
                     for job in queue {
                         // A panicking job fails its own request only (its answer channel is
@@ -56,6 +57,21 @@ impl ReaderPool {
         answered
             .await
             .map_err(|_| CatalogError::Storage("a reader failed while answering".into()))?
+    }
+}
+
+/// How much lower than the rest of the process readers run: when the CPU is saturated, reads
+/// are the load that can wait. The writer keeps the catalog fresh for everyone, and the
+/// runtime's threads answer health checks and cached answers; an idle machine sees no
+/// difference.
+const READER_NICENESS: i32 = 10;
+
+fn yield_to_writer_and_requests() {
+    // Linux gives each thread its own niceness (elsewhere this call would lower the process).
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority takes plain integers; 0 names the calling thread on Linux.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, READER_NICENESS);
     }
 }
 
