@@ -142,6 +142,17 @@ pub struct ItemRef<'a> {
     pub record_json: &'a str,
 }
 
+impl From<ItemRef<'_>> for Item {
+    fn from(item: ItemRef<'_>) -> Item {
+        Item {
+            uri: item.uri.to_string(),
+            author: item.author.to_string(),
+            rev: item.rev.to_string(),
+            record_json: item.record_json.to_string(),
+        }
+    }
+}
+
 /// Writes a page's items out as an engine reads them, on the thread that reads them: a caller
 /// that only writes the items out needs no owned copy of each row, made on one thread and freed
 /// on another.

@@ -47,15 +47,8 @@ pub(super) async fn list(
     page: &PageRequest,
 ) -> CatalogResult<Page> {
     let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
-    let (total, more) = read_page(pool, qid, key, page, &mut |item| {
-        items.push(Item {
-            uri: item.uri.to_string(),
-            author: item.author.to_string(),
-            rev: item.rev.to_string(),
-            record_json: item.record_json.to_string(),
-        })
-    })
-    .await?;
+    let (total, more) =
+        read_page(pool, qid, key, page, &mut |item| items.push(item.into())).await?;
     Ok(Page { items, total, more })
 }
 

@@ -145,14 +145,7 @@ pub(crate) fn list(
     page: &PageRequest,
 ) -> CatalogResult<Page> {
     let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
-    let (total, more) = read_page(conn, qid, key, page, &mut |item| {
-        items.push(Item {
-            uri: item.uri.to_string(),
-            author: item.author.to_string(),
-            rev: item.rev.to_string(),
-            record_json: item.record_json.to_string(),
-        })
-    })?;
+    let (total, more) = read_page(conn, qid, key, page, &mut |item| items.push(item.into()))?;
     Ok(Page { items, total, more })
 }
 
