@@ -139,9 +139,16 @@ impl Unproven {
         self.lock().waiting.remove(&id);
     }
 
+    /// Tells the oldest waiting connection to close; `false` when none is waiting.
     fn evict_oldest(&self) -> bool {
-        let oldest = self.lock().waiting.pop_first();
-        oldest.is_some_and(|(_, close)| close.send(()).is_ok())
+        let mut inner = self.lock();
+        // A connection already ending has dropped its receiver: the next one goes instead.
+        while let Some((_, close)) = inner.waiting.pop_first() {
+            if close.send(()).is_ok() {
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -164,21 +171,36 @@ async fn serve_connection(
     // page of records (about 70 KB) in one write.
     let _ = stream.set_nodelay(true);
     let _ = socket2::SockRef::from(&stream).set_send_buffer_size(1 << 20);
-    let proven = AtomicBool::new(false);
-    let (id, unproven) = (place.id, Arc::clone(place.unproven));
-    let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
-        if !proven.swap(true, Ordering::Relaxed) {
-            unproven.leave(id);
-        }
-        request.extensions_mut().insert(ConnectInfo(peer));
-        router.clone().oneshot(request.map(axum::body::Body::new))
-    });
+    let proven = Arc::new(AtomicBool::new(false));
+    let service = {
+        let (id, unproven, proven) = (place.id, Arc::clone(place.unproven), Arc::clone(&proven));
+        hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            if !proven.swap(true, Ordering::SeqCst) {
+                unproven.leave(id);
+            }
+            request.extensions_mut().insert(ConnectInfo(peer));
+            router.clone().oneshot(request.map(axum::body::Body::new))
+        })
+    };
     let connection = http.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     tokio::select! {
+        _ = connection.as_mut() => return,
+        Ok(()) = place.evicted => {
+            // Dropping the connection closes it. A request whose head arrived just as the
+            // connection was chosen is served instead: nothing is cut short.
+            if !proven.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+        _ = stopped(&mut stop) => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+            return;
+        }
+    }
+    tokio::select! {
         _ = connection.as_mut() => {}
-        // Dropping the connection closes it: it had sent no request, so nothing is cut short.
-        Ok(()) = place.evicted => {}
         _ = stopped(&mut stop) => {
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;

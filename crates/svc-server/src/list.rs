@@ -167,6 +167,9 @@ fn push_json_string(out: &mut Vec<u8>, value: &str) {
     }
 }
 
+/// The most a page reserves ahead of its items; beyond, it grows as they come.
+const MAX_PAGE_RESERVE: usize = 256 * 1024;
+
 /// The answer's JSON, written as the catalog reads the page: the envelope
 /// `{items, total, limit, offset, cursor?}` around each record's stored text.
 struct JsonPage {
@@ -196,8 +199,10 @@ impl PageWriter for JsonPage {
     fn item(&mut self, item: ItemRef<'_>) {
         let size = item.record_json.len() + item.uri.len() + item.author.len() + 48;
         if self.written == 0 {
-            // Items of a key are of a size: the first one sizes the page, once.
-            self.out.reserve(size * self.limit.min(1000) as usize + 128);
+            // Items of a key are of a size: the first one sizes the page, once, within reason
+            // (one large record must not reserve a thousand times itself).
+            let expected = size.saturating_mul(self.limit.min(1000) as usize);
+            self.out.reserve(expected.min(MAX_PAGE_RESERVE) + 128);
         } else {
             self.out.reserve(size);
             self.out.push(b',');

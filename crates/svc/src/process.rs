@@ -42,26 +42,31 @@ pub fn collect_when_idle() {
 
 /// Raises the soft limit on open descriptors to the hard one, as the system lets any process do:
 /// the soft default (often 1,024) would cap a public server at a few hundred connections.
-/// Returns the limit in force.
+/// Returns the limit in force (Linux; elsewhere `None`, and the cap takes its default).
 pub fn raise_descriptor_limit() -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit read or write only the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
+    #[cfg(target_os = "linux")]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit and setrlimit read or write only the struct passed.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+                return None;
+            }
+            if limit.rlim_cur < limit.rlim_max {
+                let raised = libc::rlimit {
+                    rlim_cur: limit.rlim_max,
+                    rlim_max: limit.rlim_max,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                    limit = raised;
+                }
             }
         }
+        Some(limit.rlim_cur)
     }
-    Some(limit.rlim_cur)
+    #[cfg(not(target_os = "linux"))]
+    None
 }

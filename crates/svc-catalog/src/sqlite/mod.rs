@@ -1,5 +1,5 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer thread that owns the only
-//! write connection, and a pool of reader connections used from blocking threads.
+//! write connection, and reader threads, each with a read-only connection of its own.
 
 mod bulk;
 mod checkpoint;

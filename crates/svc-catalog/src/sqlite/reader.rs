@@ -51,7 +51,11 @@ impl ReaderPool {
     ) -> CatalogResult<T> {
         let (answer, answered) = oneshot::channel();
         let job: Job = Box::new(move |conn| {
-            let _ = answer.send(work(conn));
+            // The request is gone (timed out, its client left): its read would only delay the
+            // others.
+            if !answer.is_closed() {
+                let _ = answer.send(work(conn));
+            }
         });
         self.jobs.send(job).map_err(|_| CatalogError::Closed)?;
         answered
