@@ -1,6 +1,7 @@
 //! Settings of the whole server process: memory given back to the system after a burst
 //! (thousands of connections, a flood of large answers; the allocator keeps freed memory until
-//! told otherwise), and room for as many connections as the system allows.
+//! told otherwise), room for as many connections as the system allows, and a file-size limit
+//! that fails writes instead of killing the process.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -69,4 +70,15 @@ pub fn raise_descriptor_limit() -> Option<u64> {
     }
     #[cfg(not(target_os = "linux"))]
     None
+}
+
+/// A file-size limit (`ulimit -f`) reached by the catalog kills the process by default
+/// (SIGXFSZ). Ignored, the write fails instead, as on a full disk: the sources wait and retry,
+/// and `/readyz` says why.
+pub fn survive_file_size_limit() {
+    // SAFETY: only the disposition changes to "ignore": no handler code is installed, and
+    // nothing else in the process handles this signal.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
 }

@@ -83,12 +83,14 @@ fn init_logging() {
 pub fn run(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
     init_logging();
     crate::process::disable_transparent_huge_pages();
+    crate::process::survive_file_size_limit();
+    let descriptors = crate::process::raise_descriptor_limit();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .on_thread_park(crate::process::collect_when_idle)
         .build()
         .context("starting the runtime")?
-        .block_on(serve(args, queries))
+        .block_on(serve(args, queries, descriptors))
 }
 
 async fn shutdown_signal(trigger: watch::Sender<bool>) {
@@ -112,19 +114,12 @@ async fn shutdown_signal(trigger: watch::Sender<bool>) {
     let _ = trigger.send(true);
 }
 
-/// A file-size limit (`ulimit -f`) reached by the catalog kills the process by default
-/// (SIGXFSZ). Ignored, the write fails instead, as on a full disk: the sources wait and retry,
-/// and `/readyz` says why.
-fn survive_file_size_limit() {
-    // SAFETY: only the disposition changes to "ignore": no handler code is installed, and
-    // nothing else in the process handles this signal.
-    unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-    }
-}
-
-async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
-    survive_file_size_limit();
+/// `descriptors`: the process's limit on open descriptors, when known.
+async fn serve(
+    args: ServeArgs,
+    queries: &QuerySet,
+    descriptors: Option<u64>,
+) -> anyhow::Result<()> {
     let role = role_of(&args)?;
     let live_url = match args.firehose.as_str() {
         _ if role == Role::Reader => None,
@@ -149,7 +144,7 @@ async fn serve(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
     for path in &args.imports {
         std::fs::metadata(path).with_context(|| format!("--import {}", path.display()))?;
     }
-    let connection_limits = connection_limits(&args)?;
+    let connection_limits = connection_limits(&args, descriptors)?;
     let db = match &args.db {
         Some(text) => text
             .parse::<Location>()
@@ -357,8 +352,11 @@ const MAX_HEADER_BYTES: usize = 16 * 1024;
 
 /// `--max-connections` must leave descriptors for the catalog and the sources: a cap the
 /// process cannot reach would let connections exhaust them instead.
-fn connection_limits(args: &ServeArgs) -> anyhow::Result<svc_server::ConnectionLimits> {
-    let usable = crate::process::raise_descriptor_limit().map(|limit| {
+fn connection_limits(
+    args: &ServeArgs,
+    descriptors: Option<u64>,
+) -> anyhow::Result<svc_server::ConnectionLimits> {
+    let usable = descriptors.map(|limit| {
         limit
             .saturating_sub(svc_server::RESERVED_DESCRIPTORS)
             .max(16)
