@@ -71,16 +71,9 @@ pub async fn serve(
             continue;
         };
         let (http, router, stop) = (http.clone(), router.clone(), stop.clone());
-        let (id, evicted) = unproven.enter();
-        let unproven = Arc::clone(&unproven);
+        let (place, evicted) = unproven.enter();
         tokio::spawn(async move {
-            let connection = Connection {
-                id,
-                unproven: &unproven,
-                evicted,
-            };
-            serve_connection(&http, stream, peer, router, stop, connection).await;
-            unproven.leave(id);
+            serve_connection(&http, stream, peer, router, stop, place, evicted).await;
             drop(slot);
         });
     }
@@ -125,13 +118,18 @@ impl Unproven {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn enter(&self) -> (u64, oneshot::Receiver<()>) {
+    fn enter(self: &Arc<Self>) -> (Arc<Place>, oneshot::Receiver<()>) {
         let (close, evicted) = oneshot::channel();
         let mut inner = self.lock();
         let id = inner.next_id;
         inner.next_id += 1;
         inner.waiting.insert(id, close);
-        (id, evicted)
+        let place = Place {
+            id,
+            unproven: Arc::clone(self),
+            proven: AtomicBool::new(false),
+        };
+        (Arc::new(place), evicted)
     }
 
     /// The connection sent a request head, or has ended.
@@ -152,11 +150,31 @@ impl Unproven {
     }
 }
 
-/// One connection's place among the unproven ones.
-struct Connection<'a> {
+/// One connection's place among the unproven ones, given up on its first request head or when
+/// the connection ends (dropped).
+struct Place {
     id: u64,
-    unproven: &'a Arc<Unproven>,
-    evicted: oneshot::Receiver<()>,
+    unproven: Arc<Unproven>,
+    proven: AtomicBool,
+}
+
+impl Place {
+    /// The connection sent a request head: from now on it never gives way.
+    fn prove(&self) {
+        if !self.proven.swap(true, Ordering::SeqCst) {
+            self.unproven.leave(self.id);
+        }
+    }
+
+    fn is_proven(&self) -> bool {
+        self.proven.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.unproven.leave(self.id);
+    }
 }
 
 async fn serve_connection(
@@ -165,19 +183,17 @@ async fn serve_connection(
     peer: SocketAddr,
     router: Router,
     mut stop: watch::Receiver<bool>,
-    place: Connection<'_>,
+    place: Arc<Place>,
+    evicted: oneshot::Receiver<()>,
 ) {
     // Answers go out whole: no Nagle delay on small ones, and a send buffer that takes a full
     // page of records (about 70 KB) in one write.
     let _ = stream.set_nodelay(true);
     let _ = socket2::SockRef::from(&stream).set_send_buffer_size(1 << 20);
-    let proven = Arc::new(AtomicBool::new(false));
     let service = {
-        let (id, unproven, proven) = (place.id, Arc::clone(place.unproven), Arc::clone(&proven));
+        let place = Arc::clone(&place);
         hyper::service::service_fn(move |mut request: hyper::Request<_>| {
-            if !proven.swap(true, Ordering::SeqCst) {
-                unproven.leave(id);
-            }
+            place.prove();
             request.extensions_mut().insert(ConnectInfo(peer));
             router.clone().oneshot(request.map(axum::body::Body::new))
         })
@@ -186,10 +202,10 @@ async fn serve_connection(
     tokio::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => return,
-        Ok(()) = place.evicted => {
+        Ok(()) = evicted => {
             // Dropping the connection closes it. A request whose head arrived just as the
             // connection was chosen is served instead: nothing is cut short.
-            if !proven.load(Ordering::SeqCst) {
+            if !place.is_proven() {
                 return;
             }
         }
