@@ -174,8 +174,7 @@ const MAX_PAGE_RESERVE: usize = 256 * 1024;
 /// `{items, total, limit, offset, cursor?}` around each record's stored text.
 struct JsonPage {
     out: Vec<u8>,
-    written: usize,
-    /// The last item's uri: the cursor, if more follow.
+    /// The last item's uri (empty before the first): the cursor, if more follow.
     last_uri: String,
     limit: u32,
     offset: u64,
@@ -187,7 +186,6 @@ impl JsonPage {
         out.extend_from_slice(b"{\"items\":[");
         JsonPage {
             out,
-            written: 0,
             last_uri: String::new(),
             limit,
             offset,
@@ -198,7 +196,7 @@ impl JsonPage {
 impl PageWriter for JsonPage {
     fn item(&mut self, item: ItemRef<'_>) {
         let size = item.record_json.len() + item.uri.len() + item.author.len() + 48;
-        if self.written == 0 {
+        if self.last_uri.is_empty() {
             // Items of a key are of a size: the first one sizes the page, once, within reason
             // (one large record must not reserve a thousand times itself).
             let expected = size.saturating_mul(self.limit.min(1000) as usize);
@@ -216,7 +214,6 @@ impl PageWriter for JsonPage {
         self.out.extend_from_slice(b",\"record\":");
         self.out.extend_from_slice(item.record_json.as_bytes());
         self.out.push(b'}');
-        self.written += 1;
         self.last_uri.clear();
         self.last_uri.push_str(item.uri);
     }
@@ -224,7 +221,6 @@ impl PageWriter for JsonPage {
     fn finish(self: Box<Self>, total: u64, more: bool) -> Vec<u8> {
         let JsonPage {
             mut out,
-            written,
             last_uri,
             limit,
             offset,
@@ -232,7 +228,7 @@ impl PageWriter for JsonPage {
         out.extend_from_slice(
             format!("],\"total\":{total},\"limit\":{limit},\"offset\":{offset}").as_bytes(),
         );
-        if more && written > 0 {
+        if more && !last_uri.is_empty() {
             out.extend_from_slice(b",\"cursor\":");
             push_json_string(&mut out, &encode_cursor(&last_uri));
         }

@@ -117,17 +117,7 @@ impl OffsetSpan {
     }
 }
 
-/// An item from a row of `uri, author, rev, record`.
-fn item(row: &rusqlite::Row<'_>) -> rusqlite::Result<Item> {
-    Ok(Item {
-        uri: row.get(0)?,
-        author: row.get(1)?,
-        rev: row.get(2)?,
-        record_json: row.get(3)?,
-    })
-}
-
-/// The same, borrowed from the row.
+/// An item from a row of `uri, author, rev, record`, borrowed from the row.
 fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> rusqlite::Result<ItemRef<'r>> {
     let text = |i: usize| -> rusqlite::Result<&'r str> {
         row.get_ref(i)?.as_str().map_err(|e| {
@@ -201,7 +191,9 @@ fn read_page(
                 // Read backwards: the rows are kept until they can be handed over in order.
                 let mut stmt = conn.prepare_cached(PAGE_FROM_END)?;
                 let mut items = stmt
-                    .query_map(params![qid, key, span.take, span.skip], item)?
+                    .query_map(params![qid, key, span.take, span.skip], |row| {
+                        item_ref(row).map(Item::from)
+                    })?
                     .collect::<Result<Vec<_>, _>>()?;
                 items.reverse();
                 for item in items.iter().take(limit) {
@@ -292,7 +284,7 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
         .prepare_cached(
             "SELECT uri, author, rev, record FROM records WHERE uri = ?1 AND record IS NOT NULL",
         )?
-        .query_row([uri], item)
+        .query_row([uri], |row| item_ref(row).map(Item::from))
         .optional()?)
 }
 
