@@ -1,7 +1,8 @@
 //! The generated list endpoints: parameters checked against the specification, one index
 //! lookup, and the envelope `{items, total, limit, offset, cursor?}` written directly around
 //! the stored record text (records are never parsed on the read path). Cached answers of
-//! 1 KiB or more go out gzip-compressed to clients that accept gzip, compressed once.
+//! 1 KiB or more are kept compressed, and go out gzip-compressed to clients that accept gzip,
+//! compressed once.
 
 use crate::cache::{Answer, CacheKey};
 use crate::params::{Params, encode_cursor, paging};
@@ -34,7 +35,10 @@ pub(crate) async fn serve(
                 .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
             response
         }
-        None => json_response(answer.identity.clone()),
+        None => match answer.identity() {
+            Ok(body) => json_response(body),
+            Err(error) => return error.into_response(),
+        },
     };
     // Shared caches must keep the two forms apart.
     response
@@ -149,8 +153,8 @@ async fn build(state: &AppState, cache_key: &CacheKey) -> Result<Arc<Answer>, Ap
         )
         .await?;
     // Only an answer the cache keeps is worth compressing: it is compressed once.
-    let compressible = state.cache.would_keep(body.len());
-    Ok(Arc::new(Answer::new(Bytes::from(body), compressible)))
+    let kept = state.cache.would_keep(body.len());
+    Ok(Arc::new(Answer::new(Bytes::from(body), kept)))
 }
 
 fn push_json_string(out: &mut Vec<u8>, value: &str) {

@@ -79,7 +79,7 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         page: None,
     };
     if let Some(answer) = state.cache.get(&cache_key, version) {
-        return Ok(answer.identity.clone());
+        return answer.identity();
     }
     let counts = state.catalog.count_keys(index.id().clone(), keys).await?;
     let body = Bytes::from(
