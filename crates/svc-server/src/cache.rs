@@ -45,30 +45,47 @@ enum Body {
 /// packet at most.
 const COMPRESS_MIN_BYTES: usize = 1024;
 
+/// An answer in the form the cache keeps, made where the answer is written (off the runtime's
+/// threads): LZ4, the expanded length first.
+pub(crate) fn compress(json: &[u8]) -> Vec<u8> {
+    lz4_flex::block::compress_prepend_size(json)
+}
+
+fn expand(block: &[u8]) -> Result<Bytes, ApiError> {
+    lz4_flex::block::decompress_size_prepended(block)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::Internal(format!("a cached answer does not expand: {e}")))
+}
+
 impl Answer {
-    /// `kept`: the answer goes into the cache, so it is worth compressing (once).
-    pub fn new(identity: Bytes, kept: bool) -> Answer {
-        let body = if kept && identity.len() >= COMPRESS_MIN_BYTES {
-            Body::Lz4 {
-                block: Bytes::from(lz4_flex::block::compress(&identity)),
-                len: identity.len(),
-            }
-        } else {
-            Body::Plain(identity)
-        };
+    /// An answer that goes out as it is (and never gets a gzip form).
+    pub fn new(identity: Bytes) -> Answer {
         Answer {
-            body,
+            body: Body::Plain(identity),
             gzip: OnceLock::new(),
         }
+    }
+
+    /// An answer `compress` made; a short one is expanded now and kept as it is.
+    pub fn from_compressed(block: Bytes) -> Result<Answer, ApiError> {
+        let prefix = block
+            .first_chunk::<4>()
+            .ok_or_else(|| ApiError::Internal("a compressed answer without its length".into()))?;
+        let len = u32::from_le_bytes(*prefix) as usize;
+        if len < COMPRESS_MIN_BYTES {
+            return Ok(Answer::new(expand(&block)?));
+        }
+        Ok(Answer {
+            body: Body::Lz4 { block, len },
+            gzip: OnceLock::new(),
+        })
     }
 
     /// The answer as it goes to a client that takes no compression.
     pub fn identity(&self) -> Result<Bytes, ApiError> {
         match &self.body {
             Body::Plain(bytes) => Ok(bytes.clone()),
-            Body::Lz4 { block, len } => lz4_flex::block::decompress(block, *len)
-                .map(Bytes::from)
-                .map_err(|e| ApiError::Internal(format!("a cached answer does not expand: {e}"))),
+            Body::Lz4 { block, .. } => expand(block),
         }
     }
 
@@ -295,11 +312,6 @@ impl ResponseCache {
         self.capacity > 0
     }
 
-    /// Whether an answer of this many bytes would be kept.
-    pub fn would_keep(&self, bytes: usize) -> bool {
-        self.enabled() && bytes <= self.capacity / 16
-    }
-
     /// A part in the flight building the answer for this key and version, joined or started.
     pub fn join(&self, key: &CacheKey, version: u64) -> Ticket<'_> {
         let key = (key.clone(), version);
@@ -351,13 +363,17 @@ mod tests {
     }
 
     fn answer(len: usize) -> Arc<Answer> {
-        Arc::new(Answer::new(Bytes::from(vec![b'x'; len]), false))
+        Arc::new(Answer::new(Bytes::from(vec![b'x'; len])))
+    }
+
+    fn kept(text: &str) -> Answer {
+        Answer::from_compressed(Bytes::from(compress(text.as_bytes()))).unwrap()
     }
 
     #[test]
     fn gzip_form_inflates_to_the_answer_and_short_answers_stay_plain() {
         let text: String = (0..200).map(|n| format!("{{\"n\":{n}}},")).collect();
-        let answer = Answer::new(Bytes::from(text.clone()), true);
+        let answer = kept(&text);
         let compressed = answer.gzip().expect("long enough").clone();
         assert!(compressed.len() < text.len() / 3);
         let mut inflated = String::new();
@@ -367,12 +383,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(inflated, text);
-        assert!(
-            Answer::new(Bytes::from_static(b"{}"), true)
-                .gzip()
-                .is_none()
-        );
-        assert!(Answer::new(Bytes::from(text), false).gzip().is_none());
+        assert!(kept("{}").gzip().is_none());
+        assert!(Answer::new(Bytes::from(text)).gzip().is_none());
     }
 
     fn page_text(items: u32) -> String {
@@ -389,27 +401,33 @@ mod tests {
     #[test]
     fn a_kept_answer_is_stored_compressed_and_comes_back_whole() {
         let text = page_text(100);
-        let kept = Answer::new(Bytes::from(text.clone()), true);
-        assert!(matches!(kept.body, Body::Lz4 { .. }));
-        assert_eq!(kept.identity().unwrap(), text.as_bytes());
+        let compressed = kept(&text);
+        assert!(matches!(compressed.body, Body::Lz4 { .. }));
+        assert_eq!(compressed.identity().unwrap(), text.as_bytes());
         assert!(
-            kept.charge() < text.len() / 2,
+            compressed.charge() < text.len() / 2,
             "charged {} for {} bytes",
-            kept.charge(),
+            compressed.charge(),
             text.len()
         );
         // Not kept, or too short to gain: as it is, at its length.
-        let passing = Answer::new(Bytes::from(text.clone()), false);
+        let passing = Answer::new(Bytes::from(text.clone()));
         assert!(matches!(passing.body, Body::Plain(_)));
         assert_eq!(passing.identity().unwrap(), text.as_bytes());
         assert_eq!(passing.charge(), text.len());
-        let short = Answer::new(Bytes::from_static(b"{\"items\":[]}"), true);
+        let short = kept("{\"items\":[]}");
         assert!(matches!(short.body, Body::Plain(_)));
+        assert_eq!(short.identity().unwrap(), "{\"items\":[]}".as_bytes());
+        assert!(Answer::from_compressed(Bytes::from_static(b"{}")).is_err());
         // The same budget keeps more compressed answers than plain ones.
-        let count_kept = |kept: bool| {
+        let count_kept = |compressed: bool| {
             let cache = ResponseCache::new(200_000);
             for n in 0..100 {
-                let answer = Answer::new(Bytes::from(page_text(100)), kept);
+                let answer = if compressed {
+                    kept(&page_text(100))
+                } else {
+                    Answer::new(Bytes::from(page_text(100)))
+                };
                 cache.put(key(n), 1, Arc::new(answer));
             }
             cache.inner.lock().unwrap().entries.len()
@@ -434,8 +452,6 @@ mod tests {
             cache.get(&key(99), 7).is_none(),
             "larger than a sixteenth of the budget"
         );
-        let cache = ResponseCache::new(32_000);
-        assert!(cache.would_keep(2000) && !cache.would_keep(2001));
         assert!(ResponseCache::new(0).get(&key(1), 7).is_none());
     }
 

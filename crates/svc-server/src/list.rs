@@ -142,7 +142,9 @@ async fn build(state: &AppState, cache_key: &CacheKey) -> Result<Arc<Answer>, Ap
     let Some(request) = cache_key.page.clone() else {
         return Err(ApiError::Internal("a list answer without a page".into()));
     };
-    let writer = Box::new(JsonPage::new(request.limit, request.offset));
+    // A kept answer is compressed where it is written, off the runtime's threads.
+    let kept = state.cache.enabled();
+    let writer = Box::new(JsonPage::new(request.limit, request.offset, kept));
     let body = state
         .catalog
         .write_list(
@@ -152,9 +154,12 @@ async fn build(state: &AppState, cache_key: &CacheKey) -> Result<Arc<Answer>, Ap
             writer,
         )
         .await?;
-    // Only an answer the cache keeps is worth compressing: it is compressed once.
-    let kept = state.cache.would_keep(body.len());
-    Ok(Arc::new(Answer::new(Bytes::from(body), kept)))
+    let answer = if kept {
+        Answer::from_compressed(Bytes::from(body))?
+    } else {
+        Answer::new(Bytes::from(body))
+    };
+    Ok(Arc::new(answer))
 }
 
 fn push_json_string(out: &mut Vec<u8>, value: &str) {
@@ -175,9 +180,11 @@ fn push_json_string(out: &mut Vec<u8>, value: &str) {
 const MAX_PAGE_RESERVE: usize = 256 * 1024;
 
 /// The answer's JSON, written as the catalog reads the page: the envelope
-/// `{items, total, limit, offset, cursor?}` around each record's stored text.
+/// `{items, total, limit, offset, cursor?}` around each record's stored text; compressed as
+/// the cache keeps it when `compress`.
 struct JsonPage {
     out: Vec<u8>,
+    compress: bool,
     /// The last item's uri (empty before the first): the cursor, if more follow.
     last_uri: String,
     limit: u32,
@@ -185,11 +192,12 @@ struct JsonPage {
 }
 
 impl JsonPage {
-    fn new(limit: u32, offset: u64) -> JsonPage {
+    fn new(limit: u32, offset: u64, compress: bool) -> JsonPage {
         let mut out = Vec::with_capacity(1024);
         out.extend_from_slice(b"{\"items\":[");
         JsonPage {
             out,
+            compress,
             last_uri: String::new(),
             limit,
             offset,
@@ -225,6 +233,7 @@ impl PageWriter for JsonPage {
     fn finish(self: Box<Self>, total: u64, more: bool) -> Vec<u8> {
         let JsonPage {
             mut out,
+            compress,
             last_uri,
             limit,
             offset,
@@ -237,9 +246,8 @@ impl PageWriter for JsonPage {
             push_json_string(&mut out, &encode_cursor(&last_uri));
         }
         out.push(b'}');
-        // The answer may be cached for long: it should not hold room it does not use.
-        if out.capacity() > out.len() + out.len() / 8 + 256 {
-            out.shrink_to_fit();
+        if compress {
+            return crate::cache::compress(&out);
         }
         out
     }

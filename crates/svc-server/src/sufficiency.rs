@@ -90,10 +90,8 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         })
         .to_string(),
     );
-    state.cache.put(
-        cache_key,
-        version,
-        Arc::new(Answer::new(body.clone(), false)),
-    );
+    state
+        .cache
+        .put(cache_key, version, Arc::new(Answer::new(body.clone())));
     Ok(body)
 }
