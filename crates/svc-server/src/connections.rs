@@ -173,7 +173,9 @@ impl Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        self.unproven.leave(self.id);
+        if !self.is_proven() {
+            self.unproven.leave(self.id);
+        }
     }
 }
 
@@ -200,23 +202,17 @@ async fn serve_connection(
     };
     let connection = http.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
-    tokio::select! {
-        _ = connection.as_mut() => return,
-        Ok(()) = evicted => {
-            // Dropping the connection closes it. A request whose head arrived just as the
-            // connection was chosen is served instead: nothing is cut short.
-            if !place.is_proven() {
-                return;
-            }
+    // Dropping the connection closes it. A request whose head arrived just as the connection
+    // was chosen is served instead: nothing is cut short.
+    let given_way = async {
+        match evicted.await {
+            Ok(()) if !place.is_proven() => {}
+            _ => std::future::pending().await,
         }
-        _ = stopped(&mut stop) => {
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
-            return;
-        }
-    }
+    };
     tokio::select! {
         _ = connection.as_mut() => {}
+        () = given_way => {}
         _ = stopped(&mut stop) => {
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;
