@@ -128,7 +128,7 @@ impl Item {
             uri: &self.uri,
             author: &self.author,
             rev: &self.rev,
-            record_json: &self.record_json,
+            record_json: self.record_json.as_bytes(),
         }
     }
 }
@@ -139,7 +139,9 @@ pub struct ItemRef<'a> {
     pub uri: &'a str,
     pub author: &'a str,
     pub rev: &'a str,
-    pub record_json: &'a str,
+    /// The stored JSON text of the record, as the engine holds it: written from valid UTF-8
+    /// and copied out as it is, not checked again on every read.
+    pub record_json: &'a [u8],
 }
 
 impl From<ItemRef<'_>> for Item {
@@ -148,7 +150,7 @@ impl From<ItemRef<'_>> for Item {
             uri: item.uri.to_string(),
             author: item.author.to_string(),
             rev: item.rev.to_string(),
-            record_json: item.record_json.to_string(),
+            record_json: String::from_utf8_lossy(item.record_json).into_owned(),
         }
     }
 }

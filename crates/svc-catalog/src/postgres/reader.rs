@@ -100,7 +100,7 @@ async fn read_page(
             uri: row.get::<_, Option<&str>>(1)?,
             author: row.get(2),
             rev: row.get(3),
-            record_json: row.get::<_, Option<&str>>(4).unwrap_or_default(),
+            record_json: row.get::<_, Option<&str>>(4).unwrap_or_default().as_bytes(),
         })
     });
     for item in items.by_ref().take(page.limit as usize) {

@@ -79,40 +79,41 @@ fn yield_to_writer_and_requests() {
     }
 }
 
-// The rows an offset skips are stepped over in the index alone: joined to records, each would
-// cost a lookup of a record nobody reads.
-const PAGE_FROM_START: &str = "SELECT p.uri, r.author, r.rev, r.record FROM \
-     (SELECT uri, rid FROM query_keys WHERE qid = ?1 AND key = ?2 ORDER BY uri LIMIT ?3 OFFSET ?4) p \
-     JOIN records r ON r.rowid = p.rid ORDER BY p.uri";
-const PAGE_FROM_END: &str = "SELECT p.uri, r.author, r.rev, r.record FROM \
-     (SELECT uri, rid FROM query_keys WHERE qid = ?1 AND key = ?2 ORDER BY uri DESC LIMIT ?3 OFFSET ?4) p \
-     JOIN records r ON r.rowid = p.rid ORDER BY p.uri DESC";
+// A page is one keyset scan of the index joined to its records, in index order: SQLite needs
+// no temporary sort, and no record is read that the page does not return. An offset first finds
+// the uri it starts at in the index alone.
+const PAGE_FROM: &str = "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k \
+     JOIN records r ON r.rowid = k.rid \
+     WHERE k.qid = ?1 AND k.key = ?2 AND k.uri >= ?3 ORDER BY k.uri LIMIT ?4";
+const PAGE_AFTER: &str = "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k \
+     JOIN records r ON r.rowid = k.rid \
+     WHERE k.qid = ?1 AND k.key = ?2 AND k.uri > ?3 ORDER BY k.uri LIMIT ?4";
+const NTH_URI: &str =
+    "SELECT uri FROM query_keys WHERE qid = ?1 AND key = ?2 ORDER BY uri LIMIT 1 OFFSET ?3";
+const NTH_URI_FROM_END: &str =
+    "SELECT uri FROM query_keys WHERE qid = ?1 AND key = ?2 ORDER BY uri DESC LIMIT 1 OFFSET ?3";
 
-/// Which index rows a page at an offset reads: a page past the middle of its key is counted
-/// back from the end, so that no offset skips more than half the key's rows.
+/// How the uri at an offset is found: a position past the middle of its key is counted back
+/// from the end, so that no offset steps over more than half the key's index rows.
 #[derive(Debug, PartialEq, Eq)]
-struct OffsetSpan {
+struct OffsetSeek {
     from_end: bool,
-    /// Rows skipped in the scan's direction.
+    /// Index rows stepped over in the scan's direction.
     skip: i64,
-    /// Rows read after them.
-    take: i64,
 }
 
-impl OffsetSpan {
-    /// `fetch` rows from `offset` of a key holding `total`; `None` past the end.
-    fn of(offset: u64, fetch: u64, total: u64) -> Option<OffsetSpan> {
+impl OffsetSeek {
+    /// The seek to `offset` in a key holding `total`; `None` at or past the end.
+    fn of(offset: u64, total: u64) -> Option<OffsetSeek> {
         let rest = total.checked_sub(offset).filter(|&rest| rest > 0)?;
-        let take = fetch.min(rest);
-        let (from_end, skip) = if offset > rest {
-            (true, rest - take)
+        let (from_end, skip) = if offset >= rest {
+            (true, rest - 1)
         } else {
             (false, offset)
         };
-        Some(OffsetSpan {
+        Some(OffsetSeek {
             from_end,
             skip: i64::try_from(skip).ok()?,
-            take: i64::try_from(take).ok()?,
         })
     }
 }
@@ -128,7 +129,9 @@ fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> rusqlite::Result<ItemRef<'r>> {
         uri: text(0)?,
         author: text(1)?,
         rev: text(2)?,
-        record_json: text(3)?,
+        record_json: row.get_ref(3)?.as_bytes().map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, Box::new(e))
+        })?,
     })
 }
 
@@ -171,39 +174,44 @@ fn read_page(
     let fetch = i64::from(page.limit) + 1;
     let more = match &page.after {
         Some(after) => {
-            let mut stmt = conn.prepare_cached(
-                "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.rowid = k.rid \
-                 WHERE k.qid = ?1 AND k.key = ?2 AND k.uri > ?3 ORDER BY k.uri LIMIT ?4",
-            )?;
+            let mut stmt = conn.prepare_cached(PAGE_AFTER)?;
             forward(stmt.query(params![qid, key, after, fetch])?, limit, emit)?
         }
-        None => match OffsetSpan::of(page.offset, fetch as u64, total) {
+        None => match start_uri(conn, qid, key, page.offset, total)? {
             None => false,
-            Some(span) if !span.from_end => {
-                let mut stmt = conn.prepare_cached(PAGE_FROM_START)?;
-                forward(
-                    stmt.query(params![qid, key, span.take, span.skip])?,
-                    limit,
-                    emit,
-                )?
-            }
-            Some(span) => {
-                // Read backwards: the rows are kept until they can be handed over in order.
-                let mut stmt = conn.prepare_cached(PAGE_FROM_END)?;
-                let mut items = stmt
-                    .query_map(params![qid, key, span.take, span.skip], |row| {
-                        item_ref(row).map(Item::from)
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
-                items.reverse();
-                for item in items.iter().take(limit) {
-                    emit(item.as_ref());
-                }
-                items.len() > limit
+            Some(start) => {
+                let mut stmt = conn.prepare_cached(PAGE_FROM)?;
+                forward(stmt.query(params![qid, key, start, fetch])?, limit, emit)?
             }
         },
     };
     Ok((total, more))
+}
+
+/// The uri at `offset` in a key holding `total` (the empty string, below every uri, at 0);
+/// `None` past the end.
+fn start_uri(
+    conn: &Connection,
+    qid: i64,
+    key: &str,
+    offset: u64,
+    total: u64,
+) -> CatalogResult<Option<String>> {
+    let Some(seek) = OffsetSeek::of(offset, total) else {
+        return Ok(None);
+    };
+    if seek.skip == 0 && !seek.from_end {
+        return Ok(Some(String::new()));
+    }
+    let sql = if seek.from_end {
+        NTH_URI_FROM_END
+    } else {
+        NTH_URI
+    };
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_row(params![qid, key, seek.skip], |r| r.get(0))
+        .optional()?)
 }
 
 /// Hands the first `limit` rows to `emit`; whether a row follows them.
@@ -323,33 +331,20 @@ pub(crate) fn last_logged(conn: &Connection) -> CatalogResult<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::OffsetSpan;
+    use super::OffsetSeek;
 
     #[test]
     fn offsets_past_the_middle_count_back_from_the_end() {
-        let span = |offset, fetch, total| OffsetSpan::of(offset, fetch, total);
-        let forward = |skip, take| {
-            Some(OffsetSpan {
-                from_end: false,
-                skip,
-                take,
-            })
-        };
-        let backward = |skip, take| {
-            Some(OffsetSpan {
-                from_end: true,
-                skip,
-                take,
-            })
-        };
-        assert_eq!(span(0, 11, 100), forward(0, 11));
-        assert_eq!(span(50, 11, 100), forward(50, 11));
-        assert_eq!(span(51, 11, 100), backward(38, 11));
-        assert_eq!(span(95, 11, 100), backward(0, 5));
-        assert_eq!(span(99, 11, 100), backward(0, 1));
-        assert_eq!(span(100, 11, 100), None);
-        assert_eq!(span(u64::MAX, 11, 100), None);
-        assert_eq!(span(0, 11, 0), None);
-        assert_eq!(span(3, 11, 5), backward(0, 2));
+        let seek = |from_end, skip| Some(OffsetSeek { from_end, skip });
+        assert_eq!(OffsetSeek::of(0, 100), seek(false, 0));
+        assert_eq!(OffsetSeek::of(49, 100), seek(false, 49));
+        assert_eq!(OffsetSeek::of(50, 100), seek(true, 49));
+        assert_eq!(OffsetSeek::of(95, 100), seek(true, 4));
+        assert_eq!(OffsetSeek::of(99, 100), seek(true, 0));
+        assert_eq!(OffsetSeek::of(100, 100), None);
+        assert_eq!(OffsetSeek::of(u64::MAX, 100), None);
+        assert_eq!(OffsetSeek::of(0, 0), None);
+        assert_eq!(OffsetSeek::of(3, 5), seek(true, 1));
+        assert_eq!(OffsetSeek::of(0, 1), seek(false, 0));
     }
 }

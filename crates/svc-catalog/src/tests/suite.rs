@@ -10,11 +10,10 @@ struct Lines(Vec<u8>);
 
 impl PageWriter for Lines {
     fn item(&mut self, item: ItemRef<'_>) {
-        let line = format!(
-            "{} {} {} {}\n",
-            item.uri, item.author, item.rev, item.record_json
-        );
+        let line = format!("{} {} {} ", item.uri, item.author, item.rev);
         self.0.extend_from_slice(line.as_bytes());
+        self.0.extend_from_slice(item.record_json);
+        self.0.push(b'\n');
     }
 
     fn finish(mut self: Box<Self>, total: u64, more: bool) -> Vec<u8> {
