@@ -276,8 +276,17 @@ fn a_replica_on_a_streaming_standby_answers_the_same() {
     let before = total(&replica, OPEN);
     replay.publish(vocab_events(now_us() - 60_000_000, 0, 3));
     replica.wait_for(OPEN, Duration::from_secs(10), |b| b["total"] == before + 3);
-    let (status, _, body) = replica.get_raw("/readyz");
-    assert_eq!(status, 200, "{body}");
+    // Records and the indexer's heartbeat (stored every second once it is ready) reach the
+    // standby separately: the replica is ready once it has read a heartbeat.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _, body) = replica.get_raw("/readyz");
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ready: {status} {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
