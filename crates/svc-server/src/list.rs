@@ -235,7 +235,7 @@ impl JsonPage {
 
 impl PageWriter for JsonPage {
     fn item(&mut self, item: ItemRef<'_>) {
-        // The envelope's names, quotes and commas take 42 bytes.
+        // The envelope's names, quotes and commas take 42 bytes; the rest is room to spare.
         let size =
             item.record_json.len() + item.uri.len() + item.author.len() + item.rev.len() + 48;
         if self.out.capacity() - self.out.len() < size {

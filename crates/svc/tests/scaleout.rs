@@ -125,17 +125,25 @@ fn replicas_answer_as_the_indexer_and_follow_its_changes(backend: Backend) {
     indexer.kill9();
     for replica in &replicas {
         assert_eq!(total(replica, OPEN), before + 1);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let (status, _, body) = replica.get_raw("/readyz");
-            if status == 503 {
-                assert!(body.contains("heartbeat"), "{body}");
-                break;
-            }
-            assert!(Instant::now() < deadline, "still ready: {body}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let body = readiness_becomes(replica, 503, Duration::from_secs(20));
+        assert!(body.contains("heartbeat"), "{body}");
         assert_eq!(total(replica, OPEN), before + 1);
+    }
+}
+
+/// Asks `/readyz` until it answers `status`, within `within`; its body then.
+fn readiness_becomes(server: &Server, status: u16, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let (got, _, body) = server.get_raw("/readyz");
+        if got == status {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/readyz still {got} after {within:?}, not {status}: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -278,15 +286,7 @@ fn a_replica_on_a_streaming_standby_answers_the_same() {
     replica.wait_for(OPEN, Duration::from_secs(10), |b| b["total"] == before + 3);
     // Records and the indexer's heartbeat (stored every second once it is ready) reach the
     // standby separately: the replica is ready once it has read a heartbeat.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, _, body) = replica.get_raw("/readyz");
-        if status == 200 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never ready: {status} {body}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    readiness_becomes(&replica, 200, Duration::from_secs(10));
 }
 
 #[test]

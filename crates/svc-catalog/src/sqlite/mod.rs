@@ -38,8 +38,7 @@ const WRITER_CACHE_KIB: i64 = -32_000;
 const WAL_AUTOCHECKPOINT_PAGES: i64 = 16_384;
 
 pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
-    conn.busy_timeout(std::time::Duration::from_secs(30))?;
-    plan_once(conn)?;
+    every_connection(conn)?;
     // Records average over half a KiB: 8 KiB pages pack them with less waste at page ends.
     // Takes effect on new files only.
     conn.pragma_update(None, "page_size", 8192)?;
@@ -51,10 +50,12 @@ pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
     writer_settings(conn)
 }
 
-/// A prepared statement keeps the plan it was prepared with. Without this SQLite prepares a
-/// statement again whenever a new value is bound to a parameter its plan looked at (a page's
-/// `LIMIT ?`): a tenth of the instructions of an uncached page went to that.
-fn plan_once(conn: &Connection) -> rusqlite::Result<()> {
+/// Settings of the writer's and the readers' connections alike.
+fn every_connection(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    // A prepared statement keeps the plan it was prepared with. Without this SQLite prepares
+    // a statement again whenever a new value is bound to a parameter its plan looked at (a
+    // page's `LIMIT ?`): a tenth of the instructions of an uncached page went to that.
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
         true,
@@ -194,8 +195,7 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI,
     )?;
-    conn.busy_timeout(std::time::Duration::from_secs(30))?;
-    plan_once(&conn)?;
+    every_connection(&conn)?;
     conn.pragma_update(None, "query_only", true)?;
     conn.pragma_update(None, "cache_size", -16_000)?;
     Ok(conn)

@@ -7,6 +7,7 @@ use crate::{
     PageWriter,
 };
 use rusqlite::{Connection, OptionalExtension, params};
+use std::borrow::Cow;
 use std::path::Path;
 use tokio::sync::oneshot;
 
@@ -82,12 +83,20 @@ fn yield_to_writer_and_requests() {
 // A page is one keyset scan of the index joined to its records, in index order: SQLite needs
 // no temporary sort, and no record is read that the page does not return. An offset first finds
 // the uri it starts at in the index alone.
-const PAGE_FROM: &str = "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k \
-     JOIN records r ON r.rowid = k.rid \
-     WHERE k.qid = ?1 AND k.key = ?2 AND k.uri >= ?3 ORDER BY k.uri LIMIT ?4";
-const PAGE_AFTER: &str = "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k \
-     JOIN records r ON r.rowid = k.rid \
-     WHERE k.qid = ?1 AND k.key = ?2 AND k.uri > ?3 ORDER BY k.uri LIMIT ?4";
+macro_rules! page_by_uri {
+    ($comparison:literal) => {
+        concat!(
+            "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k ",
+            "JOIN records r ON r.rowid = k.rid WHERE k.qid = ?1 AND k.key = ?2 AND k.uri ",
+            $comparison,
+            " ?3 ORDER BY k.uri LIMIT ?4"
+        )
+    };
+}
+/// From a page's first uri (an offset's).
+const PAGE_FROM: &str = page_by_uri!(">=");
+/// After the last uri of the page before (a cursor's).
+const PAGE_AFTER: &str = page_by_uri!(">");
 const NTH_URI: &str =
     "SELECT uri FROM query_keys WHERE qid = ?1 AND key = ?2 ORDER BY uri LIMIT 1 OFFSET ?3";
 const NTH_URI_FROM_END: &str =
@@ -120,18 +129,17 @@ impl OffsetSeek {
 
 /// An item from a row of `uri, author, rev, record`, borrowed from the row.
 fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> rusqlite::Result<ItemRef<'r>> {
+    let not_text = |i: usize, e: rusqlite::types::FromSqlError| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    };
     let text = |i: usize| -> rusqlite::Result<&'r str> {
-        row.get_ref(i)?.as_str().map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
-        })
+        row.get_ref(i)?.as_str().map_err(|e| not_text(i, e))
     };
     Ok(ItemRef {
         uri: text(0)?,
         author: text(1)?,
         rev: text(2)?,
-        record_json: row.get_ref(3)?.as_bytes().map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, Box::new(e))
-        })?,
+        record_json: row.get_ref(3)?.as_bytes().map_err(|e| not_text(3, e))?,
     })
 }
 
@@ -172,19 +180,15 @@ fn read_page(
     let limit = page.limit as usize;
     // One row beyond the page says whether more follow.
     let fetch = i64::from(page.limit) + 1;
-    let more = match &page.after {
-        Some(after) => {
-            let mut stmt = conn.prepare_cached(PAGE_AFTER)?;
-            forward(stmt.query(params![qid, key, after, fetch])?, limit, emit)?
-        }
+    let (sql, from) = match &page.after {
+        Some(after) => (PAGE_AFTER, Cow::Borrowed(after.as_str())),
         None => match start_uri(conn, qid, key, page.offset, total)? {
-            None => false,
-            Some(start) => {
-                let mut stmt = conn.prepare_cached(PAGE_FROM)?;
-                forward(stmt.query(params![qid, key, start, fetch])?, limit, emit)?
-            }
+            Some(start) => (PAGE_FROM, Cow::Owned(start)),
+            None => return Ok((total, false)),
         },
     };
+    let mut stmt = conn.prepare_cached(sql)?;
+    let more = forward(stmt.query(params![qid, key, from, fetch])?, limit, emit)?;
     Ok((total, more))
 }
 
