@@ -1,23 +1,27 @@
-//! Bulk-load primitives: staged records and their index entries (in `staged_keys`, out of
-//! sight) go in through `COPY`, with the uri index and the index entries' primary key dropped; records get their ids here, so that
-//! their entries can point at them before the load settles. At the end one transaction builds
-//! the uri index (settling uris staged twice), the entries' primary key (one sort each) and the
-//! counts.
+//! Bulk-load primitives: staged records go in through `COPY` with the uri index and the index
+//! entries' primary key dropped; records get their ids here, so that their index entries can
+//! point at them. The entries wait in memory, compactly, until the load settles: then one
+//! transaction builds the uri index (settling uris staged twice), writes the entries in their
+//! primary key's order (so that the key is built from sorted input, and the counts are summed
+//! on the way) and builds the key.
 
 use super::engine::Link;
 use crate::rules::{RecordRow, StagedVersion, now_ms};
 use crate::{CatalogError, CatalogResult, Change};
-use std::collections::BTreeMap;
-use std::pin::pin;
+use bytes::Bytes;
+use futures_util::SinkExt;
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, HashSet};
+use std::pin::Pin;
 
 /// Unique violation.
 const UNIQUE_VIOLATION: &str = "23505";
 
 pub(super) async fn begin(link: &mut Link) -> CatalogResult<()> {
-    link.staged = 0;
+    link.staging = Staging::default();
     link.batch(
         "BEGIN;
-         TRUNCATE query_keys, query_counts, kind_counts, staged_keys;
+         TRUNCATE query_keys, query_counts, kind_counts;
          DROP INDEX records_uri;
          ALTER TABLE query_keys DROP CONSTRAINT query_keys_pkey;
          COMMIT;",
@@ -26,69 +30,249 @@ pub(super) async fn begin(link: &mut Link) -> CatalogResult<()> {
 }
 
 /// A value in COPY's text format: backslash escapes for the characters it gives meaning to.
+/// Runs without them (nearly all of a record) are copied whole: the escaped characters are
+/// ASCII, so a byte scan never splits a UTF-8 sequence.
 fn copy_text(out: &mut String, value: Option<&str>) {
     let Some(value) = value else {
         out.push_str("\\N");
         return;
     };
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c => out.push(c),
+    let special = |byte: u8| matches!(byte, b'\\' | b'\n' | b'\r' | b'\t');
+    // Without an early exit the check is vectorized: most values have nothing to escape.
+    if !value
+        .bytes()
+        .fold(false, |found, byte| found | special(byte))
+    {
+        out.push_str(value);
+        return;
+    }
+    let mut plain_from = 0;
+    for (at, byte) in value.bytes().enumerate() {
+        let escaped = match byte {
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            _ => continue,
+        };
+        out.push_str(&value[plain_from..at]);
+        out.push_str(escaped);
+        plain_from = at + 1;
+    }
+    out.push_str(&value[plain_from..]);
+}
+
+/// What a bulk load under way has staged: its index entries, unsorted while records arrive,
+/// sorted once the load settles.
+pub(super) enum Staging {
+    Arriving(Entries),
+    Sorted(KeyOrder),
+}
+
+impl Default for Staging {
+    fn default() -> Staging {
+        Staging::Arriving(Entries::default())
+    }
+}
+
+impl Staging {
+    fn arriving(&mut self) -> CatalogResult<&mut Entries> {
+        match self {
+            Staging::Arriving(entries) => Ok(entries),
+            Staging::Sorted(_) => Err(CatalogError::Storage(
+                "records staged after the bulk load began settling".into(),
+            )),
+        }
+    }
+
+    /// Forgets the entries of records that do not stand.
+    pub(super) fn remove(&mut self, superseded: &[i64]) {
+        let gone: HashSet<u32> = superseded
+            .iter()
+            .filter_map(|id| u32::try_from(id - 1).ok())
+            .collect();
+        match self {
+            Staging::Arriving(entries) => {
+                entries.entries.retain(|(_, record)| !gone.contains(record))
+            }
+            Staging::Sorted(sorted) => {
+                let uri_by_rank = &sorted.uri_by_rank;
+                sorted.order.retain(|entry| {
+                    !gone.contains(&uri_by_rank[(entry & u64::from(u32::MAX)) as usize])
+                })
+            }
+        }
+    }
+
+    fn sorted(self) -> KeyOrder {
+        match self {
+            Staging::Arriving(entries) => entries.in_key_order(),
+            Staging::Sorted(sorted) => sorted,
         }
     }
 }
 
-pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult<()> {
-    let now = now_ms().to_string();
-    let (mut records, mut entries) = (String::new(), String::new());
-    let mut next = link.staged;
-    for change in changes {
-        next += 1;
-        let id = next.to_string();
-        let row = RecordRow::of(change);
-        for (query, key) in row.keys {
-            let qid = link.ids.qid(query)?.to_string();
-            copy_row(
-                &mut entries,
-                [Some(qid.as_str()), Some(key), Some(row.uri), Some(&id)],
-            );
+/// The staged records' uris (a record's id is its position plus one) and their index
+/// entries, each a numbered (query, key) pair and a record position.
+#[derive(Default)]
+pub(super) struct Entries {
+    uris: Vec<Box<str>>,
+    keys: Vec<(i64, Box<str>)>,
+    key_numbers: FxHashMap<i64, FxHashMap<Box<str>, u32>>,
+    /// (key number, record position), in staging order.
+    entries: Vec<(u32, u32)>,
+}
+
+impl Entries {
+    fn stage_entry(&mut self, qid: i64, key: &str, record: u32) {
+        let numbers = self.key_numbers.entry(qid).or_default();
+        let number = match numbers.get(key) {
+            Some(number) => *number,
+            None => {
+                let number = self.keys.len() as u32;
+                self.keys.push((qid, key.into()));
+                numbers.insert(key.into(), number);
+                number
+            }
+        };
+        self.entries.push((number, record));
+    }
+
+    /// Forgets the records from `position` on (and their entries): their batch was not staged.
+    fn forget_from(&mut self, position: usize) {
+        self.uris.truncate(position);
+        let kept = self
+            .entries
+            .partition_point(|(_, record)| (*record as usize) < position);
+        self.entries.truncate(kept);
+    }
+
+    /// The entries in primary-key order: by query id, key, then uri, byte-wise.
+    fn in_key_order(self) -> KeyOrder {
+        fn ranks<T: Ord>(items: &[T]) -> (Vec<u32>, Vec<u32>) {
+            let mut by_rank: Vec<u32> = (0..items.len() as u32).collect();
+            by_rank.sort_unstable_by(|a, b| items[*a as usize].cmp(&items[*b as usize]));
+            let mut rank = vec![0; items.len()];
+            for (r, item) in by_rank.iter().enumerate() {
+                rank[*item as usize] = r as u32;
+            }
+            (by_rank, rank)
         }
-        let keys = link.ids.encode(row.keys);
+        let (key_by_rank, key_rank) = ranks(&self.keys);
+        let (uri_by_rank, uri_rank) = ranks(&self.uris);
+        let mut order: Vec<u64> = self
+            .entries
+            .iter()
+            .map(|(key, record)| {
+                (u64::from(key_rank[*key as usize]) << 32) | u64::from(uri_rank[*record as usize])
+            })
+            .collect();
+        order.sort_unstable();
+        KeyOrder {
+            keys: self.keys,
+            uris: self.uris,
+            key_by_rank,
+            uri_by_rank,
+            order,
+        }
+    }
+}
+
+/// Staged entries sorted for writing.
+pub(super) struct KeyOrder {
+    keys: Vec<(i64, Box<str>)>,
+    uris: Vec<Box<str>>,
+    key_by_rank: Vec<u32>,
+    uri_by_rank: Vec<u32>,
+    /// Each entry's key rank (high half) and uri rank (low half), ascending.
+    order: Vec<u64>,
+}
+
+impl KeyOrder {
+    fn key(&self, entry: u64) -> &(i64, Box<str>) {
+        &self.keys[self.key_by_rank[(entry >> 32) as usize] as usize]
+    }
+
+    /// The entry at `at` as a row of `query_keys`, in COPY text.
+    fn write_entry(&self, at: usize, out: &mut String) {
+        let entry = self.order[at];
+        let (qid, key) = self.key(entry);
+        let record = self.uri_by_rank[(entry & u64::from(u32::MAX)) as usize] as usize;
+        let (qid, rid) = (qid.to_string(), (record + 1).to_string());
         copy_row(
-            &mut records,
+            out,
             [
-                Some(id.as_str()),
-                Some(row.uri),
-                Some(row.collection),
-                Some(row.author),
-                Some(row.rev),
-                row.cid,
-                row.record,
-                Some(keys.as_str()),
-                Some(now.as_str()),
+                Some(&*qid),
+                Some(key),
+                Some(&self.uris[record]),
+                Some(&*rid),
             ],
         );
     }
+
+    /// The count of the key whose entries start at `at`, as a row of `query_counts`; where its
+    /// entries end.
+    fn write_count(&self, at: usize, out: &mut String) -> usize {
+        let rank = self.order[at] >> 32;
+        let end = at + self.order[at..].partition_point(|entry| entry >> 32 == rank);
+        let (qid, key) = self.key(self.order[at]);
+        let (qid, n) = (qid.to_string(), (end - at).to_string());
+        copy_row(out, [Some(&*qid), Some(key), Some(&*n)]);
+        end
+    }
+}
+
+/// COPY text is sent in pieces of about this size, so that the database parses one while the
+/// next is written.
+const COPY_PIECE: usize = 1 << 20;
+
+pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult<()> {
+    let now = now_ms().to_string();
+    let first = link.staging.arriving()?.uris.len();
     // A crash during a bulk load empties the catalog at the next start anyway, so a staged
     // batch need not wait for the disk.
     link.batch("BEGIN; SET LOCAL synchronous_commit = off")
         .await?;
     let copied = async {
-        copy_in(link, COPY_RECORDS, records).await?;
-        copy_in(link, COPY_ENTRIES, entries).await
+        let mut sink = CopySink::open(link, COPY_RECORDS).await?;
+        let staging = link.staging.arriving()?;
+        for change in changes {
+            let row = RecordRow::of(change);
+            let position = staging.uris.len();
+            let id = (position + 1).to_string();
+            let record = u32::try_from(position)
+                .map_err(|_| CatalogError::Storage("too many records for one bulk load".into()))?;
+            for (query, key) in row.keys {
+                let qid = link.ids.qid(query)?;
+                staging.stage_entry(qid, key, record);
+            }
+            staging.uris.push(row.uri.into());
+            let keys = link.ids.encode(row.keys);
+            copy_row(
+                &mut sink.text,
+                [
+                    Some(id.as_str()),
+                    Some(row.uri),
+                    Some(row.collection),
+                    Some(row.author),
+                    Some(row.rev),
+                    row.cid,
+                    row.record,
+                    Some(keys.as_str()),
+                    Some(now.as_str()),
+                ],
+            );
+            sink.send_if_full().await?;
+        }
+        sink.finish().await
     };
     match copied.await {
-        Ok(()) => {
-            link.batch("COMMIT").await?;
-            link.staged = next;
-            Ok(())
-        }
+        Ok(()) => link.batch("COMMIT").await,
         Err(error) => {
             let _ = link.batch("ROLLBACK").await;
+            if let Ok(staging) = link.staging.arriving() {
+                staging.forget_from(first);
+            }
             Err(error)
         }
     }
@@ -96,7 +280,11 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
 
 const COPY_RECORDS: &str =
     "COPY records (id, uri, collection, author, rev, cid, record, keys, indexed_at) FROM STDIN";
-const COPY_ENTRIES: &str = "COPY staged_keys (qid, key, uri, rid) FROM STDIN";
+/// Frozen as written (the table was emptied in the same transaction): the primary key's build
+/// and readers then find every row visible without setting hint bits (rewriting each page), and
+/// the pages are marked all-visible, which an index-only skip for an offset needs.
+const COPY_ENTRIES: &str = "COPY query_keys (qid, key, uri, rid) FROM STDIN WITH (FREEZE)";
+const COPY_COUNTS: &str = "COPY query_counts (qid, key, n) FROM STDIN";
 
 /// One row in COPY's text format.
 fn copy_row<const N: usize>(out: &mut String, values: [Option<&str>; N]) {
@@ -109,22 +297,50 @@ fn copy_row<const N: usize>(out: &mut String, values: [Option<&str>; N]) {
     out.push('\n');
 }
 
-async fn copy_in(link: &mut Link, statement: &str, text: String) -> CatalogResult<()> {
-    use futures_util::SinkExt;
-    if text.is_empty() {
-        return Ok(());
+/// A `COPY ... FROM STDIN` under way, its text sent a piece at a time.
+struct CopySink {
+    sink: Pin<Box<tokio_postgres::CopyInSink<Bytes>>>,
+    text: String,
+}
+
+impl CopySink {
+    async fn open(link: &Link, statement: &str) -> CatalogResult<CopySink> {
+        let sink = link
+            .client
+            .copy_in(statement)
+            .await
+            .map_err(super::storage)?;
+        Ok(CopySink {
+            sink: Box::pin(sink),
+            text: String::with_capacity(COPY_PIECE + COPY_PIECE / 4),
+        })
     }
-    let sink = link
-        .client
-        .copy_in(statement)
-        .await
-        .map_err(super::storage)?;
-    let mut sink = pin!(sink);
-    sink.send(bytes::Bytes::from(text))
-        .await
-        .map_err(super::storage)?;
-    sink.as_mut().finish().await.map_err(super::storage)?;
-    Ok(())
+
+    async fn send_if_full(&mut self) -> CatalogResult<()> {
+        if self.text.len() < COPY_PIECE {
+            return Ok(());
+        }
+        let piece = std::mem::replace(
+            &mut self.text,
+            String::with_capacity(COPY_PIECE + COPY_PIECE / 4),
+        );
+        self.sink
+            .send(Bytes::from(piece))
+            .await
+            .map_err(super::storage)
+    }
+
+    async fn finish(mut self) -> CatalogResult<()> {
+        if !self.text.is_empty() {
+            let piece = std::mem::take(&mut self.text);
+            self.sink
+                .send(Bytes::from(piece))
+                .await
+                .map_err(super::storage)?;
+        }
+        self.sink.as_mut().finish().await.map_err(super::storage)?;
+        Ok(())
+    }
 }
 
 /// Builds the unique uri index; `false` (and nothing changed) when a uri is there twice.
@@ -132,11 +348,18 @@ pub(super) async fn make_unique(link: &mut Link) -> CatalogResult<bool> {
     // The index builds of the settling transaction sort in memory rather than in files.
     link.batch("SET LOCAL maintenance_work_mem = '512MB'; SAVEPOINT unique_uris")
         .await?;
-    match link
+    // The entries are sorted here while the database builds the index.
+    let staging = std::mem::take(&mut link.staging);
+    let sorting = tokio::task::spawn_blocking(move || staging.sorted());
+    let built = link
         .client
         .batch_execute("CREATE UNIQUE INDEX records_uri ON records (uri)")
+        .await;
+    let sorted = sorting
         .await
-    {
+        .map_err(|e| CatalogError::Storage(format!("sorting the staged entries failed: {e}")))?;
+    link.staging = Staging::Sorted(sorted);
+    match built {
         Ok(()) => {
             link.batch("RELEASE unique_uris").await?;
             Ok(true)
@@ -172,11 +395,30 @@ pub(super) async fn versions(link: &mut Link) -> CatalogResult<Vec<StagedVersion
 pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> CatalogResult<()> {
     link.batch(
         "SELECT setval('records_id_seq', (SELECT coalesce(max(id), 0) + 1 FROM records), false);
-         INSERT INTO query_keys SELECT * FROM staged_keys;
-         TRUNCATE staged_keys;
-         ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
-         INSERT INTO query_counts (qid, key, n) SELECT qid, key, count(*) FROM query_keys GROUP BY qid, key;",
+         TRUNCATE query_keys",
     )
+    .await?;
+    let sorted = std::mem::take(&mut link.staging).sorted();
+    let mut at = 0;
+    copy_in(link, COPY_ENTRIES, |out| {
+        let more = at < sorted.order.len();
+        if more {
+            sorted.write_entry(at, out);
+            at += 1;
+        }
+        more
+    })
+    .await?;
+    link.batch("ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri)")
+        .await?;
+    let mut at = 0;
+    copy_in(link, COPY_COUNTS, |out| {
+        let more = at < sorted.order.len();
+        if more {
+            at = sorted.write_count(at, out);
+        }
+        more
+    })
     .await?;
     let (collections, counts): (Vec<&str>, Vec<i64>) =
         kinds.iter().map(|(k, n)| (k.as_str(), *n)).unzip();
@@ -186,6 +428,20 @@ pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> Cat
     )
     .await?;
     Ok(())
+}
+
+/// COPY text written a row at a time by `write_row` (which says whether it wrote one), sent a
+/// piece at a time.
+async fn copy_in(
+    link: &Link,
+    statement: &str,
+    mut write_row: impl FnMut(&mut String) -> bool,
+) -> CatalogResult<()> {
+    let mut sink = CopySink::open(link, statement).await?;
+    while write_row(&mut sink.text) {
+        sink.send_if_full().await?;
+    }
+    sink.finish().await
 }
 
 pub(super) async fn end(link: &mut Link, settled: bool) -> CatalogResult<()> {
@@ -214,11 +470,39 @@ pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> 
     }
     link.batch(
         "BEGIN;
-         TRUNCATE records, query_keys, query_counts, kind_counts, staged_keys;
+         TRUNCATE records, query_keys, query_counts, kind_counts;
          CREATE UNIQUE INDEX records_uri ON records (uri);
          ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
          COMMIT;",
     )
     .await?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_text;
+
+    fn copied(value: Option<&str>) -> String {
+        let mut out = String::new();
+        copy_text(&mut out, value);
+        out
+    }
+
+    #[test]
+    fn copy_text_escapes_exactly_what_copy_gives_meaning_to() {
+        assert_eq!(copied(None), "\\N");
+        assert_eq!(copied(Some("")), "");
+        assert_eq!(copied(Some("{\"a\":\"é→\"}")), "{\"a\":\"é→\"}");
+        assert_eq!(
+            copied(Some("a\\b\nc\rd\te\u{1}é\\")),
+            "a\\\\b\\nc\\rd\\te\u{1}é\\\\"
+        );
+        // Long values take the vectorized check; the escape can be anywhere in them.
+        let long = format!("{}\t{}", "x".repeat(70), "é".repeat(40));
+        assert_eq!(
+            copied(Some(&long)),
+            format!("{}\\t{}", "x".repeat(70), "é".repeat(40))
+        );
+    }
 }

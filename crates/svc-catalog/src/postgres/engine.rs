@@ -41,8 +41,8 @@ pub(super) struct Link {
     pub client: Client,
     statements: HashMap<&'static str, Statement>,
     pub ids: QueryIds,
-    /// Records staged by the bulk load under way (their ids are 1 to this).
-    pub staged: i64,
+    /// What the bulk load under way has staged.
+    pub staging: super::bulk::Staging,
     /// The open transaction appended to the change log: followers are notified at commit.
     notify_on_commit: bool,
 }
@@ -74,7 +74,7 @@ impl PostgresEngine {
                 client,
                 statements: HashMap::new(),
                 ids,
-                staged: 0,
+                staging: Default::default(),
                 notify_on_commit: false,
             },
             in_transaction: false,
@@ -548,12 +548,8 @@ impl Engine for PostgresEngine {
         self.run(async |link| {
             link.execute("DELETE FROM records WHERE id = ANY($1)", &[&superseded])
                 .await?;
-            link.execute(
-                "DELETE FROM staged_keys WHERE rid = ANY($1)",
-                &[&superseded],
-            )
-            .await
-            .map(|_| ())
+            link.staging.remove(superseded);
+            Ok(())
         })
     }
 

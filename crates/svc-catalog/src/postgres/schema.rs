@@ -86,6 +86,8 @@ const MIGRATIONS: &[&str] = &[
         heartbeat_ms BIGINT NOT NULL
     );
     "#,
+    // 4: a bulk load's index entries wait in the indexer's memory, no longer in a table.
+    "DROP TABLE staged_keys",
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):
