@@ -13,12 +13,14 @@ use futures_util::SinkExt;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet};
 use std::pin::Pin;
+use tokio_postgres::Client;
 
 /// Unique violation.
 const UNIQUE_VIOLATION: &str = "23505";
 
 pub(super) async fn begin(link: &mut Link) -> CatalogResult<()> {
     link.staging = Staging::default();
+    link.uri_index = None;
     link.batch(
         "BEGIN;
          TRUNCATE query_keys, query_counts, kind_counts;
@@ -135,12 +137,16 @@ impl Entries {
             })
             .collect();
         order.sort_unstable();
+        let uris_unique = uri_by_rank
+            .windows(2)
+            .all(|pair| self.uris[pair[0] as usize] != self.uris[pair[1] as usize]);
         KeyOrder {
             keys: self.keys,
             uris: self.uris,
             key_by_rank,
             uri_by_rank,
             order,
+            uris_unique,
         }
     }
 }
@@ -153,6 +159,8 @@ pub(super) struct KeyOrder {
     uri_by_rank: Vec<u32>,
     /// Each entry's key rank (high half) and uri rank (low half), ascending.
     order: Vec<u64>,
+    /// No uri was staged twice.
+    uris_unique: bool,
 }
 
 impl KeyOrder {
@@ -337,23 +345,53 @@ impl CopySink {
     }
 }
 
+/// The uri index being built on a connection of its own.
+pub(super) type UriIndexBuild = tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>;
+
+/// The planner's statistics for the records are gathered right after: they still describe an
+/// empty table.
+const BUILD_URI_INDEX: &str = "CREATE UNIQUE INDEX records_uri ON records (uri); ANALYZE records";
+
 /// Builds the unique uri index; `false` (and nothing changed) when a uri is there twice.
-pub(super) async fn make_unique(link: &mut Link) -> CatalogResult<bool> {
-    // The index builds of the settling transaction sort in memory rather than in files.
-    link.batch("SET LOCAL maintenance_work_mem = '512MB'; SAVEPOINT unique_uris")
+///
+/// The first time, with `builder` (a connection of its own), the index is built there while the
+/// entries are sorted here, and then while they are written: the build commits on its own, and
+/// a load that fails after it is still found interrupted at the next start (the entries'
+/// primary key is missing), so nothing depends on it being inside the settling transaction.
+/// The sort says whether a uri came twice; then the build fails, and the caller settles the
+/// versions and asks again.
+pub(super) async fn make_unique(link: &mut Link, builder: Option<Client>) -> CatalogResult<bool> {
+    // The index builds sort in memory rather than in files.
+    link.batch("SET LOCAL maintenance_work_mem = '512MB'")
         .await?;
-    // The entries are sorted here while the database builds the index.
-    let staging = std::mem::take(&mut link.staging);
-    let sorting = tokio::task::spawn_blocking(move || staging.sorted());
-    let built = link
-        .client
-        .batch_execute("CREATE UNIQUE INDEX records_uri ON records (uri)")
-        .await;
-    let sorted = sorting
-        .await
-        .map_err(|e| CatalogError::Storage(format!("sorting the staged entries failed: {e}")))?;
-    link.staging = Staging::Sorted(sorted);
-    match built {
+    if let (Some(builder), Staging::Arriving(_)) = (builder, &link.staging) {
+        let building = tokio::spawn(async move {
+            builder
+                .batch_execute("SET maintenance_work_mem = '512MB'")
+                .await?;
+            builder.batch_execute(BUILD_URI_INDEX).await
+        });
+        let staging = std::mem::take(&mut link.staging);
+        let sorted = tokio::task::spawn_blocking(move || staging.sorted())
+            .await
+            .map_err(|e| {
+                CatalogError::Storage(format!("sorting the staged entries failed: {e}"))
+            })?;
+        let unique = sorted.uris_unique;
+        link.staging = Staging::Sorted(sorted);
+        if unique {
+            link.uri_index = Some(building);
+            return Ok(true);
+        }
+        return match building.await {
+            Ok(Ok(())) => Err(CatalogError::Storage(
+                "the uri index was built over a uri staged twice".into(),
+            )),
+            _ => Ok(false),
+        };
+    }
+    link.batch("SAVEPOINT unique_uris").await?;
+    match link.client.batch_execute(BUILD_URI_INDEX).await {
         Ok(()) => {
             link.batch("RELEASE unique_uris").await?;
             Ok(true)
@@ -365,6 +403,17 @@ pub(super) async fn make_unique(link: &mut Link) -> CatalogResult<bool> {
         }
         Err(error) => Err(super::storage(error)),
     }
+}
+
+/// Waits for the uri index built on a connection of its own, if one is being built.
+async fn uri_index_built(link: &mut Link) -> CatalogResult<()> {
+    let Some(building) = link.uri_index.take() else {
+        return Ok(());
+    };
+    building
+        .await
+        .map_err(|e| CatalogError::Storage(format!("building the uri index failed: {e}")))?
+        .map_err(super::storage)
 }
 
 pub(super) async fn versions(link: &mut Link) -> CatalogResult<Vec<StagedVersion>> {
@@ -414,6 +463,7 @@ pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> Cat
         more
     })
     .await?;
+    uri_index_built(link).await?;
     let (collections, counts): (Vec<&str>, Vec<i64>) =
         kinds.iter().map(|(k, n)| (k.as_str(), *n)).unzip();
     link.execute(
@@ -440,12 +490,12 @@ async fn copy_in(
 
 pub(super) async fn end(link: &mut Link, settled: bool) -> CatalogResult<()> {
     if settled {
-        // The planner's statistics still describe the empty tables. Vacuuming the index
-        // entries marks their pages all-visible, so that skipping rows for an offset reads the
-        // index alone rather than each skipped row's heap tuple; VACUUM runs outside any
-        // transaction, hence a statement of its own.
+        // The planner's statistics still describe the empty tables (the records' were
+        // gathered with their index). Vacuuming the index entries marks any page not yet
+        // all-visible (they were written frozen), so that skipping rows for an offset reads the
+        // index alone; VACUUM runs outside any transaction, hence a statement of its own.
         link.batch("VACUUM (ANALYZE) query_keys").await?;
-        link.batch("ANALYZE records, query_counts").await?;
+        link.batch("ANALYZE query_counts").await?;
     }
     Ok(())
 }
@@ -453,7 +503,10 @@ pub(super) async fn end(link: &mut Link, settled: bool) -> CatalogResult<()> {
 /// Empties a catalog whose bulk load did not settle (it was empty when the load began).
 pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> {
     let rows = link
-        .query("SELECT to_regclass('records_uri') IS NULL", &[])
+        .query(
+            "SELECT to_regclass('records_uri') IS NULL OR to_regclass('query_keys_pkey') IS NULL",
+            &[],
+        )
         .await?;
     let interrupted = rows
         .first()
@@ -465,7 +518,9 @@ pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> 
     link.batch(
         "BEGIN;
          TRUNCATE records, query_keys, query_counts, kind_counts;
+         DROP INDEX IF EXISTS records_uri;
          CREATE UNIQUE INDEX records_uri ON records (uri);
+         ALTER TABLE query_keys DROP CONSTRAINT IF EXISTS query_keys_pkey;
          ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
          COMMIT;",
     )

@@ -43,6 +43,8 @@ pub(super) struct Link {
     pub ids: QueryIds,
     /// What the bulk load under way has staged.
     pub staging: super::bulk::Staging,
+    /// Its uri index, when it is being built on a connection of its own.
+    pub uri_index: Option<super::bulk::UriIndexBuild>,
     /// The open transaction appended to the change log: followers are notified at commit.
     notify_on_commit: bool,
 }
@@ -75,6 +77,7 @@ impl PostgresEngine {
                 statements: HashMap::new(),
                 ids,
                 staging: Default::default(),
+                uri_index: None,
                 notify_on_commit: false,
             },
             in_transaction: false,
@@ -537,7 +540,13 @@ impl Engine for PostgresEngine {
     }
 
     fn staged_unique(&mut self) -> CatalogResult<bool> {
-        self.run(async |link| super::bulk::make_unique(link).await)
+        let builder = match self.link.staging {
+            super::bulk::Staging::Arriving(_) => {
+                Some(self.runtime.block_on(connect(&self.config, &self.tls))?)
+            }
+            super::bulk::Staging::Sorted(_) => None,
+        };
+        self.run(async |link| super::bulk::make_unique(link, builder).await)
     }
 
     fn staged_versions(&mut self) -> CatalogResult<Vec<StagedVersion>> {

@@ -150,5 +150,6 @@ each_backend!(
     bulk_loads_only_into_an_empty_catalog,
     accounts_hide_restore_and_remove_records,
     no_bulk_load_while_accounts_are_inactive,
+    an_interrupted_bulk_load_is_undone_at_the_next_open,
     queries_redefined_or_added_between_opens_are_rebuilt,
 );

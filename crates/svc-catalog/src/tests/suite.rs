@@ -498,6 +498,36 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     );
 }
 
+pub async fn an_interrupted_bulk_load_is_undone_at_the_next_open(fresh: Fresh) {
+    let bounty = |n: usize| format!("at://did:plc:a/dev.svc.bounty/{n}");
+    assert!(fresh.catalog.begin_bulk().await.unwrap());
+    let staged = (0..50)
+        .map(|n| upsert(&bounty(n), "3a", json!({"requester": "did:plc:r"})))
+        .collect();
+    apply(&fresh, staged).await;
+    // Closed before the load settled, as a crash would leave it.
+    let queries = fresh.queries.clone();
+    let fresh = fresh.reopen(queries).await;
+    assert!(fresh.catalog.kind_counts().await.unwrap().is_empty());
+    assert!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")])
+            .await
+            .is_empty()
+    );
+    // The catalog is empty again, so the load can be done again, whole.
+    assert!(fresh.catalog.begin_bulk().await.unwrap());
+    let again = (0..3)
+        .map(|n| upsert(&bounty(n), "3b", json!({"requester": "did:plc:r"})))
+        .collect();
+    apply(&fresh, again).await;
+    let report = fresh.catalog.finish_bulk(None).await.unwrap();
+    assert_eq!((report.applied, report.stale), (3, 0));
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
+        (0..3).map(bounty).collect::<Vec<_>>()
+    );
+}
+
 pub async fn no_bulk_load_while_accounts_are_inactive(fresh: Fresh) {
     fresh
         .catalog
