@@ -4,7 +4,9 @@
 //! answer enters a small queue and leaves it soon unless asked for again, so the many answers
 //! asked for once (deep pages, rare keys) cannot push out the ones asked for often; those move
 //! to the main queue, where each hit buys an entry another pass.
-//! Answers of 1 KiB or more are kept LZ4-compressed, so the budget holds three times as many.
+//! Answers of 1 KiB or more are kept LZ4-compressed, so the budget holds three times as many;
+//! the hottest also keep their expanded form (charged to the budget, at most a thirty-second of it),
+//! so that the answers asked for most are not expanded on every request.
 //! An entry also keeps its gzip form once a client that accepts gzip has asked for it, so
 //! an answer is compressed once, not once per request. Concurrent misses on one key and
 //! version share one build (a flight): after a change to a hot key, the clients asking for it
@@ -29,6 +31,8 @@ pub(crate) struct CacheKey {
 /// One encoded answer, in the forms asked for so far.
 pub(crate) struct Answer {
     body: Body,
+    /// For an LZ4 body asked for often: the answer expanded, kept.
+    expanded: OnceLock<Bytes>,
     gzip: OnceLock<Option<Bytes>>,
 }
 
@@ -62,6 +66,7 @@ impl Answer {
     pub fn new(identity: Bytes) -> Answer {
         Answer {
             body: Body::Plain(identity),
+            expanded: OnceLock::new(),
             gzip: OnceLock::new(),
         }
     }
@@ -77,15 +82,34 @@ impl Answer {
         }
         Ok(Answer {
             body: Body::Lz4 { block, len },
+            expanded: OnceLock::new(),
             gzip: OnceLock::new(),
         })
     }
 
     /// The answer as it goes to a client that takes no compression.
     pub fn identity(&self) -> Result<Bytes, ApiError> {
+        match (&self.body, self.expanded.get()) {
+            (Body::Plain(bytes), _) | (Body::Lz4 { .. }, Some(bytes)) => Ok(bytes.clone()),
+            (Body::Lz4 { block, .. }, None) => expand(block),
+        }
+    }
+
+    /// The length of the expanded form an LZ4 body could keep; 0 for a plain body.
+    fn expanded_len(&self) -> usize {
         match &self.body {
-            Body::Plain(bytes) => Ok(bytes.clone()),
-            Body::Lz4 { block, .. } => expand(block),
+            Body::Lz4 { len, .. } => *len,
+            Body::Plain(_) => 0,
+        }
+    }
+
+    /// Keeps the expanded form of an LZ4 body.
+    fn keep_expanded(&self) {
+        if let Body::Lz4 { block, .. } = &self.body
+            && let Ok(bytes) = expand(block)
+        {
+            // Another request may have kept it meanwhile: the same bytes.
+            let _ = self.expanded.set(bytes);
         }
     }
 
@@ -168,8 +192,12 @@ const MOST_HITS: u8 = 3;
 struct Entry {
     version: u64,
     answer: Arc<Answer>,
+    /// What the entry is charged against the budget.
+    cost: usize,
     hits: u8,
     in_main: bool,
+    /// Bytes of `cost` reserved for the answer's expanded form (0: none kept).
+    expanded: usize,
 }
 
 /// Every entry has exactly one place in one queue: entries leave only when their place is
@@ -184,35 +212,76 @@ struct Inner {
     /// Keys recently evicted from the small queue: asked for again, they go straight to main.
     ghosts: HashSet<CacheKey>,
     ghost_order: VecDeque<CacheKey>,
+    /// Bytes reserved for expanded forms, across entries.
+    expanded_bytes: usize,
 }
+
+/// The share of the budget expanded forms may take.
+const EXPANDED_SHARE: usize = 32;
 
 impl Inner {
     fn bytes(&self) -> usize {
         self.small_bytes + self.main_bytes
     }
 
-    fn get(&mut self, key: &CacheKey, version: u64) -> Option<Arc<Answer>> {
+    /// The answer, and whether to keep its expanded form: an answer with the most hits an
+    /// entry banks is worth keeping expanded while expanded forms fit their share, which is
+    /// reserved here, before it is made.
+    fn get(
+        &mut self,
+        key: &CacheKey,
+        version: u64,
+        capacity: usize,
+    ) -> Option<(Arc<Answer>, bool)> {
         let entry = self.entries.get_mut(key)?;
         if entry.version != version {
             return None;
         }
         entry.hits = (entry.hits + 1).min(MOST_HITS);
-        Some(Arc::clone(&entry.answer))
+        let len = entry.answer.expanded_len();
+        let expand = entry.hits == MOST_HITS
+            && entry.expanded == 0
+            && len > 0
+            && self.expanded_bytes + len <= capacity / EXPANDED_SHARE;
+        if expand {
+            entry.expanded = len;
+            entry.cost += len;
+            self.expanded_bytes += len;
+            if entry.in_main {
+                self.main_bytes += len;
+            } else {
+                self.small_bytes += len;
+            }
+        }
+        let answer = Arc::clone(&entry.answer);
+        if expand {
+            self.evict_to(capacity);
+        }
+        Some((answer, expand))
+    }
+
+    /// Takes an entry out of the cache's accounts.
+    fn remove(&mut self, key: &CacheKey) {
+        if let Some(entry) = self.entries.remove(key) {
+            self.expanded_bytes -= entry.expanded;
+        }
     }
 
     fn put(&mut self, key: CacheKey, version: u64, answer: Arc<Answer>, capacity: usize) {
         let cost = answer.charge();
         if let Some(entry) = self.entries.get_mut(&key) {
             // A newer answer for a key kept: it takes the old one's place and standing.
-            let old = entry.answer.charge();
             let queue_bytes = if entry.in_main {
                 &mut self.main_bytes
             } else {
                 &mut self.small_bytes
             };
-            *queue_bytes = *queue_bytes - old + cost;
+            *queue_bytes = *queue_bytes - entry.cost + cost;
+            self.expanded_bytes -= entry.expanded;
             entry.version = version;
             entry.answer = answer;
+            entry.cost = cost;
+            entry.expanded = 0;
         } else {
             let in_main = self.ghosts.remove(&key);
             if in_main {
@@ -225,11 +294,17 @@ impl Inner {
             let entry = Entry {
                 version,
                 answer,
+                cost,
                 hits: 0,
                 in_main,
+                expanded: 0,
             };
             self.entries.insert(key, entry);
         }
+        self.evict_to(capacity);
+    }
+
+    fn evict_to(&mut self, capacity: usize) {
         while self.bytes() > capacity {
             let small_share = capacity / 10;
             let evicted = if self.small_bytes > small_share || self.main.is_empty() {
@@ -252,7 +327,7 @@ impl Inner {
         let Some(entry) = self.entries.get_mut(&key) else {
             return true;
         };
-        let cost = entry.answer.charge();
+        let cost = entry.cost;
         self.small_bytes -= cost;
         if entry.hits > 0 {
             entry.hits = 0;
@@ -260,7 +335,7 @@ impl Inner {
             self.main_bytes += cost;
             self.main.push_back(key);
         } else {
-            self.entries.remove(&key);
+            self.remove(&key);
             self.remember_ghost(key);
         }
         true
@@ -278,8 +353,8 @@ impl Inner {
             entry.hits -= 1;
             self.main.push_back(key);
         } else {
-            self.main_bytes -= entry.answer.charge();
-            self.entries.remove(&key);
+            self.main_bytes -= entry.cost;
+            self.remove(&key);
         }
         true
     }
@@ -331,7 +406,12 @@ impl ResponseCache {
         if self.capacity == 0 {
             return None;
         }
-        self.inner.lock().ok()?.get(key, version)
+        let (answer, expand) = self.inner.lock().ok()?.get(key, version, self.capacity)?;
+        if expand {
+            // Reserved under the lock, made outside it.
+            answer.keep_expanded();
+        }
+        Some(answer)
     }
 
     /// Keeps an answer, unless it is larger than a sixteenth of the budget (so a few huge
@@ -433,6 +513,52 @@ mod tests {
             cache.inner.lock().unwrap().entries.len()
         };
         assert!(count_kept(true) >= 2 * count_kept(false));
+    }
+
+    #[test]
+    fn the_hottest_answers_are_kept_expanded_within_their_share_of_the_budget() {
+        let text = page_text(100);
+        let cache = ResponseCache::new(1 << 20);
+        let answer = Arc::new(kept(&text));
+        cache.put(key(1), 1, Arc::clone(&answer));
+        let charged = |cache: &ResponseCache| cache.inner.lock().unwrap().bytes();
+        let before = charged(&cache);
+        // Asked for less than the most hits an entry banks: still only compressed.
+        for _ in 1..MOST_HITS {
+            assert_eq!(
+                cache.get(&key(1), 1).unwrap().identity().unwrap(),
+                text.as_bytes()
+            );
+        }
+        assert!(answer.expanded.get().is_none());
+        assert_eq!(charged(&cache), before);
+        // Then expanded once, kept, and paid for.
+        assert_eq!(
+            cache.get(&key(1), 1).unwrap().identity().unwrap(),
+            text.as_bytes()
+        );
+        assert_eq!(answer.expanded.get().unwrap(), text.as_bytes());
+        assert_eq!(charged(&cache), before + text.len());
+        cache.get(&key(1), 1).unwrap();
+        assert_eq!(charged(&cache), before + text.len());
+        // A newer answer for the key starts unexpanded, at its own charge.
+        cache.put(key(1), 2, Arc::new(kept(&text)));
+        assert_eq!(charged(&cache), before);
+        // Expanded forms never take more than their share, and the budget holds.
+        let budget = 1_600_000;
+        let small = ResponseCache::new(budget);
+        for n in 0..20 {
+            small.put(key(n), 1, Arc::new(kept(&page_text(100))));
+            for _ in 0..MOST_HITS {
+                small.get(&key(n), 1);
+            }
+            let inner = small.inner.lock().unwrap();
+            assert!(inner.bytes() <= budget);
+            assert!(inner.expanded_bytes <= budget / EXPANDED_SHARE);
+            let reserved: usize = inner.entries.values().map(|e| e.expanded).sum();
+            assert_eq!(reserved, inner.expanded_bytes);
+        }
+        assert!(small.inner.lock().unwrap().expanded_bytes > 0);
     }
 
     #[test]
