@@ -85,13 +85,15 @@ import_catalog() { # LOG [flags...]
   echo "importing $(wc -l <"$events") lines" >&2
   start_server "$log" --import "$events" "$@"
   grep '^import ' "$log" || true
-  if [[ "$db" != postgres* ]]; then
-    for _ in $(seq 1 6000); do
-      grep -q 'catalog checkpoint.* after the bulk load' "$log" && break
-      sleep 0.1
-    done
-    grep -o 'catalog checkpoint.* after the bulk load.*' "$log" || echo "no checkpoint reported" >&2
-  fi
+  # What follows a bulk load in the background (SQLite's checkpoint, PostgreSQL's vacuum of the
+  # records) is waited for, so that the queries are measured on a settled catalog.
+  local after='catalog checkpoint.* after the bulk load'
+  [[ "$db" == postgres* ]] && after='catalog vacuum.* after the bulk load'
+  for _ in $(seq 1 6000); do
+    grep -q "$after" "$log" && break
+    sleep 0.1
+  done
+  grep -o "$after.*" "$log" || echo "no checkpoint or vacuum reported" >&2
   sync
 }
 

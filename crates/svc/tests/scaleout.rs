@@ -91,7 +91,17 @@ fn replicas_answer_as_the_indexer_and_follow_its_changes(backend: Backend) {
         return;
     };
     let (file, events) = generated(dir.path());
-    let (replay, indexer) = indexer_importing(&db, &file);
+    let (replay, mut indexer) = indexer_importing(&db, &file);
+    // What follows a bulk load in the background (SQLite's checkpoint, PostgreSQL's vacuum of
+    // the records) ends, and answers are the same after it.
+    let done = indexer.wait_log("after the bulk load in", Duration::from_secs(60));
+    assert!(
+        done.contains(match backend {
+            Backend::Sqlite => "catalog checkpointed",
+            Backend::Postgres => "catalog vacuumed",
+        }),
+        "{done}"
+    );
     let replicas = [replica(&db), replica(&db)];
     let requests = requests(&events);
     assert!(requests.len() > 50, "{}", requests.len());

@@ -567,7 +567,11 @@ impl Engine for PostgresEngine {
     }
 
     fn end_bulk(&mut self, settled: bool) -> CatalogResult<()> {
-        self.run(async |link| super::bulk::end(link, settled).await)
+        self.run(async |link| super::bulk::end(link, settled).await)?;
+        if settled {
+            spawn_records_vacuum(self.config.clone(), self.tls.clone());
+        }
+        Ok(())
     }
 
     fn recover_bulk(&mut self) -> CatalogResult<bool> {
@@ -631,6 +635,41 @@ impl Engine for PostgresEngine {
             .await
             .map(|_| ())
         })
+    }
+}
+
+/// Vacuums the records after a bulk load, on a thread and connection of their own, as SQLite's
+/// engine checkpoints then: the load's records are not yet marked all-visible, and the first
+/// vacuum rewrites every page of the table to mark them. Left to autovacuum, it comes a minute
+/// or so later, in the middle of whatever the service is answering by then; started now, it
+/// runs while the catalog is new. It takes no lock that writes or reads wait for.
+fn spawn_records_vacuum(config: Config, tls: MakeRustlsConnect) {
+    let spawned = std::thread::Builder::new()
+        .name("catalog-vacuum".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let outcome = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| CatalogError::Storage(e.to_string()))
+                .and_then(|runtime| {
+                    runtime.block_on(async {
+                        let client = connect(&config, &tls).await?;
+                        client
+                            .batch_execute("VACUUM records")
+                            .await
+                            .map_err(storage)
+                    })
+                });
+            let seconds = started.elapsed().as_secs_f64();
+            match outcome {
+                Ok(()) => tracing::info!("catalog vacuumed after the bulk load in {seconds:.1}s"),
+                // Autovacuum does it later.
+                Err(error) => tracing::warn!("catalog vacuum after the bulk load failed: {error}"),
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::warn!("catalog vacuum after the bulk load not started: {error}");
     }
 }
 
