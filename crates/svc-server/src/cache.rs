@@ -243,21 +243,23 @@ impl Inner {
             && entry.expanded == 0
             && len > 0
             && self.expanded_bytes + len <= capacity / EXPANDED_SHARE;
+        let (answer, in_main) = (Arc::clone(&entry.answer), entry.in_main);
         if expand {
             entry.expanded = len;
             entry.cost += len;
             self.expanded_bytes += len;
-            if entry.in_main {
-                self.main_bytes += len;
-            } else {
-                self.small_bytes += len;
-            }
-        }
-        let answer = Arc::clone(&entry.answer);
-        if expand {
+            *self.queue_bytes(in_main) += len;
             self.evict_to(capacity);
         }
         Some((answer, expand))
+    }
+
+    /// The bytes charged to the main queue, or to the small one.
+    fn queue_bytes(&mut self, in_main: bool) -> &mut usize {
+        match in_main {
+            true => &mut self.main_bytes,
+            false => &mut self.small_bytes,
+        }
     }
 
     /// Takes an entry out of the cache's accounts.
@@ -271,26 +273,21 @@ impl Inner {
         let cost = answer.charge();
         if let Some(entry) = self.entries.get_mut(&key) {
             // A newer answer for a key kept: it takes the old one's place and standing.
-            let queue_bytes = if entry.in_main {
-                &mut self.main_bytes
-            } else {
-                &mut self.small_bytes
-            };
-            *queue_bytes = *queue_bytes - entry.cost + cost;
-            self.expanded_bytes -= entry.expanded;
+            let (old, old_expanded, in_main) = (entry.cost, entry.expanded, entry.in_main);
             entry.version = version;
             entry.answer = answer;
             entry.cost = cost;
             entry.expanded = 0;
+            let queue_bytes = self.queue_bytes(in_main);
+            *queue_bytes = *queue_bytes - old + cost;
+            self.expanded_bytes -= old_expanded;
         } else {
             let in_main = self.ghosts.remove(&key);
-            if in_main {
-                self.main.push_back(key.clone());
-                self.main_bytes += cost;
-            } else {
-                self.small.push_back(key.clone());
-                self.small_bytes += cost;
+            match in_main {
+                true => self.main.push_back(key.clone()),
+                false => self.small.push_back(key.clone()),
             }
+            *self.queue_bytes(in_main) += cost;
             let entry = Entry {
                 version,
                 answer,

@@ -1,9 +1,10 @@
 //! Bulk-load primitives: staged records go in through `COPY` with the uri index and the index
 //! entries' primary key dropped; records get their ids here, so that their index entries can
-//! point at them. The entries wait in memory, compactly, until the load settles: then one
-//! transaction builds the uri index (settling uris staged twice), writes the entries in their
-//! primary key's order (so that the key is built from sorted input, and the counts are summed
-//! on the way) and builds the key.
+//! point at them. The entries wait in memory, compactly, until the load settles: then the uri
+//! index is built on a connection of its own (or, when a uri was staged twice, in the settling
+//! transaction after its versions are settled) while the settling transaction writes the
+//! entries in their primary key's order (so that the key is built from sorted input, and the
+//! counts are summed on the way) and builds the key.
 
 use super::engine::Link;
 use crate::rules::{RecordRow, StagedVersion, now_ms};
@@ -54,23 +55,22 @@ impl Staging {
         }
     }
 
+    pub(super) fn is_sorted(&self) -> bool {
+        matches!(self, Staging::Sorted(_))
+    }
+
     /// Forgets the entries of records that do not stand.
     pub(super) fn remove(&mut self, superseded: &[i64]) {
-        let gone: HashSet<u32> = superseded
+        let gone: HashSet<usize> = superseded
             .iter()
-            .filter_map(|id| u32::try_from(id - 1).ok())
+            .filter_map(|id| usize::try_from(id - 1).ok())
             .collect();
-        match self {
-            Staging::Arriving(entries) => {
-                entries.entries.retain(|(_, record)| !gone.contains(record))
-            }
-            Staging::Sorted(sorted) => {
-                let uri_by_rank = &sorted.uri_by_rank;
-                sorted.order.retain(|entry| {
-                    !gone.contains(&uri_by_rank[(entry & u64::from(u32::MAX)) as usize])
-                })
-            }
-        }
+        let mut sorted = std::mem::take(self).sorted();
+        let uri_by_rank = &sorted.uri_by_rank;
+        sorted
+            .order
+            .retain(|entry| !gone.contains(&record_of(uri_by_rank, *entry)));
+        *self = Staging::Sorted(sorted);
     }
 
     fn sorted(self) -> KeyOrder {
@@ -163,6 +163,11 @@ pub(super) struct KeyOrder {
     uris_unique: bool,
 }
 
+/// The record position of a sorted entry: its uri rank (the low half) read back.
+fn record_of(uri_by_rank: &[u32], entry: u64) -> usize {
+    uri_by_rank[(entry & u64::from(u32::MAX)) as usize] as usize
+}
+
 impl KeyOrder {
     fn key(&self, entry: u64) -> &(i64, Box<str>) {
         &self.keys[self.key_by_rank[(entry >> 32) as usize] as usize]
@@ -172,7 +177,7 @@ impl KeyOrder {
     fn write_entry(&self, at: usize, out: &mut BinaryRows) {
         let entry = self.order[at];
         let (qid, key) = self.key(entry);
-        let record = self.uri_by_rank[(entry & u64::from(u32::MAX)) as usize] as usize;
+        let record = record_of(&self.uri_by_rank, entry);
         out.row(4);
         out.bigint(*qid);
         out.text(Some(key));
@@ -210,6 +215,12 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
         let staging = link.staging.arriving()?;
         for change in changes {
             let row = RecordRow::of(change);
+            if row.record.is_some_and(|record| record.len() > MAX_FIELD) {
+                return Err(CatalogError::Storage(format!(
+                    "{} is larger than PostgreSQL stores in a field",
+                    row.uri
+                )));
+            }
             let position = staging.uris.len();
             let id = position as i64 + 1;
             let record = u32::try_from(position)
@@ -219,12 +230,6 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
                 staging.stage_entry(qid, key, record);
             }
             staging.uris.push(row.uri.into());
-            if row.record.is_some_and(|record| record.len() > MAX_FIELD) {
-                return Err(CatalogError::Storage(format!(
-                    "{} is larger than PostgreSQL stores in a field",
-                    row.uri
-                )));
-            }
             let keys = link.ids.encode(row.keys);
             let out = &mut sink.rows;
             out.row(9);
@@ -354,7 +359,7 @@ const BUILD_URI_INDEX: &str = "CREATE UNIQUE INDEX records_uri ON records (uri);
 
 /// Builds the unique uri index; `false` (and nothing changed) when a uri is there twice.
 ///
-/// The first time, with `builder` (a connection of its own), the index is built there while the
+/// With `builder` (a connection of its own, given the first time), the index is built there while the
 /// entries are sorted here, and then while they are written: the build commits on its own, and
 /// a load that fails after it is still found interrupted at the next start (the entries'
 /// primary key is missing), so nothing depends on it being inside the settling transaction.
@@ -364,7 +369,7 @@ pub(super) async fn make_unique(link: &mut Link, builder: Option<Client>) -> Cat
     // The index builds sort in memory rather than in files.
     link.batch("SET LOCAL maintenance_work_mem = '512MB'")
         .await?;
-    if let (Some(builder), Staging::Arriving(_)) = (builder, &link.staging) {
+    if let Some(builder) = builder {
         let building = tokio::spawn(async move {
             builder
                 .batch_execute("SET maintenance_work_mem = '512MB'")

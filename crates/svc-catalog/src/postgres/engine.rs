@@ -540,11 +540,11 @@ impl Engine for PostgresEngine {
     }
 
     fn staged_unique(&mut self) -> CatalogResult<bool> {
-        let builder = match self.link.staging {
-            super::bulk::Staging::Arriving(_) => {
-                Some(self.runtime.block_on(connect(&self.config, &self.tls))?)
-            }
-            super::bulk::Staging::Sorted(_) => None,
+        // The first time only: asked again, the entries are sorted and the index is built in
+        // the settling transaction.
+        let builder = match self.link.staging.is_sorted() {
+            false => Some(self.runtime.block_on(connect(&self.config, &self.tls))?),
+            true => None,
         };
         self.run(async |link| super::bulk::make_unique(link, builder).await)
     }
