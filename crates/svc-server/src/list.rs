@@ -250,13 +250,23 @@ impl PageWriter for JsonPage {
             self.out.push(b',');
         }
         self.written += 1;
-        self.out.extend_from_slice(b"{\"uri\":");
-        push_json_string(&mut self.out, item.uri);
-        self.out.extend_from_slice(b",\"author\":");
-        push_json_string(&mut self.out, item.author);
-        self.out.extend_from_slice(b",\"rev\":");
-        push_json_string(&mut self.out, item.rev);
-        self.out.extend_from_slice(b",\"record\":");
+        if item.needs_no_escaping() {
+            self.out.extend_from_slice(b"{\"uri\":\"");
+            self.out.extend_from_slice(item.uri.as_bytes());
+            self.out.extend_from_slice(b"\",\"author\":\"");
+            self.out.extend_from_slice(item.author.as_bytes());
+            self.out.extend_from_slice(b"\",\"rev\":\"");
+            self.out.extend_from_slice(item.rev.as_bytes());
+            self.out.extend_from_slice(b"\",\"record\":");
+        } else {
+            self.out.extend_from_slice(b"{\"uri\":");
+            push_json_string(&mut self.out, item.uri);
+            self.out.extend_from_slice(b",\"author\":");
+            push_json_string(&mut self.out, item.author);
+            self.out.extend_from_slice(b",\"rev\":");
+            push_json_string(&mut self.out, item.rev);
+            self.out.extend_from_slice(b",\"record\":");
+        }
         self.out.extend_from_slice(item.record_json);
         self.out.push(b'}');
         self.last_uri.clear();

@@ -127,6 +127,20 @@ pub fn check_at_uri_grammar(value: &str) -> Result<AtUri<'_>, SyntaxError> {
     at_uri_parts(value, false)
 }
 
+/// The authority of an AT-URI checked when it was stored, without checking it again: what
+/// follows `at://`, up to the next `/`. `None` when `value` does not begin with `at://`.
+pub fn at_uri_authority(value: &str) -> Option<&str> {
+    let rest = value.strip_prefix("at://")?;
+    // Nearly every authority is a did:plc, whose identifier is 24 characters long: its end is
+    // known without a search.
+    const PLC_LEN: usize = "did:plc:".len() + 24;
+    if rest.starts_with("did:plc:") && rest.as_bytes().get(PLC_LEN) == Some(&b'/') {
+        return Some(&rest[..PLC_LEN]);
+    }
+    let end = rest.bytes().position(|b| b == b'/').unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
 fn at_uri_parts(value: &str, part_limits: bool) -> Result<AtUri<'_>, SyntaxError> {
     let err = || SyntaxError::new("at-uri");
     let rest = value.strip_prefix("at://").ok_or_else(err)?;
@@ -219,6 +233,33 @@ pub fn check_uri(value: &str) -> Result<(), SyntaxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_uris_authority_is_read_without_parsing_the_rest() {
+        let authority = at_uri_authority;
+        assert_eq!(
+            authority("at://did:plc:a/dev.svc.bounty/3l"),
+            Some("did:plc:a")
+        );
+        let plc = "did:plc:z72i7hdynmk6r22z27h6tvur";
+        assert_eq!(
+            authority(&format!("at://{plc}/dev.svc.bounty/3l")),
+            Some(plc)
+        );
+        assert_eq!(authority(&format!("at://{plc}")), Some(plc));
+        assert_eq!(
+            authority(&format!("at://{plc}x/c/r")),
+            Some(&*format!("{plc}x"))
+        );
+        assert_eq!(
+            authority("at://did:web:example.com/c/r"),
+            Some("did:web:example.com")
+        );
+        assert_eq!(authority("at://did:plc:a"), Some("did:plc:a"));
+        assert_eq!(authority("at://"), Some(""));
+        assert_eq!(authority("did:plc:a/dev.svc.bounty/3l"), None);
+        assert_eq!(authority(""), None);
+    }
 
     #[test]
     fn dids() {

@@ -12,8 +12,8 @@ mod tid;
 pub use cid::{cid_to_string, is_cid};
 pub use datetime::{check_datetime, datetime_to_unix_micros, format_unix_micros, now_unix_micros};
 pub use identifiers::{
-    AtUri, check_at_uri, check_at_uri_grammar, check_cid, check_did, check_handle, check_language,
-    check_nsid, check_record_key, check_uri,
+    AtUri, at_uri_authority, check_at_uri, check_at_uri_grammar, check_cid, check_did,
+    check_handle, check_language, check_nsid, check_record_key, check_uri,
 };
 pub use tid::{TidGenerator, check_tid};
 

@@ -20,7 +20,7 @@ pub(super) async fn connection(pool: &Pool) -> CatalogResult<Object> {
 /// is in the key), and only the page is joined to records, by uri. A page past the middle of
 /// its key is counted back from the end (the second branch; the planner runs only the branch
 /// whose condition holds), so that no offset skips more than half the key's rows.
-const PAGE_BY_OFFSET: &str = "SELECT c.n, p.uri, r.author, r.rev, r.record \
+const PAGE_BY_OFFSET: &str = "SELECT c.n, p.uri, r.rev, r.record \
      FROM (SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0) AS n) AS c \
      LEFT JOIN LATERAL ( \
        (SELECT k.uri FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND $4 <= c.n - $4 \
@@ -35,9 +35,9 @@ const PAGE_BY_OFFSET: &str = "SELECT c.n, p.uri, r.author, r.rev, r.record \
 /// [`PAGE_BY_OFFSET`] cannot overflow.
 const DEEPEST_OFFSET: i64 = 1 << 60;
 
-const PAGE_AFTER: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, p.author, p.rev, p.record \
+const PAGE_AFTER: &str = "SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0), p.uri, p.rev, p.record \
      FROM (VALUES (1)) AS one LEFT JOIN LATERAL ( \
-       SELECT k.uri, r.author, r.rev, r.record FROM query_keys k JOIN records r ON r.id = k.rid \
+       SELECT k.uri, r.rev, r.record FROM query_keys k JOIN records r ON r.id = k.rid \
        WHERE k.qid = $1 AND k.key = $2 AND k.uri > $5 ORDER BY k.uri LIMIT $3 OFFSET $4) AS p ON true";
 
 pub(super) async fn list(
@@ -96,15 +96,17 @@ async fn read_page(
     let total = rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64;
     // The count comes with every row, and alone (a null item) when the page is empty.
     let mut items = rows.iter().filter_map(|row| {
-        Some(ItemRef {
-            uri: row.get::<_, Option<&str>>(1)?,
-            author: row.get(2),
-            rev: row.get(3),
-            record_json: row.get::<_, Option<&str>>(4).unwrap_or_default().as_bytes(),
-        })
+        let uri = row.get::<_, Option<&str>>(1)?;
+        let rev: &str = row.get(2);
+        let record = row.get::<_, Option<&str>>(3).unwrap_or_default();
+        Some(ItemRef::from_stored(
+            uri.as_bytes(),
+            rev.as_bytes(),
+            record.as_bytes(),
+        ))
     });
     for item in items.by_ref().take(page.limit as usize) {
-        emit(item);
+        emit(item?);
     }
     Ok((total, items.next().is_some()))
 }
@@ -160,17 +162,16 @@ pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
     let client = connection(pool).await?;
     let row = client
         .query_opt(
-            "SELECT uri, author, rev, record FROM records WHERE uri = $1 AND record IS NOT NULL",
+            "SELECT uri, rev, record FROM records WHERE uri = $1 AND record IS NOT NULL",
             &[&uri],
         )
         .await
         .map_err(storage)?;
-    Ok(row.map(|r| Item {
-        uri: r.get(0),
-        author: r.get(1),
-        rev: r.get(2),
-        record_json: r.get(3),
-    }))
+    row.map(|r| {
+        let (uri, rev, record): (&str, &str, &str) = (r.get(0), r.get(1), r.get(2));
+        ItemRef::from_stored(uri.as_bytes(), rev.as_bytes(), record.as_bytes()).map(Item::from)
+    })
+    .transpose()
 }
 
 pub(super) async fn indexer_heartbeat(pool: &Pool) -> CatalogResult<Option<i64>> {

@@ -86,7 +86,7 @@ fn yield_to_writer_and_requests() {
 macro_rules! page_by_uri {
     ($comparison:literal) => {
         concat!(
-            "SELECT k.uri, r.author, r.rev, r.record FROM query_keys k ",
+            "SELECT k.uri, r.rev, r.record FROM query_keys k ",
             "JOIN records r ON r.rowid = k.rid WHERE k.qid = ?1 AND k.key = ?2 AND k.uri ",
             $comparison,
             " ?3 ORDER BY k.uri LIMIT ?4"
@@ -127,20 +127,14 @@ impl OffsetSeek {
     }
 }
 
-/// An item from a row of `uri, author, rev, record`, borrowed from the row.
-fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> rusqlite::Result<ItemRef<'r>> {
-    let not_text = |i: usize, e: rusqlite::types::FromSqlError| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+/// An item from a row of `uri, rev, record`, borrowed from the row.
+fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> CatalogResult<ItemRef<'r>> {
+    let bytes = |i: usize| -> CatalogResult<&'r [u8]> {
+        row.get_ref(i)?
+            .as_bytes()
+            .map_err(|e| CatalogError::Storage(format!("a stored item's column {i}: {e}")))
     };
-    let text = |i: usize| -> rusqlite::Result<&'r str> {
-        row.get_ref(i)?.as_str().map_err(|e| not_text(i, e))
-    };
-    Ok(ItemRef {
-        uri: text(0)?,
-        author: text(1)?,
-        rev: text(2)?,
-        record_json: row.get_ref(3)?.as_bytes().map_err(|e| not_text(3, e))?,
-    })
+    ItemRef::from_stored(bytes(0)?, bytes(1)?, bytes(2)?)
 }
 
 pub(crate) fn list(
@@ -294,10 +288,12 @@ pub(crate) fn cursor(conn: &Connection, source: &str) -> CatalogResult<Option<Cu
 pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
     Ok(conn
         .prepare_cached(
-            "SELECT uri, author, rev, record FROM records WHERE uri = ?1 AND record IS NOT NULL",
+            "SELECT uri, rev, record FROM records WHERE uri = ?1 AND record IS NOT NULL",
         )?
-        .query_row([uri], |row| item_ref(row).map(Item::from))
-        .optional()?)
+        .query([uri])?
+        .next()?
+        .map(|row| item_ref(row).map(Item::from))
+        .transpose()?)
 }
 
 pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<i64>> {
