@@ -5,6 +5,7 @@ mod bulk;
 mod checkpoint;
 mod engine;
 mod migrations;
+mod page_statement;
 mod reader;
 
 use crate::changelog::{LogRow, LogSource};
@@ -203,7 +204,7 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
 
 impl Reads for ReaderPool {
     fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
-        Box::pin(self.run(move |conn| reader::list(conn, qid, &key, &page)))
+        Box::pin(self.run_reader(move |reader| reader::list(reader, qid, &key, &page)))
     }
 
     fn write_list(
@@ -213,7 +214,9 @@ impl Reads for ReaderPool {
         page: PageRequest,
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>> {
-        Box::pin(self.run(move |conn| reader::write_list(conn, qid, &key, &page, writer)))
+        Box::pin(
+            self.run_reader(move |reader| reader::write_list(reader, qid, &key, &page, writer)),
+        )
     }
 
     fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {

@@ -1,6 +1,7 @@
 //! Read paths: every list is a range scan of one (query, key) prefix of `query_keys` in uri
 //! order, joined to `records` by rowid; totals come from `query_counts`, never from counting.
 
+use super::page_statement::{PageStatement, Parameter, Rows};
 use crate::changelog::LogRow;
 use crate::{
     CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
@@ -20,7 +21,16 @@ pub struct ReaderPool {
     jobs: crossbeam_channel::Sender<Job>,
 }
 
-type Job = Box<dyn FnOnce(&Connection) + Send>;
+type Job = Box<dyn FnOnce(&mut Reader) + Send>;
+
+/// A reader thread's connection, with the page statements it has prepared. Declared before the
+/// connection, they are dropped first: a connection closes only once its statements are
+/// finalized.
+pub(crate) struct Reader {
+    page_from: Option<PageStatement>,
+    page_after: Option<PageStatement>,
+    conn: Connection,
+}
 
 impl ReaderPool {
     pub(crate) fn open(path: &Path, size: usize) -> CatalogResult<ReaderPool> {
@@ -32,12 +42,18 @@ impl ReaderPool {
                 .name(format!("catalog-reader-{n}"))
                 .spawn(move || {
                     yield_to_writer_and_requests();
+                    let mut reader = Reader {
+                        page_from: None,
+                        page_after: None,
+                        conn,
+                    };
                     // Ends when the pool is dropped (the queue's sender with it).
                     for job in queue {
                         // A panicking job fails its own request only (its answer channel is
                         // dropped unanswered); the thread and its connection go on.
-                        let _ =
-                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&conn)));
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            job(&mut reader)
+                        }));
                     }
                 })
                 .map_err(|e| CatalogError::Storage(format!("starting a reader thread: {e}")))?;
@@ -45,17 +61,25 @@ impl ReaderPool {
         Ok(ReaderPool { jobs })
     }
 
-    /// Runs `work` on the next free reader thread.
+    /// Runs `work` on the next free reader thread's connection.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Connection) -> CatalogResult<T> + Send + 'static,
     ) -> CatalogResult<T> {
+        self.run_reader(move |reader| work(&reader.conn)).await
+    }
+
+    /// Runs `work` on the next free reader thread.
+    pub(crate) async fn run_reader<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Reader) -> CatalogResult<T> + Send + 'static,
+    ) -> CatalogResult<T> {
         let (answer, answered) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
+        let job: Job = Box::new(move |reader| {
             // The request is gone (timed out, its client left): its read would only delay the
             // others.
             if !answer.is_closed() {
-                let _ = answer.send(work(conn));
+                let _ = answer.send(work(reader));
             }
         });
         self.jobs.send(job).map_err(|_| CatalogError::Closed)?;
@@ -127,6 +151,11 @@ impl OffsetSeek {
     }
 }
 
+/// An item from the current row of a page statement (`uri, rev, record`), borrowed from it.
+fn page_item<'r>(rows: &'r Rows<'_>) -> CatalogResult<ItemRef<'r>> {
+    ItemRef::from_stored(rows.text(0), rows.text(1), rows.text(2))
+}
+
 /// An item from a row of `uri, rev, record`, borrowed from the row.
 fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> CatalogResult<ItemRef<'r>> {
     let bytes = |i: usize| -> CatalogResult<&'r [u8]> {
@@ -138,51 +167,66 @@ fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> CatalogResult<ItemRef<'r>> {
 }
 
 pub(crate) fn list(
-    conn: &Connection,
+    reader: &mut Reader,
     qid: i64,
     key: &str,
     page: &PageRequest,
 ) -> CatalogResult<Page> {
     let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
-    let (total, more) = read_page(conn, qid, key, page, &mut |item| items.push(item.into()))?;
+    let (total, more) = read_page(reader, qid, key, page, &mut |item| items.push(item.into()))?;
     Ok(Page { items, total, more })
 }
 
 pub(crate) fn write_list(
-    conn: &Connection,
+    reader: &mut Reader,
     qid: i64,
     key: &str,
     page: &PageRequest,
     mut writer: Box<dyn PageWriter>,
 ) -> CatalogResult<Vec<u8>> {
-    let (total, more) = read_page(conn, qid, key, page, &mut |item| writer.item(item))?;
+    let (total, more) = read_page(reader, qid, key, page, &mut |item| writer.item(item))?;
     Ok(writer.finish(total, more))
 }
 
 /// Reads one page, handing its items to `emit` in uri order, each borrowed from its row;
 /// returns `total` and whether more items follow.
 fn read_page(
-    conn: &Connection,
+    reader: &mut Reader,
     qid: i64,
     key: &str,
     page: &PageRequest,
     emit: &mut dyn FnMut(ItemRef<'_>),
 ) -> CatalogResult<(u64, bool)> {
+    let Reader {
+        page_from,
+        page_after,
+        conn,
+    } = reader;
     // `total` and the items come from one snapshot, so a commit in between cannot split them.
     let _snapshot = Snapshot::begin(conn)?;
     let total = count(conn, qid, key)?;
     let limit = page.limit as usize;
     // One row beyond the page says whether more follow.
     let fetch = i64::from(page.limit) + 1;
-    let (sql, from) = match &page.after {
-        Some(after) => (PAGE_AFTER, Cow::Borrowed(after.as_str())),
+    let (slot, sql, from) = match &page.after {
+        Some(after) => (page_after, PAGE_AFTER, Cow::Borrowed(after.as_str())),
         None => match start_uri(conn, qid, key, page.offset, total)? {
-            Some(start) => (PAGE_FROM, Cow::Owned(start)),
+            Some(start) => (page_from, PAGE_FROM, Cow::Owned(start)),
             None => return Ok((total, false)),
         },
     };
-    let mut stmt = conn.prepare_cached(sql)?;
-    let more = forward(stmt.query(params![qid, key, from, fetch])?, limit, emit)?;
+    let statement = match slot.take() {
+        Some(statement) => statement,
+        None => PageStatement::prepare(conn, sql)?,
+    };
+    let statement = slot.insert(statement);
+    let rows = statement.run(&[
+        Parameter::Integer(qid),
+        Parameter::Text(key),
+        Parameter::Text(&from),
+        Parameter::Integer(fetch),
+    ])?;
+    let more = forward(rows, limit, emit)?;
     Ok((total, more))
 }
 
@@ -214,17 +258,17 @@ fn start_uri(
 
 /// Hands the first `limit` rows to `emit`; whether a row follows them.
 fn forward(
-    mut rows: rusqlite::Rows<'_>,
+    mut rows: Rows<'_>,
     limit: usize,
     emit: &mut dyn FnMut(ItemRef<'_>),
 ) -> CatalogResult<bool> {
     for _ in 0..limit {
-        match rows.next()? {
-            Some(row) => emit(item_ref(row)?),
-            None => return Ok(false),
+        if !rows.step()? {
+            return Ok(false);
         }
+        emit(page_item(&rows)?);
     }
-    Ok(rows.next()?.is_some())
+    rows.step()
 }
 
 /// A read transaction from prepared statements (a transaction begun by text would be parsed
