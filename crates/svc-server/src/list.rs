@@ -210,12 +210,20 @@ const MAX_PAGE_RESERVE: usize = 256 * 1024;
 struct JsonPage {
     out: Vec<u8>,
     compress: bool,
-    /// The last item's uri (empty before the first): the cursor, if more follow.
-    last_uri: String,
+    /// The last item's uri: the cursor, if more follow.
+    last_uri: LastUri,
     /// Items written so far.
     written: usize,
     limit: u32,
     offset: u64,
+}
+
+/// Where a page's last uri is: in the answer, written as it is (most uris), or copied
+/// (one the answer holds escaped).
+enum LastUri {
+    None,
+    Written(std::ops::Range<usize>),
+    Copied(String),
 }
 
 impl JsonPage {
@@ -225,7 +233,7 @@ impl JsonPage {
         JsonPage {
             out,
             compress,
-            last_uri: String::new(),
+            last_uri: LastUri::None,
             written: 0,
             limit,
             offset,
@@ -252,7 +260,9 @@ impl PageWriter for JsonPage {
         self.written += 1;
         if item.needs_no_escaping() {
             self.out.extend_from_slice(b"{\"uri\":\"");
+            let start = self.out.len();
             self.out.extend_from_slice(item.uri.as_bytes());
+            self.last_uri = LastUri::Written(start..self.out.len());
             self.out.extend_from_slice(b"\",\"author\":\"");
             self.out.extend_from_slice(item.author.as_bytes());
             self.out.extend_from_slice(b"\",\"rev\":\"");
@@ -261,6 +271,7 @@ impl PageWriter for JsonPage {
         } else {
             self.out.extend_from_slice(b"{\"uri\":");
             push_json_string(&mut self.out, item.uri);
+            self.last_uri = LastUri::Copied(item.uri.to_string());
             self.out.extend_from_slice(b",\"author\":");
             push_json_string(&mut self.out, item.author);
             self.out.extend_from_slice(b",\"rev\":");
@@ -269,8 +280,6 @@ impl PageWriter for JsonPage {
         }
         self.out.extend_from_slice(item.record_json);
         self.out.push(b'}');
-        self.last_uri.clear();
-        self.last_uri.push_str(item.uri);
     }
 
     fn finish(self: Box<Self>, total: u64, more: bool) -> Vec<u8> {
@@ -285,9 +294,14 @@ impl PageWriter for JsonPage {
         out.extend_from_slice(
             format!("],\"total\":{total},\"limit\":{limit},\"offset\":{offset}").as_bytes(),
         );
-        if more && !last_uri.is_empty() {
+        let last_uri = match &last_uri {
+            LastUri::None => None,
+            LastUri::Written(range) => std::str::from_utf8(&out[range.clone()]).ok(),
+            LastUri::Copied(uri) => Some(uri.as_str()),
+        };
+        if let Some(cursor) = last_uri.filter(|_| more).map(encode_cursor) {
             out.extend_from_slice(b",\"cursor\":");
-            push_json_string(&mut out, &encode_cursor(&last_uri));
+            push_json_string(&mut out, &cursor);
         }
         out.push(b'}');
         if compress {
@@ -340,6 +354,36 @@ mod tests {
             let expected = serde_json::to_vec(value).unwrap();
             assert_eq!(out, expected, "{value:?}");
         }
+    }
+
+    /// Items whose uri, author or revision need escaping are written as serde_json writes
+    /// them, beside items copied as they are; the cursor names the last uri unescaped.
+    #[test]
+    fn pages_mix_copied_and_escaped_items_and_the_cursor_names_the_last_uri() {
+        let plain = "at://did:plc:a/dev.svc.bounty/1";
+        let quoted = "at://did:plc:a/dev.svc.bounty/\"2";
+        for (first, last) in [(plain, quoted), (quoted, plain)] {
+            let mut page: Box<dyn PageWriter> = Box::new(JsonPage::new(2, 0, false));
+            for uri in [first, last] {
+                page.item(ItemRef::new(uri, "did:plc:a", "3l\trev", b"{\"k\":1}"));
+            }
+            let answer: serde_json::Value = serde_json::from_slice(&page.finish(5, true)).unwrap();
+            let uris: Vec<&str> = answer["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|item| item["uri"].as_str().unwrap())
+                .collect();
+            assert_eq!(uris, [first, last]);
+            assert_eq!(answer["items"][1]["rev"], "3l\trev");
+            assert_eq!(answer["items"][1]["record"]["k"], 1);
+            assert_eq!(answer["cursor"], encode_cursor(last));
+        }
+        let mut page: Box<dyn PageWriter> = Box::new(JsonPage::new(2, 0, false));
+        page.item(ItemRef::new(plain, "did:plc:a", "3lrev", b"{}"));
+        let answer: serde_json::Value = serde_json::from_slice(&page.finish(1, false)).unwrap();
+        assert_eq!(answer["items"][0]["author"], "did:plc:a");
+        assert!(answer.get("cursor").is_none());
     }
 
     #[test]
