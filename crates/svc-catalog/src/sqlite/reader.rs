@@ -330,14 +330,13 @@ pub(crate) fn cursor(conn: &Connection, source: &str) -> CatalogResult<Option<Cu
 }
 
 pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT uri, rev, record FROM records WHERE uri = ?1 AND record IS NOT NULL",
-        )?
-        .query([uri])?
-        .next()?
+    let mut statement = conn.prepare_cached(
+        "SELECT uri, rev, record FROM records WHERE uri = ?1 AND record IS NOT NULL",
+    )?;
+    let mut rows = statement.query([uri])?;
+    rows.next()?
         .map(|row| item_ref(row).map(Item::from))
-        .transpose()?)
+        .transpose()
 }
 
 pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<i64>> {
