@@ -5,10 +5,10 @@
 #                                      (default /v1/bounties/open?limit=100)
 # Uses the SQLite catalog bench/run.sh or bench/mix.sh left for N records (imports one if
 # there is none), starts the release `svc serve` under callgrind with --cache-mb 0 twice,
-# answering 20 warm-up requests and then REQUESTS (200) more or none, and prints the
+# answering 20 warm-up requests and then REQUESTS (1000) more or none, and prints the
 # difference per request. Environment: REQUESTS, BENCH_DIR (bench-data/).
 set -euo pipefail
-REQUESTS="${REQUESTS:-200}"
+REQUESTS="${REQUESTS:-1000}"
 source "$(dirname "$0")/common.sh"
 N="${1:-1000000}"
 path="${2:-/v1/bounties/open?limit=100}"
@@ -28,22 +28,13 @@ fi
 
 # Total instructions of a server that answers the warm-up and then `count` requests.
 instructions() { # count
-  local out="$work/callgrind.out" log="$work/callgrind.log"
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$root/target/release/svc" serve \
-    --firehose none --listen 127.0.0.1:0 --db "$db" --cache-mb 0 2>"$log" &
-  local server=$! url=""
-  for _ in $(seq 1 1200); do
-    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$log" | head -n1)
-    [ -n "$url" ] && break
-    kill -0 "$server" 2>/dev/null || { cat "$log" >&2; exit 1; }
-    sleep 0.1
-  done
-  until curl -fs "$url/readyz" >/dev/null 2>&1; do sleep 0.2; done
+  local out="$work/callgrind.out"
+  SVC_LAUNCHER="valgrind --tool=callgrind --callgrind-out-file=$out" \
+    start_server "$work/callgrind.log" --cache-mb 0
   ask() { local urls=(); for _ in $(seq 1 "$1"); do urls+=("$url$path"); done; curl -fs "${urls[@]}" >/dev/null; }
   ask 20
   [ "$1" -gt 0 ] && ask "$1"
-  kill -TERM "$server"
-  wait "$server" || true
+  stop_server
   awk '/^(summary|totals):/ { print $2; exit }' "$out"
 }
 
