@@ -150,7 +150,7 @@ impl<'a> ItemRef<'a> {
     pub fn new(uri: &'a str, author: &'a str, rev: &'a str, record_json: &'a [u8]) -> Self {
         let plain = [uri, author, rev]
             .iter()
-            .all(|text| plain_ascii(text.as_bytes()).is_some());
+            .all(|text| all_plain(text.as_bytes()));
         ItemRef {
             uri,
             author,
@@ -196,7 +196,7 @@ impl<'a> ItemRef<'a> {
     }
 }
 
-/// `bytes` as text, when it is printable ASCII other than `"` and `\\`: text JSON carries
+/// `bytes` as text, when it is printable ASCII other than `"` and `\`: text JSON carries
 /// between quotes as it is (checking the UTF-8 and the escaping apart was a fifth of an
 /// uncached page's instructions).
 fn plain_ascii(bytes: &[u8]) -> Option<&str> {

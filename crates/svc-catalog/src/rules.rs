@@ -17,7 +17,7 @@ pub use catalog::{EngineCatalog, Reads};
 use writer::WriterHandle;
 
 use crate::changelog::LogEntry;
-use crate::{ApplyReport, CatalogResult, Change, CursorPosition, IndexKeys, QueryId};
+use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition, IndexKeys, QueryId};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -264,10 +264,18 @@ pub(crate) fn repository_range(did: &str) -> (String, String) {
     (format!("at://{did}/"), format!("at://{did}0"))
 }
 
-/// The DID of an at-uri (its authority).
+/// A runtime for a thread of the catalog's own (the writer, the change-log follower, a
+/// background step): async storage driven from a plain thread.
+pub(crate) fn thread_runtime() -> CatalogResult<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CatalogError::Storage(format!("starting a runtime: {e}")))
+}
+
+/// The DID of an at-uri (its authority); the catalog's uris are checked at-uris.
 pub(crate) fn did_of(uri: &str) -> &str {
-    let rest = uri.strip_prefix("at://").unwrap_or(uri);
-    rest.split('/').next().unwrap_or(rest)
+    svc_syntax::at_uri_authority(uri).unwrap_or(uri)
 }
 
 /// Plans a group of batches: each uri's changes in arrival order against what it holds, the

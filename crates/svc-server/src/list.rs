@@ -258,6 +258,8 @@ impl PageWriter for JsonPage {
             self.out.push(b',');
         }
         self.written += 1;
+        // Two ways of writing the same fields: the plain one copies each quote with the names
+        // around it, a shared helper writing quotes apart cost 6,000 instructions a page.
         if item.needs_no_escaping() {
             self.out.extend_from_slice(b"{\"uri\":\"");
             let start = self.out.len();

@@ -61,10 +61,7 @@ async fn connect(config: &Config, tls: &MakeRustlsConnect) -> CatalogResult<Clie
 
 impl PostgresEngine {
     pub fn connect(config: Config, tls: MakeRustlsConnect) -> CatalogResult<PostgresEngine> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+        let runtime = crate::rules::thread_runtime()?;
         let mut client = runtime.block_on(connect(&config, &tls))?;
         runtime.block_on(super::schema::migrate(&mut client))?;
         let ids = runtime.block_on(load_ids(&client))?;
@@ -648,19 +645,15 @@ fn spawn_records_vacuum(config: Config, tls: MakeRustlsConnect) {
         .name("catalog-vacuum".into())
         .spawn(move || {
             let started = std::time::Instant::now();
-            let outcome = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| CatalogError::Storage(e.to_string()))
-                .and_then(|runtime| {
-                    runtime.block_on(async {
-                        let client = connect(&config, &tls).await?;
-                        client
-                            .batch_execute("VACUUM records")
-                            .await
-                            .map_err(storage)
-                    })
-                });
+            let outcome = crate::rules::thread_runtime().and_then(|runtime| {
+                runtime.block_on(async {
+                    let client = connect(&config, &tls).await?;
+                    client
+                        .batch_execute("VACUUM records")
+                        .await
+                        .map_err(storage)
+                })
+            });
             let seconds = started.elapsed().as_secs_f64();
             match outcome {
                 Ok(()) => tracing::info!("catalog vacuumed after the bulk load in {seconds:.1}s"),

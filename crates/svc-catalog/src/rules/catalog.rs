@@ -93,10 +93,7 @@ impl Shared {
         std::thread::Builder::new()
             .name("catalog-follower".into())
             .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
+                let runtime = match super::thread_runtime() {
                     Ok(runtime) => runtime,
                     Err(error) => {
                         tracing::error!("the change-log follower cannot start: {error}");
