@@ -5,6 +5,7 @@
 mod cache;
 mod connections;
 mod error;
+mod every_request;
 mod health;
 mod limits;
 mod list;
@@ -60,6 +61,8 @@ pub(crate) struct AppState {
     pub metrics: HttpMetrics,
     pub registry: Registry,
     pub openapi: Bytes,
+    pub gate: limits::Gate,
+    pub request_timeout: Duration,
 }
 
 /// Builds the router. `registry` holds the metrics of other layers (ingest); the server adds
@@ -79,6 +82,8 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         metrics,
         registry,
         openapi,
+        gate: limits::Gate::new(config.limits),
+        request_timeout: config.request_timeout,
     });
     let mut router = Router::new()
         .route("/healthz", get(health::healthz))
@@ -91,16 +96,8 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
-            Arc::new(limits::Gate::new(config.limits)),
-            limits::guard,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
-            metrics::track,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            config.request_timeout,
-            error::time_limit,
+            every_request::every_request,
         ))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             error::panicked,

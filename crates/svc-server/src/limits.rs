@@ -4,15 +4,14 @@
 //! overloaded server still says whether it is alive.
 
 use crate::error::json_error;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 #[derive(Debug, Clone, Copy)]
 pub struct RequestLimits {
@@ -91,7 +90,16 @@ fn header_bytes(request: &Request) -> usize {
         .sum()
 }
 
-pub(crate) async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+/// Whether a request may be answered now.
+pub(crate) enum Admission {
+    /// With the in-flight slot it holds while it is answered (none for health probes, which
+    /// are exempt from the rate and the cap).
+    Admitted(Option<OwnedSemaphorePermit>),
+    /// With the answer that refuses it.
+    Refused(Response),
+}
+
+pub(crate) fn admit(gate: &Gate, request: &Request) -> Admission {
     let limits = gate.limits;
     // The request target as sent (origin form), measured without building a string.
     let uri = request.uri();
@@ -102,28 +110,28 @@ pub(crate) async fn guard(State(gate): State<Arc<Gate>>, request: Request, next:
             .authority()
             .map_or(0, |authority| authority.as_str().len());
     if uri_bytes > limits.max_uri_bytes {
-        return json_error(
+        return Admission::Refused(json_error(
             StatusCode::URI_TOO_LONG,
             "uri_too_long",
             &format!(
                 "the request URI has {uri_bytes} bytes; at most {} are accepted",
                 limits.max_uri_bytes
             ),
-        );
+        ));
     }
-    let headers = header_bytes(&request);
+    let headers = header_bytes(request);
     if headers > limits.max_header_bytes {
-        return json_error(
+        return Admission::Refused(json_error(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             "headers_too_large",
             &format!(
                 "the request headers have {headers} bytes; at most {} are accepted",
                 limits.max_header_bytes
             ),
-        );
+        ));
     }
     if matches!(request.uri().path(), "/healthz" | "/readyz") {
-        return next.run(request).await;
+        return Admission::Admitted(None);
     }
     if let Some(rate) = limits.rate_per_client {
         let client = request
@@ -133,18 +141,20 @@ pub(crate) async fn guard(State(gate): State<Arc<Gate>>, request: Request, next:
         if let Some(Err(wait)) = client.map(|ip| gate.take_token(ip, rate)) {
             let message = format!("more than {rate} requests per second from this address");
             let response = json_error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", &message);
-            return with_retry_after(response, wait);
+            return Admission::Refused(with_retry_after(response, wait));
         }
     }
-    let Ok(_permit) = Arc::clone(&gate.in_flight).try_acquire_owned() else {
-        let message = format!(
-            "{} requests are being answered; try again shortly",
-            limits.max_in_flight
-        );
-        let response = json_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", &message);
-        return with_retry_after(response, 1);
-    };
-    next.run(request).await
+    match Arc::clone(&gate.in_flight).try_acquire_owned() {
+        Ok(permit) => Admission::Admitted(Some(permit)),
+        Err(_) => {
+            let message = format!(
+                "{} requests are being answered; try again shortly",
+                limits.max_in_flight
+            );
+            let response = json_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", &message);
+            Admission::Refused(with_retry_after(response, 1))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,18 +1,16 @@
 //! The server's metrics: readiness, catalog gauges (set at scrape time from the per-kind
 //! counts) and per-route request counts and latency.
 
-use crate::AppState;
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::http::StatusCode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use std::sync::Arc;
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::time::Duration;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct KindLabel {
@@ -71,6 +69,7 @@ pub struct HttpMetrics {
     pub(crate) catalog_total: Gauge,
     requests: Family<RouteStatusLabels, Counter>,
     latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
+    routes: RwLock<HashMap<String, RouteMetrics>>,
 }
 
 impl Default for HttpMetrics {
@@ -84,6 +83,7 @@ impl Default for HttpMetrics {
             catalog_total: Gauge::default(),
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
+            routes: RwLock::default(),
         }
     }
 }
@@ -123,31 +123,62 @@ impl HttpMetrics {
     }
 }
 
-pub(crate) async fn track(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".to_string());
-    let started = Instant::now();
-    let response = next.run(request).await;
-    let metrics = &state.metrics;
-    metrics
-        .latency
-        .get_or_create(&RouteLabel {
-            route: route.clone(),
-        })
-        .observe(started.elapsed().as_secs_f64());
-    metrics
-        .requests
-        .get_or_create(&RouteStatusLabels {
-            route,
-            status: response.status().as_u16(),
-        })
-        .inc();
-    response
+impl HttpMetrics {
+    /// Counts a request answered with `status` on `route` (its path pattern) after `elapsed`.
+    pub(crate) fn record(&self, route: &str, status: StatusCode, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let counted = self.with_route(route, |known| {
+            known.latency.observe(seconds);
+            let ok = status == StatusCode::OK;
+            if ok {
+                known.ok.inc();
+            }
+            ok
+        });
+        if !counted {
+            self.requests
+                .get_or_create(&RouteStatusLabels {
+                    route: route.to_string(),
+                    status: status.as_u16(),
+                })
+                .inc();
+        }
+    }
+
+    /// Runs `use_metrics` on the route's own metrics, made on its first request: later requests
+    /// find them without building labels, hashing them and locking each family.
+    fn with_route<T>(&self, route: &str, use_metrics: impl FnOnce(&RouteMetrics) -> T) -> T {
+        if let Ok(routes) = self.routes.read()
+            && let Some(known) = routes.get(route)
+        {
+            return use_metrics(known);
+        }
+        let known = RouteMetrics {
+            latency: self
+                .latency
+                .get_or_create(&RouteLabel {
+                    route: route.to_string(),
+                })
+                .clone(),
+            ok: self
+                .requests
+                .get_or_create(&RouteStatusLabels {
+                    route: route.to_string(),
+                    status: StatusCode::OK.as_u16(),
+                })
+                .clone(),
+        };
+        let answer = use_metrics(&known);
+        if let Ok(mut routes) = self.routes.write() {
+            routes.insert(route.to_string(), known);
+        }
+        answer
+    }
+}
+
+/// One route's latency histogram and its count of 200 answers: clones sharing the families'
+/// own values.
+struct RouteMetrics {
+    latency: Histogram,
+    ok: Counter,
 }

@@ -609,6 +609,8 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
         (200, "text/plain; charset=utf-8".into(), "ok".into())
     );
     assert_eq!(s.get_raw("/readyz").2, "ready");
+    assert_eq!(s.get_raw("/v1/bounties/open?limit=0").0, 400);
+    assert_eq!(s.get_raw("/no/such/route").0, 404);
     let (_, content_type, metrics) = s.get_raw("/metrics");
     assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
     assert!(metrics.contains("# TYPE svc_ingest_events_total counter\n"));
@@ -632,6 +634,8 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
         "svc_orchestrator_catalog_records{kind=\"encounter\"} 0",
         "svc_orchestrator_catalog_total 22",
         "svc_ingest_events_total{source=\"import\",outcome=\"applied\"} 22",
+        "svc_http_requests_total{route=\"/v1/bounties/open\",status=\"400\"} 1",
+        "svc_http_requests_total{route=\"unmatched\",status=\"404\"} 1",
     ] {
         assert!(
             metrics.lines().any(|l| l == line),

@@ -27,9 +27,31 @@ type Job = Box<dyn FnOnce(&mut Reader) + Send>;
 /// connection, they are dropped first: a connection closes only once its statements are
 /// finalized.
 pub(crate) struct Reader {
+    statements: PageStatements,
+    conn: Connection,
+}
+
+/// The statements of a page, each prepared on its first use.
+#[derive(Default)]
+struct PageStatements {
+    begin: Option<PageStatement>,
+    commit: Option<PageStatement>,
+    count: Option<PageStatement>,
     page_from: Option<PageStatement>,
     page_after: Option<PageStatement>,
-    conn: Connection,
+}
+
+/// The statement held in `slot`, prepared on first use.
+fn prepared<'s>(
+    slot: &'s mut Option<PageStatement>,
+    conn: &Connection,
+    sql: &str,
+) -> CatalogResult<&'s mut PageStatement> {
+    let statement = match slot.take() {
+        Some(statement) => statement,
+        None => PageStatement::prepare(conn, sql)?,
+    };
+    Ok(slot.insert(statement))
 }
 
 impl ReaderPool {
@@ -43,8 +65,7 @@ impl ReaderPool {
                 .spawn(move || {
                     yield_to_writer_and_requests();
                     let mut reader = Reader {
-                        page_from: None,
-                        page_after: None,
+                        statements: PageStatements::default(),
                         conn,
                     };
                     // Ends when the pool is dropped (the queue's sender with it).
@@ -198,14 +219,25 @@ fn read_page(
     page: &PageRequest,
     emit: &mut dyn FnMut(ItemRef<'_>),
 ) -> CatalogResult<(u64, bool)> {
-    let Reader {
+    let Reader { statements, conn } = reader;
+    let PageStatements {
+        begin,
+        commit,
+        count,
         page_from,
         page_after,
-        conn,
-    } = reader;
+    } = statements;
     // `total` and the items come from one snapshot, so a commit in between cannot split them.
-    let _snapshot = Snapshot::begin(conn)?;
-    let total = count(conn, qid, key)?;
+    let _snapshot = Snapshot::begin(conn, begin, commit)?;
+    let total = {
+        let mut rows =
+            prepared(count, conn, COUNT)?.run(&[Parameter::Integer(qid), Parameter::Text(key)])?;
+        if rows.step()? {
+            stored_count(rows.integer(0))
+        } else {
+            0
+        }
+    };
     let limit = page.limit as usize;
     let (slot, sql, from) = match &page.after {
         Some(after) => (page_after, PAGE_AFTER, Cow::Borrowed(after.as_str())),
@@ -214,12 +246,7 @@ fn read_page(
             None => return Ok((total, false)),
         },
     };
-    let statement = match slot.take() {
-        Some(statement) => statement,
-        None => PageStatement::prepare(conn, sql)?,
-    };
-    let statement = slot.insert(statement);
-    let rows = statement.run(&[
+    let rows = prepared(slot, conn, sql)?.run(&[
         Parameter::Integer(qid),
         Parameter::Text(key),
         Parameter::Text(&from),
@@ -269,33 +296,48 @@ fn forward(
     rows.step()
 }
 
-/// A read transaction from prepared statements (a transaction begun by text would be parsed
-/// again for every page), ended when dropped.
-struct Snapshot<'c>(&'c Connection);
+/// A read transaction, ended when dropped.
+struct Snapshot<'s> {
+    commit: &'s mut PageStatement,
+}
 
-impl<'c> Snapshot<'c> {
-    fn begin(conn: &'c Connection) -> rusqlite::Result<Snapshot<'c>> {
-        conn.prepare_cached("BEGIN")?.execute([])?;
-        Ok(Snapshot(conn))
+impl<'s> Snapshot<'s> {
+    fn begin(
+        conn: &Connection,
+        begin: &mut Option<PageStatement>,
+        commit: &'s mut Option<PageStatement>,
+    ) -> CatalogResult<Snapshot<'s>> {
+        // Prepared before the transaction begins, so that failing to prepare it cannot leave
+        // one open.
+        let commit = prepared(commit, conn, "COMMIT")?;
+        prepared(begin, conn, "BEGIN")?.run(&[])?.step()?;
+        Ok(Snapshot { commit })
     }
 }
 
 impl Drop for Snapshot<'_> {
     fn drop(&mut self) {
         // A read transaction has nothing to keep; ending it cannot lose anything.
-        if let Ok(mut end) = self.0.prepare_cached("COMMIT") {
-            let _ = end.execute([]);
+        if let Ok(mut end) = self.commit.run(&[]) {
+            let _ = end.step();
         }
     }
 }
 
+const COUNT: &str = "SELECT n FROM query_counts WHERE qid = ?1 AND key = ?2";
+
 /// Records filed under one key of one query.
 fn count(conn: &Connection, qid: i64, key: &str) -> CatalogResult<u64> {
     let n: Option<i64> = conn
-        .prepare_cached("SELECT n FROM query_counts WHERE qid = ?1 AND key = ?2")?
+        .prepare_cached(COUNT)?
         .query_row(params![qid, key], |r| r.get(0))
         .optional()?;
-    Ok(n.unwrap_or(0).max(0) as u64)
+    Ok(stored_count(n.unwrap_or(0)))
+}
+
+/// A stored count as a total (never negative).
+fn stored_count(n: i64) -> u64 {
+    n.max(0) as u64
 }
 
 pub(crate) fn count_keys(conn: &Connection, qid: i64, keys: &[String]) -> CatalogResult<Vec<u64>> {
