@@ -4,6 +4,12 @@
 //! every slot is taken, the oldest connection that has not yet sent a whole request head gives
 //! its slot to the newcomer: a flood of slow clients cannot lock out real ones.
 //!
+//! Connections are accepted on a thread of their own, the probe lane, which keeps every
+//! connection whose first request is a health or readiness probe and hands the others to the
+//! runtime that answers queries. Under a full query load a probe then waits for no query's turn:
+//! an orchestrator that restarts a server whose liveness probe is slow would otherwise restart a
+//! busy server that is fine.
+//!
 //! axum's own `serve` sets no timer, so a connection that stalls in its request head, or sits
 //! idle, is never closed: enough of them exhaust the file descriptors.
 
@@ -35,13 +41,44 @@ pub struct ConnectionLimits {
 }
 
 /// Serves `router` on `listener` until `stop` turns true, then lets open connections finish
-/// their current request (for at most `drain`).
+/// their current request (for at most `drain`). Queries are answered on the runtime this is
+/// called on; probes on the probe lane's thread, started here.
 pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    stop: watch::Receiver<bool>,
+    drain: Duration,
+) -> std::io::Result<()> {
+    let queries = tokio::runtime::Handle::current();
+    let listener = listener.into_std()?;
+    let (finished, done) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("http-probes".into())
+        .spawn(move || {
+            let lane = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .and_then(|lane| {
+                    lane.block_on(async {
+                        let listener = TcpListener::from_std(listener)?;
+                        accept(listener, router, limits, stop, drain, queries).await;
+                        Ok(())
+                    })
+                });
+            let _ = finished.send(lane);
+        })?;
+    done.await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the probe lane's thread ended early")))
+}
+
+async fn accept(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
     drain: Duration,
+    queries: tokio::runtime::Handle,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let unproven = Arc::new(Unproven::default());
@@ -70,16 +107,85 @@ pub async fn serve(
             drop(stream);
             continue;
         };
-        let (http, router, stop) = (http.clone(), router.clone(), stop.clone());
         let (place, evicted) = unproven.enter();
+        let connection = Connection {
+            http: http.clone(),
+            peer,
+            router: router.clone(),
+            stop: stop.clone(),
+            place,
+            slot,
+        };
+        let queries = queries.clone();
         tokio::spawn(async move {
-            serve_connection(&http, stream, peer, router, stop, place, evicted).await;
-            drop(slot);
+            let mut evicted = evicted;
+            match first_bytes(&stream, limits.head_timeout, &mut evicted).await {
+                Some(Lane::Probes) => connection.serve(stream, evicted).await,
+                Some(Lane::Queries) => hand_over(connection, stream, evicted, &queries),
+                None => {}
+            }
         });
     }
     // Every slot back means every connection has ended.
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(drain, slots.acquire_many(all)).await;
+}
+
+/// Where a connection is answered.
+#[derive(Debug, PartialEq, Eq)]
+enum Lane {
+    Probes,
+    Queries,
+}
+
+impl Lane {
+    /// The lane of a connection whose first bytes are `start`: a probe's request line begins
+    /// `GET /healthz` or `GET /readyz`, whole in the first segment a client sends.
+    fn of(start: &[u8]) -> Lane {
+        let probe = [&b"GET /healthz"[..], &b"GET /readyz"[..]]
+            .iter()
+            .any(|line| {
+                start.starts_with(line)
+                    && matches!(start.get(line.len()), Some(b' ' | b'?' | b'\r' | b'\n'))
+            });
+        if probe { Lane::Probes } else { Lane::Queries }
+    }
+}
+
+/// The lane of a connection, once its first bytes arrive; `None` when it sends nothing within
+/// the head timeout, ends, or gives its slot away first (it is then closed).
+async fn first_bytes(
+    stream: &TcpStream,
+    head_timeout: Duration,
+    evicted: &mut oneshot::Receiver<()>,
+) -> Option<Lane> {
+    let mut start = [0u8; 16];
+    let peeked = tokio::select! {
+        peeked = tokio::time::timeout(head_timeout, stream.peek(&mut start)) => peeked,
+        Ok(()) = &mut *evicted => return None,
+    };
+    match peeked {
+        Ok(Ok(n)) if n > 0 => Some(Lane::of(&start[..n])),
+        _ => None,
+    }
+}
+
+/// Moves a connection to the query runtime and serves it there.
+fn hand_over(
+    connection: Connection,
+    stream: TcpStream,
+    evicted: oneshot::Receiver<()>,
+    queries: &tokio::runtime::Handle,
+) {
+    let Ok(stream) = stream.into_std() else {
+        return;
+    };
+    queries.spawn(async move {
+        // Registered with the query runtime's own reactor, or closed if it cannot be.
+        if let Ok(stream) = TcpStream::from_std(stream) {
+            connection.serve(stream, evicted).await;
+        }
+    });
 }
 
 /// A free slot, or the slot of the oldest connection still waiting for its first request head,
@@ -179,48 +285,89 @@ impl Drop for Place {
     }
 }
 
-async fn serve_connection(
-    http: &hyper::server::conn::http1::Builder,
-    stream: TcpStream,
+/// An accepted connection with what serving it takes: its slot among the open connections is
+/// given back when it is dropped.
+struct Connection {
+    http: hyper::server::conn::http1::Builder,
     peer: SocketAddr,
     router: Router,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     place: Arc<Place>,
-    evicted: oneshot::Receiver<()>,
-) {
-    // Answers go out whole: no Nagle delay on small ones, and a send buffer that takes a full
-    // page of records (about 70 KB) in one write.
-    let _ = stream.set_nodelay(true);
-    let _ = socket2::SockRef::from(&stream).set_send_buffer_size(1 << 20);
-    let service = {
-        let place = Arc::clone(&place);
-        hyper::service::service_fn(move |mut request: hyper::Request<_>| {
-            place.prove();
-            request.extensions_mut().insert(ConnectInfo(peer));
-            router.clone().oneshot(request.map(axum::body::Body::new))
-        })
-    };
-    let connection = http.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(connection);
-    // Dropping the connection closes it. A request whose head arrived just as the connection
-    // was chosen is served instead: nothing is cut short.
-    let given_way = async {
-        match evicted.await {
-            Ok(()) if !place.is_proven() => {}
-            _ => std::future::pending().await,
+    slot: OwnedSemaphorePermit,
+}
+
+impl Connection {
+    async fn serve(self, stream: TcpStream, evicted: oneshot::Receiver<()>) {
+        let Connection {
+            http,
+            peer,
+            router,
+            mut stop,
+            place,
+            slot,
+        } = self;
+        // Answers go out whole: no Nagle delay on small ones, and a send buffer that takes a
+        // full page of records (about 70 KB) in one write.
+        let _ = stream.set_nodelay(true);
+        let _ = socket2::SockRef::from(&stream).set_send_buffer_size(1 << 20);
+        let service = {
+            let place = Arc::clone(&place);
+            hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+                place.prove();
+                request.extensions_mut().insert(ConnectInfo(peer));
+                router.clone().oneshot(request.map(axum::body::Body::new))
+            })
+        };
+        let connection = http.serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(connection);
+        // Dropping the connection closes it. A request whose head arrived just as the
+        // connection was chosen is served instead: nothing is cut short.
+        let given_way = async {
+            match evicted.await {
+                Ok(()) if !place.is_proven() => {}
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = connection.as_mut() => {}
+            () = given_way => {}
+            _ = stopped(&mut stop) => {
+                connection.as_mut().graceful_shutdown();
+                let _ = connection.await;
+            }
         }
-    };
-    tokio::select! {
-        _ = connection.as_mut() => {}
-        () = given_way => {}
-        _ = stopped(&mut stop) => {
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
-        }
+        drop(slot);
     }
 }
 
 /// Resolves once `stop` turns true (or its sender is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lane;
+
+    #[test]
+    fn probes_are_told_by_their_request_line() {
+        for probe in [
+            &b"GET /healthz HTTP/1.1\r\n"[..],
+            b"GET /readyz HTTP/1.1",
+            b"GET /healthz?x=1 HTTP",
+            b"GET /readyz\r\n",
+        ] {
+            assert_eq!(Lane::of(probe), Lane::Probes, "{probe:?}");
+        }
+        for other in [
+            &b"GET /healthzz HTTP/1.1"[..],
+            b"GET /v1/stats HTTP/1.1",
+            b"POST /healthz HTTP/1.1",
+            b"GET /healt",
+            b"",
+            b"GET /readyz/x HTTP/1.1",
+        ] {
+            assert_eq!(Lane::of(other), Lane::Queries, "{other:?}");
+        }
+    }
 }

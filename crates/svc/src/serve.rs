@@ -341,8 +341,11 @@ async fn listen(address: &str) -> std::io::Result<tokio::net::TcpListener> {
     }))
 }
 
-async fn finish(server: tokio::task::JoinHandle<()>) -> anyhow::Result<()> {
-    server.await.context("the server task failed")
+async fn finish(server: tokio::task::JoinHandle<std::io::Result<()>>) -> anyhow::Result<()> {
+    server
+        .await
+        .context("the server task failed")?
+        .context("serving HTTP")
 }
 
 /// The longest request URI and the most header bytes a request may have (414 and 431 beyond).
