@@ -4,11 +4,12 @@
 //! every slot is taken, the oldest connection that has not yet sent a whole request head gives
 //! its slot to the newcomer: a flood of slow clients cannot lock out real ones.
 //!
-//! Connections are accepted on a thread of their own, the probe lane, which keeps every
-//! connection whose first request is a health or readiness probe and hands the others to the
-//! runtime that answers queries. Under a full query load a probe then waits for no query's turn:
-//! an orchestrator that restarts a server whose liveness probe is slow would otherwise restart a
-//! busy server that is fine.
+//! Connections are accepted on a thread of their own, which hands every connection whose first
+//! request is a health or readiness probe to the probe lane, a thread that serves only those,
+//! and the others to the runtime that answers queries. Under a full query load a probe then
+//! waits for no query's turn (an orchestrator that restarts a server whose liveness probe is
+//! slow would otherwise restart a busy server that is fine), and a flood of new connections
+//! delays only the accepting of new ones.
 //!
 //! axum's own `serve` sets no timer, so a connection that stalls in its request head, or sits
 //! idle, is never closed: enough of them exhaust the file descriptors.
@@ -42,7 +43,8 @@ pub struct ConnectionLimits {
 
 /// Serves `router` on `listener` until `stop` turns true, then lets open connections finish
 /// their current request (for at most `drain`). Queries are answered on the runtime this is
-/// called on; probes on the probe lane's thread, started here.
+/// called on; connections are accepted on a thread of their own, and probes answered on
+/// another, both started here.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -52,24 +54,52 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let queries = tokio::runtime::Handle::current();
     let listener = listener.into_std()?;
+    let (probes, probes_running) = lane_thread("http-probes")?;
     let (finished, done) = oneshot::channel();
     std::thread::Builder::new()
-        .name("http-probes".into())
+        .name("http-accept".into())
         .spawn(move || {
-            let lane = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .and_then(|lane| {
-                    lane.block_on(async {
-                        let listener = TcpListener::from_std(listener)?;
-                        accept(listener, router, limits, stop, drain, queries).await;
-                        Ok(())
-                    })
-                });
-            let _ = finished.send(lane);
+            let accepting = one_thread_runtime().and_then(|runtime| {
+                runtime.block_on(async {
+                    let listener = TcpListener::from_std(listener)?;
+                    let lanes = Lanes { probes, queries };
+                    accept(listener, router, limits, stop, drain, lanes).await;
+                    Ok(())
+                })
+            });
+            // The probe lane ends with the accept loop: every connection has ended or been
+            // given up on by then.
+            drop(probes_running);
+            let _ = finished.send(accepting);
         })?;
     done.await
-        .unwrap_or_else(|_| Err(std::io::Error::other("the probe lane's thread ended early")))
+        .unwrap_or_else(|_| Err(std::io::Error::other("the accepting thread ended early")))
+}
+
+fn one_thread_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+/// A thread running a one-thread runtime until the returned sender is dropped; the runtime's
+/// handle, to spawn on it.
+fn lane_thread(name: &str) -> std::io::Result<(tokio::runtime::Handle, oneshot::Sender<()>)> {
+    let runtime = one_thread_runtime()?;
+    let handle = runtime.handle().clone();
+    let (keep_running, ended) = oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _ = runtime.block_on(ended);
+        })?;
+    Ok((handle, keep_running))
+}
+
+/// The runtimes connections are served on.
+struct Lanes {
+    probes: tokio::runtime::Handle,
+    queries: tokio::runtime::Handle,
 }
 
 async fn accept(
@@ -78,8 +108,9 @@ async fn accept(
     limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
     drain: Duration,
-    queries: tokio::runtime::Handle,
+    lanes: Lanes,
 ) {
+    let lanes = Arc::new(lanes);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let unproven = Arc::new(Unproven::default());
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -116,14 +147,15 @@ async fn accept(
             place,
             slot,
         };
-        let queries = queries.clone();
+        let lanes = Arc::clone(&lanes);
         tokio::spawn(async move {
             let mut evicted = evicted;
-            match first_bytes(&stream, limits.head_timeout, &mut evicted).await {
-                Some(Lane::Probes) => connection.serve(stream, evicted).await,
-                Some(Lane::Queries) => hand_over(connection, stream, evicted, &queries),
-                None => {}
-            }
+            let lane = match first_bytes(&stream, limits.head_timeout, &mut evicted).await {
+                Some(Lane::Probes) => &lanes.probes,
+                Some(Lane::Queries) => &lanes.queries,
+                None => return,
+            };
+            hand_over(connection, stream, evicted, lane);
         });
     }
     // Every slot back means every connection has ended.
@@ -170,18 +202,18 @@ async fn first_bytes(
     }
 }
 
-/// Moves a connection to the query runtime and serves it there.
+/// Moves a connection to the runtime of its lane and serves it there.
 fn hand_over(
     connection: Connection,
     stream: TcpStream,
     evicted: oneshot::Receiver<()>,
-    queries: &tokio::runtime::Handle,
+    lane: &tokio::runtime::Handle,
 ) {
     let Ok(stream) = stream.into_std() else {
         return;
     };
-    queries.spawn(async move {
-        // Registered with the query runtime's own reactor, or closed if it cannot be.
+    lane.spawn(async move {
+        // Registered with the lane's own reactor, or closed if it cannot be.
         if let Ok(stream) = TcpStream::from_std(stream) {
             connection.serve(stream, evicted).await;
         }
