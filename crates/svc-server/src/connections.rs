@@ -41,39 +41,41 @@ pub struct ConnectionLimits {
     pub max_head_bytes: usize,
 }
 
-/// Serves `router` on `listener` until `stop` turns true, then lets open connections finish
-/// their current request (for at most `drain`). Queries are answered on the runtime this is
-/// called on; connections are accepted on a thread of their own, and probes answered on
-/// another, both started here.
-pub async fn serve(
+/// Starts serving `router` on `listener`: every step that can fail is taken before this
+/// returns, so that a server that says it is listening is. The future it returns resolves once
+/// `stop` has turned true and open connections have finished their current request (for at
+/// most `drain`). Queries are answered on the runtime this is called on; connections are
+/// accepted on a thread of their own, and probes answered on another, both started here.
+pub fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
     stop: watch::Receiver<bool>,
     drain: Duration,
-) -> std::io::Result<()> {
+) -> std::io::Result<impl Future<Output = std::io::Result<()>> + Send + 'static> {
     let queries = tokio::runtime::Handle::current();
-    let listener = listener.into_std()?;
+    let accepting = one_thread_runtime()?;
+    let listener = {
+        // Registered with the accepting runtime's reactor, where it is polled.
+        let _inside = accepting.enter();
+        TcpListener::from_std(listener.into_std()?)?
+    };
     let (probes, probes_running) = lane_thread("http-probes")?;
     let (finished, done) = oneshot::channel();
     std::thread::Builder::new()
         .name("http-accept".into())
         .spawn(move || {
-            let accepting = one_thread_runtime().and_then(|runtime| {
-                runtime.block_on(async {
-                    let listener = TcpListener::from_std(listener)?;
-                    let lanes = Lanes { probes, queries };
-                    accept(listener, router, limits, stop, drain, lanes).await;
-                    Ok(())
-                })
-            });
+            let lanes = Lanes { probes, queries };
+            accepting.block_on(accept(listener, router, limits, stop, drain, lanes));
             // The probe lane ends with the accept loop: every connection has ended or been
             // given up on by then.
             drop(probes_running);
-            let _ = finished.send(accepting);
+            let _ = finished.send(());
         })?;
-    done.await
-        .unwrap_or_else(|_| Err(std::io::Error::other("the accepting thread ended early")))
+    Ok(async move {
+        done.await
+            .map_err(|_| std::io::Error::other("the accepting thread ended early"))
+    })
 }
 
 fn one_thread_runtime() -> std::io::Result<tokio::runtime::Runtime> {

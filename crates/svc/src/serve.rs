@@ -206,17 +206,18 @@ async fn serve(
         .await
         .with_context(|| format!("--listen {}", args.listen))?;
     let address = listener.local_addr().context("reading the bound address")?;
-    tracing::info!("listening on http://{address}");
-
     let (trigger, mut stopped) = watch::channel(false);
-    tokio::spawn(shutdown_signal(trigger));
-    let server = tokio::spawn(svc_server::serve(
+    let server = svc_server::serve(
         listener,
         router,
         connection_limits,
         stopped.clone(),
         std::time::Duration::from_secs(10),
-    ));
+    )
+    .context("starting the HTTP server")?;
+    tracing::info!("listening on http://{address}");
+    tokio::spawn(shutdown_signal(trigger));
+    let server = tokio::spawn(server);
 
     let started_as_writer = catalog.is_writer();
     if !started_as_writer {
