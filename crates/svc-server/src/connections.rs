@@ -14,6 +14,7 @@
 //! axum's own `serve` sets no timer, so a connection that stalls in its request head, or sits
 //! idle, is never closed: enough of them exhaust the file descriptors.
 
+use crate::health::PROBES;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -174,14 +175,13 @@ enum Lane {
 
 impl Lane {
     /// The lane of a connection whose first bytes are `start`: a probe's request line begins
-    /// `GET /healthz` or `GET /readyz`, whole in the first segment a client sends.
+    /// `GET ` and a probe's path, whole in the first segment a client sends.
     fn of(start: &[u8]) -> Lane {
-        let probe = [&b"GET /healthz"[..], &b"GET /readyz"[..]]
-            .iter()
-            .any(|line| {
-                start.starts_with(line)
-                    && matches!(start.get(line.len()), Some(b' ' | b'?' | b'\r' | b'\n'))
-            });
+        let target = start.strip_prefix(b"GET ").unwrap_or_default();
+        let probe = PROBES.iter().any(|path| {
+            target.starts_with(path.as_bytes())
+                && matches!(target.get(path.len()), Some(b' ' | b'?' | b'\r' | b'\n'))
+        });
         if probe { Lane::Probes } else { Lane::Queries }
     }
 }

@@ -6,6 +6,15 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
+pub(crate) const HEALTHZ: &str = "/healthz";
+pub(crate) const READYZ: &str = "/readyz";
+/// The probes' paths: exempt from the request limits, and served on a lane of their own.
+pub(crate) const PROBES: [&str; 2] = [HEALTHZ, READYZ];
+
+pub(crate) fn is_probe(path: &str) -> bool {
+    PROBES.contains(&path)
+}
+
 pub(crate) async fn healthz() -> Response {
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()
 }

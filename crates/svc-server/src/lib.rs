@@ -86,8 +86,8 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         request_timeout: config.request_timeout,
     });
     let mut router = Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
+        .route(health::HEALTHZ, get(health::healthz))
+        .route(health::READYZ, get(health::readyz))
         .route("/metrics", get(health::metrics));
     if config.api {
         router = api_routes(router, &state);

@@ -130,7 +130,7 @@ pub(crate) fn admit(gate: &Gate, request: &Request) -> Admission {
             ),
         ));
     }
-    if matches!(request.uri().path(), "/healthz" | "/readyz") {
+    if crate::health::is_probe(request.uri().path()) {
         return Admission::Admitted(None);
     }
     if let Some(rate) = limits.rate_per_client {

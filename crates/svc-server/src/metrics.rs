@@ -121,9 +121,7 @@ impl HttpMetrics {
             self.latency.clone(),
         );
     }
-}
 
-impl HttpMetrics {
     /// Counts a request answered with `status` on `route` (its path pattern) after `elapsed`.
     pub(crate) fn record(&self, route: &str, status: StatusCode, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();

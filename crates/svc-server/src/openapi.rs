@@ -162,8 +162,8 @@ pub(crate) fn document(queries: &QuerySet, version: &str, limits: &RequestLimits
     );
     paths.insert("/v1/stats".into(), json!({"get": {"operationId": "stats", "summary": "Record counts per kind.",
         "responses": {"200": {"description": "Counts.", "content": {"application/json": {"schema": {"type": "object", "additionalProperties": {"type": "integer"}}}}}}}}));
-    paths.insert("/healthz".into(), json!({"get": {"operationId": "healthz", "responses": {"200": text_response("The process runs.")}}}));
-    paths.insert("/readyz".into(), json!({"get": {"operationId": "readyz", "responses": {
+    paths.insert(crate::health::HEALTHZ.into(), json!({"get": {"operationId": "healthz", "responses": {"200": text_response("The process runs.")}}}));
+    paths.insert(crate::health::READYZ.into(), json!({"get": {"operationId": "readyz", "responses": {
         "200": text_response("The catalog has caught up."), "503": text_response("Still catching up.")}}}));
     paths.insert("/metrics".into(), json!({"get": {"operationId": "metrics", "responses": {"200": {
         "description": "Prometheus metrics: the classic text format, or OpenMetrics when Accept asks for it.",

@@ -229,15 +229,7 @@ fn read_page(
     } = statements;
     // `total` and the items come from one snapshot, so a commit in between cannot split them.
     let _snapshot = Snapshot::begin(conn, begin, commit)?;
-    let total = {
-        let mut rows =
-            prepared(count, conn, COUNT)?.run(&[Parameter::Integer(qid), Parameter::Text(key)])?;
-        if rows.step()? {
-            stored_count(rows.integer(0))
-        } else {
-            0
-        }
-    };
+    let total = page_total(prepared(count, conn, COUNT)?, qid, key)?;
     let limit = page.limit as usize;
     let (slot, sql, from) = match &page.after {
         Some(after) => (page_after, PAGE_AFTER, Cow::Borrowed(after.as_str())),
@@ -325,6 +317,16 @@ impl Drop for Snapshot<'_> {
 }
 
 const COUNT: &str = "SELECT n FROM query_counts WHERE qid = ?1 AND key = ?2";
+
+/// Records filed under one key of one query, by the reader's own [`COUNT`] statement.
+fn page_total(count: &mut PageStatement, qid: i64, key: &str) -> CatalogResult<u64> {
+    let mut rows = count.run(&[Parameter::Integer(qid), Parameter::Text(key)])?;
+    Ok(if rows.step()? {
+        stored_count(rows.integer(0))
+    } else {
+        0
+    })
+}
 
 /// Records filed under one key of one query.
 fn count(conn: &Connection, qid: i64, key: &str) -> CatalogResult<u64> {
