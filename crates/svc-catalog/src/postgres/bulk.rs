@@ -457,7 +457,7 @@ pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> Cat
         more
     })
     .await?;
-    link.batch("ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri)")
+    link.batch("ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid)")
         .await?;
     let mut at = 0;
     copy_in(link, COPY_COUNTS, |out| {
@@ -526,7 +526,7 @@ pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> 
          DROP INDEX IF EXISTS records_uri;
          CREATE UNIQUE INDEX records_uri ON records (uri);
          ALTER TABLE query_keys DROP CONSTRAINT IF EXISTS query_keys_pkey;
-         ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
+         ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid);
          COMMIT;",
     )
     .await?;

@@ -88,6 +88,10 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 4: a bulk load's index entries wait in the indexer's memory, no longer in a table.
     "DROP TABLE staged_keys",
+    // 5: the index entries' key carries the record's id, so that a page's ids come from the
+    // index alone.
+    "ALTER TABLE query_keys DROP CONSTRAINT query_keys_pkey;
+     ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid);",
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):
