@@ -116,12 +116,54 @@ impl ReaderPool {
 /// difference.
 const READER_NICENESS: i32 = 10;
 
+/// The time slice readers ask of the scheduler, in nanoseconds (Linux 6.12 and later; earlier
+/// kernels ignore it). A short slice gives a reader that wakes an early deadline, so an
+/// uncached answer waits less for its turn on a saturated CPU, while the share of the CPU
+/// readers get stays what their niceness gives them. 100 us is the shortest Linux accepts.
+const READER_SLICE_NS: u64 = 200_000;
+
 fn yield_to_writer_and_requests() {
     // Linux gives each thread its own niceness (elsewhere this call would lower the process).
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority takes plain integers; 0 names the calling thread on Linux.
     unsafe {
         libc::setpriority(libc::PRIO_PROCESS, 0, READER_NICENESS);
+    }
+    #[cfg(target_os = "linux")]
+    ask_for_short_slices();
+}
+
+/// `struct sched_attr` as `sched_setattr(2)` reads it (its first version, 48 bytes).
+#[cfg(target_os = "linux")]
+#[repr(C)]
+struct SchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+/// Best effort: a kernel that refuses the call leaves the reader with the default slice.
+#[cfg(target_os = "linux")]
+fn ask_for_short_slices() {
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: libc::SCHED_OTHER as u32,
+        flags: 0,
+        nice: READER_NICENESS,
+        priority: 0,
+        runtime: READER_SLICE_NS,
+        deadline: 0,
+        period: 0,
+    };
+    // SAFETY: the kernel reads `size` bytes of `attr`, which lives through the call; 0 names
+    // the calling thread.
+    unsafe {
+        libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0);
     }
 }
 
