@@ -264,6 +264,10 @@ const COPY_RECORDS: &str = "COPY records (id, uri, collection, author, rev, cid,
 /// the pages are marked all-visible, which an index-only skip for an offset needs.
 const COPY_ENTRIES: &str =
     "COPY query_keys (qid, key, uri, rid) FROM STDIN (FORMAT binary, FREEZE)";
+/// The index entries' primary key, as the schema's latest migration defines it, rebuilt after a
+/// bulk load drops it.
+const ADD_ENTRIES_KEY: &str =
+    "ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid)";
 const COPY_COUNTS: &str = "COPY query_counts (qid, key, n) FROM STDIN (FORMAT binary)";
 
 /// The longest value PostgreSQL stores in a field.
@@ -457,8 +461,7 @@ pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> Cat
         more
     })
     .await?;
-    link.batch("ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid)")
-        .await?;
+    link.batch(ADD_ENTRIES_KEY).await?;
     let mut at = 0;
     copy_in(link, COPY_COUNTS, |out| {
         let more = at < sorted.order.len();
@@ -520,15 +523,15 @@ pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> 
     if !interrupted {
         return Ok(false);
     }
-    link.batch(
+    link.batch(&format!(
         "BEGIN;
          TRUNCATE records, query_keys, query_counts, kind_counts;
          DROP INDEX IF EXISTS records_uri;
          CREATE UNIQUE INDEX records_uri ON records (uri);
          ALTER TABLE query_keys DROP CONSTRAINT IF EXISTS query_keys_pkey;
-         ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid);
-         COMMIT;",
-    )
+         {ADD_ENTRIES_KEY};
+         COMMIT;"
+    ))
     .await?;
     Ok(true)
 }

@@ -18,37 +18,48 @@ pub(super) async fn connection(pool: &Pool) -> CatalogResult<Object> {
     })
 }
 
+/// A page: the count, looked up once (a step of its own, where the planner would otherwise copy
+/// it into every reference), and the records whose ids `$ids` selects, fetched in one index scan
+/// over the ids' array (cheaper for the database than a join probing the index once a row).
+/// They come back in id order; [`read_page`] puts them in uri order.
+macro_rules! page_of_ids {
+    ($ids:literal) => {
+        concat!(
+            "WITH c AS MATERIALIZED ( \
+               SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0) AS n) \
+             SELECT c.n, r.uri, r.rev, r.record FROM c LEFT JOIN LATERAL ( \
+               SELECT r.uri, r.rev, r.record FROM records r WHERE r.id = ANY(ARRAY(",
+            $ids,
+            "))) AS r ON true"
+        )
+    };
+}
+
 /// The rows an offset skips are stepped over in the index alone (an index-only scan: the uri
-/// and the record's id are in it), and only the page's records are fetched, by id, in one
-/// index scan over the ids' array (cheaper for the database than a join probing the index once
-/// a row); they come back in id order, and [`read_page`] puts them in uri order. A page past
-/// the middle of its key is counted back from the end (the second branch; the planner runs
-/// only the branch whose condition holds), so that no offset skips more than half the key's
-/// rows. The count is looked up once, in its own step, and comes with every row.
-const PAGE_BY_OFFSET: &str = "WITH c AS MATERIALIZED ( \
-       SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0) AS n) \
-     SELECT c.n, r.uri, r.rev, r.record FROM c LEFT JOIN LATERAL ( \
-       SELECT r.uri, r.rev, r.record FROM records r WHERE r.id = ANY(ARRAY( \
-         (SELECT k.rid FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND $4 <= c.n - $4 \
-          ORDER BY k.uri LIMIT $3 OFFSET $4) \
-         UNION ALL \
-         (SELECT k.rid FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND $4 > c.n - $4 \
-          ORDER BY k.uri DESC LIMIT greatest(least($3, c.n - $4), 0) OFFSET greatest(c.n - $4 - $3, 0))))) \
-     AS r ON true";
+/// and the record's id are in it). A page past the middle of its key is counted back from the
+/// end (the second branch; the planner runs only the branch whose condition holds), so that no
+/// offset skips more than half the key's rows.
+const PAGE_BY_OFFSET: &str = page_of_ids!(
+    "(SELECT k.rid FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND $4 <= c.n - $4 \
+      ORDER BY k.uri LIMIT $3 OFFSET $4) \
+     UNION ALL \
+     (SELECT k.rid FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND $4 > c.n - $4 \
+      ORDER BY k.uri DESC LIMIT greatest(least($3, c.n - $4), 0) OFFSET greatest(c.n - $4 - $3, 0))"
+);
 
 /// Beyond any catalog's size, and far enough below `i64::MAX` that the arithmetic on it in
 /// [`PAGE_BY_OFFSET`] cannot overflow.
 const DEEPEST_OFFSET: i64 = 1 << 60;
 
-const PAGE_AFTER: &str = "WITH c AS MATERIALIZED ( \
-       SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0) AS n) \
-     SELECT c.n, r.uri, r.rev, r.record FROM c LEFT JOIN LATERAL ( \
-       SELECT r.uri, r.rev, r.record FROM records r WHERE r.id = ANY(ARRAY( \
-         SELECT k.rid FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND k.uri > $5 \
-         ORDER BY k.uri LIMIT $3 OFFSET $4))) AS r ON true";
+const PAGE_AFTER: &str = page_of_ids!(
+    "SELECT k.rid FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND k.uri > $5 \
+     ORDER BY k.uri LIMIT $3 OFFSET $4"
+);
 
-/// A text column's bytes as the database sent them, unchecked: every item is checked (and
-/// escaped where it must be) once, on its way into an answer.
+/// A text column's bytes as the database sent them, without a second UTF-8 check: the uri and
+/// revision are checked once on their way into an answer ([`ItemRef::from_stored`]), and the
+/// record is the JSON text the indexer validated before storing it, passed on as SQLite's
+/// reader passes it.
 struct RawText<'a>(&'a [u8]);
 
 impl<'a> FromSql<'a> for RawText<'a> {

@@ -125,12 +125,12 @@ const READER_SLICE_NS: u64 = 200_000;
 fn yield_to_writer_and_requests() {
     // Linux gives each thread its own niceness (elsewhere this call would lower the process).
     #[cfg(target_os = "linux")]
-    // SAFETY: setpriority takes plain integers; 0 names the calling thread on Linux.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, READER_NICENESS);
+    if !set_niceness_and_slice() {
+        // SAFETY: setpriority takes plain integers; 0 names the calling thread on Linux.
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, 0, READER_NICENESS);
+        }
     }
-    #[cfg(target_os = "linux")]
-    ask_for_short_slices();
 }
 
 /// `struct sched_attr` as `sched_setattr(2)` reads it (its first version, 48 bytes).
@@ -147,9 +147,11 @@ struct SchedAttr {
     period: u64,
 }
 
-/// Best effort: a kernel that refuses the call leaves the reader with the default slice.
+/// Sets the calling thread's niceness and time slice in one call; `false` when it is refused
+/// (a kernel older than 3.14, or a sandbox's system-call filter), and the thread keeps its
+/// default slice.
 #[cfg(target_os = "linux")]
-fn ask_for_short_slices() {
+fn set_niceness_and_slice() -> bool {
     let attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
         policy: libc::SCHED_OTHER as u32,
@@ -162,9 +164,9 @@ fn ask_for_short_slices() {
     };
     // SAFETY: the kernel reads `size` bytes of `attr`, which lives through the call; 0 names
     // the calling thread.
-    unsafe {
-        libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0);
-    }
+    let outcome =
+        unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    outcome == 0
 }
 
 // A page is one keyset scan of the index joined to its records, in index order: SQLite needs
