@@ -118,17 +118,19 @@ impl Entries {
 
     /// The entries in primary-key order: by query id, key, then uri, byte-wise.
     fn in_key_order(self) -> KeyOrder {
-        fn ranks<T: Ord>(items: &[T]) -> (Vec<u32>, Vec<u32>) {
-            let mut by_rank: Vec<u32> = (0..items.len() as u32).collect();
-            by_rank.sort_unstable_by(|a, b| items[*a as usize].cmp(&items[*b as usize]));
-            let mut rank = vec![0; items.len()];
+        /// Each item's rank, from the items in rank order.
+        fn ranks_of(by_rank: &[u32]) -> Vec<u32> {
+            let mut rank = vec![0; by_rank.len()];
             for (r, item) in by_rank.iter().enumerate() {
                 rank[*item as usize] = r as u32;
             }
-            (by_rank, rank)
+            rank
         }
-        let (key_by_rank, key_rank) = ranks(&self.keys);
-        let (uri_by_rank, uri_rank) = ranks(&self.uris);
+        let mut key_by_rank: Vec<u32> = (0..self.keys.len() as u32).collect();
+        key_by_rank.sort_unstable_by_key(|key| &self.keys[*key as usize]);
+        let key_rank = ranks_of(&key_by_rank);
+        let uri_by_rank = uris_in_order(&self.uris);
+        let uri_rank = ranks_of(&uri_by_rank);
         let mut order: Vec<u64> = self
             .entries
             .iter()
@@ -151,6 +153,53 @@ impl Entries {
     }
 }
 
+/// The positions of `uris` in byte-wise order of their uris.
+///
+/// Comparing the uris themselves in a sort reads two strings from the heap at each step;
+/// instead the positions are sorted by the 8 bytes that follow the prefix every uri shares (in
+/// a catalog, the start of the author's DID), held beside them, and only positions whose 8
+/// bytes are equal (an author's records, mostly) are then put in order by their uris.
+fn uris_in_order(uris: &[Box<str>]) -> Vec<u32> {
+    let shared = common_prefix(uris);
+    let mut order: Vec<(u64, u32)> = uris
+        .iter()
+        .enumerate()
+        .map(|(position, uri)| (eight_bytes_after(uri.as_bytes(), shared), position as u32))
+        .collect();
+    order.sort_unstable();
+    let rest = |position: u32| &uris[position as usize].as_bytes()[shared..];
+    for run in order.chunk_by_mut(|a, b| a.0 == b.0) {
+        if run.len() > 1 {
+            run.sort_unstable_by(|a, b| rest(a.1).cmp(rest(b.1)));
+        }
+    }
+    order.into_iter().map(|(_, position)| position).collect()
+}
+
+/// How many leading bytes all of `items` share.
+fn common_prefix(items: &[Box<str>]) -> usize {
+    let Some(first) = items.first() else {
+        return 0;
+    };
+    let first = first.as_bytes();
+    items.iter().fold(first.len(), |shared, item| {
+        let item = item.as_bytes();
+        (0..shared.min(item.len()))
+            .position(|at| item[at] != first[at])
+            .unwrap_or(shared.min(item.len()))
+    })
+}
+
+/// The 8 bytes of `text` from `start` as a big-endian number (zeros past its end), so that
+/// numbers order as the bytes do, ties aside.
+fn eight_bytes_after(text: &[u8], start: usize) -> u64 {
+    let mut bytes = [0u8; 8];
+    let rest = text.get(start..).unwrap_or_default();
+    let length = rest.len().min(8);
+    bytes[..length].copy_from_slice(&rest[..length]);
+    u64::from_be_bytes(bytes)
+}
+
 /// Staged entries sorted for writing.
 pub(super) struct KeyOrder {
     keys: Vec<(i64, Box<str>)>,
@@ -171,6 +220,24 @@ fn record_of(uri_by_rank: &[u32], entry: u64) -> usize {
 impl KeyOrder {
     fn key(&self, entry: u64) -> &(i64, Box<str>) {
         &self.keys[self.key_by_rank[(entry >> 32) as usize] as usize]
+    }
+
+    /// The memory PostgreSQL's sort needs for the entries' primary key, in KiB: each entry's
+    /// index tuple (key and uri, a header, the query and record ids) and the sort's own
+    /// bookkeeping, about 96 bytes beside the text (measured on PostgreSQL 15), with an eighth
+    /// to spare.
+    fn key_build_kib(&self) -> i64 {
+        let text: usize = self
+            .order
+            .iter()
+            .map(|entry| {
+                self.key(*entry).1.len() + self.uris[record_of(&self.uri_by_rank, *entry)].len()
+            })
+            .sum();
+        let bytes = (text + 96 * self.order.len()) / 8 * 9;
+        i64::try_from(bytes >> 10)
+            .unwrap_or(i64::MAX)
+            .min(MAX_KEY_BUILD_KIB)
     }
 
     /// The entry at `at` as a row of `query_keys`.
@@ -268,6 +335,16 @@ const COPY_ENTRIES: &str =
 /// bulk load drops it.
 const ADD_ENTRIES_KEY: &str =
     "ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid)";
+/// The primary key's build sorts the entries in one backend, in memory: given their order, a
+/// parallel build's workers each spill a share to files and merge them back, slower than one
+/// sort of presorted input; and a sort that does not fit writes every entry to a file once
+/// more. The database's own setting stands where it is larger.
+const SORT_IN_MEMORY: &str = "SELECT set_config('maintenance_work_mem', \
+     greatest((pg_size_bytes(current_setting('maintenance_work_mem')) / 1024)::bigint, $1::bigint)::text || 'kB', true), \
+     set_config('max_parallel_maintenance_workers', '0', true)";
+/// The most memory the primary key's build is given beyond the database's setting: a larger
+/// load spills part of its sort to files rather than risk the database server's memory.
+const MAX_KEY_BUILD_KIB: i64 = 2 << 20;
 const COPY_COUNTS: &str = "COPY query_counts (qid, key, n) FROM STDIN (FORMAT binary)";
 
 /// The longest value PostgreSQL stores in a field.
@@ -374,9 +451,13 @@ pub(super) async fn make_unique(link: &mut Link, builder: Option<Client>) -> Cat
     link.batch("SET LOCAL maintenance_work_mem = '512MB'")
         .await?;
     if let Some(builder) = builder {
+        // One backend builds it: parallel workers would take the cores the entries' sort
+        // and their COPY need, which are what the settling waits on.
         let building = tokio::spawn(async move {
             builder
-                .batch_execute("SET maintenance_work_mem = '512MB'")
+                .batch_execute(
+                    "SET maintenance_work_mem = '512MB'; SET max_parallel_maintenance_workers = 0",
+                )
                 .await?;
             builder.batch_execute(BUILD_URI_INDEX).await
         });
@@ -461,6 +542,8 @@ pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> Cat
         more
     })
     .await?;
+    link.execute(SORT_IN_MEMORY, &[&sorted.key_build_kib()])
+        .await?;
     link.batch(ADD_ENTRIES_KEY).await?;
     let mut at = 0;
     copy_in(link, COPY_COUNTS, |out| {
@@ -534,4 +617,51 @@ pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> 
     ))
     .await?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn byte_wise(uris: &[Box<str>]) -> Vec<&str> {
+        let mut sorted: Vec<&str> = uris.iter().map(|uri| &**uri).collect();
+        sorted.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        sorted
+    }
+
+    fn ordered(uris: &[Box<str>]) -> Vec<&str> {
+        uris_in_order(uris)
+            .iter()
+            .map(|position| &*uris[*position as usize])
+            .collect()
+    }
+
+    #[test]
+    fn uris_sharing_everything_but_their_ends_come_in_byte_order() {
+        let uris: Vec<Box<str>> = [
+            "at://did:plc:b/x/2",
+            "at://did:plc:a/x/10",
+            "at://did:plc:a/x/1",
+            "at://did:plc:a/x/1\0",
+            "at://did:plc:a/x/",
+            "at://did:plc:a/x/1",
+            "at://did:plc:aé/x/1",
+        ]
+        .into_iter()
+        .map(Box::from)
+        .collect();
+        assert_eq!(ordered(&uris), byte_wise(&uris));
+        assert!(ordered(&[]).is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn uris_come_in_byte_order(
+            uris in prop::collection::vec("at://did:plc:[ab]{0,3}[/\u{0}-\u{7f}é]{0,12}", 0..60)
+        ) {
+            let uris: Vec<Box<str>> = uris.into_iter().map(Box::from).collect();
+            prop_assert_eq!(ordered(&uris), byte_wise(&uris));
+        }
+    }
 }
