@@ -1,5 +1,5 @@
 //! Ingestion: events from any source become validated catalog changes, applied in batches with
-//! the source's cursor. Issue 2 brings the JSON Lines import; live sources build on the same
+//! the source's cursor: a JSON Lines import, and the live sources, all through the same
 //! [`Ingestor`].
 
 mod backfill;
