@@ -153,3 +153,13 @@ each_backend!(
     an_interrupted_bulk_load_is_undone_at_the_next_open,
     queries_redefined_or_added_between_opens_are_rebuilt,
 );
+
+/// What only one engine has.
+mod postgres_only {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_catalog_of_schema_4_answers_the_same_once_migrated() {
+        if let Some(fresh) = super::postgres().await {
+            super::suite::a_catalog_of_schema_4_answers_the_same_once_migrated(fresh).await;
+        }
+    }
+}

@@ -669,3 +669,80 @@ pub async fn queries_redefined_or_added_between_opens_are_rebuilt(fresh: Fresh) 
         vec![claimed, hidden]
     );
 }
+
+/// A PostgreSQL catalog written under schema version 4 (the index entries' key without the
+/// record id) gives the same answers after a later build migrates it at open, and takes
+/// changes after.
+pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) {
+    let crate::Location::Postgres(url) = &fresh.location else {
+        panic!("a PostgreSQL catalog")
+    };
+    let bounty = |n: usize| format!("at://did:plc:a/dev.svc.bounty/{n:02}");
+    let changes = (0..30)
+        .map(|n| upsert(&bounty(n), "3a", json!({"requester": "did:plc:r"})))
+        .collect();
+    apply(&fresh, changes).await;
+    apply(&fresh, vec![delete(&bounty(7), "3b")]).await;
+    let before = uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await;
+    assert_eq!(before.len(), 29);
+    let (client, connection) = tokio_postgres::connect(url.expose(), tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "ALTER TABLE query_keys DROP CONSTRAINT query_keys_pkey;
+             ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
+             UPDATE svc_schema SET version = 4;",
+        )
+        .await
+        .expect("the catalog as schema 4 left it");
+    let queries = fresh.queries.clone();
+    let fresh = fresh.reopen(queries).await;
+    let version: i32 = client
+        .query_one("SELECT version FROM svc_schema", &[])
+        .await
+        .expect("schema version")
+        .get(0);
+    assert!(version >= 5, "migrated to {version}");
+    let entries_key: String = client
+        .query_one(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'query_keys_pkey'",
+            &[],
+        )
+        .await
+        .expect("the entries' key")
+        .get(0);
+    assert!(entries_key.contains("INCLUDE (rid)"), "{entries_key}");
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
+        before
+    );
+    let (query, key) = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
+    for (request, want) in [
+        (page(5, 0), &before[..5]),
+        (page(5, 22), &before[22..27]),
+        (
+            PageRequest {
+                limit: 5,
+                offset: 0,
+                after: Some(before[9].clone()),
+            },
+            &before[10..15],
+        ),
+    ] {
+        let page = listed_and_written(&fresh, &query, &key, request).await;
+        let got: Vec<&String> = page.items.iter().map(|i| &i.uri).collect();
+        assert_eq!(got, want.iter().collect::<Vec<_>>());
+        assert_eq!(page.total, 29);
+    }
+    apply(
+        &fresh,
+        vec![upsert(&bounty(7), "3c", json!({"requester": "did:plc:r"}))],
+    )
+    .await;
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
+        (0..30).map(bounty).collect::<Vec<_>>()
+    );
+}
