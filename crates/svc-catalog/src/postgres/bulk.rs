@@ -342,8 +342,9 @@ const ADD_ENTRIES_KEY: &str =
 const SORT_IN_MEMORY: &str = "SELECT set_config('maintenance_work_mem', \
      greatest((pg_size_bytes(current_setting('maintenance_work_mem')) / 1024)::bigint, $1::bigint)::text || 'kB', true), \
      set_config('max_parallel_maintenance_workers', '0', true)";
-/// The most memory the primary key's build is given beyond the database's setting: a larger
-/// load spills part of its sort to files rather than risk the database server's memory.
+/// The most memory the primary key's build asks for (the database's own setting stands where
+/// larger): a larger load spills part of its sort to files rather than risk the database
+/// server's memory.
 const MAX_KEY_BUILD_KIB: i64 = 2 << 20;
 const COPY_COUNTS: &str = "COPY query_counts (qid, key, n) FROM STDIN (FORMAT binary)";
 
