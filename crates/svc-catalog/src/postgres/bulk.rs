@@ -55,6 +55,15 @@ impl Staging {
         }
     }
 
+    /// The sort memory the uri index needs, in KiB.
+    fn uri_build_kib(&self) -> i64 {
+        let uris = match self {
+            Staging::Arriving(entries) => &entries.uris,
+            Staging::Sorted(sorted) => &sorted.uris,
+        };
+        build_kib(uris.iter().map(|uri| uri.len()).sum(), uris.len())
+    }
+
     pub(super) fn is_sorted(&self) -> bool {
         matches!(self, Staging::Sorted(_))
     }
@@ -222,10 +231,8 @@ impl KeyOrder {
         &self.keys[self.key_by_rank[(entry >> 32) as usize] as usize]
     }
 
-    /// The memory PostgreSQL's sort needs for the entries' primary key, in KiB: each entry's
-    /// index tuple (key and uri, a header, the query and record ids) and the sort's own
-    /// bookkeeping, about 96 bytes beside the text (measured on PostgreSQL 15), with an eighth
-    /// to spare.
+    /// The sort memory the entries' primary key needs, in KiB: an index tuple holds the key
+    /// and the uri.
     fn key_build_kib(&self) -> i64 {
         let text: usize = self
             .order
@@ -234,10 +241,7 @@ impl KeyOrder {
                 self.key(*entry).1.len() + self.uris[record_of(&self.uri_by_rank, *entry)].len()
             })
             .sum();
-        let bytes = (text + 96 * self.order.len()) / 8 * 9;
-        i64::try_from(bytes >> 10)
-            .unwrap_or(i64::MAX)
-            .min(MAX_KEY_BUILD_KIB)
+        build_kib(text, self.order.len())
     }
 
     /// The entry at `at` as a row of `query_keys`.
@@ -335,17 +339,27 @@ const COPY_ENTRIES: &str =
 /// bulk load drops it.
 const ADD_ENTRIES_KEY: &str =
     "ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid)";
-/// The primary key's build sorts the entries in one backend, in memory: given their order, a
-/// parallel build's workers each spill a share to files and merge them back, slower than one
-/// sort of presorted input; and a sort that does not fit writes every entry to a file once
-/// more. The database's own setting stands where it is larger.
+/// The bulk load's index builds sort in one backend with `$1` KiB (for the transaction when
+/// `$2`, else for the session): a sort that does not fit writes every row to a file once more,
+/// and a parallel build's workers each spill a share and merge it back, slower than one sort
+/// (the entries come presorted; the uri index's build runs beside the entries' sort and COPY,
+/// which the settling waits on). The database's own setting stands where it is larger.
 const SORT_IN_MEMORY: &str = "SELECT set_config('maintenance_work_mem', \
-     greatest((pg_size_bytes(current_setting('maintenance_work_mem')) / 1024)::bigint, $1::bigint)::text || 'kB', true), \
-     set_config('max_parallel_maintenance_workers', '0', true)";
-/// The most memory the primary key's build asks for (the database's own setting stands where
-/// larger): a larger load spills part of its sort to files rather than risk the database
-/// server's memory.
-const MAX_KEY_BUILD_KIB: i64 = 2 << 20;
+     greatest((pg_size_bytes(current_setting('maintenance_work_mem')) / 1024)::bigint, $1::bigint)::text || 'kB', $2), \
+     set_config('max_parallel_maintenance_workers', '0', $2)";
+/// The most sort memory an index build asks for: a larger load spills part of its sort to
+/// files rather than risk the database server's memory.
+const MAX_BUILD_KIB: i64 = 2 << 20;
+
+/// The memory, in KiB, PostgreSQL's sort needs to build an index of `tuples` rows holding `text`
+/// bytes of text: each tuple's header, fixed columns and the sort's bookkeeping take about 96
+/// bytes beside its text (measured on PostgreSQL 15); an eighth to spare.
+fn build_kib(text: usize, tuples: usize) -> i64 {
+    let bytes = text.saturating_add(tuples.saturating_mul(96)) / 8 * 9;
+    i64::try_from(bytes >> 10)
+        .unwrap_or(i64::MAX)
+        .min(MAX_BUILD_KIB)
+}
 const COPY_COUNTS: &str = "COPY query_counts (qid, key, n) FROM STDIN (FORMAT binary)";
 
 /// The longest value PostgreSQL stores in a field.
@@ -448,17 +462,11 @@ const BUILD_URI_INDEX: &str = "CREATE UNIQUE INDEX records_uri ON records (uri);
 /// The sort says whether a uri came twice; then the build fails, and the caller settles the
 /// versions and asks again.
 pub(super) async fn make_unique(link: &mut Link, builder: Option<Client>) -> CatalogResult<bool> {
-    // The index builds sort in memory rather than in files.
-    link.batch("SET LOCAL maintenance_work_mem = '512MB'")
-        .await?;
+    let sort_kib = link.staging.uri_build_kib();
     if let Some(builder) = builder {
-        // One backend builds it: parallel workers would take the cores the entries' sort
-        // and their COPY need, which are what the settling waits on.
         let building = tokio::spawn(async move {
             builder
-                .batch_execute(
-                    "SET maintenance_work_mem = '512MB'; SET max_parallel_maintenance_workers = 0",
-                )
+                .execute(SORT_IN_MEMORY, &[&sort_kib, &false])
                 .await?;
             builder.batch_execute(BUILD_URI_INDEX).await
         });
@@ -481,6 +489,7 @@ pub(super) async fn make_unique(link: &mut Link, builder: Option<Client>) -> Cat
             _ => Ok(false),
         };
     }
+    link.execute(SORT_IN_MEMORY, &[&sort_kib, &true]).await?;
     link.batch("SAVEPOINT unique_uris").await?;
     match link.client.batch_execute(BUILD_URI_INDEX).await {
         Ok(()) => {
@@ -543,7 +552,7 @@ pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> Cat
         more
     })
     .await?;
-    link.execute(SORT_IN_MEMORY, &[&sorted.key_build_kib()])
+    link.execute(SORT_IN_MEMORY, &[&sorted.key_build_kib(), &true])
         .await?;
     link.batch(ADD_ENTRIES_KEY).await?;
     let mut at = 0;
