@@ -14,7 +14,7 @@ mod readiness;
 pub use backfill::{BackfillError, BackfillSummary, run_backfill};
 pub use event::{Action, CommitEvent};
 pub use import::{ImportError, ImportSummary, import_file};
-pub use ingest::Ingestor;
+pub use ingest::{Ingestor, Prepared};
 pub use jetstream::{JetstreamLine, parse_jetstream_line};
 pub use metrics::IngestMetrics;
 pub use readiness::{Readiness, WriteHealth};
