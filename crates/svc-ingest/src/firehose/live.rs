@@ -204,10 +204,11 @@ pub async fn run_live(
         match tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false).await
         {
             Ok((socket, _)) => {
+                // Quiet is shown by this connection's first pong (a ping goes out at once),
+                // not assumed on connecting: a source replaying old events may not have sent
+                // the first one yet, and an earlier connection's pong says nothing of this one.
+                status.last_pong_us.store(i64::MIN / 2, Ordering::Release);
                 status.connected.store(true, Ordering::Release);
-                status
-                    .last_pong_us
-                    .store(now_unix_micros(), Ordering::Release);
                 let mut session = Session {
                     catalog: catalog.as_ref(),
                     ingestor: &ingestor,
@@ -567,14 +568,17 @@ impl Session<'_> {
         }
     }
 
-    /// Sends what was read and waits until everything sent is committed.
+    /// Sends what was read and waits until everything sent is committed. During a catch-up
+    /// what was committed is staged, not visible: it stays pending until the catch-up settles.
     async fn flush(&mut self) -> Result<(), FollowError> {
         self.send();
         while let Some(done) = self.in_flight.next().await {
             let (report, time) = done?;
             self.committed(report, time);
         }
-        self.status.pending.store(false, Ordering::Release);
+        if !self.catching_up {
+            self.status.pending.store(false, Ordering::Release);
+        }
         Ok(())
     }
 }
