@@ -14,7 +14,7 @@ pub use catalog::*;
 pub use clock::ChangeClock;
 pub use location::{ACCEPTED_FORMS, Location, LocationError, PostgresUrl};
 pub use svc_spec as spec;
-pub use svc_spec::{ParamError, Query, QuerySet, SpecError};
+pub use svc_spec::{Json, ParamError, Query, QuerySet, SpecError};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -10,17 +10,16 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use serde_json::Value;
 use std::io::BufRead;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc_catalog::QuerySet;
+use svc_catalog::{Json, QuerySet};
 use svc_ingest::{Ingestor, JetstreamLine, Prepared, parse_jetstream_line};
 use svc_lexicon::Lexicons;
 
 const STAGES: [&str; 5] = [
     "line parsed (event fields, record text)",
-    "+ record parsed into a JSON tree",
+    "+ record parsed into its JSON tree",
     "+ record validated against its lexicon",
     "+ index keys extracted",
     "Ingestor::prepare (all of the above, as the import runs it)",
@@ -84,14 +83,10 @@ fn run_stage(stage: usize, lines: &[String], queries: &QuerySet, ingestor: &Inge
         if stage == 0 {
             continue;
         }
-        let Ok(record) = serde_json::from_str::<Value>(text) else {
+        let Ok(record) = Json::parse(text) else {
             continue;
         };
-        if stage >= 2
-            && lexicons
-                .validate_record(&event.collection, &record)
-                .is_err()
-        {
+        if stage >= 2 && lexicons.validate_json(&event.collection, &record).is_err() {
             continue;
         }
         if stage >= 3 {

@@ -5,8 +5,8 @@
 use crate::event::{Action, CommitEvent};
 use crate::metrics::IngestMetrics;
 use crate::readiness::WriteHealth;
-use serde_json::Value;
 use std::sync::Arc;
+use svc_catalog::Json;
 use svc_catalog::{Change, QuerySet, Upsert};
 use svc_lexicon::Lexicons;
 
@@ -66,14 +66,15 @@ impl Ingestor {
             (_, Some(json)) => json,
             (_, None) => return self.invalid(&uri, "record: missing"),
         };
-        let record: Value = match serde_json::from_str(&record_json) {
+        let record = match Json::parse(&record_json) {
             Ok(record) => record,
             Err(error) => return self.invalid(&uri, &format!("record: not JSON: {error}")),
         };
-        if let Err(error) = self.lexicons.validate_record(&event.collection, &record) {
+        if let Err(error) = self.lexicons.validate_json(&event.collection, &record) {
             return self.invalid(&uri, &error.to_string());
         }
         let keys = self.queries.index_keys(&event.collection, &record);
+        drop(record);
         Prepared::Change(Change::Upsert(Upsert {
             keys,
             uri,

@@ -72,6 +72,15 @@ impl Lexicons {
         collection: &str,
         record: &serde_json::Value,
     ) -> Result<(), ValidationError> {
+        self.validate_json(collection, &svc_json::Json::from_value(record))
+    }
+
+    /// [`Lexicons::validate_record`] for a record parsed as the ingest path parses it.
+    pub fn validate_json(
+        &self,
+        collection: &str,
+        record: &svc_json::Json<'_>,
+    ) -> Result<(), ValidationError> {
         let Some(def) = self.defs.get(collection) else {
             return Err(ValidationError {
                 path: String::new(),

@@ -4,7 +4,7 @@
 
 use crate::schema::{Def, IntegerDef, ObjectDef, StringDef};
 use crate::{Lexicons, ValidationError};
-use serde_json::{Map, Value};
+use svc_json::{Json, Object};
 use unicode_segmentation::UnicodeSegmentation;
 
 enum Segment<'v> {
@@ -19,7 +19,12 @@ struct Walker<'l, 'v> {
 
 type Outcome = Result<(), ValidationError>;
 
-pub(crate) fn record(lexicons: &Lexicons, collection: &str, def: &Def, value: &Value) -> Outcome {
+pub(crate) fn record<'v>(
+    lexicons: &Lexicons,
+    collection: &str,
+    def: &Def,
+    value: &'v Json<'v>,
+) -> Outcome {
     let mut walker = Walker {
         lexicons,
         path: Vec::new(),
@@ -31,8 +36,8 @@ pub(crate) fn record(lexicons: &Lexicons, collection: &str, def: &Def, value: &V
         return Err(walker.fail("must be an object"));
     };
     match map.get("$type") {
-        Some(Value::String(t)) if t == collection => {}
-        Some(Value::String(t)) => {
+        Some(Json::String(t)) if t == collection => {}
+        Some(Json::String(t)) => {
             walker.path.push(Segment::Field("$type"));
             return Err(walker.fail(format!("must be {collection}, not {t}")));
         }
@@ -89,7 +94,7 @@ impl<'v> Walker<'_, 'v> {
         outcome
     }
 
-    fn value(&mut self, def: &Def, value: &'v Value) -> Outcome {
+    fn value(&mut self, def: &Def, value: &'v Json<'v>) -> Outcome {
         match def {
             Def::Record(object) | Def::Object(object) => match value.as_object() {
                 Some(map) => self.object(object, map),
@@ -137,7 +142,7 @@ impl<'v> Walker<'_, 'v> {
             Def::Union { refs, closed } => self.union(refs, *closed, value),
             // The lexicon spec: an `unknown` value may hold anything, but must be an object.
             Def::Unknown => match value {
-                Value::Object(_) => self.no_floats(value),
+                Json::Object(_) => self.no_floats(value),
                 _ => Err(self.fail("must be an object")),
             },
             Def::CidLink => self.cid_link(value),
@@ -151,23 +156,23 @@ impl<'v> Walker<'_, 'v> {
                 None => Err(self.fail("must be a string")),
             },
             Def::Null => match value {
-                Value::Null => Ok(()),
+                Json::Null => Ok(()),
                 _ => Err(self.fail("must be null")),
             },
         }
     }
 
-    fn object(&mut self, def: &ObjectDef, map: &'v Map<String, Value>) -> Outcome {
+    fn object(&mut self, def: &ObjectDef, map: &'v Object<'v>) -> Outcome {
         for name in &def.required {
             if !map.contains_key(name) {
                 return Err(self.fail_at_child(name, "required field missing"));
             }
         }
-        for (name, value) in map {
+        for (name, value) in map.iter() {
             let declared = def.properties.iter().find(|(p, _)| p == name);
             self.nested(Segment::Field(name), |w| match (declared, value) {
-                (Some(_), Value::Null) if def.nullable.contains(name) => Ok(()),
-                (Some(_), Value::Null) => Err(w.fail("must not be null")),
+                (Some(_), Json::Null) if def.nullable.iter().any(|n| n == name) => Ok(()),
+                (Some(_), Json::Null) => Err(w.fail("must not be null")),
                 (Some((_, property)), _) => w.value(property, value),
                 (None, _) => w.no_floats(value),
             })?;
@@ -211,13 +216,13 @@ impl<'v> Walker<'_, 'v> {
         Ok(())
     }
 
-    fn integer(&self, def: &IntegerDef, value: &Value) -> Outcome {
+    fn integer(&self, def: &IntegerDef, value: &Json) -> Outcome {
         let Some(number) = value.as_i64() else {
             return Err(self.fail(match value {
-                Value::Number(n) if n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+                Json::Number(n) if n.is_integer() || n.as_f64().fract() == 0.0 => {
                     "must be an integer between -2^63 and 2^63-1"
                 }
-                Value::Number(_) => "must be an integer (the data model has no floats)",
+                Json::Number(_) => "must be an integer (the data model has no floats)",
                 _ => "must be an integer",
             }));
         };
@@ -240,11 +245,11 @@ impl<'v> Walker<'_, 'v> {
         Ok(())
     }
 
-    fn union(&mut self, refs: &[String], closed: bool, value: &'v Value) -> Outcome {
+    fn union(&mut self, refs: &[String], closed: bool, value: &'v Json<'v>) -> Outcome {
         let Some(map) = value.as_object() else {
             return Err(self.fail("must be an object with a $type"));
         };
-        let Some(declared) = map.get("$type").and_then(Value::as_str) else {
+        let Some(declared) = map.get("$type").and_then(Json::as_str) else {
             return Err(self.fail_at_child("$type", "required field missing"));
         };
         // A union member's $type names a definition: an NSID, then maybe `#name`. Anything else
@@ -276,11 +281,11 @@ impl<'v> Walker<'_, 'v> {
     }
 
     /// Both forms of a cid-link: the standard `{"$link": cid}` and a plain CID string.
-    fn cid_link(&self, value: &Value) -> Outcome {
+    fn cid_link(&self, value: &Json) -> Outcome {
         let text = match value {
-            Value::String(s) => s.as_str(),
-            Value::Object(map) if map.len() == 1 => match map.get("$link") {
-                Some(Value::String(s)) => s.as_str(),
+            Json::String(s) => s.as_ref(),
+            Json::Object(map) if map.len() == 1 => match map.get("$link") {
+                Some(Json::String(s)) => s.as_ref(),
                 _ => return Err(self.fail("must be a cid-link")),
             },
             _ => return Err(self.fail("must be a cid-link")),
@@ -292,9 +297,9 @@ impl<'v> Walker<'_, 'v> {
         }
     }
 
-    fn bytes(&self, value: &Value, min: Option<u64>, max: Option<u64>) -> Outcome {
+    fn bytes(&self, value: &Json, min: Option<u64>, max: Option<u64>) -> Outcome {
         let encoded = match value {
-            Value::Object(map) if map.len() == 1 => map.get("$bytes").and_then(Value::as_str),
+            Json::Object(map) if map.len() == 1 => map.get("$bytes").and_then(Json::as_str),
             _ => None,
         };
         let Some(encoded) = encoded else {
@@ -314,17 +319,17 @@ impl<'v> Walker<'_, 'v> {
         Ok(())
     }
 
-    fn blob(&self, value: &Value) -> Outcome {
+    fn blob(&self, value: &Json) -> Outcome {
         let Some(map) = value.as_object() else {
             return Err(self.fail("must be a blob"));
         };
-        let has_mime = map.get("mimeType").is_some_and(Value::is_string);
-        let typed = map.get("$type").and_then(Value::as_str) == Some("blob")
+        let has_mime = map.get("mimeType").is_some_and(|m| m.as_str().is_some());
+        let typed = map.get("$type").and_then(Json::as_str) == Some("blob")
             && map.get("ref").is_some_and(|r| self.cid_link(r).is_ok())
-            && map.get("size").is_some_and(Value::is_i64);
+            && map.get("size").is_some_and(|s| s.as_i64().is_some());
         let legacy = map
             .get("cid")
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .is_some_and(|c| svc_syntax::check_cid(c).is_ok());
         if has_mime && (typed || legacy) {
             Ok(())
@@ -334,19 +339,19 @@ impl<'v> Walker<'_, 'v> {
     }
 
     /// The atproto data model has no floating-point numbers, anywhere in a record.
-    fn no_floats(&mut self, value: &'v Value) -> Outcome {
+    fn no_floats(&mut self, value: &'v Json<'v>) -> Outcome {
         match value {
-            Value::Number(n) if !(n.is_i64() || n.is_u64()) => {
+            Json::Number(n) if !n.is_integer() => {
                 Err(self.fail("floating-point numbers are not allowed"))
             }
-            Value::Array(elements) => {
+            Json::Array(elements) => {
                 for (i, element) in elements.iter().enumerate() {
                     self.nested(Segment::Index(i), |w| w.no_floats(element))?;
                 }
                 Ok(())
             }
-            Value::Object(map) => {
-                for (name, element) in map {
+            Json::Object(map) => {
+                for (name, element) in map.iter() {
                     self.nested(Segment::Field(name), |w| w.no_floats(element))?;
                 }
                 Ok(())

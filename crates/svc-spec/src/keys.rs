@@ -3,7 +3,7 @@
 //! evaluated directly, the reference the index is tested against.
 
 use super::{Bound, Condition, Query, Test, strings_at};
-use serde_json::Value;
+use svc_json::Json;
 
 /// More keys than this from one record for one query means a pathological record (the
 /// lexicons bound every array well below it); its extra keys are not indexed.
@@ -34,7 +34,7 @@ pub(crate) fn fold(value: &str, fold_case: bool) -> String {
     }
 }
 
-fn guard_holds(condition: &Condition, record: &Value) -> bool {
+fn guard_holds(condition: &Condition, record: &Json) -> bool {
     match &condition.test {
         Test::Equals {
             bound: Bound::Const(constant),
@@ -56,10 +56,10 @@ fn guard_holds(condition: &Condition, record: &Value) -> bool {
             }
         }
         Test::Present => condition.path.values(record).iter().any(|v| match v {
-            Value::Null => false,
-            Value::String(s) => !s.is_empty(),
-            Value::Object(map) => !map.is_empty(),
-            Value::Array(elements) => !elements.is_empty(),
+            Json::Null => false,
+            Json::String(s) => !s.is_empty(),
+            Json::Object(map) => !map.is_empty(),
+            Json::Array(elements) => !elements.is_empty(),
             _ => true,
         }),
     }
@@ -67,7 +67,7 @@ fn guard_holds(condition: &Condition, record: &Value) -> bool {
 
 impl Query {
     /// The keys under which `record` (of this query's kind) matches, sorted and distinct.
-    pub fn index_keys(&self, record: &Value) -> Vec<String> {
+    pub fn index_keys(&self, record: &Json) -> Vec<String> {
         if !self.conditions.iter().all(|c| guard_holds(c, record)) {
             return Vec::new();
         }
@@ -117,7 +117,7 @@ impl Query {
     }
 
     /// Evaluates the filter on one record directly, with bound parameter values.
-    pub fn matches(&self, record: &Value, args: &[Option<&str>]) -> bool {
+    pub fn matches(&self, record: &Json, args: &[Option<&str>]) -> bool {
         self.conditions
             .iter()
             .all(|condition| match &condition.test {

@@ -9,8 +9,8 @@ pub use keys::encode_key;
 pub use path::JsonPath;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::collections::BTreeSet;
+pub use svc_json::Json;
 
 /// The specification shipped with this build.
 pub const EMBEDDED_SPEC: &str = include_str!("../../../spec/queries.json");
@@ -382,7 +382,7 @@ impl QuerySet {
     }
 
     /// The keys under which a record of `collection` matches each query over that collection.
-    pub fn index_keys(&self, collection: &str, record: &Value) -> IndexKeys {
+    pub fn index_keys(&self, collection: &str, record: &Json<'_>) -> IndexKeys {
         let mut keys = IndexKeys::new();
         for &position in self.by_kind.get(collection).into_iter().flatten() {
             let query = &self.queries[position];
@@ -523,8 +523,11 @@ fn compile(def: QueryDef, internal: bool) -> Result<Query, SpecError> {
 }
 
 /// Strings at a path, for key extraction and evaluation.
-pub(crate) fn strings_at<'v>(path: &JsonPath, record: &'v Value) -> impl Iterator<Item = &'v str> {
-    path.values(record).into_iter().filter_map(Value::as_str)
+pub(crate) fn strings_at<'v>(
+    path: &JsonPath,
+    record: &'v Json<'v>,
+) -> impl Iterator<Item = &'v str> {
+    path.values(record).into_iter().filter_map(Json::as_str)
 }
 
 #[cfg(test)]

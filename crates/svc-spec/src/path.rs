@@ -5,7 +5,7 @@
 //! array yields its elements. So `members` yields every member DID and `lensPath` yields nothing
 //! when the array is empty.
 
-use serde_json::Value;
+use svc_json::Json;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Step {
@@ -72,7 +72,7 @@ impl JsonPath {
     }
 
     /// Every value the path reaches, arrays at the end expanded into their elements.
-    pub fn values<'v>(&self, root: &'v Value) -> Vec<&'v Value> {
+    pub fn values<'v>(&self, root: &'v Json<'v>) -> Vec<&'v Json<'v>> {
         let mut current = vec![root];
         for step in &self.steps {
             let mut next = Vec::new();
@@ -84,7 +84,7 @@ impl JsonPath {
         let mut out = Vec::with_capacity(current.len());
         for value in current {
             match value {
-                Value::Array(elements) => out.extend(elements.iter()),
+                Json::Array(elements) => out.extend(elements.iter()),
                 other => out.push(other),
             }
         }
@@ -92,20 +92,20 @@ impl JsonPath {
     }
 }
 
-fn collect_field<'v>(value: &'v Value, step: &Step, out: &mut Vec<&'v Value>) {
+fn collect_field<'v>(value: &'v Json<'v>, step: &Step, out: &mut Vec<&'v Json<'v>>) {
     match value {
-        Value::Array(elements) => {
+        Json::Array(elements) => {
             for element in elements {
                 collect_field(element, step, out);
             }
         }
-        Value::Object(map) => {
+        Json::Object(map) => {
             let Some(found) = map.get(&step.field) else {
                 return;
             };
             match (&step.type_selector, found) {
                 (None, v) => out.push(v),
-                (Some(wanted), Value::Array(elements)) => {
+                (Some(wanted), Json::Array(elements)) => {
                     out.extend(elements.iter().filter(|e| has_type(e, wanted)));
                 }
                 (Some(wanted), v) if has_type(v, wanted) => out.push(v),
@@ -116,8 +116,8 @@ fn collect_field<'v>(value: &'v Value, step: &Step, out: &mut Vec<&'v Value>) {
     }
 }
 
-fn has_type(value: &Value, wanted: &str) -> bool {
-    value.get("$type").and_then(Value::as_str) == Some(wanted)
+fn has_type(value: &Json, wanted: &str) -> bool {
+    value.get("$type").and_then(Json::as_str) == Some(wanted)
 }
 
 #[cfg(test)]
@@ -125,9 +125,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn tree(value: &serde_json::Value) -> Json<'_> {
+        Json::from_value(value)
+    }
+
     #[test]
     fn fans_out_over_arrays_and_selects_union_members() {
-        let record = json!({
+        let value = json!({
             "conditions": [
                 {"$type": "a#sourceIs", "schema": {"uri": "at://x/a.b.c/1"}},
                 {"$type": "a#targetIs", "schema": {"uri": "at://x/a.b.c/2"}},
@@ -136,10 +140,14 @@ mod tests {
             "members": ["did:a", "did:b"],
             "lensPath": []
         });
+        let record = tree(&value);
         let path = JsonPath::parse("conditions[$type=a#sourceIs].schema.uri").unwrap();
         assert_eq!(
             path.values(&record),
-            vec![&json!("at://x/a.b.c/1"), &json!("at://x/a.b.c/3")]
+            vec![
+                &tree(&json!("at://x/a.b.c/1")),
+                &tree(&json!("at://x/a.b.c/3"))
+            ]
         );
         assert_eq!(JsonPath::parse("members").unwrap().values(&record).len(), 2);
         assert!(

@@ -155,7 +155,7 @@ fn every_answer_equals_the_contract_evaluated_directly(backend: Backend) {
             };
             let mut expected: Vec<String> = records
                 .iter()
-                .filter(|(_, record)| query.matches(record, &args))
+                .filter(|(_, record)| query.matches(&svc_catalog::Json::from_value(record), &args))
                 .map(|(uri, _)| uri.to_string())
                 .collect();
             expected.sort();

@@ -5,7 +5,6 @@
 use super::{Engine, Plan, RecordWrite, did_of};
 use crate::changelog::LogEntry;
 use crate::{CatalogResult, Query, QuerySet};
-use serde_json::Value;
 use std::collections::HashSet;
 
 /// Records read and refiled per step of a rebuild.
@@ -67,7 +66,7 @@ fn rebuild(
         };
         let mut plan = Plan::default();
         for (filed, text) in rows {
-            let keys: Vec<String> = serde_json::from_str::<Value>(&text)
+            let keys: Vec<String> = svc_spec::Json::parse(&text)
                 .map(|record| query.index_keys(&record))
                 .unwrap_or_default();
             let mut all = filed.keys.clone();

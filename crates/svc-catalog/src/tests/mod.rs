@@ -90,7 +90,7 @@ pub(crate) fn upsert(uri: &str, rev: &str, record: Value) -> Change {
         .to_string();
     let mut record = record;
     record["$type"] = json!(collection);
-    let keys = queries.index_keys(&collection, &record);
+    let keys = queries.index_keys(&collection, &svc_spec::Json::from_value(&record));
     Change::Upsert(Upsert {
         keys,
         uri: uri.to_string(),

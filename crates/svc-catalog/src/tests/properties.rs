@@ -232,7 +232,9 @@ async fn lookups_equal_direct_evaluation(fresh: Fresh, ops: &[Op], batch: usize,
                 .iter()
                 .filter(|(uri, (_, record))| {
                     uri.split('/').nth(3) == Some(query.kind())
-                        && record.as_ref().is_some_and(|r| query.matches(r, &args))
+                        && record
+                            .as_ref()
+                            .is_some_and(|r| query.matches(&svc_spec::Json::from_value(r), &args))
                 })
                 .map(|(uri, _)| uri)
                 .collect();
