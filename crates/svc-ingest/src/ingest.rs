@@ -66,15 +66,17 @@ impl Ingestor {
             (_, Some(json)) => json,
             (_, None) => return self.invalid(&uri, "record: missing"),
         };
-        let record = match Json::parse(&record_json) {
-            Ok(record) => record,
-            Err(error) => return self.invalid(&uri, &format!("record: not JSON: {error}")),
+        // The tree borrows from the text, so it lives only until the keys are taken.
+        let keys = {
+            let record = match Json::parse(&record_json) {
+                Ok(record) => record,
+                Err(error) => return self.invalid(&uri, &format!("record: not JSON: {error}")),
+            };
+            if let Err(error) = self.lexicons.validate_json(&event.collection, &record) {
+                return self.invalid(&uri, &error.to_string());
+            }
+            self.queries.index_keys(&event.collection, &record)
         };
-        if let Err(error) = self.lexicons.validate_json(&event.collection, &record) {
-            return self.invalid(&uri, &error.to_string());
-        }
-        let keys = self.queries.index_keys(&event.collection, &record);
-        drop(record);
         Prepared::Change(Change::Upsert(Upsert {
             keys,
             uri,
