@@ -231,27 +231,36 @@ impl KeyOrder {
         &self.keys[self.key_by_rank[(entry >> 32) as usize] as usize]
     }
 
-    /// The sort memory the entries' primary key needs, in KiB: an index tuple holds the key
-    /// and the uri.
+    /// The sort memory the entries' primary key needs, in KiB: an index tuple holds the
+    /// key's number and the uri.
     fn key_build_kib(&self) -> i64 {
         let text: usize = self
             .order
             .iter()
-            .map(|entry| {
-                self.key(*entry).1.len() + self.uris[record_of(&self.uri_by_rank, *entry)].len()
-            })
+            .map(|entry| self.uris[record_of(&self.uri_by_rank, *entry)].len())
             .sum();
         build_kib(text, self.order.len())
+    }
+
+    /// The number an entry's (query, key) is stored under: its key's rank, counted from 1, so
+    /// that the entries' order by (number, uri) is their order by (query, key, uri).
+    fn key_number(entry: u64) -> i64 {
+        (entry >> 32) as i64 + 1
+    }
+
+    /// The largest key number the load stored (0 when none).
+    pub(super) fn last_key_number(&self) -> i64 {
+        self.order
+            .last()
+            .map_or(0, |entry| Self::key_number(*entry))
     }
 
     /// The entry at `at` as a row of `query_keys`.
     fn write_entry(&self, at: usize, out: &mut BinaryRows) {
         let entry = self.order[at];
-        let (qid, key) = self.key(entry);
         let record = record_of(&self.uri_by_rank, entry);
-        out.row(4);
-        out.bigint(*qid);
-        out.text(Some(key));
+        out.row(3);
+        out.bigint(Self::key_number(entry));
         out.text(Some(&self.uris[record]));
         out.bigint(record as i64 + 1);
     }
@@ -262,7 +271,8 @@ impl KeyOrder {
         let rank = self.order[at] >> 32;
         let end = at + self.order[at..].partition_point(|entry| entry >> 32 == rank);
         let (qid, key) = self.key(self.order[at]);
-        out.row(3);
+        out.row(4);
+        out.bigint(Self::key_number(self.order[at]));
         out.bigint(*qid);
         out.text(Some(key));
         out.bigint((end - at) as i64);
@@ -333,12 +343,10 @@ const COPY_RECORDS: &str = "COPY records (id, uri, collection, author, rev, cid,
 /// Frozen as written (the table was emptied in the same transaction): the primary key's build
 /// and readers then find every row visible without setting hint bits (rewriting each page), and
 /// the pages are marked all-visible, which an index-only skip for an offset needs.
-const COPY_ENTRIES: &str =
-    "COPY query_keys (qid, key, uri, rid) FROM STDIN (FORMAT binary, FREEZE)";
+const COPY_ENTRIES: &str = "COPY query_keys (kid, uri, rid) FROM STDIN (FORMAT binary, FREEZE)";
 /// The index entries' primary key, as the schema's latest migration defines it, rebuilt after a
 /// bulk load drops it.
-const ADD_ENTRIES_KEY: &str =
-    "ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid)";
+const ADD_ENTRIES_KEY: &str = "ALTER TABLE query_keys ADD PRIMARY KEY (kid, uri) INCLUDE (rid)";
 /// The bulk load's index builds sort in one backend with `$1` KiB (for the transaction when
 /// `$2`, else for the session): a sort that does not fit writes every row to a file once more,
 /// and a parallel build's workers each spill a share and merge it back, slower than one sort
@@ -360,7 +368,7 @@ fn build_kib(text: usize, tuples: usize) -> i64 {
         .unwrap_or(i64::MAX)
         .min(MAX_BUILD_KIB)
 }
-const COPY_COUNTS: &str = "COPY query_counts (qid, key, n) FROM STDIN (FORMAT binary)";
+const COPY_COUNTS: &str = "COPY query_counts (kid, qid, key, n) FROM STDIN (FORMAT binary)";
 
 /// The longest value PostgreSQL stores in a field.
 const MAX_FIELD: usize = (1 << 30) - 1;
@@ -563,6 +571,11 @@ pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> Cat
         }
         more
     })
+    .await?;
+    link.execute(
+        "SELECT setval('query_counts_kid_seq', $1::bigint + 1, false)",
+        &[&sorted.last_key_number()],
+    )
     .await?;
     uri_index_built(link).await?;
     let (collections, counts): (Vec<&str>, Vec<i64>) =

@@ -250,15 +250,17 @@ impl Link {
         if !gone_q.is_empty() {
             self.execute(
                 "DELETE FROM query_keys q USING unnest($1::bigint[], $2::text[], $3::text[]) AS d(qid, key, uri) \
-                 WHERE q.qid = d.qid AND q.key = d.key AND q.uri = d.uri",
+                 JOIN query_counts c ON c.qid = d.qid AND c.key = d.key \
+                 WHERE q.kid = c.kid AND q.uri = d.uri",
                 &[gone_q, gone_k, gone_u],
             )
             .await?;
         }
         if !new_q.is_empty() {
             self.execute(
-                "INSERT INTO query_keys (qid, key, uri, rid) \
-                 SELECT d.qid, d.key, d.uri, r.id FROM unnest($1::bigint[], $2::text[], $3::text[]) AS d(qid, key, uri) \
+                "INSERT INTO query_keys (kid, uri, rid) \
+                 SELECT c.kid, d.uri, r.id FROM unnest($1::bigint[], $2::text[], $3::text[]) AS d(qid, key, uri) \
+                 JOIN query_counts c ON c.qid = d.qid AND c.key = d.key \
                  JOIN records r ON r.uri = d.uri ON CONFLICT DO NOTHING",
                 &[new_q, new_k, new_u],
             )
@@ -267,7 +269,13 @@ impl Link {
         Ok(())
     }
 
-    async fn write_counts(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+    /// The changed keys' counts, the count rows first: an index entry names its key by the
+    /// number its count row carries, so a key's row is written before its first entry (by
+    /// `write_key_counts`) and goes, with its last entry, after them (by `drop_empty_keys`).
+    async fn write_key_counts<'p>(
+        &mut self,
+        plan: &'p Plan<'_>,
+    ) -> CatalogResult<(Vec<i64>, Vec<&'p str>)> {
         let (mut qids, mut keys, mut deltas) = (Vec::new(), Vec::new(), Vec::new());
         for ((query, key), delta) in plan.query_counts.iter().filter(|(_, d)| **d != 0) {
             qids.push(self.ids.qid(query)?);
@@ -281,6 +289,12 @@ impl Link {
                 &[&qids, &keys, &deltas],
             )
             .await?;
+        }
+        Ok((qids, keys))
+    }
+
+    async fn drop_empty_keys(&mut self, qids: &[i64], keys: &[&str]) -> CatalogResult<()> {
+        if !qids.is_empty() {
             self.execute(
                 "DELETE FROM query_counts q USING unnest($1::bigint[], $2::text[]) AS d(qid, key) \
                  WHERE q.qid = d.qid AND q.key = d.key AND q.n <= 0",
@@ -288,6 +302,10 @@ impl Link {
             )
             .await?;
         }
+        Ok(())
+    }
+
+    async fn write_kind_counts(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
         let (kinds, deltas): (Vec<&str>, Vec<i64>) = plan
             .kind_counts
             .iter()
@@ -349,8 +367,10 @@ impl Link {
             )
             .await?;
         }
+        let (qids, keys) = self.write_key_counts(plan).await?;
         self.write_index(plan).await?;
-        self.write_counts(plan).await?;
+        self.drop_empty_keys(&qids, &keys).await?;
+        self.write_kind_counts(plan).await?;
         self.write_status(plan).await
     }
 }
@@ -498,8 +518,11 @@ impl Engine for PostgresEngine {
                 .await?;
             for row in rows {
                 let qid: i64 = row.get(0);
-                link.execute("DELETE FROM query_keys WHERE qid = $1", &[&qid])
-                    .await?;
+                link.execute(
+                    "DELETE FROM query_keys k USING query_counts c WHERE c.qid = $1 AND k.kid = c.kid",
+                    &[&qid],
+                )
+                .await?;
                 link.execute("DELETE FROM query_counts WHERE qid = $1", &[&qid])
                     .await?;
             }

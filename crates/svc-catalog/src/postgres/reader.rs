@@ -26,7 +26,8 @@ macro_rules! page_of_ids {
     ($ids:literal) => {
         concat!(
             "WITH c AS MATERIALIZED ( \
-               SELECT coalesce((SELECT n FROM query_counts WHERE qid = $1 AND key = $2), 0) AS n) \
+               SELECT coalesce(q.n, 0) AS n, q.kid FROM (SELECT) AS one \
+               LEFT JOIN query_counts q ON q.qid = $1 AND q.key = $2) \
              SELECT c.n, r.uri, r.rev, r.record FROM c LEFT JOIN LATERAL ( \
                SELECT r.uri, r.rev, r.record FROM records r WHERE r.id = ANY(ARRAY(",
             $ids,
@@ -40,10 +41,10 @@ macro_rules! page_of_ids {
 /// end (the second branch; the planner runs only the branch whose condition holds), so that no
 /// offset skips more than half the key's rows.
 const PAGE_BY_OFFSET: &str = page_of_ids!(
-    "(SELECT k.rid FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND $4 <= c.n - $4 \
+    "(SELECT k.rid FROM query_keys k WHERE k.kid = c.kid AND $4 <= c.n - $4 \
       ORDER BY k.uri LIMIT $3 OFFSET $4) \
      UNION ALL \
-     (SELECT k.rid FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND $4 > c.n - $4 \
+     (SELECT k.rid FROM query_keys k WHERE k.kid = c.kid AND $4 > c.n - $4 \
       ORDER BY k.uri DESC LIMIT greatest(least($3, c.n - $4), 0) OFFSET greatest(c.n - $4 - $3, 0))"
 );
 
@@ -52,7 +53,7 @@ const PAGE_BY_OFFSET: &str = page_of_ids!(
 const DEEPEST_OFFSET: i64 = 1 << 60;
 
 const PAGE_AFTER: &str = page_of_ids!(
-    "SELECT k.rid FROM query_keys k WHERE k.qid = $1 AND k.key = $2 AND k.uri > $5 \
+    "SELECT k.rid FROM query_keys k WHERE k.kid = c.kid AND k.uri > $5 \
      ORDER BY k.uri LIMIT $3 OFFSET $4"
 );
 

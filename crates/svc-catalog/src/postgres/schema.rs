@@ -92,6 +92,26 @@ const MIGRATIONS: &[&str] = &[
     // index alone.
     "ALTER TABLE query_keys DROP CONSTRAINT query_keys_pkey;
      ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri) INCLUDE (rid);",
+    // 6: an index entry names its (query, key) by the number its count row carries instead of
+    // repeating the key's text: a third less to write, store and compare for every entry.
+    r#"
+    CREATE SEQUENCE query_counts_kid_seq;
+    ALTER TABLE query_counts ADD COLUMN kid BIGINT;
+    UPDATE query_counts SET kid = nextval('query_counts_kid_seq');
+    ALTER TABLE query_counts ALTER COLUMN kid SET NOT NULL,
+        ALTER COLUMN kid SET DEFAULT nextval('query_counts_kid_seq');
+    ALTER SEQUENCE query_counts_kid_seq OWNED BY query_counts.kid;
+    CREATE TABLE key_entries (
+        kid BIGINT NOT NULL,
+        uri TEXT COLLATE "C" NOT NULL,
+        rid BIGINT NOT NULL
+    );
+    INSERT INTO key_entries (kid, uri, rid)
+        SELECT c.kid, k.uri, k.rid FROM query_keys k JOIN query_counts c USING (qid, key);
+    DROP TABLE query_keys;
+    ALTER TABLE key_entries RENAME TO query_keys;
+    ALTER TABLE query_keys ADD PRIMARY KEY (kid, uri) INCLUDE (rid);
+    "#,
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):

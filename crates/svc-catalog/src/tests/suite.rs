@@ -671,7 +671,7 @@ pub async fn queries_redefined_or_added_between_opens_are_rebuilt(fresh: Fresh) 
 }
 
 /// A PostgreSQL catalog written under schema version 4 (the index entries' key without the
-/// record id) gives the same answers after a later build migrates it at open, and takes
+/// record id, entries naming their key by its text) gives the same answers after a later build migrates it at open, and takes
 /// changes after.
 pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) {
     let crate::Location::Postgres(url) = &fresh.location else {
@@ -691,9 +691,20 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
     tokio::spawn(connection);
     client
         .batch_execute(
-            "ALTER TABLE query_keys DROP CONSTRAINT query_keys_pkey;
-             ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
-             UPDATE svc_schema SET version = 4;",
+            r#"ALTER TABLE query_keys RENAME TO entries_by_number;
+             ALTER INDEX query_keys_pkey RENAME TO entries_by_number_pkey;
+             CREATE TABLE query_keys (
+                 qid BIGINT NOT NULL,
+                 key TEXT COLLATE "C" NOT NULL,
+                 uri TEXT COLLATE "C" NOT NULL,
+                 rid BIGINT NOT NULL,
+                 PRIMARY KEY (qid, key, uri)
+             );
+             INSERT INTO query_keys
+                 SELECT c.qid, c.key, e.uri, e.rid FROM entries_by_number e JOIN query_counts c USING (kid);
+             DROP TABLE entries_by_number;
+             ALTER TABLE query_counts DROP COLUMN kid;
+             UPDATE svc_schema SET version = 4;"#,
         )
         .await
         .expect("the catalog as schema 4 left it");
@@ -713,7 +724,10 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
         .await
         .expect("the entries' key")
         .get(0);
-    assert!(entries_key.contains("INCLUDE (rid)"), "{entries_key}");
+    assert!(
+        entries_key.contains("(kid, uri) INCLUDE (rid)"),
+        "{entries_key}"
+    );
     assert_eq!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
         before
