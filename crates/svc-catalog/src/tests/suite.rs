@@ -693,15 +693,9 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
         .batch_execute(
             r#"ALTER TABLE query_keys RENAME TO entries_by_number;
              ALTER INDEX query_keys_pkey RENAME TO entries_by_number_pkey;
-             CREATE TABLE query_keys (
-                 qid BIGINT NOT NULL,
-                 key TEXT COLLATE "C" NOT NULL,
-                 uri TEXT COLLATE "C" NOT NULL,
-                 rid BIGINT NOT NULL,
-                 PRIMARY KEY (qid, key, uri)
-             );
-             INSERT INTO query_keys
+             CREATE TABLE query_keys AS
                  SELECT c.qid, c.key, e.uri, e.rid FROM entries_by_number e JOIN query_counts c USING (kid);
+             ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
              DROP TABLE entries_by_number;
              ALTER TABLE query_counts DROP COLUMN kid;
              UPDATE svc_schema SET version = 4;"#,
