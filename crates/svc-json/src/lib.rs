@@ -164,10 +164,6 @@ impl<'a> Json<'a> {
         }
     }
 
-    pub fn is_null(&self) -> bool {
-        matches!(self, Json::Null)
-    }
-
     /// A member of an object (`None` for anything else).
     pub fn get(&self, key: &str) -> Option<&Json<'a>> {
         self.as_object().and_then(|object| object.get(key))
