@@ -114,13 +114,22 @@ async fn shutdown_signal(trigger: watch::Sender<bool>) {
     let _ = trigger.send(true);
 }
 
-/// `descriptors`: the process's limit on open descriptors, when known.
-async fn serve(
-    args: ServeArgs,
+/// What the flags make of this process, settled before the catalog opens and the port is
+/// taken: whatever can be checked then, is.
+struct StartPlan {
+    role: Role,
+    live_url: Option<String>,
+    queries: QuerySet,
+    connection_limits: svc_server::ConnectionLimits,
+    db: Location,
+}
+
+fn plan_start(
+    args: &ServeArgs,
     queries: &QuerySet,
     descriptors: Option<u64>,
-) -> anyhow::Result<()> {
-    let role = role_of(&args)?;
+) -> anyhow::Result<StartPlan> {
+    let role = role_of(args)?;
     let live_url = match args.firehose.as_str() {
         _ if role == Role::Reader => None,
         "none" => None,
@@ -140,121 +149,212 @@ async fn serve(
         }
         _ => queries.clone(),
     };
-    // Whatever can be checked before the catalog opens and the port is taken, is.
     for path in &args.imports {
         std::fs::metadata(path).with_context(|| format!("--import {}", path.display()))?;
     }
-    let connection_limits = connection_limits(&args, descriptors)?;
+    let connection_limits = connection_limits(args, descriptors)?;
     let db = match &args.db {
         Some(text) => text
             .parse::<Location>()
             .map_err(|e| crate::commands::UsageError(format!("--db: {e}")))?,
         None => default_db(),
     };
-    let catalog = open_catalog(&db, &queries, usize::from(args.readers), role)
-        .await
-        .with_context(|| format!("opening the catalog {db}"))?;
-    tracing::info!(%db, ?role, "catalog open");
+    Ok(StartPlan {
+        role,
+        live_url,
+        queries,
+        connection_limits,
+        db,
+    })
+}
 
-    let ingest_metrics = Arc::new(IngestMetrics::default());
-    let role_metrics = Arc::new(RoleMetrics::default());
-    let mut registry = Registry::default();
-    ingest_metrics.register(&mut registry);
-    role_metrics.register(&mut registry);
-    let live_status = Arc::new(LiveStatus::default());
-    let ingestor = Ingestor::new(Arc::new(queries.clone()), ingest_metrics);
-    let readiness = Arc::new(Readiness::new(
-        live_url
-            .as_ref()
-            .map(|_| (Arc::clone(&live_status), args.ready_lag)),
-        args.backfill.is_some(),
-        Arc::clone(ingestor.writes()),
-    ));
-    let indexer_watch = Arc::new(IndexerWatch::default());
-    // While this process does not write, the indexer's heartbeat says how current it is.
-    let not_ready: svc_server::NotReady = {
-        let (readiness, catalog) = (Arc::clone(&readiness), Arc::clone(&catalog));
-        let indexer_watch = Arc::clone(&indexer_watch);
-        Arc::new(move || match catalog.is_writer() {
-            true => readiness.not_ready_because(),
-            false => indexer_watch.not_ready_because(),
-        })
-    };
-    let router = svc_server::router(
-        svc_server::ServerConfig {
-            catalog: Arc::clone(&catalog),
-            queries: queries.clone(),
-            kinds: Lexicons::embedded()
-                .record_collections()
-                .map(str::to_string)
-                .collect(),
-            not_ready: Arc::clone(&not_ready),
-            request_timeout: args.request_timeout,
-            limits: svc_server::RequestLimits {
-                max_uri_bytes: MAX_URI_BYTES,
-                max_header_bytes: MAX_HEADER_BYTES,
-                max_in_flight: args.max_requests as usize,
-                rate_per_client: args.rate_limit,
-            },
-            cache_bytes: args.cache_mb.saturating_mul(1 << 20),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            api: !args.no_api,
+/// What the HTTP API, the indexer and the role's watchers share.
+struct Shared {
+    ingestor: Ingestor,
+    readiness: Arc<Readiness>,
+    live_status: Arc<LiveStatus>,
+    indexer_watch: Arc<IndexerWatch>,
+    role_metrics: Arc<RoleMetrics>,
+    not_ready: svc_server::NotReady,
+}
+
+impl Shared {
+    fn new(
+        args: &ServeArgs,
+        plan: &StartPlan,
+        catalog: &Arc<dyn Catalog>,
+        registry: &mut Registry,
+    ) -> Shared {
+        let ingest_metrics = Arc::new(IngestMetrics::default());
+        let role_metrics = Arc::new(RoleMetrics::default());
+        ingest_metrics.register(registry);
+        role_metrics.register(registry);
+        let live_status = Arc::new(LiveStatus::default());
+        let ingestor = Ingestor::new(Arc::new(plan.queries.clone()), ingest_metrics);
+        let readiness = Arc::new(Readiness::new(
+            plan.live_url
+                .as_ref()
+                .map(|_| (Arc::clone(&live_status), args.ready_lag)),
+            args.backfill.is_some(),
+            Arc::clone(ingestor.writes()),
+        ));
+        let indexer_watch = Arc::new(IndexerWatch::default());
+        // While this process does not write, the indexer's heartbeat says how current it is.
+        let not_ready: svc_server::NotReady = {
+            let (readiness, catalog) = (Arc::clone(&readiness), Arc::clone(catalog));
+            let indexer_watch = Arc::clone(&indexer_watch);
+            Arc::new(move || match catalog.is_writer() {
+                true => readiness.not_ready_because(),
+                false => indexer_watch.not_ready_because(),
+            })
+        };
+        Shared {
+            ingestor,
+            readiness,
+            live_status,
+            indexer_watch,
+            role_metrics,
+            not_ready,
+        }
+    }
+}
+
+fn server_config(
+    args: &ServeArgs,
+    queries: &QuerySet,
+    catalog: &Arc<dyn Catalog>,
+    shared: &Shared,
+) -> svc_server::ServerConfig {
+    svc_server::ServerConfig {
+        catalog: Arc::clone(catalog),
+        queries: queries.clone(),
+        kinds: Lexicons::embedded()
+            .record_collections()
+            .map(str::to_string)
+            .collect(),
+        not_ready: Arc::clone(&shared.not_ready),
+        request_timeout: args.request_timeout,
+        limits: svc_server::RequestLimits {
+            max_uri_bytes: MAX_URI_BYTES,
+            max_header_bytes: MAX_HEADER_BYTES,
+            max_in_flight: args.max_requests as usize,
+            rate_per_client: args.rate_limit,
         },
-        registry,
-    );
-    let listener = listen(&args.listen)
+        cache_bytes: args.cache_mb.saturating_mul(1 << 20),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        api: !args.no_api,
+    }
+}
+
+type ServerTask = tokio::task::JoinHandle<std::io::Result<()>>;
+
+/// Binds the listening address and serves on it; the receiver turns true on SIGINT or SIGTERM.
+async fn start_http(
+    address: &str,
+    router: axum::Router,
+    limits: svc_server::ConnectionLimits,
+) -> anyhow::Result<(ServerTask, watch::Receiver<bool>)> {
+    let listener = listen(address)
         .await
-        .with_context(|| format!("--listen {}", args.listen))?;
-    let address = listener.local_addr().context("reading the bound address")?;
-    let (trigger, mut stopped) = watch::channel(false);
+        .with_context(|| format!("--listen {address}"))?;
+    let bound = listener.local_addr().context("reading the bound address")?;
+    let (trigger, stopped) = watch::channel(false);
     let server = svc_server::serve(
         listener,
         router,
-        connection_limits,
+        limits,
         stopped.clone(),
         std::time::Duration::from_secs(10),
     )
     .context("starting the HTTP server")?;
-    tracing::info!("listening on http://{address}");
+    tracing::info!("listening on http://{bound}");
     tokio::spawn(shutdown_signal(trigger));
-    let server = tokio::spawn(server);
+    Ok((tokio::spawn(server), stopped))
+}
 
+/// `descriptors`: the process's limit on open descriptors, when known.
+async fn serve(
+    args: ServeArgs,
+    queries: &QuerySet,
+    descriptors: Option<u64>,
+) -> anyhow::Result<()> {
+    let plan = plan_start(&args, queries, descriptors)?;
+    let catalog = open_catalog(
+        &plan.db,
+        &plan.queries,
+        usize::from(args.readers),
+        plan.role,
+    )
+    .await
+    .with_context(|| format!("opening the catalog {}", plan.db))?;
+    tracing::info!(db = %plan.db, role = ?plan.role, "catalog open");
+    let mut registry = Registry::default();
+    let shared = Shared::new(&args, &plan, &catalog, &mut registry);
+    let router = svc_server::router(
+        server_config(&args, &plan.queries, &catalog, &shared),
+        registry,
+    );
+    let (server, stopped) = start_http(&args.listen, router, plan.connection_limits).await?;
     let started_as_writer = catalog.is_writer();
     if !started_as_writer {
         tokio::spawn(watch_indexer(
             Arc::clone(&catalog),
             args.ready_lag,
-            Arc::clone(&indexer_watch),
-            Arc::clone(&role_metrics),
+            Arc::clone(&shared.indexer_watch),
+            Arc::clone(&shared.role_metrics),
             stopped.clone(),
         ));
         // A replica, or an indexer standing by: ready as the indexer's heartbeat says.
-        tokio::spawn(announce_ready(Arc::clone(&not_ready), stopped.clone()));
+        tokio::spawn(announce_ready(
+            Arc::clone(&shared.not_ready),
+            stopped.clone(),
+        ));
     }
-    if role == Role::Reader {
-        return finish(server).await;
+    if plan.role == Role::Indexer {
+        index(
+            &args,
+            plan.live_url,
+            catalog,
+            shared,
+            started_as_writer,
+            stopped,
+        )
+        .await?;
     }
+    finish(server).await
+}
+
+/// The indexer's part, once the API serves: take the writer's place (an indexer standing by
+/// serves queries until it does), run the imports, then follow the live source beside the
+/// backfill. Returns when the process is told to stop or the live source ends.
+async fn index(
+    args: &ServeArgs,
+    live_url: Option<String>,
+    catalog: Arc<dyn Catalog>,
+    shared: Shared,
+    started_as_writer: bool,
+    mut stopped: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
     tokio::spawn(beat(
         Arc::clone(&catalog),
-        Arc::clone(&readiness),
-        role_metrics,
+        Arc::clone(&shared.readiness),
+        Arc::clone(&shared.role_metrics),
         stopped.clone(),
     ));
-    // An indexer standing by serves queries (if asked to) until it takes over.
     tokio::select! {
         started = catalog.writer_started() => started?,
-        _ = stopped.wait_for(|stop| *stop) => return finish(server).await,
+        _ = stopped.wait_for(|stop| *stop) => return Ok(()),
     }
     for path in &args.imports {
         tokio::select! {
-            outcome = import_one(catalog.as_ref(), &ingestor, path) => outcome?,
-            _ = stopped.wait_for(|stop| *stop) => break,
+            outcome = import_one(catalog.as_ref(), &shared.ingestor, path) => outcome?,
+            _ = stopped.wait_for(|stop| *stop) => return Ok(()),
         }
     }
     if *stopped.borrow() {
-        return finish(server).await;
+        return Ok(());
     }
-    readiness.imports_finished();
+    shared.readiness.imports_finished();
     // The live stream starts before the backfill, so no event falls between the two.
     let live = live_url.map(|url| {
         let config = LiveConfig {
@@ -267,40 +367,49 @@ async fn serve(
         };
         tokio::spawn(run_live(
             Arc::clone(&catalog),
-            ingestor.clone(),
+            shared.ingestor.clone(),
             config,
-            Arc::clone(&live_status),
+            Arc::clone(&shared.live_status),
             stopped.clone(),
         ))
     });
     if let Some(url) = &args.backfill {
         tokio::select! {
-            outcome = backfill(catalog.as_ref(), &ingestor, url, &args.plc_url) => {
-                // A backfill that cannot list repositories is reported, not fatal: the live
-                // stream goes on (storage failures still end the process).
-                if let Err(error) = outcome {
-                    let storage = error
-                        .chain()
-                        .any(|e| matches!(e.downcast_ref::<svc_ingest::BackfillError>(), Some(svc_ingest::BackfillError::Catalog(_))));
-                    if storage {
-                        return Err(error);
-                    }
-                    tracing::error!("backfill failed, following the live source without it: {error:#}");
-                }
+            outcome = backfill(catalog.as_ref(), &shared.ingestor, url, &args.plc_url) => {
+                fail_on_storage_error(outcome)?;
             }
-            _ = stopped.wait_for(|stop| *stop) => return finish(server).await,
+            _ = stopped.wait_for(|stop| *stop) => return Ok(()),
         }
-        readiness.backfill_finished();
+        shared.readiness.backfill_finished();
     }
     if started_as_writer {
-        tokio::spawn(announce_ready(not_ready, stopped.clone()));
+        tokio::spawn(announce_ready(shared.not_ready, stopped.clone()));
     }
     if let Some(live) = live {
         live.await
             .context("the live source task failed")?
             .context("following the live source")?;
     }
-    finish(server).await
+    Ok(())
+}
+
+/// A backfill that cannot list repositories is reported, not fatal: the live stream goes on.
+/// A storage failure still ends the process.
+fn fail_on_storage_error(outcome: anyhow::Result<()>) -> anyhow::Result<()> {
+    let Err(error) = outcome else {
+        return Ok(());
+    };
+    let storage = error.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<svc_ingest::BackfillError>(),
+            Some(svc_ingest::BackfillError::Catalog(_))
+        )
+    });
+    if storage {
+        return Err(error);
+    }
+    tracing::error!("backfill failed, following the live source without it: {error:#}");
+    Ok(())
 }
 
 /// Logs "ready" once the catalog has caught up.
