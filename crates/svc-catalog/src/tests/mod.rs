@@ -162,4 +162,11 @@ mod postgres_only {
             super::suite::a_catalog_of_schema_4_answers_the_same_once_migrated(fresh).await;
         }
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_catalog_opens_through_the_database_socket() {
+        if let Some(fresh) = super::postgres().await {
+            super::suite::a_catalog_opens_through_the_database_socket(fresh).await;
+        }
+    }
 }

@@ -1,4 +1,5 @@
 use super::{Fresh, delete, upsert};
+use crate::spec::QuerySet;
 use crate::{
     AccountStatus, ApplyReport, Change, CursorPosition, ItemRef, Page, PageRequest, PageWriter,
     QueryId, write_page,
@@ -752,5 +753,76 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
     assert_eq!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
         (0..30).map(bounty).collect::<Vec<_>>()
+    );
+}
+
+/// A database on the same machine is reached through its socket directory, given as the URL's
+/// host (percent-encoded), and the catalog there works as over TCP.
+pub async fn a_catalog_opens_through_the_database_socket(fresh: Fresh) {
+    let crate::Location::Postgres(tcp_url) = &fresh.location else {
+        panic!("a PostgreSQL catalog")
+    };
+    let (client, connection) = tokio_postgres::connect(tcp_url.expose(), tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    tokio::spawn(connection);
+    let setting = |name: &'static str| {
+        let client = &client;
+        async move {
+            let row = client
+                .query_one(&format!("SHOW {name}"), &[])
+                .await
+                .expect("read a setting");
+            row.get::<_, String>(0)
+        }
+    };
+    let directory = setting("unix_socket_directories").await;
+    let directory = directory
+        .split(',')
+        .next()
+        .expect("a socket directory")
+        .trim();
+    let port = setting("port").await;
+    let database = tcp_url
+        .expose()
+        .rsplit('/')
+        .next()
+        .expect("a database name");
+    let encoded = directory.replace('/', "%2F");
+    let socket_url = format!("postgres://svc@{encoded}:{port}/{database}");
+    // The form names the socket, not a host: the server sees no client address.
+    let (over_socket, connection) = tokio_postgres::connect(&socket_url, tokio_postgres::NoTls)
+        .await
+        .expect("connect through the socket");
+    tokio::spawn(connection);
+    let row = over_socket
+        .query_one("SELECT inet_client_addr() IS NULL", &[])
+        .await
+        .expect("ask for the client address");
+    assert!(row.get::<_, bool>(0), "{socket_url} connected over TCP");
+    let location: crate::Location = socket_url.parse().expect("a socket URL is accepted");
+    let crate::Location::Postgres(url) = location else {
+        panic!("{socket_url} read as another engine")
+    };
+    drop(fresh);
+    let through_socket = Fresh {
+        catalog: Box::new(
+            crate::postgres::PostgresCatalog::open(&url, QuerySet::embedded(), 2)
+                .await
+                .expect("open through the socket"),
+        ),
+        queries: QuerySet::embedded(),
+        location: crate::Location::Postgres(url),
+        _dir: None,
+    };
+    let bounty = "at://did:plc:a/dev.svc.bounty/01";
+    apply(
+        &through_socket,
+        vec![upsert(bounty, "3a", json!({"requester": "did:plc:r"}))],
+    )
+    .await;
+    assert_eq!(
+        uris(&through_socket, "bountiesByRequester", &[Some("did:plc:r")]).await,
+        vec![bounty.to_string()]
     );
 }
