@@ -174,8 +174,7 @@ pub async fn run_live(
     // was read past it was never acknowledged.
     let mut reread_cursor = false;
     loop {
-        let stopping = *shutdown.borrow();
-        if stopping {
+        if *shutdown.borrow() {
             return Ok(());
         }
         if reread_cursor {
@@ -193,63 +192,22 @@ pub async fn run_live(
                 }
             }
         }
-        let url = connect_url(kind, &endpoint, cursor, config.compress);
-        tracing::info!(%url, "connecting to the live source");
+        let connection = Connection {
+            catalog: catalog.as_ref(),
+            ingestor: &ingestor,
+            kind,
+            endpoint: &endpoint,
+            status: &status,
+            config: &config,
+        };
         let connected_at = Instant::now();
-        // Firehose frames are small (a commit carries a bounded CAR slice): a limit keeps a
-        // hostile server from making the process buffer huge messages.
-        let limits = WebSocketConfig::default()
-            .max_message_size(Some(MAX_MESSAGE_BYTES))
-            .max_frame_size(Some(MAX_MESSAGE_BYTES));
-        match tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false).await
+        match connection
+            .follow(&mut cursor, &mut may_catch_up, &mut shutdown)
+            .await
         {
-            Ok((socket, _)) => {
-                // Quiet is shown by this connection's first pong (a ping goes out at once),
-                // not assumed on connecting: a source replaying old events may not have sent
-                // the first one yet, and an earlier connection's pong says nothing of this one.
-                status.last_pong_us.store(i64::MIN / 2, Ordering::Release);
-                status.connected.store(true, Ordering::Release);
-                let mut session = Session {
-                    catalog: catalog.as_ref(),
-                    ingestor: &ingestor,
-                    kind,
-                    endpoint: &endpoint,
-                    status: &status,
-                    cursor: &mut cursor,
-                    batch: Vec::new(),
-                    dirty: false,
-                    batch_time: None,
-                    in_flight: FuturesOrdered::new(),
-                    may_catch_up,
-                    catching_up: false,
-                    ready_lag: config.ready_lag,
-                    zstd: None,
-                };
-                let mut outcome = session.follow(socket, &config, &mut shutdown).await;
-                // A catch-up is settled whenever the connection ends, so the writer is back
-                // to normal for the next one.
-                if let Err(error) = session.end_catch_up().await {
-                    outcome = Err(error);
-                }
-                may_catch_up = session.may_catch_up;
-                drop(session);
-                status.connected.store(false, Ordering::Release);
-                status.pending.store(false, Ordering::Release);
-                let stopping = *shutdown.borrow();
-                match outcome {
-                    Ok(()) if stopping => return Ok(()),
-                    Ok(()) => tracing::warn!("the live source closed the connection"),
-                    Err(FollowError::Catalog(error)) => {
-                        // A full disk or a database away: wait, then go on from what the
-                        // catalog holds. Nothing past the stored cursor was acknowledged.
-                        tracing::error!("writing to the catalog failed; retrying: {error}");
-                        ingestor.writes().failed(error.to_string());
-                        reread_cursor = true;
-                    }
-                    Err(FollowError::Connection(reason)) => tracing::warn!("live source: {reason}"),
-                }
-            }
-            Err(error) => tracing::warn!(%url, "cannot connect to the live source: {error}"),
+            ConnectionEnd::Stopped => return Ok(()),
+            ConnectionEnd::Reconnect => {}
+            ConnectionEnd::ResumeFromCatalog => reread_cursor = true,
         }
         if connected_at.elapsed() >= STABLE_AFTER {
             backoff = Duration::from_millis(250);
@@ -257,6 +215,105 @@ pub async fn run_live(
         ingestor.metrics().reconnects.inc();
         if !back_off(&mut backoff, config.max_backoff, &mut shutdown).await {
             return Ok(());
+        }
+    }
+}
+
+/// How one connection to the live source ended.
+enum ConnectionEnd {
+    /// Shutdown was asked for.
+    Stopped,
+    /// The source closed or failed: connect again from the cursor in hand.
+    Reconnect,
+    /// A write to the catalog failed: connect again from the cursor the catalog holds.
+    ResumeFromCatalog,
+}
+
+/// What one connection to the live source works with.
+struct Connection<'a> {
+    catalog: &'a dyn Catalog,
+    ingestor: &'a Ingestor,
+    kind: SourceKind,
+    endpoint: &'a str,
+    status: &'a LiveStatus,
+    config: &'a LiveConfig,
+}
+
+impl Connection<'_> {
+    /// Connects from `cursor` and follows the source until the connection ends, moving
+    /// `cursor` along what was applied.
+    async fn follow(
+        &self,
+        cursor: &mut Option<i64>,
+        may_catch_up: &mut bool,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> ConnectionEnd {
+        let url = connect_url(self.kind, self.endpoint, *cursor, self.config.compress);
+        tracing::info!(%url, "connecting to the live source");
+        // Firehose frames are small (a commit carries a bounded CAR slice): a limit keeps a
+        // hostile server from making the process buffer huge messages.
+        let limits = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE_BYTES))
+            .max_frame_size(Some(MAX_MESSAGE_BYTES));
+        let socket =
+            match tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false)
+                .await
+            {
+                Ok((socket, _)) => socket,
+                Err(error) => {
+                    tracing::warn!(%url, "cannot connect to the live source: {error}");
+                    return ConnectionEnd::Reconnect;
+                }
+            };
+        let status = self.status;
+        // Quiet is shown by this connection's first pong (a ping goes out at once), not
+        // assumed on connecting: a source replaying old events may not have sent the first
+        // one yet, and an earlier connection's pong says nothing of this one.
+        status.last_pong_us.store(i64::MIN / 2, Ordering::Release);
+        status.connected.store(true, Ordering::Release);
+        let mut session = Session {
+            catalog: self.catalog,
+            ingestor: self.ingestor,
+            kind: self.kind,
+            endpoint: self.endpoint,
+            status,
+            cursor,
+            batch: Vec::new(),
+            dirty: false,
+            batch_time: None,
+            in_flight: FuturesOrdered::new(),
+            may_catch_up: *may_catch_up,
+            catching_up: false,
+            ready_lag: self.config.ready_lag,
+            zstd: None,
+        };
+        let mut outcome = session.follow(socket, self.config, shutdown).await;
+        // A catch-up is settled whenever the connection ends, so the writer is back to normal
+        // for the next one.
+        if let Err(error) = session.end_catch_up().await {
+            outcome = Err(error);
+        }
+        *may_catch_up = session.may_catch_up;
+        drop(session);
+        status.connected.store(false, Ordering::Release);
+        status.pending.store(false, Ordering::Release);
+        match outcome {
+            Ok(()) if *shutdown.borrow() => ConnectionEnd::Stopped,
+            Ok(()) => {
+                tracing::warn!("the live source closed the connection");
+                ConnectionEnd::Reconnect
+            }
+            Err(FollowError::Catalog(error)) => {
+                // A full disk or a database away: wait, then go on from what the catalog
+                // holds. Nothing past the stored cursor was acknowledged.
+                tracing::error!("writing to the catalog failed; retrying: {error}");
+                self.ingestor.writes().failed(error.to_string());
+                ConnectionEnd::ResumeFromCatalog
+            }
+            Err(FollowError::Connection(reason)) => {
+                tracing::warn!("live source: {reason}");
+                ConnectionEnd::Reconnect
+            }
         }
     }
 }
