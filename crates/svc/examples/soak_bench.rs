@@ -598,18 +598,53 @@ fn page_through(
     Ok((total.unwrap_or(0), items, uris.len(), pages))
 }
 
+type Http = reqwest::blocking::Client;
+
 fn main() {
     let options = options();
     // reqwest is built without a default TLS provider in this workspace.
     svc_atproto::install_crypto();
-    let client = reqwest::blocking::Client::builder()
+    let client = Http::builder()
         .no_proxy()
         .timeout(Duration::from_secs(60))
         .build()
         .expect("an HTTP client");
-
     let base_kinds = count_kinds(&options.base);
     let base_total: u64 = base_kinds.values().sum();
+    let reader = events_after_base(&options);
+    let replay = replay::Replay::start(Vec::new());
+    let started = Instant::now();
+    let mut server = start_svc(&options, &replay.url);
+    println!(
+        "soak: {} min, {} connections, {} events/s live, base catalog {} events, mix {}",
+        options.minutes,
+        options.connections,
+        options.rate,
+        base_total,
+        options.mix.display()
+    );
+    wait_until_imported(&client, &mut server, started, base_total);
+    let load = run_load(&options, &client, &server, reader, &replay);
+    let settled = settle(&client, &server.url, &load, base_kinds, base_total);
+    let paging = page_every_list_route(&client, &server.url, &options.mix);
+    let rss_end = rss_kb(server.child.id()).unwrap_or(0);
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+    report(&load, &settled, &paging, rss_end);
+    let failed = failures(load, settled, paging);
+    if failed.is_empty() {
+        println!("\nsoak: every criterion holds");
+    } else {
+        println!("\nsoak: FAILED");
+        for failure in &failed {
+            println!("  {failure}");
+        }
+        std::process::exit(1);
+    }
+}
+
+/// The events file, read past the lines the base catalog holds: the live stream.
+fn events_after_base(options: &Options) -> BufReader<File> {
     let mut reader = BufReader::new(
         File::open(&options.events)
             .unwrap_or_else(|e| panic!("cannot open {}: {e}", options.events.display())),
@@ -628,21 +663,12 @@ fn main() {
             );
         }
     }
-    let to_stream = options.rate * 60 * options.minutes;
+    reader
+}
 
-    let replay = replay::Replay::start(Vec::new());
-    let started = Instant::now();
-    let mut server = start_svc(&options, &replay.url);
-    let pid = server.child.id();
+/// Waits until the server is ready and what follows its bulk load is done, then reports.
+fn wait_until_imported(client: &Http, server: &mut Server, started: Instant, base_total: u64) {
     let url = server.url.clone();
-    println!(
-        "soak: {} min, {} connections, {} events/s live, base catalog {} events, mix {}",
-        options.minutes,
-        options.connections,
-        options.rate,
-        base_total,
-        options.mix.display()
-    );
     loop {
         if let Ok(Some(status)) = server.child.try_wait() {
             panic!("svc serve exited with {status}; see soak-server.log");
@@ -669,15 +695,62 @@ fn main() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = Command::new("sync").status();
-    let imported = get_json(&client, &format!("{url}/v1/stats"))
+    let imported = get_json(client, &format!("{url}/v1/stats"))
         .ok()
         .and_then(|s| s["total"].as_u64())
         .unwrap_or(0);
     println!(
         "import: ready after {ready_after:.1} s, /v1/stats total {imported} (base file {base_total}), RSS {} MB",
-        rss_kb(pid).unwrap_or(0) / 1024
+        rss_kb(server.child.id()).unwrap_or(0) / 1024
     );
+}
 
+/// What the measured minutes gave.
+struct Load {
+    minutes: Vec<Minute>,
+    probes: Probes,
+    wrk: WrkFigures,
+    wrk_status: std::process::ExitStatus,
+    wrk_seconds: f64,
+    applied_during: u64,
+    streamed: u64,
+    streamed_kinds: BTreeMap<String, u64>,
+}
+
+fn start_wrk(options: &Options, url: &str) -> (Child, JoinHandle<String>) {
+    let mut wrk = Command::new("wrk")
+        .args([
+            "-t2".to_string(),
+            format!("-c{}", options.connections),
+            format!("-d{}m", options.minutes),
+            "--latency".to_string(),
+            "-s".to_string(),
+        ])
+        .arg(&options.script)
+        .arg(url)
+        .env("MIX_FILE", &options.mix)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("wrk (apt-get install wrk)");
+    let mut wrk_stdout = wrk.stdout.take().expect("wrk's stdout is piped");
+    let wrk_reader = std::thread::spawn(move || {
+        let mut output = String::new();
+        let _ = wrk_stdout.read_to_string(&mut output);
+        output
+    });
+    (wrk, wrk_reader)
+}
+
+/// The measured minutes: the live stream fed, wrk's mix, the prober, a sample every 5 s and a
+/// line a minute.
+fn run_load(
+    options: &Options,
+    client: &Http,
+    server: &Server,
+    reader: BufReader<File>,
+    replay: &replay::Replay,
+) -> Load {
+    let (url, pid) = (server.url.as_str(), server.child.id());
     let address: SocketAddr = url
         .trim_start_matches("http://")
         .parse()
@@ -689,57 +762,35 @@ fn main() {
         streamed: AtomicU64::new(0),
         kinds: Mutex::new(BTreeMap::new()),
     });
-    let (applied_before, _, _) = live_counters(&client, &url).unwrap_or_default();
+    let (applied_before, _, _) = live_counters(client, url).unwrap_or_default();
     let start = Instant::now();
     let feeder = spawn_feeder(
         reader,
         options.events.clone(),
-        to_stream,
+        options.rate * 60 * options.minutes,
         options.rate,
         Arc::clone(&replay.state),
         Arc::clone(&feed_stop),
         Arc::clone(&feed),
     );
     let prober = spawn_prober(address, start, Arc::clone(&stop), Arc::clone(&probes));
-    let mut wrk = Command::new("wrk")
-        .args([
-            "-t2".to_string(),
-            format!("-c{}", options.connections),
-            format!("-d{}m", options.minutes),
-            "--latency".to_string(),
-            "-s".to_string(),
-        ])
-        .arg(&options.script)
-        .arg(&url)
-        .env("MIX_FILE", &options.mix)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("wrk (apt-get install wrk)");
-    let mut wrk_stdout = wrk.stdout.take().expect("wrk's stdout is piped");
-    let wrk_reader = std::thread::spawn(move || {
-        let mut output = String::new();
-        let _ = wrk_stdout.read_to_string(&mut output);
-        output
-    });
-
-    println!(
-        "{:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>10} {:>11} {:>8}",
-        "minute",
-        "healthz",
-        "p99 ms",
-        "max ms",
-        "samples",
-        "RSS MB",
-        "applied/s",
-        "streamed/s",
-        "lag s"
-    );
-    println!("{:>6} {:>9}", "", "p50 ms");
+    let (mut wrk, wrk_reader) = start_wrk(options, url);
+    print_minute_header();
     let mut samples = vec![Sample {
         t: 0.0,
         rss_kb: rss_kb(pid).unwrap_or(0),
         ..Sample::default()
     }];
+    let sample = |t: f64| {
+        let (applied, _, lag_s) = live_counters(client, url).unwrap_or_default();
+        Sample {
+            t,
+            rss_kb: rss_kb(pid).unwrap_or(0),
+            applied: applied.saturating_sub(applied_before),
+            streamed: feed.streamed.load(Ordering::Acquire),
+            lag_s,
+        }
+    };
     let mut printed = 0u64;
     let mut next_sample = start + SAMPLE_EVERY;
     let wrk_status = loop {
@@ -753,14 +804,7 @@ fn main() {
         }
         next_sample += SAMPLE_EVERY;
         let t = start.elapsed().as_secs_f64();
-        let (applied, _, lag_s) = live_counters(&client, &url).unwrap_or_default();
-        samples.push(Sample {
-            t,
-            rss_kb: rss_kb(pid).unwrap_or(0),
-            applied: applied.saturating_sub(applied_before),
-            streamed: feed.streamed.load(Ordering::Acquire),
-            lag_s,
-        });
+        samples.push(sample(t));
         // Minutes are printed as they end, except the last, which waits for wrk's end.
         while printed + 1 < options.minutes && t >= (printed + 1) as f64 * 60.0 {
             let probes = probes.lock().expect("probes");
@@ -769,15 +813,9 @@ fn main() {
         }
     };
     let wrk_seconds = start.elapsed().as_secs_f64();
-    let (applied_at_end, _, lag_at_end) = live_counters(&client, &url).unwrap_or_default();
-    let applied_during = applied_at_end.saturating_sub(applied_before);
-    samples.push(Sample {
-        t: wrk_seconds,
-        rss_kb: rss_kb(pid).unwrap_or(0),
-        applied: applied_during,
-        streamed: feed.streamed.load(Ordering::Acquire),
-        lag_s: lag_at_end,
-    });
+    let last = sample(wrk_seconds);
+    let applied_during = last.applied;
+    samples.push(last);
     stop.store(true, Ordering::Release);
     feed_stop.store(true, Ordering::Release);
     let _ = prober.join();
@@ -794,17 +832,61 @@ fn main() {
     }
     let wrk_output = wrk_reader.join().unwrap_or_default();
     println!("\nwrk ({wrk_status}):\n{}", wrk_output.trim_end());
-    let wrk = wrk_figures(&wrk_output);
+    let streamed_kinds = feed.kinds.lock().expect("kinds").clone();
+    Load {
+        minutes,
+        probes,
+        wrk: wrk_figures(&wrk_output),
+        wrk_status,
+        wrk_seconds,
+        applied_during,
+        streamed: feed.streamed.load(Ordering::Acquire),
+        streamed_kinds,
+    }
+}
 
-    // Settling: the stream has stopped; wait until every streamed event is applied or nothing
-    // has moved for 30 s.
-    let streamed = feed.streamed.load(Ordering::Acquire);
-    let expected_total = base_total + streamed;
+fn print_minute_header() {
+    println!(
+        "{:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>10} {:>11} {:>8}",
+        "minute",
+        "healthz",
+        "p99 ms",
+        "max ms",
+        "samples",
+        "RSS MB",
+        "applied/s",
+        "streamed/s",
+        "lag s"
+    );
+    println!("{:>6} {:>9}", "", "p50 ms");
+}
+
+/// The catalog once the stream has stopped, against what was imported and streamed.
+struct Settled {
+    seconds: f64,
+    stats_total: u64,
+    expected_total: u64,
+    applied_total: u64,
+    refused_total: u64,
+    count_line: Vec<String>,
+    count_mismatches: Vec<String>,
+}
+
+/// Waits until every streamed event is applied (or nothing has moved for 30 s), then compares
+/// `/v1/stats` per kind with what was imported and streamed.
+fn settle(
+    client: &Http,
+    url: &str,
+    load: &Load,
+    base_kinds: BTreeMap<String, u64>,
+    base_total: u64,
+) -> Settled {
+    let expected_total = base_total + load.streamed;
     let settling = Instant::now();
     let mut last_change = Instant::now();
     let mut stats_total = 0;
     let stats = loop {
-        let stats = get_json(&client, &format!("{url}/v1/stats")).unwrap_or_default();
+        let stats = get_json(client, &format!("{url}/v1/stats")).unwrap_or_default();
         let total = stats["total"].as_u64().unwrap_or(0);
         if total != stats_total {
             stats_total = total;
@@ -815,11 +897,10 @@ fn main() {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let settled_after = settling.elapsed().as_secs_f64();
-    let (applied_total, refused_total, _) = live_counters(&client, &url).unwrap_or_default();
-
-    let mut expected = base_kinds.clone();
-    for (kind, n) in feed.kinds.lock().expect("kinds").iter() {
+    let seconds = settling.elapsed().as_secs_f64();
+    let (applied_total, refused_total, _) = live_counters(client, url).unwrap_or_default();
+    let mut expected = base_kinds;
+    for (kind, n) in &load.streamed_kinds {
         *expected.entry(kind.clone()).or_insert(0) += n;
     }
     let mut count_mismatches = Vec::new();
@@ -839,10 +920,29 @@ fn main() {
             "total: {stats_total} in /v1/stats, {expected_total} imported + streamed"
         ));
     }
+    Settled {
+        seconds,
+        stats_total,
+        expected_total,
+        applied_total,
+        refused_total,
+        count_line,
+        count_mismatches,
+    }
+}
 
-    // Every list route of the mix, with the first key the mix asks it for (a hot one).
-    let mix_text = std::fs::read_to_string(&options.mix)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", options.mix.display()));
+/// Every list route of the mix paged to its end by cursor.
+struct Paging {
+    routes: usize,
+    seconds: f64,
+    lines: Vec<String>,
+    failures: Vec<String>,
+}
+
+/// Pages every list route of the mix, with the first key the mix asks it for (a hot one).
+fn page_every_list_route(client: &Http, url: &str, mix: &PathBuf) -> Paging {
+    let mix_text = std::fs::read_to_string(mix)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", mix.display()));
     let mut routes: Vec<&str> = Vec::new();
     let mut paths_seen = HashSet::new();
     for line in mix_text.lines() {
@@ -854,41 +954,55 @@ fn main() {
             routes.push(line);
         }
     }
-    let mut paging_failures = Vec::new();
-    let mut paging_lines = Vec::new();
-    let paging_started = Instant::now();
+    let mut failures = Vec::new();
+    let mut lines = Vec::new();
+    let started = Instant::now();
     for route in &routes {
-        match page_through(&client, &url, route) {
+        match page_through(client, url, route) {
             Ok((total, items, distinct, pages)) => {
                 let path = route.split('?').next().unwrap_or(route);
-                paging_lines.push(format!(
+                lines.push(format!(
                     "  {path}: total {total}, {items} items in {pages} pages, {distinct} distinct"
                 ));
                 if items != total || distinct as u64 != total {
-                    paging_failures.push(format!(
+                    failures.push(format!(
                         "{route}: total {total}, {items} items, {distinct} distinct"
                     ));
                 }
             }
-            Err(e) => paging_failures.push(e),
+            Err(e) => failures.push(e),
         }
     }
-    let paging_seconds = paging_started.elapsed().as_secs_f64();
-    let rss_end = rss_kb(pid).unwrap_or(0);
-    let _ = server.child.kill();
-    let _ = server.child.wait();
+    Paging {
+        routes: routes.len(),
+        seconds: started.elapsed().as_secs_f64(),
+        lines,
+        failures,
+    }
+}
 
-    let errors = wrk.socket_errors + wrk.non_2xx + probes.errors;
-    let applied_rate = applied_during as f64 / wrk_seconds;
-    let worst_p99 = minutes.iter().map(|m| m.p99).fold(f64::NAN, f64::max);
-    let rss_ratio =
-        (minutes.len() >= 2).then(|| minutes[minutes.len() - 1].rss_mb / minutes[1].rss_mb);
+fn errors(load: &Load) -> u64 {
+    load.wrk.socket_errors + load.wrk.non_2xx + load.probes.errors
+}
+
+fn applied_rate(load: &Load) -> f64 {
+    load.applied_during as f64 / load.wrk_seconds
+}
+
+/// RSS of the last minute against the second's (the first holds the start's growth).
+fn rss_ratio(minutes: &[Minute]) -> Option<f64> {
+    (minutes.len() >= 2).then(|| minutes[minutes.len() - 1].rss_mb / minutes[1].rss_mb)
+}
+
+fn report(load: &Load, settled: &Settled, paging: &Paging, rss_end_kb: u64) {
+    let (wrk, probes, minutes) = (&load.wrk, &load.probes, &load.minutes);
     println!("\nsummary:");
     println!(
-        "  queries: {:.0} requests/s, p50 {:.2} ms, p99 {:.2} ms; errors {errors} (socket {}, non-2xx {}, healthz {}{})",
+        "  queries: {:.0} requests/s, p50 {:.2} ms, p99 {:.2} ms; errors {} (socket {}, non-2xx {}, healthz {}{})",
         wrk.requests_per_s,
         wrk.p50_ms,
         wrk.p99_ms,
+        errors(load),
         wrk.socket_errors,
         wrk.non_2xx,
         probes.errors,
@@ -899,54 +1013,68 @@ fn main() {
             .unwrap_or_default()
     );
     println!(
-        "  events: {streamed} streamed, {applied_during} applied during the run ({applied_rate:.0}/s over {wrk_seconds:.0} s), \
-         {applied_total} applied in all, {refused_total} not applied (stale, invalid or ignored); settled {settled_after:.1} s after the stream stopped"
+        "  events: {} streamed, {} applied during the run ({:.0}/s over {:.0} s), \
+         {} applied in all, {} not applied (stale, invalid or ignored); settled {:.1} s after the stream stopped",
+        load.streamed,
+        load.applied_during,
+        applied_rate(load),
+        load.wrk_seconds,
+        settled.applied_total,
+        settled.refused_total,
+        settled.seconds
     );
-    match rss_ratio {
+    match rss_ratio(minutes) {
         Some(ratio) => println!(
             "  RSS: second minute {:.0} MB, last minute {:.0} MB ({ratio:.3}); {} MB at the end",
             minutes[1].rss_mb,
             minutes[minutes.len() - 1].rss_mb,
-            rss_end / 1024
+            rss_end_kb / 1024
         ),
         None => println!(
             "  RSS: {:.0} MB over the only minute; {} MB at the end",
             minutes[0].rss_mb,
-            rss_end / 1024
+            rss_end_kb / 1024
         ),
     }
     println!(
-        "  healthz: worst minute p99 {worst_p99:.2} ms, max {:.2} ms over {} probes",
+        "  healthz: worst minute p99 {:.2} ms, max {:.2} ms over {} probes",
+        minutes.iter().map(|m| m.p99).fold(f64::NAN, f64::max),
         minutes.iter().map(|m| m.max).fold(f64::NAN, f64::max),
         probes.latencies.len()
     );
     println!(
-        "  counts (/v1/stats after settling): {}, total {stats_total}; expected total {expected_total}",
-        count_line.join(", ")
+        "  counts (/v1/stats after settling): {}, total {}; expected total {}",
+        settled.count_line.join(", "),
+        settled.stats_total,
+        settled.expected_total
     );
     println!(
-        "  paging by cursor to the end ({} routes, {paging_seconds:.1} s):",
-        routes.len()
+        "  paging by cursor to the end ({} routes, {:.1} s):",
+        paging.routes, paging.seconds
     );
-    for line in &paging_lines {
+    for line in &paging.lines {
         println!("{line}");
     }
+}
 
+/// The criteria that fail, each named with its figure.
+fn failures(load: Load, settled: Settled, paging: Paging) -> Vec<String> {
     let mut failed = Vec::new();
+    let errors = errors(&load);
     if errors > 0 {
         failed.push(format!("errors: {errors}, not 0"));
     }
-    if !wrk_status.success() {
-        failed.push(format!("wrk exited with {wrk_status}"));
+    if !load.wrk_status.success() {
+        failed.push(format!("wrk exited with {}", load.wrk_status));
     }
-    match rss_ratio {
+    match rss_ratio(&load.minutes) {
         Some(ratio) if ratio > RSS_GROWTH => failed.push(format!(
             "RSS: last minute / second minute {ratio:.3} > {RSS_GROWTH}"
         )),
         Some(_) => {}
         None => println!("  (RSS flatness needs two minutes or more: not checked)"),
     }
-    for (m, figures) in minutes.iter().enumerate() {
+    for (m, figures) in load.minutes.iter().enumerate() {
         if figures.p99.is_nan() || figures.p99 >= HEALTHZ_P99_MS {
             failed.push(format!(
                 "healthz p99 in minute {}: {:.2} ms, not under {HEALTHZ_P99_MS} ms",
@@ -955,20 +1083,18 @@ fn main() {
             ));
         }
     }
+    let applied_rate = applied_rate(&load);
     if applied_rate < MIN_APPLIED_PER_S {
         failed.push(format!(
             "applied rate {applied_rate:.0}/s < {MIN_APPLIED_PER_S}/s"
         ));
     }
-    failed.extend(count_mismatches.into_iter().map(|m| format!("count {m}")));
-    failed.extend(paging_failures.into_iter().map(|m| format!("paging {m}")));
-    if failed.is_empty() {
-        println!("\nsoak: every criterion holds");
-    } else {
-        println!("\nsoak: FAILED");
-        for failure in &failed {
-            println!("  {failure}");
-        }
-        std::process::exit(1);
-    }
+    failed.extend(
+        settled
+            .count_mismatches
+            .into_iter()
+            .map(|m| format!("count {m}")),
+    );
+    failed.extend(paging.failures.into_iter().map(|m| format!("paging {m}")));
+    failed
 }
