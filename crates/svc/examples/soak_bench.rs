@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -940,7 +940,7 @@ struct Paging {
 }
 
 /// Pages every list route of the mix, with the first key the mix asks it for (a hot one).
-fn page_every_list_route(client: &Http, url: &str, mix: &PathBuf) -> Paging {
+fn page_every_list_route(client: &Http, url: &str, mix: &Path) -> Paging {
     let mix_text = std::fs::read_to_string(mix)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", mix.display()));
     let mut routes: Vec<&str> = Vec::new();

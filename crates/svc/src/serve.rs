@@ -219,6 +219,14 @@ impl Shared {
     }
 }
 
+/// The record collections the lexicons define: what the API counts and the backfill asks for.
+fn record_kinds() -> Vec<String> {
+    Lexicons::embedded()
+        .record_collections()
+        .map(str::to_string)
+        .collect()
+}
+
 fn server_config(
     args: &ServeArgs,
     queries: &QuerySet,
@@ -228,10 +236,7 @@ fn server_config(
     svc_server::ServerConfig {
         catalog: Arc::clone(catalog),
         queries: queries.clone(),
-        kinds: Lexicons::embedded()
-            .record_collections()
-            .map(str::to_string)
-            .collect(),
+        kinds: record_kinds(),
         not_ready: Arc::clone(&shared.not_ready),
         request_timeout: args.request_timeout,
         limits: svc_server::RequestLimits {
@@ -540,10 +545,7 @@ async fn backfill(
         "{msg} [{bar:40}] {pos}/{len} repositories eta {eta}",
         format!("backfilling from {url}"),
     );
-    let collections: Vec<String> = Lexicons::embedded()
-        .record_collections()
-        .map(str::to_string)
-        .collect();
+    let collections = record_kinds();
     let started = std::time::Instant::now();
     tracing::info!(%url, "backfill started");
     let summary = run_backfill(

@@ -1,5 +1,4 @@
 use super::{Fresh, delete, upsert};
-use crate::spec::QuerySet;
 use crate::{
     AccountStatus, ApplyReport, Change, CursorPosition, ItemRef, Page, PageRequest, PageWriter,
     QueryId, write_page,
@@ -766,28 +765,21 @@ pub async fn a_catalog_opens_through_the_database_socket(fresh: Fresh) {
         .await
         .expect("connect to the test database");
     tokio::spawn(connection);
-    let setting = |name: &'static str| {
-        let client = &client;
-        async move {
-            let row = client
-                .query_one(&format!("SHOW {name}"), &[])
-                .await
-                .expect("read a setting");
-            row.get::<_, String>(0)
-        }
-    };
-    let directory = setting("unix_socket_directories").await;
-    let directory = directory
+    let row = client
+        .query_one(
+            "SELECT current_setting('unix_socket_directories'), current_setting('port'), \
+             current_database()",
+            &[],
+        )
+        .await
+        .expect("read where the server listens");
+    let (directories, port, database): (String, String, String) =
+        (row.get(0), row.get(1), row.get(2));
+    let directory = directories
         .split(',')
         .next()
         .expect("a socket directory")
         .trim();
-    let port = setting("port").await;
-    let database = tcp_url
-        .expose()
-        .rsplit('/')
-        .next()
-        .expect("a database name");
     let encoded = directory.replace('/', "%2F");
     let socket_url = format!("postgres://svc@{encoded}:{port}/{database}");
     // The form names the socket, not a host: the server sees no client address.
@@ -804,17 +796,13 @@ pub async fn a_catalog_opens_through_the_database_socket(fresh: Fresh) {
     let crate::Location::Postgres(url) = location else {
         panic!("{socket_url} read as another engine")
     };
-    drop(fresh);
+    let queries = fresh.queries.clone();
     let through_socket = Fresh {
-        catalog: Box::new(
-            crate::postgres::PostgresCatalog::open(&url, QuerySet::embedded(), 2)
-                .await
-                .expect("open through the socket"),
-        ),
-        queries: QuerySet::embedded(),
         location: crate::Location::Postgres(url),
-        _dir: None,
-    };
+        ..fresh
+    }
+    .reopen(queries)
+    .await;
     let bounty = "at://did:plc:a/dev.svc.bounty/01";
     apply(
         &through_socket,

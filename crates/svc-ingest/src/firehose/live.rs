@@ -173,6 +173,14 @@ pub async fn run_live(
     // After a failed write, the catalog's cursor is the only safe place to resume from: what
     // was read past it was never acknowledged.
     let mut reread_cursor = false;
+    let connection = Connection {
+        catalog: catalog.as_ref(),
+        ingestor: &ingestor,
+        kind,
+        endpoint: &endpoint,
+        status: &status,
+        config: &config,
+    };
     loop {
         if *shutdown.borrow() {
             return Ok(());
@@ -192,14 +200,6 @@ pub async fn run_live(
                 }
             }
         }
-        let connection = Connection {
-            catalog: catalog.as_ref(),
-            ingestor: &ingestor,
-            kind,
-            endpoint: &endpoint,
-            status: &status,
-            config: &config,
-        };
         let connected_at = Instant::now();
         match connection
             .follow(&mut cursor, &mut may_catch_up, &mut shutdown)
