@@ -17,7 +17,9 @@ pub use catalog::{EngineCatalog, Reads};
 use writer::WriterHandle;
 
 use crate::changelog::LogEntry;
-use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition, IndexKeys, QueryId};
+use crate::{
+    ApplyReport, CatalogError, CatalogResult, Change, CursorPosition, IndexKeys, QueryId, QuerySet,
+};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -29,7 +31,7 @@ pub struct Stored {
     /// A record, not a tombstone.
     pub live: bool,
     /// The keys the version was filed under (or would be, for a hidden account's record).
-    pub keys: IndexKeys,
+    pub keys: StoredKeys,
 }
 
 /// A live record as filed: what account changes move in and out of the index.
@@ -37,7 +39,31 @@ pub struct Stored {
 pub struct Filed {
     pub uri: String,
     pub collection: String,
-    pub keys: IndexKeys,
+    pub keys: StoredKeys,
+}
+
+/// The keys a stored version is filed under, as an engine read them.
+#[derive(Debug, Clone)]
+pub enum StoredKeys {
+    /// Stored beside the record when it was written.
+    Filed(IndexKeys),
+    /// Not stored (a bulk load leaves them out: they would be a fifth of every row it
+    /// writes): the record's text, from which the queries give them again. They are the keys
+    /// it was filed under, since the definitions in force are those it was filed by: a query
+    /// whose definition changed was rebuilt at start, before any write.
+    InRecord(String),
+}
+
+impl StoredKeys {
+    /// The keys, taken from the record where they were not stored.
+    pub(crate) fn resolve(self, queries: &QuerySet, collection: &str) -> IndexKeys {
+        match self {
+            StoredKeys::Filed(keys) => keys,
+            StoredKeys::InRecord(text) => svc_spec::Json::parse(&text)
+                .map(|record| queries.index_keys(collection, &record))
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// No keys: what a tombstone is filed under.
@@ -278,11 +304,26 @@ pub(crate) fn did_of(uri: &str) -> &str {
     svc_syntax::at_uri_authority(uri).unwrap_or(uri)
 }
 
+/// What the rules consult beside the engine to file a record.
+pub(crate) struct Filing {
+    /// Accounts whose records are out of the index.
+    pub inactive: HashSet<String>,
+    /// The queries records are filed by.
+    pub queries: QuerySet,
+}
+
+impl Filing {
+    /// The keys a stored record is filed under.
+    fn keys_of(&self, collection: &str, keys: StoredKeys) -> IndexKeys {
+        keys.resolve(&self.queries, collection)
+    }
+}
+
 /// Plans a group of batches: each uri's changes in arrival order against what it holds, the
 /// stale ones counted and dropped, one row write per uri for the last that applied.
 pub(crate) fn plan_group<'a>(
     engine: &mut dyn Engine,
-    inactive: &HashSet<String>,
+    filing: &Filing,
     jobs: &[(&'a [Change], Option<&'a CursorPosition>)],
 ) -> CatalogResult<(Plan<'a>, Vec<ApplyReport>)> {
     let mut reports = vec![ApplyReport::default(); jobs.len()];
@@ -323,7 +364,7 @@ pub(crate) fn plan_group<'a>(
             }
         }
         if let Some(change) = last {
-            plan_change(&mut plan, inactive, before.as_ref(), change);
+            plan_change(&mut plan, filing, before, change);
         }
         at = end;
     }
@@ -338,22 +379,22 @@ pub(crate) fn plan_group<'a>(
 /// One uri's row write, index entries and counts, from what it held to its last change.
 fn plan_change<'a>(
     plan: &mut Plan<'a>,
-    inactive: &HashSet<String>,
-    before: Option<&Stored>,
+    filing: &Filing,
+    before: Option<Stored>,
     change: &'a Change,
 ) {
     let row = RecordRow::of(change);
     plan.records.push(RecordWrite::Row(row));
     // An inactive account's records are stored but stay out of the index and the counts.
-    if inactive.contains(did_of(row.uri)) {
+    if filing.inactive.contains(did_of(row.uri)) {
         return;
     }
-    if let Some(before) = before.filter(|b| b.live) {
+    if let Some(before) = before.as_ref().filter(|b| b.live) {
         plan.count_kind(&before.collection, -1);
     }
     if row.live() {
         plan.count_kind(row.collection, 1);
     }
-    let old = before.map(|b| &b.keys).unwrap_or(&NO_KEYS);
-    plan.refile(row.uri, old, row.keys);
+    let old = before.map_or_else(IndexKeys::new, |b| filing.keys_of(&b.collection, b.keys));
+    plan.refile(row.uri, &old, row.keys);
 }

@@ -311,16 +311,14 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
                 staging.stage_entry(qid, key, record);
             }
             staging.uris.push(row.uri.into());
-            let keys = link.ids.encode(row.keys);
             let out = &mut sink.rows;
-            out.row(9);
+            out.row(7);
             out.bigint(id);
-            for text in [row.uri, row.collection, row.author, row.rev] {
+            for text in [row.uri, row.collection, row.rev] {
                 out.text(Some(text));
             }
             out.text(row.cid);
             out.text(row.record);
-            out.text(Some(&keys));
             out.bigint(now);
             sink.send_if_full().await?;
         }
@@ -338,7 +336,8 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
     }
 }
 
-const COPY_RECORDS: &str = "COPY records (id, uri, collection, author, rev, cid, record, keys, indexed_at) \
+/// The keys stay NULL: the rules take them from the record when it changes.
+const COPY_RECORDS: &str = "COPY records (id, uri, collection, rev, cid, record, indexed_at) \
      FROM STDIN (FORMAT binary)";
 /// Frozen as written (the table was emptied in the same transaction): the primary key's build
 /// and readers then find every row visible without setting hint bits (rewriting each page), and

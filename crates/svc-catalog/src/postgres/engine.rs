@@ -192,16 +192,13 @@ impl Link {
 
     async fn write_records(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
         let now = now_ms();
-        let mut text: [Vec<&str>; 4] = Default::default();
+        let mut text: [Vec<&str>; 3] = Default::default();
         let (mut cids, mut records, mut row_keys) = (Vec::new(), Vec::new(), Vec::new());
         let (mut keyed, mut keys): (Vec<&str>, Vec<String>) = Default::default();
         for write in &plan.records {
             match write {
                 RecordWrite::Row(row) => {
-                    for (column, value) in
-                        text.iter_mut()
-                            .zip([row.uri, row.collection, row.author, row.rev])
-                    {
+                    for (column, value) in text.iter_mut().zip([row.uri, row.collection, row.rev]) {
                         column.push(value);
                     }
                     cids.push(row.cid);
@@ -216,14 +213,14 @@ impl Link {
         }
         if !row_keys.is_empty() {
             self.execute(
-                "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
-                 SELECT u.uri, u.collection, u.author, u.rev, u.cid, u.record, u.keys, $8 \
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) \
-                   AS u(uri, collection, author, rev, cid, record, keys) \
-                 ON CONFLICT (uri) DO UPDATE SET collection = excluded.collection, author = excluded.author, \
+                "INSERT INTO records (uri, collection, rev, cid, record, keys, indexed_at) \
+                 SELECT u.uri, u.collection, u.rev, u.cid, u.record, u.keys, $7 \
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) \
+                   AS u(uri, collection, rev, cid, record, keys) \
+                 ON CONFLICT (uri) DO UPDATE SET collection = excluded.collection, \
                    rev = excluded.rev, cid = excluded.cid, record = excluded.record, keys = excluded.keys, \
                    indexed_at = excluded.indexed_at",
-                &[&text[0], &text[1], &text[2], &text[3], &cids, &records, &row_keys, &now],
+                &[&text[0], &text[1], &text[2], &cids, &records, &row_keys, &now],
             )
             .await?;
         }
@@ -407,7 +404,8 @@ impl Engine for PostgresEngine {
         self.run(async |link| {
             let rows = link
                 .query(
-                    "SELECT uri, rev, collection, record IS NOT NULL, keys FROM records WHERE uri = ANY($1)",
+                    "SELECT uri, rev, collection, record IS NOT NULL, keys, \
+                       CASE WHEN keys IS NULL THEN record END FROM records WHERE uri = ANY($1)",
                     &[&uris],
                 )
                 .await?;
@@ -418,7 +416,7 @@ impl Engine for PostgresEngine {
                         rev: r.get(1),
                         collection: r.get(2),
                         live: r.get(3),
-                        keys: link.ids.decode(r.get(4)),
+                        keys: link.ids.stored(r.get(4), r.get(5)),
                     };
                     (r.get(0), stored)
                 })
@@ -435,7 +433,8 @@ impl Engine for PostgresEngine {
         self.run(async |link| {
             let rows = link
                 .query(
-                    "SELECT uri, collection, keys FROM records WHERE uri >= $1 AND uri < $2 AND record IS NOT NULL",
+                    "SELECT uri, collection, keys, CASE WHEN keys IS NULL THEN record END FROM records \
+                     WHERE uri >= $1 AND uri < $2 AND record IS NOT NULL",
                     &[&from, &to],
                 )
                 .await?;
@@ -444,7 +443,7 @@ impl Engine for PostgresEngine {
                 .map(|r| Filed {
                     uri: r.get(0),
                     collection: r.get(1),
-                    keys: link.ids.decode(r.get(2)),
+                    keys: link.ids.stored(r.get(2), r.get(3)),
                 })
                 .collect())
         })
@@ -471,7 +470,7 @@ impl Engine for PostgresEngine {
                     let filed = Filed {
                         uri: r.get(0),
                         collection: collection.to_string(),
-                        keys: link.ids.decode(r.get(1)),
+                        keys: link.ids.stored(r.get(1), r.get(2)),
                     };
                     (filed, r.get(2))
                 })

@@ -112,6 +112,9 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE key_entries RENAME TO query_keys;
     ALTER TABLE query_keys ADD PRIMARY KEY (kid, uri) INCLUDE (rid);
     "#,
+    // 7: a bulk load leaves a record's keys out (NULL: they are taken from the record when
+    // needed), and the author, never read (it is the uri's authority), goes.
+    "ALTER TABLE records ALTER COLUMN keys DROP NOT NULL, DROP COLUMN author",
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):

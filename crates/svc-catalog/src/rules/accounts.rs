@@ -1,7 +1,7 @@
 //! Account status: an inactive account's records stay stored, with their keys, but leave the
 //! index and the counts; reactivation files them again; deletion removes them.
 
-use super::{AccountWrite, Engine, Plan, writer::Writer};
+use super::{AccountWrite, Engine, Filing, Plan, writer::Writer};
 use crate::{AccountStatus, CatalogError, CatalogResult, IndexKeys};
 
 impl<E: Engine> Writer<E> {
@@ -11,12 +11,12 @@ impl<E: Engine> Writer<E> {
                 "an account change cannot join a bulk load".into(),
             ));
         }
-        let was_inactive = self.inactive.contains(did);
+        let was_inactive = self.filing.inactive.contains(did);
         let now_inactive = !matches!(status, AccountStatus::Active);
-        self.in_transaction(|engine, _| {
+        self.in_transaction(|engine, filing| {
             let mut plan = Plan::default();
             if was_inactive != now_inactive {
-                file_repository(engine, did, !now_inactive, &mut plan)?;
+                file_repository(engine, filing, did, !now_inactive, &mut plan)?;
             }
             plan.account = Some(AccountWrite {
                 did: did.to_string(),
@@ -35,9 +35,9 @@ impl<E: Engine> Writer<E> {
             Ok((plan, ()))
         })?;
         if now_inactive {
-            self.inactive.insert(did.to_string());
+            self.filing.inactive.insert(did.to_string());
         } else {
-            self.inactive.remove(did);
+            self.filing.inactive.remove(did);
         }
         Ok(())
     }
@@ -47,17 +47,19 @@ impl<E: Engine> Writer<E> {
 /// out of the index (`false`), with the counts.
 fn file_repository(
     engine: &mut dyn Engine,
+    filing: &Filing,
     did: &str,
     file: bool,
     plan: &mut Plan<'_>,
 ) -> CatalogResult<()> {
     let empty = IndexKeys::new();
     for record in engine.repository(did)? {
+        let keys = filing.keys_of(&record.collection, record.keys);
         if file {
-            plan.refile(&record.uri, &empty, &record.keys);
+            plan.refile(&record.uri, &empty, &keys);
             plan.count_kind(&record.collection, 1);
         } else {
-            plan.refile(&record.uri, &record.keys, &empty);
+            plan.refile(&record.uri, &keys, &empty);
             plan.count_kind(&record.collection, -1);
         }
     }

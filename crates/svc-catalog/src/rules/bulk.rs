@@ -23,7 +23,7 @@ impl<E: Engine> Writer<E> {
         if self.bulk.is_some() {
             return Ok(true);
         }
-        if !self.inactive.is_empty() || !self.engine.is_empty()? {
+        if !self.filing.inactive.is_empty() || !self.engine.is_empty()? {
             return Ok(false);
         }
         self.engine.begin_bulk()?;

@@ -2,10 +2,9 @@
 //! (its fingerprint). A query that is new or whose definition changed gets its keys rebuilt
 //! from the stored records; the keys of a query no longer specified are dropped.
 
-use super::{Engine, Plan, RecordWrite, did_of};
+use super::{Engine, Filing, Plan, RecordWrite, did_of};
 use crate::changelog::LogEntry;
-use crate::{CatalogResult, Query, QuerySet};
-use std::collections::HashSet;
+use crate::{CatalogResult, Query};
 
 /// Records read and refiled per step of a rebuild.
 const REBUILD_CHUNK: usize = 10_000;
@@ -14,10 +13,10 @@ const REBUILD_CHUNK: usize = 10_000;
 /// processes to re-read the queries' numbers and drop their cached answers.
 pub(super) fn register(
     engine: &mut dyn Engine,
-    queries: &QuerySet,
-    inactive: &HashSet<String>,
+    filing: &Filing,
     log_seq: i64,
 ) -> CatalogResult<bool> {
+    let queries = &filing.queries;
     let stored = engine.queries()?;
     engine.begin()?;
     let outcome = (|| {
@@ -35,7 +34,7 @@ pub(super) fn register(
                 .any(|(id, known)| id == query.id() && *known == fingerprint);
             if !current {
                 engine.define_query(query.id(), &fingerprint)?;
-                rebuild(engine, query, inactive)?;
+                rebuild(engine, query, filing)?;
                 changed = true;
             }
         }
@@ -53,11 +52,7 @@ pub(super) fn register(
 
 /// Files every stored record of the query's kind under the query's keys, in chunks of uris.
 /// An inactive account's records get their keys stored but stay out of the index.
-fn rebuild(
-    engine: &mut dyn Engine,
-    query: &Query,
-    inactive: &HashSet<String>,
-) -> CatalogResult<()> {
+fn rebuild(engine: &mut dyn Engine, query: &Query, filing: &Filing) -> CatalogResult<()> {
     let mut after = String::new();
     loop {
         let rows = engine.records_of_kind(query.kind(), &after, REBUILD_CHUNK)?;
@@ -69,11 +64,11 @@ fn rebuild(
             let keys: Vec<String> = svc_spec::Json::parse(&text)
                 .map(|record| query.index_keys(&record))
                 .unwrap_or_default();
-            let mut all = filed.keys.clone();
+            let mut all = filing.keys_of(&filed.collection, filed.keys);
             all.retain(|(id, _)| id != query.id());
             let mine: crate::IndexKeys =
                 keys.into_iter().map(|k| (query.id().clone(), k)).collect();
-            if !inactive.contains(did_of(&filed.uri)) {
+            if !filing.inactive.contains(did_of(&filed.uri)) {
                 plan.refile(&filed.uri, &crate::IndexKeys::new(), &mine);
             }
             all.extend(mine);

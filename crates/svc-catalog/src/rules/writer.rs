@@ -2,11 +2,10 @@
 //! transaction each (several queued batches share one commit), and bumps the change clock
 //! only after a commit.
 
-use super::{Engine, Plan, bulk::BulkLoad, plan_group};
+use super::{Engine, Filing, Plan, bulk::BulkLoad, plan_group};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
 };
-use std::collections::HashSet;
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
 
@@ -46,8 +45,7 @@ const GROUP_COMMIT_CHANGES: usize = 100_000;
 pub(crate) struct Writer<E: Engine> {
     pub(super) engine: E,
     pub(super) clock: Arc<ChangeClock>,
-    /// Accounts whose records are out of the index.
-    pub(super) inactive: HashSet<String>,
+    pub(super) filing: Filing,
     /// What a bulk load has staged, when one is under way.
     pub(super) bulk: Option<BulkLoad>,
     /// The number of the next change-log entry: one writer numbers them without gaps.
@@ -127,16 +125,19 @@ pub(crate) fn spawn_writer<E: Engine>(
     if engine.recover_bulk()? {
         tracing::warn!("an interrupted bulk load was rolled back; the catalog is empty");
     }
-    let inactive = engine.inactive_accounts()?;
+    let filing = Filing {
+        inactive: engine.inactive_accounts()?,
+        queries: queries.clone(),
+    };
     let mut next_seq = engine.last_logged()? + 1;
-    if super::queries::register(&mut engine, queries, &inactive, next_seq)? {
+    if super::queries::register(&mut engine, &filing, next_seq)? {
         next_seq += 1;
     }
     let ids = engine.query_ids();
     let writer = Writer {
         engine,
         clock,
-        inactive,
+        filing,
         bulk: None,
         next_seq,
     };
@@ -265,8 +266,8 @@ impl<E: Engine> Writer<E> {
         &mut self,
         jobs: &[(&[Change], Option<&CursorPosition>)],
     ) -> CatalogResult<Vec<ApplyReport>> {
-        let reports = self.in_transaction(|engine, inactive| {
-            let (plan, reports) = plan_group(engine, inactive, jobs)?;
+        let reports = self.in_transaction(|engine, filing| {
+            let (plan, reports) = plan_group(engine, filing, jobs)?;
             engine.write(&plan)?;
             Ok((plan, reports))
         })?;
@@ -277,10 +278,10 @@ impl<E: Engine> Writer<E> {
     /// changes to the clock.
     pub(super) fn in_transaction<'a, T>(
         &mut self,
-        work: impl FnOnce(&mut E, &HashSet<String>) -> CatalogResult<(Plan<'a>, T)>,
+        work: impl FnOnce(&mut E, &Filing) -> CatalogResult<(Plan<'a>, T)>,
     ) -> CatalogResult<T> {
         self.engine.begin()?;
-        let outcome = work(&mut self.engine, &self.inactive).and_then(|(plan, value)| {
+        let outcome = work(&mut self.engine, &self.filing).and_then(|(plan, value)| {
             let logged = self.log(&plan.log_entry())?;
             self.engine.commit()?;
             self.next_seq += i64::from(logged);

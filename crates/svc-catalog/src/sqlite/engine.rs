@@ -4,7 +4,8 @@
 use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow};
 use crate::keys_column::QueryIds;
 use crate::rules::{
-    Engine, Filed, Plan, RecordRow, RecordWrite, StagedVersion, Stored, now_ms, repository_range,
+    Engine, Filed, Plan, RecordRow, RecordWrite, StagedVersion, Stored, StoredKeys, now_ms,
+    repository_range,
 };
 use crate::{CatalogError, CatalogResult, Change, QueryId};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -189,7 +190,7 @@ impl Engine for SqliteEngine {
                 })
                 .optional()?;
             if let Some((rev, collection, live, keys)) = row {
-                let keys = self.ids.decode(&keys);
+                let keys = StoredKeys::Filed(self.ids.decode(&keys));
                 found.insert(
                     uri.to_string(),
                     Stored {
@@ -236,7 +237,7 @@ impl Engine for SqliteEngine {
             filed.push(Filed {
                 uri,
                 collection,
-                keys: self.ids.decode(&keys),
+                keys: StoredKeys::Filed(self.ids.decode(&keys)),
             });
         }
         Ok(filed)
@@ -261,7 +262,7 @@ impl Engine for SqliteEngine {
         let mut found = Vec::new();
         for row in rows {
             let (uri, keys, text) = row?;
-            let keys = self.ids.decode(&keys);
+            let keys = StoredKeys::Filed(self.ids.decode(&keys));
             found.push((
                 Filed {
                     uri,

@@ -148,6 +148,7 @@ each_backend!(
     kind_counts_follow_changes,
     change_clock_moves_with_touched_keys,
     bulk_loads_only_into_an_empty_catalog,
+    records_loaded_in_bulk_change_like_any_other,
     accounts_hide_restore_and_remove_records,
     no_bulk_load_while_accounts_are_inactive,
     an_interrupted_bulk_load_is_undone_at_the_next_open,

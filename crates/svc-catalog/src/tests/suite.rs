@@ -415,6 +415,110 @@ pub async fn bulk_loads_only_into_an_empty_catalog(fresh: Fresh) {
     );
 }
 
+/// What a bulk load files (an engine may store its rows without their keys) moves, hides,
+/// returns, goes and is rebuilt as what `apply` filed does.
+pub async fn records_loaded_in_bulk_change_like_any_other(fresh: Fresh) {
+    let bounty = |n: u8| {
+        format!(
+            "at://did:plc:{}/dev.svc.bounty/{n}",
+            if n == 3 { "h" } else { "a" }
+        )
+    };
+    let (b1, b2, b3, b4) = (bounty(1), bounty(2), bounty(3), bounty(4));
+    assert!(fresh.catalog.begin_bulk().await.unwrap());
+    apply(
+        &fresh,
+        vec![
+            upsert(
+                &b1,
+                "3a",
+                json!({"requester": "did:plc:r", "status": "open"}),
+            ),
+            upsert(
+                &b2,
+                "3a",
+                json!({"requester": "did:plc:r", "status": "claimed"}),
+            ),
+            upsert(
+                &b3,
+                "3a",
+                json!({"requester": "did:plc:r", "status": "open"}),
+            ),
+            upsert(
+                &b4,
+                "3a",
+                json!({"requester": "did:plc:s", "status": "open"}),
+            ),
+        ],
+    )
+    .await;
+    fresh.catalog.finish_bulk(None).await.unwrap();
+    let by_requester =
+        async |fresh: &Fresh, did: &str| uris(fresh, "bountiesByRequester", &[Some(did)]).await;
+    apply(
+        &fresh,
+        vec![
+            upsert(
+                &b1,
+                "3b",
+                json!({"requester": "did:plc:s", "status": "open"}),
+            ),
+            delete(&b4, "3b"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        by_requester(&fresh, "did:plc:r").await,
+        vec![b2.clone(), b3.clone()]
+    );
+    assert_eq!(by_requester(&fresh, "did:plc:s").await, vec![b1.clone()]);
+    assert_eq!(
+        uris(&fresh, "openBounties", &[]).await,
+        vec![b1.clone(), b2.clone(), b3.clone()]
+    );
+    let status = |inactive: bool| match inactive {
+        true => AccountStatus::Inactive("deactivated".into()),
+        false => AccountStatus::Active,
+    };
+    fresh
+        .catalog
+        .set_account("did:plc:h".into(), status(true))
+        .await
+        .unwrap();
+    assert_eq!(by_requester(&fresh, "did:plc:r").await, vec![b2.clone()]);
+    assert_eq!(
+        uris(&fresh, "openBounties", &[]).await,
+        vec![b1.clone(), b2.clone()]
+    );
+    fresh
+        .catalog
+        .set_account("did:plc:h".into(), status(false))
+        .await
+        .unwrap();
+    assert_eq!(
+        by_requester(&fresh, "did:plc:r").await,
+        vec![b2.clone(), b3.clone()]
+    );
+    assert_eq!(
+        fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
+        3
+    );
+    // Rebuilt under edited definitions, then changed again.
+    let fresh = fresh.reopen(edited_specification()).await;
+    assert_eq!(uris(&fresh, "openBounties", &[]).await, vec![b2.clone()]);
+    assert_eq!(
+        uris(&fresh, "bountiesByRequesterAgain", &[Some("did:plc:r")]).await,
+        vec![b2.clone(), b3.clone()]
+    );
+    apply(&fresh, vec![delete(&b2, "3c")]).await;
+    assert!(uris(&fresh, "openBounties", &[]).await.is_empty());
+    assert_eq!(by_requester(&fresh, "did:plc:r").await, vec![b3.clone()]);
+    assert_eq!(
+        uris(&fresh, "bountiesByRequesterAgain", &[Some("did:plc:r")]).await,
+        vec![b3]
+    );
+}
+
 pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     let a1 = "at://did:plc:a/dev.svc.bounty/1";
     let a2 = "at://did:plc:a/dev.svc.bounty/2";
@@ -698,6 +802,8 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
              ALTER TABLE query_keys ADD PRIMARY KEY (qid, key, uri);
              DROP TABLE entries_by_number;
              ALTER TABLE query_counts DROP COLUMN kid;
+             ALTER TABLE records ADD COLUMN author TEXT COLLATE "C" NOT NULL DEFAULT '',
+                 ALTER COLUMN keys SET NOT NULL;
              UPDATE svc_schema SET version = 4;"#,
         )
         .await
