@@ -3,6 +3,7 @@
 //! evaluated directly, the reference the index is tested against.
 
 use super::{Bound, Condition, Query, Test, strings_at};
+use std::borrow::Cow;
 use svc_json::Json;
 
 /// More keys than this from one record for one query means a pathological record (the
@@ -12,11 +13,12 @@ const MAX_KEYS_PER_RECORD: usize = 4096;
 /// Encodes parameter values as one key: each present value as `<byte length>:<value>`, each
 /// absent optional one as `-`. Length prefixes keep any two different tuples apart.
 pub fn encode_key(parts: &[Option<&str>]) -> String {
-    let mut key = String::new();
+    let room = parts.iter().map(|p| p.map_or(1, |v| v.len() + 4)).sum();
+    let mut key = String::with_capacity(room);
     for part in parts {
         match part {
             Some(value) => {
-                key.push_str(&value.len().to_string());
+                push_decimal(&mut key, value.len());
                 key.push(':');
                 key.push_str(value);
             }
@@ -26,11 +28,29 @@ pub fn encode_key(parts: &[Option<&str>]) -> String {
     key
 }
 
-pub(crate) fn fold(value: &str, fold_case: bool) -> String {
-    if fold_case {
-        value.to_ascii_lowercase()
+/// Appends `n` in decimal, without the formatter's machinery (every key of every record
+/// passes here).
+fn push_decimal(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[start..].iter().map(|d| char::from(*d)));
+}
+
+/// The value as compared: ASCII letters lowered where the parameter folds case. Borrowed
+/// where nothing changes, as for most values.
+pub(crate) fn fold(value: &str, fold_case: bool) -> Cow<'_, str> {
+    if fold_case && value.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(value.to_ascii_lowercase())
     } else {
-        value.to_string()
+        Cow::Borrowed(value)
     }
 }
 
@@ -71,7 +91,7 @@ impl Query {
         if !self.conditions.iter().all(|c| guard_holds(c, record)) {
             return Vec::new();
         }
-        let mut choices: Vec<Vec<Option<String>>> = Vec::with_capacity(self.def.params.len());
+        let mut choices: Vec<Vec<Option<Cow<str>>>> = Vec::with_capacity(self.def.params.len());
         for (index, (param, &condition)) in self
             .def
             .params
@@ -81,7 +101,7 @@ impl Query {
         {
             let condition = &self.conditions[condition];
             let fold_case = self.folds_case(index);
-            let mut values: Vec<Option<String>> = strings_at(&condition.path, record)
+            let mut values: Vec<Option<Cow<str>>> = strings_at(&condition.path, record)
                 .map(|s| Some(fold(s, fold_case)))
                 .collect();
             values.sort();
@@ -94,23 +114,29 @@ impl Query {
             }
             choices.push(values);
         }
-        let mut tuples: Vec<Vec<Option<&str>>> = vec![Vec::new()];
-        for values in &choices {
-            let mut next = Vec::with_capacity(tuples.len() * values.len());
-            'outer: for tuple in &tuples {
-                for value in values {
-                    if next.len() == MAX_KEYS_PER_RECORD {
-                        break 'outer;
-                    }
-                    let mut extended = tuple.clone();
-                    extended.push(value.as_deref());
-                    next.push(extended);
-                }
-            }
-            tuples = next;
+        // Every tuple of one value per parameter, the last parameter's turning fastest; no
+        // parameters: one empty tuple, whose key is "".
+        let mut keys = Vec::new();
+        let mut chosen = vec![0; choices.len()];
+        let mut tuple: Vec<Option<&str>> = Vec::with_capacity(choices.len());
+        while keys.len() < MAX_KEYS_PER_RECORD {
+            tuple.clear();
+            tuple.extend(
+                choices
+                    .iter()
+                    .zip(&chosen)
+                    .map(|(values, &at)| values[at].as_deref()),
+            );
+            keys.push(encode_key(&tuple));
+            let Some(turned) = (0..choices.len())
+                .rev()
+                .find(|&p| chosen[p] + 1 < choices[p].len())
+            else {
+                break;
+            };
+            chosen[turned] += 1;
+            chosen[turned + 1..].fill(0);
         }
-        // No parameters: one empty tuple, whose key is "".
-        let mut keys: Vec<String> = tuples.iter().map(|t| encode_key(t)).collect();
         keys.sort();
         keys.dedup();
         keys

@@ -318,7 +318,7 @@ impl Query {
     }
 
     fn normalize(&self, param: usize, value: &str) -> String {
-        keys::fold(value, self.folds_case(param))
+        keys::fold(value, self.folds_case(param)).into_owned()
     }
 
     /// Whether the parameter's condition compares without regard to ASCII case.

@@ -73,30 +73,26 @@ impl JsonPath {
 
     /// Every value the path reaches, arrays at the end expanded into their elements.
     pub fn values<'v>(&self, root: &'v Json<'v>) -> Vec<&'v Json<'v>> {
-        let mut current = vec![root];
-        for step in &self.steps {
-            let mut next = Vec::new();
-            for value in current {
-                collect_field(value, step, &mut next);
-            }
-            current = next;
-        }
-        let mut out = Vec::with_capacity(current.len());
-        for value in current {
-            match value {
-                Json::Array(elements) => out.extend(elements.iter()),
-                other => out.push(other),
-            }
-        }
+        let mut out = Vec::new();
+        reach(root, &self.steps, &mut out);
         out
     }
 }
 
-fn collect_field<'v>(value: &'v Json<'v>, step: &Step, out: &mut Vec<&'v Json<'v>>) {
+/// Follows `steps` from `value` depth first, so that what it reaches comes out in document
+/// order without a list per step.
+fn reach<'v>(value: &'v Json<'v>, steps: &[Step], out: &mut Vec<&'v Json<'v>>) {
+    let Some((step, rest)) = steps.split_first() else {
+        match value {
+            Json::Array(elements) => out.extend(elements.iter()),
+            other => out.push(other),
+        }
+        return;
+    };
     match value {
         Json::Array(elements) => {
             for element in elements {
-                collect_field(element, step, out);
+                reach(element, steps, out);
             }
         }
         Json::Object(map) => {
@@ -104,11 +100,13 @@ fn collect_field<'v>(value: &'v Json<'v>, step: &Step, out: &mut Vec<&'v Json<'v
                 return;
             };
             match (&step.type_selector, found) {
-                (None, v) => out.push(v),
+                (None, v) => reach(v, rest, out),
                 (Some(wanted), Json::Array(elements)) => {
-                    out.extend(elements.iter().filter(|e| has_type(e, wanted)));
+                    for element in elements.iter().filter(|e| has_type(e, wanted)) {
+                        reach(element, rest, out);
+                    }
                 }
-                (Some(wanted), v) if has_type(v, wanted) => out.push(v),
+                (Some(wanted), v) if has_type(v, wanted) => reach(v, rest, out),
                 _ => {}
             }
         }

@@ -147,3 +147,37 @@ fn bad_specifications_are_refused_with_a_reason() {
     bad_op["filter"] = json!([{"op": "regex", "path": "requester", "param": "a"}]);
     assert!(QuerySet::load(&wrap(bad_op)).is_err());
 }
+
+#[test]
+fn a_record_is_keyed_under_every_tuple_of_its_values() {
+    let spec = json!({"version": 1, "queries": [{
+        "name": "x", "kind": "dev.svc.community", "path": "/v1/x",
+        "params": [
+            {"name": "member", "type": "string", "required": true},
+            {"name": "name", "type": "string", "required": false}
+        ],
+        "filter": [
+            {"op": "contains", "path": "members", "param": "member"},
+            {"op": "eq_ascii_ci", "path": "name", "param": "name"}
+        ]
+    }]});
+    let set = QuerySet::load(&spec.to_string()).unwrap();
+    let q = &set.all()[set.position("x").unwrap()];
+    let record = json!({"name": "Geo", "members": ["did:plc:b", "did:plc:a", "did:plc:b"]});
+    let mut expected: Vec<String> = [
+        [Some("did:plc:a"), None],
+        [Some("did:plc:a"), Some("geo")],
+        [Some("did:plc:b"), None],
+        [Some("did:plc:b"), Some("GEO")],
+    ]
+    .iter()
+    .map(|args| q.lookup_key(args))
+    .collect();
+    expected.sort();
+    assert_eq!(keys_of(q, &record), expected);
+    assert_eq!(
+        q.lookup_key(&[Some("did:plc:b"), Some("GEO")]),
+        encode_key(&[Some("did:plc:b"), Some("geo")])
+    );
+    assert!(keys_of(q, &json!({"name": "Geo", "members": []})).is_empty());
+}

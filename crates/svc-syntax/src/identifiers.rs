@@ -30,14 +30,11 @@ pub fn check_handle(value: &str) -> Result<(), SyntaxError> {
 /// A handle's grammar, whatever its total length.
 fn handle_shape(value: &str) -> Result<(), SyntaxError> {
     let err = || SyntaxError::new("handle");
-    let labels: Vec<&str> = value.split('.').collect();
-    if labels.len() < 2 {
+    let (_, tld) = value.rsplit_once('.').ok_or_else(err)?;
+    if !value.split('.').all(dns_label) {
         return Err(err());
     }
-    if !labels.iter().all(|label| dns_label(label)) {
-        return Err(err());
-    }
-    match labels.last().and_then(|tld| tld.bytes().next()) {
+    match tld.bytes().next() {
         Some(first) if first.is_ascii_alphabetic() => Ok(()),
         _ => Err(err()),
     }
@@ -65,19 +62,12 @@ pub fn check_nsid(value: &str) -> Result<(), SyntaxError> {
 /// An NSID's grammar, whatever its total length.
 fn nsid_shape(value: &str) -> Result<(), SyntaxError> {
     let err = || SyntaxError::new("nsid");
-    let segments: Vec<&str> = value.split('.').collect();
-    if segments.len() < 3 {
+    // At least two authority segments before the name.
+    let (authority, name) = value.rsplit_once('.').ok_or_else(err)?;
+    if !authority.contains('.') || !authority.split('.').all(dns_label) {
         return Err(err());
     }
-    let (name, authority) = segments.split_last().ok_or_else(err)?;
-    if !authority.iter().all(|segment| dns_label(segment)) {
-        return Err(err());
-    }
-    if authority[0]
-        .bytes()
-        .next()
-        .is_some_and(|b| b.is_ascii_digit())
-    {
+    if authority.bytes().next().is_some_and(|b| b.is_ascii_digit()) {
         return Err(err());
     }
     let name_ok = name.len() <= 63
