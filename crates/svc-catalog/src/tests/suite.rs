@@ -426,32 +426,16 @@ pub async fn records_loaded_in_bulk_change_like_any_other(fresh: Fresh) {
     };
     let (b1, b2, b3, b4) = (bounty(1), bounty(2), bounty(3), bounty(4));
     assert!(fresh.catalog.begin_bulk().await.unwrap());
-    apply(
-        &fresh,
-        vec![
-            upsert(
-                &b1,
-                "3a",
-                json!({"requester": "did:plc:r", "status": "open"}),
-            ),
-            upsert(
-                &b2,
-                "3a",
-                json!({"requester": "did:plc:r", "status": "claimed"}),
-            ),
-            upsert(
-                &b3,
-                "3a",
-                json!({"requester": "did:plc:r", "status": "open"}),
-            ),
-            upsert(
-                &b4,
-                "3a",
-                json!({"requester": "did:plc:s", "status": "open"}),
-            ),
-        ],
-    )
-    .await;
+    let loaded = [
+        (&b1, "did:plc:r", "open"),
+        (&b2, "did:plc:r", "claimed"),
+        (&b3, "did:plc:r", "open"),
+        (&b4, "did:plc:s", "open"),
+    ];
+    let changes = loaded.iter().map(|(uri, requester, status)| {
+        upsert(uri, "3a", json!({"requester": requester, "status": status}))
+    });
+    apply(&fresh, changes.collect()).await;
     fresh.catalog.finish_bulk(None).await.unwrap();
     let by_requester =
         async |fresh: &Fresh, did: &str| uris(fresh, "bountiesByRequester", &[Some(did)]).await;
