@@ -414,12 +414,25 @@ impl QuerySet {
 }
 
 fn compile(def: QueryDef, internal: bool) -> Result<Query, SpecError> {
-    let fail = |message: String| Err(SpecError(format!("query {}: {message}", def.name)));
+    let compiled = check_declaration(&def).and_then(|()| compile_filter(&def));
+    let (conditions, param_conditions) =
+        compiled.map_err(|message| SpecError(format!("query {}: {message}", def.name)))?;
+    Ok(Query {
+        id: QueryId::new(&def.name),
+        def,
+        internal,
+        conditions,
+        param_conditions,
+    })
+}
+
+/// The query's name, kind, path and parameters, each checked on its own.
+fn check_declaration(def: &QueryDef) -> Result<(), String> {
     if def.name.is_empty() || !def.name.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return fail("name must be letters and digits (it becomes an XRPC method name)".into());
+        return Err("name must be letters and digits (it becomes an XRPC method name)".into());
     }
     if svc_syntax::check_nsid(&def.kind).is_err() {
-        return fail(format!("kind {} is not an NSID", def.kind));
+        return Err(format!("kind {} is not an NSID", def.kind));
     }
     let path_ok = def.path.starts_with('/')
         && def.path.len() > 1
@@ -428,79 +441,82 @@ fn compile(def: QueryDef, internal: bool) -> Result<Query, SpecError> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.'));
     if !path_ok {
-        return fail(format!(
+        return Err(format!(
             "path {} must be an absolute path of plain segments",
             def.path
         ));
     }
     for (i, param) in def.params.iter().enumerate() {
         if ["limit", "offset", "cursor"].contains(&param.name.as_str()) {
-            return fail(format!(
+            return Err(format!(
                 "parameter name {} is reserved for paging",
                 param.name
             ));
         }
         if def.params[..i].iter().any(|p| p.name == param.name) {
-            return fail(format!("parameter {} is declared twice", param.name));
+            return Err(format!("parameter {} is declared twice", param.name));
         }
         if param.param_type == ParamType::Enum && param.values.as_ref().is_none_or(Vec::is_empty) {
-            return fail(format!("enum parameter {} needs values", param.name));
+            return Err(format!("enum parameter {} needs values", param.name));
         }
     }
+    Ok(())
+}
+
+/// The filter's conditions, and for each parameter the position of the one condition that
+/// binds it.
+fn compile_filter(def: &QueryDef) -> Result<(Vec<Condition>, Vec<usize>), String> {
     let mut conditions = Vec::new();
     let mut param_conditions = vec![usize::MAX; def.params.len()];
     for condition in &def.filter {
-        let parse =
-            |p: &str| JsonPath::parse(p).map_err(|e| SpecError(format!("query {}: {e}", def.name)));
-        let (path, test) = match condition {
+        let (path, param, value, fold_case) = match condition {
             ConditionDef::Eq { path, param, value }
             | ConditionDef::Contains { path, param, value } => {
-                (parse(path)?, (param, value, false))
+                (JsonPath::parse(path)?, param, value, false)
             }
-            ConditionDef::EqAsciiCi { path, param, value } => (parse(path)?, (param, value, true)),
+            ConditionDef::EqAsciiCi { path, param, value } => {
+                (JsonPath::parse(path)?, param, value, true)
+            }
             ConditionDef::RefUri { path, param, value } => {
-                (parse(path)?.child("uri"), (param, value, false))
+                (JsonPath::parse(path)?.child("uri"), param, value, false)
             }
             ConditionDef::In {
                 path,
                 values,
                 or_absent,
             } => {
+                let test = Test::OneOf {
+                    values: values.clone(),
+                    or_absent: *or_absent,
+                };
                 conditions.push(Condition {
-                    path: parse(path)?,
-                    test: Test::OneOf {
-                        values: values.clone(),
-                        or_absent: *or_absent,
-                    },
+                    path: JsonPath::parse(path)?,
+                    test,
                 });
                 continue;
             }
             ConditionDef::Present { path } => {
                 conditions.push(Condition {
-                    path: parse(path)?,
+                    path: JsonPath::parse(path)?,
                     test: Test::Present,
                 });
                 continue;
             }
         };
-        let (param, value, fold_case) = test;
         let bound = match (param, value) {
             (Some(name), None) => {
                 let Some(index) = def.params.iter().position(|p| &p.name == name) else {
-                    return fail(format!("filter uses undeclared parameter {name}"));
+                    return Err(format!("filter uses undeclared parameter {name}"));
                 };
                 if param_conditions[index] != usize::MAX {
-                    return fail(format!("parameter {name} is used by two conditions"));
+                    return Err(format!("parameter {name} is used by two conditions"));
                 }
                 param_conditions[index] = conditions.len();
                 Bound::Param(index)
             }
-            (None, Some(constant)) => Bound::Const(if fold_case {
-                constant.to_ascii_lowercase()
-            } else {
-                constant.clone()
-            }),
-            _ => return fail("a condition takes exactly one of param and value".into()),
+            (None, Some(constant)) if fold_case => Bound::Const(constant.to_ascii_lowercase()),
+            (None, Some(constant)) => Bound::Const(constant.clone()),
+            _ => return Err("a condition takes exactly one of param and value".into()),
         };
         conditions.push(Condition {
             path,
@@ -508,18 +524,12 @@ fn compile(def: QueryDef, internal: bool) -> Result<Query, SpecError> {
         });
     }
     if let Some(unused) = param_conditions.iter().position(|c| *c == usize::MAX) {
-        return fail(format!(
+        return Err(format!(
             "parameter {} is not used by the filter",
             def.params[unused].name
         ));
     }
-    Ok(Query {
-        id: QueryId::new(&def.name),
-        def,
-        internal,
-        conditions,
-        param_conditions,
-    })
+    Ok((conditions, param_conditions))
 }
 
 /// Strings at a path, for key extraction and evaluation.
