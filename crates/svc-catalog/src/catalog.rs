@@ -35,7 +35,9 @@ pub struct Upsert {
     pub rev: String,
     pub cid: Option<String>,
     /// The keys under which the record matches each query, from
-    /// [`crate::QuerySet::index_keys`]; computed by the producer, off the writer's thread.
+    /// [`crate::QuerySet::index_keys`] of the catalog's own query set; computed by the
+    /// producer, off the writer's thread. (A PostgreSQL bulk load files the record under them
+    /// but does not store them: the rules take them from the record again with that set.)
     pub keys: IndexKeys,
     /// The record's JSON text as it will be served.
     pub record_json: String,

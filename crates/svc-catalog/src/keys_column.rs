@@ -1,9 +1,9 @@
 //! The `records.keys` column: the index keys a stored record version was filed under, as
 //! JSON `[[qid, key], ...]`. A qid is this database's number for a query's identity, never
 //! reused, so the column survives specification edits: keys of a query redefined or dropped
-//! since read as none.
+//! since read as none. On PostgreSQL a bulk load leaves it NULL: the keys are then taken from
+//! the record (`StoredKeys::InRecord`).
 
-use crate::rules::StoredKeys;
 use crate::{CatalogError, CatalogResult, IndexKeys, QueryId};
 use std::collections::HashMap;
 
@@ -38,16 +38,6 @@ impl QueryIds {
             .filter_map(|(query, key)| Some((*self.qids.get(query)?, key.as_str())))
             .collect();
         serde_json::to_string(&pairs).unwrap_or_else(|_| "[]".to_string())
-    }
-
-    /// A row's column as read, beside its record: where the column is NULL (a bulk load left
-    /// the keys out), they are to be taken from the record.
-    pub fn stored(&self, column: Option<&str>, record: Option<String>) -> StoredKeys {
-        match (column, record) {
-            (Some(text), _) => StoredKeys::Filed(self.decode(text)),
-            (None, Some(record)) => StoredKeys::InRecord(record),
-            (None, None) => StoredKeys::Filed(IndexKeys::new()),
-        }
     }
 
     /// Keys of queries no longer known are dropped; a damaged column reads as no keys.

@@ -54,18 +54,6 @@ pub enum StoredKeys {
     InRecord(String),
 }
 
-impl StoredKeys {
-    /// The keys, taken from the record where they were not stored.
-    pub(crate) fn resolve(self, queries: &QuerySet, collection: &str) -> IndexKeys {
-        match self {
-            StoredKeys::Filed(keys) => keys,
-            StoredKeys::InRecord(text) => svc_spec::Json::parse(&text)
-                .map(|record| queries.index_keys(collection, &record))
-                .unwrap_or_default(),
-        }
-    }
-}
-
 /// No keys: what a tombstone is filed under.
 pub(crate) static NO_KEYS: IndexKeys = IndexKeys::new();
 
@@ -313,9 +301,21 @@ pub(crate) struct Filing {
 }
 
 impl Filing {
-    /// The keys a stored record is filed under.
-    fn keys_of(&self, collection: &str, keys: StoredKeys) -> IndexKeys {
-        keys.resolve(&self.queries, collection)
+    /// The keys a stored record is filed under, taken from its text where they were not
+    /// stored (on the writer's thread: a row loaded in bulk costs a parse when it changes).
+    fn keys_of(&self, uri: &str, collection: &str, keys: StoredKeys) -> IndexKeys {
+        match keys {
+            StoredKeys::Filed(keys) => keys,
+            StoredKeys::InRecord(text) => match svc_spec::Json::parse(&text) {
+                Ok(record) => self.queries.index_keys(collection, &record),
+                // Stored text was valid JSON when written: only a damaged row gets here, and
+                // its entries are left as they are rather than the write refused.
+                Err(error) => {
+                    tracing::warn!(%uri, "stored record is not JSON ({error}); its keys read as none");
+                    IndexKeys::new()
+                }
+            },
+        }
     }
 }
 
@@ -395,6 +395,8 @@ fn plan_change<'a>(
     if row.live() {
         plan.count_kind(row.collection, 1);
     }
-    let old = before.map_or_else(IndexKeys::new, |b| filing.keys_of(&b.collection, b.keys));
+    let old = before.map_or_else(IndexKeys::new, |b| {
+        filing.keys_of(row.uri, &b.collection, b.keys)
+    });
     plan.refile(row.uri, &old, row.keys);
 }

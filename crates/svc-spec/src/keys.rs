@@ -4,6 +4,7 @@
 
 use super::{Bound, Condition, Query, Test, strings_at};
 use std::borrow::Cow;
+use std::fmt::Write;
 use svc_json::Json;
 
 /// More keys than this from one record for one query means a pathological record (the
@@ -18,7 +19,8 @@ pub fn encode_key(parts: &[Option<&str>]) -> String {
     for part in parts {
         match part {
             Some(value) => {
-                push_decimal(&mut key, value.len());
+                // Into the key itself: writing to a `String` cannot fail.
+                let _ = write!(key, "{}", value.len());
                 key.push(':');
                 key.push_str(value);
             }
@@ -26,22 +28,6 @@ pub fn encode_key(parts: &[Option<&str>]) -> String {
         }
     }
     key
-}
-
-/// Appends `n` in decimal, without the formatter's machinery (every key of every record
-/// passes here).
-fn push_decimal(out: &mut String, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(digits[start..].iter().map(|d| char::from(*d)));
 }
 
 /// The value as compared: ASCII letters lowered where the parameter folds case. Borrowed
@@ -52,6 +38,33 @@ pub(crate) fn fold(value: &str, fold_case: bool) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(value)
     }
+}
+
+/// The key of every tuple of one value per parameter (the last parameter's turning fastest),
+/// the first `MAX_KEYS_PER_RECORD` of them; no parameters: one empty tuple, whose key is "".
+fn keys_of_tuples(choices: &[Vec<Option<Cow<str>>>]) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut chosen = vec![0; choices.len()];
+    let mut tuple: Vec<Option<&str>> = Vec::with_capacity(choices.len());
+    while keys.len() < MAX_KEYS_PER_RECORD {
+        tuple.clear();
+        tuple.extend(
+            choices
+                .iter()
+                .zip(&chosen)
+                .map(|(values, &at)| values[at].as_deref()),
+        );
+        keys.push(encode_key(&tuple));
+        let Some(turned) = (0..choices.len())
+            .rev()
+            .find(|&p| chosen[p] + 1 < choices[p].len())
+        else {
+            break;
+        };
+        chosen[turned] += 1;
+        chosen[turned + 1..].fill(0);
+    }
+    keys
 }
 
 fn guard_holds(condition: &Condition, record: &Json) -> bool {
@@ -114,29 +127,7 @@ impl Query {
             }
             choices.push(values);
         }
-        // Every tuple of one value per parameter, the last parameter's turning fastest; no
-        // parameters: one empty tuple, whose key is "".
-        let mut keys = Vec::new();
-        let mut chosen = vec![0; choices.len()];
-        let mut tuple: Vec<Option<&str>> = Vec::with_capacity(choices.len());
-        while keys.len() < MAX_KEYS_PER_RECORD {
-            tuple.clear();
-            tuple.extend(
-                choices
-                    .iter()
-                    .zip(&chosen)
-                    .map(|(values, &at)| values[at].as_deref()),
-            );
-            keys.push(encode_key(&tuple));
-            let Some(turned) = (0..choices.len())
-                .rev()
-                .find(|&p| chosen[p] + 1 < choices[p].len())
-            else {
-                break;
-            };
-            chosen[turned] += 1;
-            chosen[turned + 1..].fill(0);
-        }
+        let mut keys = keys_of_tuples(&choices);
         keys.sort();
         keys.dedup();
         keys

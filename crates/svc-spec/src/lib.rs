@@ -261,7 +261,9 @@ impl Query {
         self.internal
     }
     /// Changes whenever the filter, parameters or kind change, so stored index keys can be
-    /// rebuilt for a query whose definition moved.
+    /// rebuilt for a query whose definition moved. A change to how keys are drawn from a
+    /// record (`keys.rs`) must change it too: the entries stored, and the keys a catalog takes
+    /// again from a record whose keys it did not store, would otherwise disagree.
     pub fn fingerprint(&self) -> String {
         serde_json::json!([self.def.kind, self.def.params, self.def.filter]).to_string()
     }

@@ -181,3 +181,17 @@ fn a_record_is_keyed_under_every_tuple_of_its_values() {
     );
     assert!(keys_of(q, &json!({"name": "Geo", "members": []})).is_empty());
 }
+
+#[test]
+fn a_record_with_too_many_values_is_keyed_under_the_first_ones() {
+    let q = query("communitiesForMember");
+    let members: Vec<String> = (0..5000)
+        .rev()
+        .map(|i| format!("did:plc:m{i:05}"))
+        .collect();
+    let keys = keys_of(&q, &json!({"name": "Many", "members": members}));
+    let first: Vec<String> = (0..4096)
+        .map(|i| q.lookup_key(&[Some(&format!("did:plc:m{i:05}"))]))
+        .collect();
+    assert_eq!(keys, first);
+}

@@ -336,7 +336,8 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
     }
 }
 
-/// The keys stay NULL: the rules take them from the record when it changes.
+/// The keys stay NULL: the rules take them from the record when they need them (the record
+/// changes, its account is hidden or restored, a query is rebuilt).
 const COPY_RECORDS: &str = "COPY records (id, uri, collection, rev, cid, record, indexed_at) \
      FROM STDIN (FORMAT binary)";
 /// Frozen as written (the table was emptied in the same transaction): the primary key's build

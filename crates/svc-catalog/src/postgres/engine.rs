@@ -7,7 +7,7 @@ use super::storage;
 use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow};
 use crate::keys_column::QueryIds;
 use crate::rules::{
-    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, now_ms, repository_range,
+    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, now_ms, repository_range,
 };
 use crate::{CatalogError, CatalogResult, Change, QueryId};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -416,7 +416,7 @@ impl Engine for PostgresEngine {
                         rev: r.get(1),
                         collection: r.get(2),
                         live: r.get(3),
-                        keys: link.ids.stored(r.get(4), r.get(5)),
+                        keys: stored_keys(&link.ids, r.get(4), r.get(5)),
                     };
                     (r.get(0), stored)
                 })
@@ -443,7 +443,7 @@ impl Engine for PostgresEngine {
                 .map(|r| Filed {
                     uri: r.get(0),
                     collection: r.get(1),
-                    keys: link.ids.stored(r.get(2), r.get(3)),
+                    keys: stored_keys(&link.ids, r.get(2), r.get(3)),
                 })
                 .collect())
         })
@@ -470,7 +470,7 @@ impl Engine for PostgresEngine {
                     let filed = Filed {
                         uri: r.get(0),
                         collection: collection.to_string(),
-                        keys: link.ids.stored(r.get(1), r.get(2)),
+                        keys: stored_keys(&link.ids, r.get(1), r.get(2)),
                     };
                     (filed, r.get(2))
                 })
@@ -697,4 +697,14 @@ async fn try_writer_lock(link: &mut Link) -> CatalogResult<bool> {
         .query("SELECT pg_try_advisory_lock($1)", &[&WRITER_LOCK])
         .await?;
     Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+}
+
+/// A row's keys column as read, beside its record: NULL (a bulk load left the keys out) means
+/// they are to be taken from the record; a tombstone has none.
+fn stored_keys(ids: &QueryIds, column: Option<&str>, record: Option<String>) -> StoredKeys {
+    match (column, record) {
+        (Some(text), _) => StoredKeys::Filed(ids.decode(text)),
+        (None, Some(record)) => StoredKeys::InRecord(record),
+        (None, None) => StoredKeys::Filed(crate::IndexKeys::new()),
+    }
 }

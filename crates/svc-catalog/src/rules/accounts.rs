@@ -54,7 +54,7 @@ fn file_repository(
 ) -> CatalogResult<()> {
     let empty = IndexKeys::new();
     for record in engine.repository(did)? {
-        let keys = filing.keys_of(&record.collection, record.keys);
+        let keys = filing.keys_of(&record.uri, &record.collection, record.keys);
         if file {
             plan.refile(&record.uri, &empty, &keys);
             plan.count_kind(&record.collection, 1);

@@ -64,7 +64,7 @@ fn rebuild(engine: &mut dyn Engine, query: &Query, filing: &Filing) -> CatalogRe
             let keys: Vec<String> = svc_spec::Json::parse(&text)
                 .map(|record| query.index_keys(&record))
                 .unwrap_or_default();
-            let mut all = filing.keys_of(&filed.collection, filed.keys);
+            let mut all = filing.keys_of(&filed.uri, &filed.collection, filed.keys);
             all.retain(|(id, _)| id != query.id());
             let mine: crate::IndexKeys =
                 keys.into_iter().map(|k| (query.id().clone(), k)).collect();

@@ -432,13 +432,48 @@ pub async fn records_loaded_in_bulk_change_like_any_other(fresh: Fresh) {
         (&b3, "did:plc:r", "open"),
         (&b4, "did:plc:s", "open"),
     ];
-    let changes = loaded.iter().map(|(uri, requester, status)| {
-        upsert(uri, "3a", json!({"requester": requester, "status": status}))
-    });
-    apply(&fresh, changes.collect()).await;
+    let (gone, community) = (bounty(5), "at://did:plc:a/dev.svc.community/1");
+    let mut changes: Vec<Change> = loaded
+        .iter()
+        .map(|(uri, requester, status)| {
+            upsert(uri, "3a", json!({"requester": requester, "status": status}))
+        })
+        .collect();
+    changes.push(delete(&gone, "3a"));
+    changes.push(upsert(community, "3a", json!({"name": "Geo Collective"})));
+    apply(&fresh, changes).await;
     fresh.catalog.finish_bulk(None).await.unwrap();
+    if let crate::Location::Postgres(url) = &fresh.location {
+        let (client, connection) = tokio_postgres::connect(url.expose(), tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test database");
+        tokio::spawn(connection);
+        let keyless: i64 = client
+            .query_one("SELECT count(*) FROM records WHERE keys IS NULL", &[])
+            .await
+            .expect("rows without keys")
+            .get(0);
+        assert_eq!(keyless, 6, "the bulk load stores no keys");
+    }
     let by_requester =
         async |fresh: &Fresh, did: &str| uris(fresh, "bountiesByRequester", &[Some(did)]).await;
+    let by_name =
+        async |fresh: &Fresh, name: &str| uris(fresh, "communitiesByName", &[Some(name)]).await;
+    apply(
+        &fresh,
+        vec![
+            upsert(
+                &gone,
+                "3b",
+                json!({"requester": "did:plc:t", "status": "closed"}),
+            ),
+            upsert(community, "3b", json!({"name": "Other"})),
+        ],
+    )
+    .await;
+    assert_eq!(by_requester(&fresh, "did:plc:t").await, vec![gone.clone()]);
+    assert!(by_name(&fresh, "geo collective").await.is_empty());
+    assert_eq!(by_name(&fresh, "OTHER").await, vec![community]);
     apply(
         &fresh,
         vec![
@@ -485,7 +520,7 @@ pub async fn records_loaded_in_bulk_change_like_any_other(fresh: Fresh) {
     );
     assert_eq!(
         fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
-        3
+        4
     );
     // Rebuilt under edited definitions, then changed again.
     let fresh = fresh.reopen(edited_specification()).await;
