@@ -4,7 +4,6 @@
 
 use super::{Bound, Condition, Query, Test, strings_at};
 use std::borrow::Cow;
-use std::fmt::Write;
 use svc_json::Json;
 
 /// More keys than this from one record for one query means a pathological record (the
@@ -19,8 +18,7 @@ pub fn encode_key(parts: &[Option<&str>]) -> String {
     for part in parts {
         match part {
             Some(value) => {
-                // Into the key itself: writing to a `String` cannot fail.
-                let _ = write!(key, "{}", value.len());
+                push_decimal(&mut key, value.len());
                 key.push(':');
                 key.push_str(value);
             }
@@ -28,6 +26,22 @@ pub fn encode_key(parts: &[Option<&str>]) -> String {
         }
     }
     key
+}
+
+/// Appends `n` in decimal. Every key of every record passes here; through the formatter
+/// (`write!`) the import's reader took about a sixth longer over the keys.
+fn push_decimal(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[start..].iter().map(|d| char::from(*d)));
 }
 
 /// The value as compared: ASCII letters lowered where the parameter folds case. Borrowed
