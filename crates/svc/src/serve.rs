@@ -456,7 +456,7 @@ async fn listen(address: &str) -> std::io::Result<tokio::net::TcpListener> {
     }))
 }
 
-async fn finish(server: tokio::task::JoinHandle<std::io::Result<()>>) -> anyhow::Result<()> {
+async fn finish(server: ServerTask) -> anyhow::Result<()> {
     server
         .await
         .context("the server task failed")?

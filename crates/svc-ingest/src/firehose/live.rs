@@ -272,11 +272,7 @@ impl Connection<'_> {
         status.last_pong_us.store(i64::MIN / 2, Ordering::Release);
         status.connected.store(true, Ordering::Release);
         let mut session = Session {
-            catalog: self.catalog,
-            ingestor: self.ingestor,
-            kind: self.kind,
-            endpoint: self.endpoint,
-            status,
+            source: self,
             cursor,
             batch: Vec::new(),
             dirty: false,
@@ -284,10 +280,9 @@ impl Connection<'_> {
             in_flight: FuturesOrdered::new(),
             may_catch_up: *may_catch_up,
             catching_up: false,
-            ready_lag: self.config.ready_lag,
             zstd: None,
         };
-        let mut outcome = session.follow(socket, self.config, shutdown).await;
+        let mut outcome = session.follow(socket, shutdown).await;
         // A catch-up is settled whenever the connection ends, so the writer is back to normal
         // for the next one.
         if let Err(error) = session.end_catch_up().await {
@@ -351,11 +346,7 @@ impl From<CatalogError> for FollowError {
 }
 
 struct Session<'a> {
-    catalog: &'a dyn Catalog,
-    ingestor: &'a Ingestor,
-    kind: SourceKind,
-    endpoint: &'a str,
-    status: &'a LiveStatus,
+    source: &'a Connection<'a>,
     cursor: &'a mut Option<i64>,
     batch: Vec<Change>,
     /// The cursor moved since it was last stored.
@@ -368,7 +359,6 @@ struct Session<'a> {
     may_catch_up: bool,
     /// Changes are being staged into a bulk load.
     catching_up: bool,
-    ready_lag: Duration,
     /// Made at the first compressed event.
     zstd: Option<JetstreamDecompressor>,
 }
@@ -390,9 +380,9 @@ impl Session<'_> {
         socket: tokio_tungstenite::WebSocketStream<
             tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
         >,
-        config: &LiveConfig,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), FollowError> {
+        let config = self.source.config;
         let (mut sink, mut stream) = socket.split();
         let mut flush_tick = tokio::time::interval(BATCH_WAIT);
         let ping_every = (config.ready_lag / 2)
@@ -412,8 +402,8 @@ impl Session<'_> {
                         Some(Ok(message)) => message,
                     };
                     last_heard = Instant::now();
-                    let decoded = match (&message, self.kind) {
-                        (Message::Binary(bytes), SourceKind::Repos) => Some(decode_frame(bytes, |c| self.ingestor.wants(c))),
+                    let decoded = match (&message, self.source.kind) {
+                        (Message::Binary(bytes), SourceKind::Repos) => Some(decode_frame(bytes, |c| self.source.ingestor.wants(c))),
                         (Message::Text(text), SourceKind::Jetstream) => Some(jetstream_message(text.as_str())),
                         (Message::Binary(bytes), SourceKind::Jetstream) => {
                             Some(self.decompress(bytes).and_then(|text| jetstream_message(&text)))
@@ -423,7 +413,7 @@ impl Session<'_> {
                             None
                         }
                         (Message::Pong(_), _) => {
-                            self.status.last_pong_us.store(now_unix_micros(), Ordering::Release);
+                            self.source.status.last_pong_us.store(now_unix_micros(), Ordering::Release);
                             None
                         }
                         (Message::Close(_), _) => return self.flush().await,
@@ -432,7 +422,7 @@ impl Session<'_> {
                     match decoded {
                         Some(Ok(message)) => self.take(message).await?,
                         Some(Err(reason)) => {
-                            self.ingestor.metrics().malformed_events.inc();
+                            self.source.ingestor.metrics().malformed_events.inc();
                             tracing::warn!("malformed live event skipped: {reason}");
                         }
                         None => {}
@@ -478,9 +468,9 @@ impl Session<'_> {
     }
 
     async fn take(&mut self, message: SourceMessage) -> Result<(), FollowError> {
-        let recent = message
-            .time_us
-            .is_some_and(|time| now_unix_micros() - time <= self.ready_lag.as_micros() as i64);
+        let recent = message.time_us.is_some_and(|time| {
+            now_unix_micros() - time <= self.source.config.ready_lag.as_micros() as i64
+        });
         if self.may_catch_up && !message.events.is_empty() {
             self.may_catch_up = false;
             if !recent {
@@ -491,20 +481,30 @@ impl Session<'_> {
         }
         for event in message.events {
             match event {
-                SourceEvent::Commit(commit) => match self.ingestor.prepare(commit) {
+                SourceEvent::Commit(commit) => match self.source.ingestor.prepare(commit) {
                     Prepared::Change(change) => {
                         self.batch.push(change);
-                        self.status.pending.store(true, Ordering::Release);
+                        self.source.status.pending.store(true, Ordering::Release);
                     }
-                    Prepared::Invalid => self.ingestor.metrics().count(LIVE_SOURCE, "invalid", 1),
-                    Prepared::Ignored => self.ingestor.metrics().count(LIVE_SOURCE, "ignored", 1),
+                    Prepared::Invalid => {
+                        self.source
+                            .ingestor
+                            .metrics()
+                            .count(LIVE_SOURCE, "invalid", 1)
+                    }
+                    Prepared::Ignored => {
+                        self.source
+                            .ingestor
+                            .metrics()
+                            .count(LIVE_SOURCE, "ignored", 1)
+                    }
                 },
                 SourceEvent::Account { did, status } => {
                     // Changes read before the account event apply before it.
                     self.end_catch_up().await?;
                     self.flush().await?;
                     tracing::info!(%did, ?status, "account status");
-                    self.catalog.set_account(did, status).await?;
+                    self.source.catalog.set_account(did, status).await?;
                 }
                 SourceEvent::Identity { .. } => {}
                 SourceEvent::Info { name, message } => {
@@ -540,7 +540,7 @@ impl Session<'_> {
     fn position(&self, cursor: i64, event_time_us: Option<i64>) -> CursorPosition {
         CursorPosition {
             source: LIVE_SOURCE.to_string(),
-            endpoint: self.endpoint.to_string(),
+            endpoint: self.source.endpoint.to_string(),
             cursor: cursor.to_string(),
             event_time_us,
         }
@@ -556,10 +556,13 @@ impl Session<'_> {
             return Ok(());
         };
         let position = self.position(resume, first.time_us);
-        self.catalog.apply(Vec::new(), Some(position)).await?;
-        if self.catalog.begin_bulk().await? {
+        self.source
+            .catalog
+            .apply(Vec::new(), Some(position))
+            .await?;
+        if self.source.catalog.begin_bulk().await? {
             self.catching_up = true;
-            self.status.pending.store(true, Ordering::Release);
+            self.source.status.pending.store(true, Ordering::Release);
             tracing::info!("the live source starts in the past: catching up with a bulk load");
         }
         Ok(())
@@ -574,7 +577,7 @@ impl Session<'_> {
         let cursor = self
             .cursor
             .map(|cursor| self.position(cursor, self.batch_time));
-        let report = self.catalog.finish_bulk(cursor).await?;
+        let report = self.source.catalog.finish_bulk(cursor).await?;
         self.catching_up = false;
         tracing::info!(
             applied = report.applied,
@@ -582,7 +585,7 @@ impl Session<'_> {
             "catch-up settled"
         );
         self.committed(report, self.batch_time);
-        self.status.pending.store(false, Ordering::Release);
+        self.source.status.pending.store(false, Ordering::Release);
         Ok(())
     }
 
@@ -596,7 +599,7 @@ impl Session<'_> {
             .cursor
             .map(|cursor| self.position(cursor, self.batch_time));
         let changes = std::mem::take(&mut self.batch);
-        let applying = self.catalog.apply(changes, cursor);
+        let applying = self.source.catalog.apply(changes, cursor);
         let time = self.batch_time;
         self.in_flight.push_back(Box::pin(async move {
             applying.await.map(|report| (report, time))
@@ -606,22 +609,25 @@ impl Session<'_> {
 
     /// Accounts for one committed batch.
     fn committed(&mut self, report: ApplyReport, time: Option<i64>) {
-        self.ingestor.writes().succeeded();
+        self.source.ingestor.writes().succeeded();
         if self.catching_up {
             // Staged, not visible: nothing to count or to call current yet.
             return;
         }
-        let metrics = self.ingestor.metrics();
+        let metrics = self.source.ingestor.metrics();
         metrics.count(LIVE_SOURCE, "applied", report.applied);
         metrics.count(LIVE_SOURCE, "stale", report.stale);
         if let Some(time) = time {
-            self.status.last_event_us.store(time, Ordering::Release);
+            self.source
+                .status
+                .last_event_us
+                .store(time, Ordering::Release);
             metrics
                 .lag_seconds
                 .set(((now_unix_micros() - time) as f64 / 1e6).max(0.0));
         }
         if self.in_flight.is_empty() && self.batch.is_empty() {
-            self.status.pending.store(false, Ordering::Release);
+            self.source.status.pending.store(false, Ordering::Release);
         }
     }
 
@@ -634,7 +640,7 @@ impl Session<'_> {
             self.committed(report, time);
         }
         if !self.catching_up {
-            self.status.pending.store(false, Ordering::Release);
+            self.source.status.pending.store(false, Ordering::Release);
         }
         Ok(())
     }
