@@ -311,16 +311,12 @@ impl Query {
 
     /// The index key for bound parameter values (see [`Query::index_keys`]).
     pub fn lookup_key(&self, values: &[Option<&str>]) -> String {
-        let folded: Vec<Option<String>> = values
+        let folded: Vec<Option<std::borrow::Cow<str>>> = values
             .iter()
             .enumerate()
-            .map(|(i, v)| v.map(|v| self.normalize(i, v)))
+            .map(|(i, v)| v.map(|v| keys::fold(v, self.folds_case(i))))
             .collect();
         encode_key(&folded.iter().map(Option::as_deref).collect::<Vec<_>>())
-    }
-
-    fn normalize(&self, param: usize, value: &str) -> String {
-        keys::fold(value, self.folds_case(param)).into_owned()
     }
 
     /// Whether the parameter's condition compares without regard to ASCII case.

@@ -467,12 +467,13 @@ impl Engine for PostgresEngine {
             Ok(rows
                 .iter()
                 .map(|r| {
+                    let text: String = r.get(2);
                     let filed = Filed {
                         uri: r.get(0),
                         collection: collection.to_string(),
-                        keys: stored_keys(&link.ids, r.get(1), r.get(2)),
+                        keys: stored_keys(&link.ids, r.get(1), Some(&text)),
                     };
-                    (filed, r.get(2))
+                    (filed, text)
                 })
                 .collect())
         })
@@ -700,11 +701,11 @@ async fn try_writer_lock(link: &mut Link) -> CatalogResult<bool> {
 }
 
 /// A row's keys column as read, beside its record: NULL (a bulk load left the keys out) means
-/// they are to be taken from the record; a tombstone has none.
-fn stored_keys(ids: &QueryIds, column: Option<&str>, record: Option<String>) -> StoredKeys {
+/// they are to be taken from the record (copied only then); a tombstone has none.
+fn stored_keys(ids: &QueryIds, column: Option<&str>, record: Option<&str>) -> StoredKeys {
     match (column, record) {
         (Some(text), _) => StoredKeys::Filed(ids.decode(text)),
-        (None, Some(record)) => StoredKeys::InRecord(record),
+        (None, Some(record)) => StoredKeys::InRecord(record.to_string()),
         (None, None) => StoredKeys::Filed(crate::IndexKeys::new()),
     }
 }
