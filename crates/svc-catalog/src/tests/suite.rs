@@ -83,6 +83,16 @@ async fn uris(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> Vec<String> 
     page.items.into_iter().map(|i| i.uri).collect()
 }
 
+/// A client of the test database, at a location the test names, its connection driven
+/// in the background.
+async fn connected(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the test database: {e}"));
+    tokio::spawn(connection);
+    client
+}
+
 pub async fn upsert_list_and_count(fresh: Fresh) {
     let a = "at://did:plc:a/dev.svc.bounty/2";
     let b = "at://did:plc:a/dev.svc.bounty/1";
@@ -444,10 +454,7 @@ pub async fn records_loaded_in_bulk_change_like_any_other(fresh: Fresh) {
     apply(&fresh, changes).await;
     fresh.catalog.finish_bulk(None).await.unwrap();
     if let crate::Location::Postgres(url) = &fresh.location {
-        let (client, connection) = tokio_postgres::connect(url.expose(), tokio_postgres::NoTls)
-            .await
-            .expect("connect to the test database");
-        tokio::spawn(connection);
+        let client = connected(url.expose()).await;
         let keyless: i64 = client
             .query_one("SELECT count(*) FROM records WHERE keys IS NULL", &[])
             .await
@@ -808,10 +815,7 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
     apply(&fresh, vec![delete(&bounty(7), "3b")]).await;
     let before = uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await;
     assert_eq!(before.len(), 29);
-    let (client, connection) = tokio_postgres::connect(url.expose(), tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(connection);
+    let client = connected(url.expose()).await;
     client
         .batch_execute(
             r#"ALTER TABLE query_keys RENAME TO entries_by_number;
@@ -886,10 +890,7 @@ pub async fn a_catalog_opens_through_the_database_socket(fresh: Fresh) {
     let crate::Location::Postgres(tcp_url) = &fresh.location else {
         panic!("a PostgreSQL catalog")
     };
-    let (client, connection) = tokio_postgres::connect(tcp_url.expose(), tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(connection);
+    let client = connected(tcp_url.expose()).await;
     let row = client
         .query_one(
             "SELECT current_setting('unix_socket_directories'), current_setting('port'), \
@@ -908,26 +909,19 @@ pub async fn a_catalog_opens_through_the_database_socket(fresh: Fresh) {
     let encoded = directory.replace('/', "%2F");
     let socket_url = format!("postgres://svc@{encoded}:{port}/{database}");
     // The form names the socket, not a host: the server sees no client address.
-    let (over_socket, connection) = tokio_postgres::connect(&socket_url, tokio_postgres::NoTls)
-        .await
-        .expect("connect through the socket");
-    tokio::spawn(connection);
+    let over_socket = connected(&socket_url).await;
     let row = over_socket
         .query_one("SELECT inet_client_addr() IS NULL", &[])
         .await
         .expect("ask for the client address");
     assert!(row.get::<_, bool>(0), "{socket_url} connected over TCP");
     let location: crate::Location = socket_url.parse().expect("a socket URL is accepted");
-    let crate::Location::Postgres(url) = location else {
-        panic!("{socket_url} read as another engine")
-    };
+    assert!(
+        matches!(location, crate::Location::Postgres(_)),
+        "{socket_url} read as another engine"
+    );
     let queries = fresh.queries.clone();
-    let through_socket = Fresh {
-        location: crate::Location::Postgres(url),
-        ..fresh
-    }
-    .reopen(queries)
-    .await;
+    let through_socket = Fresh { location, ..fresh }.reopen(queries).await;
     let bounty = "at://did:plc:a/dev.svc.bounty/01";
     apply(
         &through_socket,
