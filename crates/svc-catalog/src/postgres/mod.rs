@@ -42,10 +42,15 @@ pub(crate) fn storage(error: tokio_postgres::Error) -> CatalogError {
         }
         None => error.as_db_error().is_none(),
     };
+    // The driver's own text for an error the database reported is only "db error".
+    let text = match error.as_db_error() {
+        Some(reported) => reported.to_string(),
+        None => error.to_string(),
+    };
     if unreachable || error.is_closed() {
-        CatalogError::Unavailable(error.to_string())
+        CatalogError::Unavailable(text)
     } else {
-        CatalogError::Storage(error.to_string())
+        CatalogError::Storage(text)
     }
 }
 
