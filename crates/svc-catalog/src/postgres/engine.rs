@@ -43,8 +43,8 @@ pub(super) struct Link {
     pub ids: QueryIds,
     /// What the bulk load under way has staged.
     pub staging: super::bulk::Staging,
-    /// Its uri index, when it is being built on a connection of its own.
-    pub uri_index: Option<super::bulk::UriIndexBuild>,
+    /// Its records' indexes, when they are being built on a connection of its own.
+    pub record_indexes: Option<super::bulk::RecordIndexBuild>,
     /// The open transaction appended to the change log: followers are notified at commit.
     notify_on_commit: bool,
 }
@@ -74,7 +74,7 @@ impl PostgresEngine {
                 statements: HashMap::new(),
                 ids,
                 staging: Default::default(),
-                uri_index: None,
+                record_indexes: None,
                 notify_on_commit: false,
             },
             in_transaction: false,

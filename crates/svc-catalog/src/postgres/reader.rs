@@ -29,9 +29,9 @@ macro_rules! page_of_ids {
                SELECT coalesce(q.n, 0) AS n, q.kid FROM (SELECT) AS one \
                LEFT JOIN query_counts q ON q.qid = $1 AND q.key = $2) \
              SELECT c.n, r.uri, r.rev, r.record FROM c LEFT JOIN LATERAL ( \
-               SELECT r.uri, r.rev, r.record FROM records r WHERE r.id = ANY(ARRAY(",
+               SELECT r.uri, r.rev, r.record FROM (",
             $ids,
-            "))) AS r ON true"
+            ") AS page(rid) JOIN records r ON r.id = page.rid) AS r ON true"
         )
     };
 }

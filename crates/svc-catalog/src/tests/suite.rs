@@ -827,6 +827,7 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
              ALTER TABLE query_counts DROP COLUMN kid;
              ALTER TABLE records ADD COLUMN author TEXT COLLATE "C" NOT NULL DEFAULT '',
                  ALTER COLUMN keys SET NOT NULL;
+             DROP INDEX records_id_hash;
              UPDATE svc_schema SET version = 4;"#,
         )
         .await
@@ -850,6 +851,18 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
     assert!(
         entries_key.contains("(kid, uri) INCLUDE (rid)"),
         "{entries_key}"
+    );
+    let id_hash = client
+        .query_opt(
+            "SELECT 1 FROM pg_indexes WHERE indexname = 'records_id_hash' \
+             AND indexdef LIKE '%USING hash (id)'",
+            &[],
+        )
+        .await
+        .expect("the records' indexes");
+    assert!(
+        id_hash.is_some(),
+        "the id's hash index made by the migration"
     );
     assert_eq!(
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
