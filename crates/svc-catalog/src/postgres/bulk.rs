@@ -1,10 +1,12 @@
 //! Bulk-load primitives: staged records go in through `COPY` with the uri index, the id's hash
-//! index and the index entries' primary key dropped; records get their ids here, so that their index entries can
-//! point at them. The entries wait in memory, compactly, until the load settles: then the uri
-//! index is built on a connection of its own (or, when a uri was staged twice, in the settling
-//! transaction after its versions are settled) while the settling transaction writes the
-//! entries in their primary key's order (so that the key is built from sorted input, and the
-//! counts are summed on the way) and builds the key.
+//! index and the index entries' primary key dropped; records get their ids here, so that their
+//! index entries can point at them. The entries wait in memory, compactly, until the load
+//! settles: then the uri index is built on a connection of its own (or, when a uri was staged
+//! twice, in the settling transaction after its versions are settled) while the settling
+//! transaction writes the entries in their primary key's order (so that the key is built from
+//! sorted input, and the counts are summed on the way) and builds the key. The id's hash index
+//! is built after the load, in the background (the engine's `after_bulk_load`): pages are
+//! answered without it, only more slowly.
 
 use super::engine::Link;
 use crate::rules::{RecordRow, StagedVersion, now_ms};
@@ -21,12 +23,12 @@ const UNIQUE_VIOLATION: &str = "23505";
 
 pub(super) async fn begin(link: &mut Link) -> CatalogResult<()> {
     link.staging = Staging::default();
-    link.record_indexes = None;
+    link.uri_index = None;
     link.batch(
         "BEGIN;
          TRUNCATE query_keys, query_counts, kind_counts;
          DROP INDEX records_uri;
-         DROP INDEX records_id_hash;
+         DROP INDEX IF EXISTS records_id_hash;
          ALTER TABLE query_keys DROP CONSTRAINT query_keys_pkey;
          COMMIT;",
     )
@@ -455,20 +457,17 @@ impl CopySink {
     }
 }
 
-/// The records' indexes being built on a connection of its own.
-pub(super) type RecordIndexBuild = tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>;
+/// The uri index being built on a connection of its own.
+pub(super) type UriIndexBuild = tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>;
 
-/// The uri index first: it is the one that can fail. The planner's statistics for the records
-/// are gathered right after: they still describe an empty table.
-const BUILD_RECORD_INDEXES: &str = "CREATE UNIQUE INDEX records_uri ON records (uri); \
-     CREATE INDEX records_id_hash ON records USING hash (id); ANALYZE records";
+/// The planner's statistics for the records are gathered right after: they still describe an
+/// empty table.
+const BUILD_URI_INDEX: &str = "CREATE UNIQUE INDEX records_uri ON records (uri); ANALYZE records";
 
-/// Builds the unique uri index and the id's hash index; `false` (and nothing changed) when a
-/// uri is there twice.
+/// Builds the unique uri index; `false` (and nothing changed) when a uri is there twice.
 ///
-/// With `builder` (a connection of its own, given the first time), the indexes are built there
-/// while the entries are sorted here, and then while they are written: the build commits on its
-/// own, and
+/// With `builder` (a connection of its own, given the first time), the index is built there while the
+/// entries are sorted here, and then while they are written: the build commits on its own, and
 /// a load that fails after it is still found interrupted at the next start (the entries'
 /// primary key is missing), so nothing depends on it being inside the settling transaction.
 /// The sort says whether a uri came twice; then the build fails, and the caller settles the
@@ -480,7 +479,7 @@ pub(super) async fn make_unique(link: &mut Link, builder: Option<Client>) -> Cat
             builder
                 .execute(SORT_IN_MEMORY, &[&sort_kib, &false])
                 .await?;
-            builder.batch_execute(BUILD_RECORD_INDEXES).await
+            builder.batch_execute(BUILD_URI_INDEX).await
         });
         let staging = std::mem::take(&mut link.staging);
         let sorted = tokio::task::spawn_blocking(move || staging.sorted())
@@ -491,7 +490,7 @@ pub(super) async fn make_unique(link: &mut Link, builder: Option<Client>) -> Cat
         let unique = sorted.uris_unique;
         link.staging = Staging::Sorted(sorted);
         if unique {
-            link.record_indexes = Some(building);
+            link.uri_index = Some(building);
             return Ok(true);
         }
         return match building.await {
@@ -503,7 +502,7 @@ pub(super) async fn make_unique(link: &mut Link, builder: Option<Client>) -> Cat
     }
     link.execute(SORT_IN_MEMORY, &[&sort_kib, &true]).await?;
     link.batch("SAVEPOINT unique_uris").await?;
-    match link.client.batch_execute(BUILD_RECORD_INDEXES).await {
+    match link.client.batch_execute(BUILD_URI_INDEX).await {
         Ok(()) => {
             link.batch("RELEASE unique_uris").await?;
             Ok(true)
@@ -517,14 +516,14 @@ pub(super) async fn make_unique(link: &mut Link, builder: Option<Client>) -> Cat
     }
 }
 
-/// Waits for the records' indexes built on a connection of its own, if they are being built.
-async fn record_indexes_built(link: &mut Link) -> CatalogResult<()> {
-    let Some(building) = link.record_indexes.take() else {
+/// Waits for the uri index built on a connection of its own, if one is being built.
+async fn uri_index_built(link: &mut Link) -> CatalogResult<()> {
+    let Some(building) = link.uri_index.take() else {
         return Ok(());
     };
     building
         .await
-        .map_err(|e| CatalogError::Storage(format!("building the records' indexes failed: {e}")))?
+        .map_err(|e| CatalogError::Storage(format!("building the uri index failed: {e}")))?
         .map_err(super::storage)
 }
 
@@ -581,7 +580,7 @@ pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> Cat
         &[&sorted.last_key_number()],
     )
     .await?;
-    record_indexes_built(link).await?;
+    uri_index_built(link).await?;
     let (collections, counts): (Vec<&str>, Vec<i64>) =
         kinds.iter().map(|(k, n)| (k.as_str(), *n)).unzip();
     link.execute(
@@ -622,8 +621,7 @@ pub(super) async fn end(link: &mut Link, settled: bool) -> CatalogResult<()> {
 pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> {
     let rows = link
         .query(
-            "SELECT to_regclass('records_uri') IS NULL OR to_regclass('records_id_hash') IS NULL \
-             OR to_regclass('query_keys_pkey') IS NULL",
+            "SELECT to_regclass('records_uri') IS NULL OR to_regclass('query_keys_pkey') IS NULL",
             &[],
         )
         .await?;

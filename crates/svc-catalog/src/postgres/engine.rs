@@ -43,8 +43,8 @@ pub(super) struct Link {
     pub ids: QueryIds,
     /// What the bulk load under way has staged.
     pub staging: super::bulk::Staging,
-    /// Its records' indexes, when they are being built on a connection of its own.
-    pub record_indexes: Option<super::bulk::RecordIndexBuild>,
+    /// Its uri index, when it is being built on a connection of its own.
+    pub uri_index: Option<super::bulk::UriIndexBuild>,
     /// The open transaction appended to the change log: followers are notified at commit.
     notify_on_commit: bool,
 }
@@ -74,7 +74,7 @@ impl PostgresEngine {
                 statements: HashMap::new(),
                 ids,
                 staging: Default::default(),
-                record_indexes: None,
+                uri_index: None,
                 notify_on_commit: false,
             },
             in_transaction: false,
@@ -589,13 +589,18 @@ impl Engine for PostgresEngine {
     fn end_bulk(&mut self, settled: bool) -> CatalogResult<()> {
         self.run(async |link| super::bulk::end(link, settled).await)?;
         if settled {
-            spawn_records_vacuum(self.config.clone(), self.tls.clone());
+            spawn_after_bulk_load(self.config.clone(), self.tls.clone(), true);
         }
         Ok(())
     }
 
     fn recover_bulk(&mut self) -> CatalogResult<bool> {
-        self.run(async |link| super::bulk::recover_interrupted(link).await)
+        let emptied = self.run(async |link| super::bulk::recover_interrupted(link).await)?;
+        if !emptied && !self.run(async |link| id_index_ready(&link.client).await)? {
+            // The build that follows a bulk load did not finish.
+            spawn_after_bulk_load(self.config.clone(), self.tls.clone(), false);
+        }
+        Ok(emptied)
     }
 
     fn try_lock_writer(&mut self) -> CatalogResult<bool> {
@@ -658,35 +663,75 @@ impl Engine for PostgresEngine {
     }
 }
 
-/// Vacuums the records after a bulk load, on a thread and connection of their own, as SQLite's
-/// engine checkpoints then: the load's records are not yet marked all-visible, and the first
-/// vacuum rewrites every page of the table to mark them. Left to autovacuum, it comes a minute
-/// or so later, in the middle of whatever the service is answering by then; started now, it
-/// runs while the catalog is new. It takes no lock that writes or reads wait for.
-fn spawn_records_vacuum(config: Config, tls: MakeRustlsConnect) {
+/// What follows a bulk load, on a thread and connection of their own, as SQLite's engine
+/// checkpoints then: the records' vacuum (when `vacuum`) and the id's hash index.
+///
+/// The load's records are not yet marked all-visible, and the first vacuum rewrites every page
+/// of the table to mark them. Left to autovacuum, it comes a minute or so later, in the middle
+/// of whatever the service is answering by then; started now, it runs while the catalog is new.
+/// The hash index, built in the load, would have held its settling up by seconds (a million
+/// logged inserts beside the other builds); built here, concurrently, it keeps writes going,
+/// and pages are read through the primary key until it is valid. Neither takes a lock that
+/// writes or reads wait for.
+fn spawn_after_bulk_load(config: Config, tls: MakeRustlsConnect, vacuum: bool) {
     let spawned = std::thread::Builder::new()
-        .name("catalog-vacuum".into())
+        .name("catalog-after-load".into())
         .spawn(move || {
             let started = std::time::Instant::now();
             let outcome = crate::rules::thread_runtime().and_then(|runtime| {
                 runtime.block_on(async {
                     let client = connect(&config, &tls).await?;
-                    client
-                        .batch_execute("VACUUM records")
-                        .await
-                        .map_err(storage)
+                    if vacuum {
+                        client
+                            .batch_execute("VACUUM records")
+                            .await
+                            .map_err(storage)?;
+                    }
+                    build_id_index(&client).await
                 })
             });
             let seconds = started.elapsed().as_secs_f64();
             match outcome {
-                Ok(()) => tracing::info!("catalog vacuumed after the bulk load in {seconds:.1}s"),
-                // Autovacuum does it later.
-                Err(error) => tracing::warn!("catalog vacuum after the bulk load failed: {error}"),
+                Ok(()) => tracing::info!(
+                    "catalog vacuumed and its id index built after the bulk load in {seconds:.1}s"
+                ),
+                // Autovacuum vacuums later; the next start builds the index.
+                Err(error) => {
+                    tracing::warn!("catalog vacuum or index after the bulk load failed: {error}")
+                }
             }
         });
     if let Err(error) = spawned {
-        tracing::warn!("catalog vacuum after the bulk load not started: {error}");
+        tracing::warn!("catalog vacuum and index after the bulk load not started: {error}");
     }
+}
+
+/// Whether the id's hash index is there and usable (a concurrent build that was interrupted
+/// leaves it invalid).
+async fn id_index_ready(client: &Client) -> CatalogResult<bool> {
+    let valid = client
+        .query_opt(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('records_id_hash')",
+            &[],
+        )
+        .await
+        .map_err(storage)?;
+    Ok(valid.is_some_and(|row| row.get::<_, bool>(0)))
+}
+
+async fn build_id_index(client: &Client) -> CatalogResult<()> {
+    if id_index_ready(client).await? {
+        return Ok(());
+    }
+    // Each on its own: a concurrent build or drop cannot share a statement string (an implicit
+    // transaction) with anything.
+    for statement in [
+        "DROP INDEX CONCURRENTLY IF EXISTS records_id_hash",
+        "CREATE INDEX CONCURRENTLY records_id_hash ON records USING hash (id)",
+    ] {
+        client.batch_execute(statement).await.map_err(storage)?;
+    }
+    Ok(())
 }
 
 /// The advisory lock an indexer holds, on its writer connection, for as long as it writes:

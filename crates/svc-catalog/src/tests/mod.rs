@@ -165,6 +165,13 @@ mod postgres_only {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_id_index_follows_a_bulk_load() {
+        if let Some(fresh) = super::postgres().await {
+            super::suite::the_id_index_follows_a_bulk_load(fresh).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_catalog_opens_through_the_database_socket() {
         if let Some(fresh) = super::postgres().await {
             super::suite::a_catalog_opens_through_the_database_socket(fresh).await;
