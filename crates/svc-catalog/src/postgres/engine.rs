@@ -596,7 +596,8 @@ impl Engine for PostgresEngine {
 
     fn recover_bulk(&mut self) -> CatalogResult<bool> {
         let emptied = self.run(async |link| super::bulk::recover_interrupted(link).await)?;
-        if !emptied && !self.run(async |link| id_index_ready(&link.client).await)? {
+        let id_index = self.run(async |link| id_index_valid(&link.client).await)?;
+        if !emptied && id_index != Some(true) {
             // The build that follows a bulk load did not finish.
             spawn_after_bulk_load(self.config.clone(), self.tls.clone(), false);
         }
@@ -691,24 +692,25 @@ fn spawn_after_bulk_load(config: Config, tls: MakeRustlsConnect, vacuum: bool) {
                 })
             });
             let seconds = started.elapsed().as_secs_f64();
-            match outcome {
-                Ok(()) => tracing::info!(
+            match (outcome, vacuum) {
+                (Ok(()), true) => tracing::info!(
                     "catalog vacuumed and its id index built after the bulk load in {seconds:.1}s"
                 ),
+                (Ok(()), false) => tracing::info!("catalog's id index built in {seconds:.1}s"),
                 // Autovacuum vacuums later; the next start builds the index.
-                Err(error) => {
-                    tracing::warn!("catalog vacuum or index after the bulk load failed: {error}")
+                (Err(error), _) => {
+                    tracing::warn!("catalog vacuum or id index after the bulk load failed: {error}")
                 }
             }
         });
     if let Err(error) = spawned {
-        tracing::warn!("catalog vacuum and index after the bulk load not started: {error}");
+        tracing::warn!("catalog vacuum and id index after the bulk load not started: {error}");
     }
 }
 
-/// Whether the id's hash index is there and usable (a concurrent build that was interrupted
-/// leaves it invalid).
-async fn id_index_ready(client: &Client) -> CatalogResult<bool> {
+/// The id's hash index: `None` when missing, `Some(false)` when a concurrent build was
+/// interrupted and left it invalid.
+async fn id_index_valid(client: &Client) -> CatalogResult<Option<bool>> {
     let valid = client
         .query_opt(
             "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('records_id_hash')",
@@ -716,23 +718,24 @@ async fn id_index_ready(client: &Client) -> CatalogResult<bool> {
         )
         .await
         .map_err(storage)?;
-    Ok(valid.is_some_and(|row| row.get::<_, bool>(0)))
+    Ok(valid.map(|row| row.get::<_, bool>(0)))
 }
 
 async fn build_id_index(client: &Client) -> CatalogResult<()> {
-    if id_index_ready(client).await? {
-        return Ok(());
-    }
-    // Each on its own: a concurrent build or drop cannot share a statement string (an implicit
-    // transaction) with anything.
-    for statement in [
-        "DROP INDEX CONCURRENTLY IF EXISTS records_id_hash",
-        "CREATE INDEX CONCURRENTLY records_id_hash ON records USING hash (id)",
-    ] {
+    let statements: &[&str] = match id_index_valid(client).await? {
+        Some(true) => return Ok(()),
+        // Each on its own: a concurrent build or drop cannot share a statement string (an
+        // implicit transaction) with anything.
+        Some(false) => &["DROP INDEX CONCURRENTLY records_id_hash", BUILD_ID_INDEX],
+        None => &[BUILD_ID_INDEX],
+    };
+    for statement in statements {
         client.batch_execute(statement).await.map_err(storage)?;
     }
     Ok(())
 }
+
+const BUILD_ID_INDEX: &str = "CREATE INDEX CONCURRENTLY records_id_hash ON records USING hash (id)";
 
 /// The advisory lock an indexer holds, on its writer connection, for as long as it writes:
 /// the lock goes with the connection, so a writer that lost it can write nothing more.

@@ -917,8 +917,8 @@ async fn id_index_comes(client: &tokio_postgres::Client) {
 }
 
 /// A bulk load leaves the records' id index out and builds it after, in the background; a
-/// catalog found without it (a build that did not finish) answers all the same and builds it at
-/// its next open.
+/// catalog found without it, or with it invalid (a build that did not finish), answers all the
+/// same and builds it at its next open.
 pub async fn the_id_index_follows_a_bulk_load(fresh: Fresh) {
     let crate::Location::Postgres(url) = &fresh.location else {
         panic!("a PostgreSQL catalog")
@@ -942,6 +942,16 @@ pub async fn the_id_index_follows_a_bulk_load(fresh: Fresh) {
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
         everyone
     );
+    let queries = fresh.queries.clone();
+    let fresh = fresh.reopen(queries).await;
+    id_index_comes(&client).await;
+    client
+        .batch_execute(
+            "UPDATE pg_index SET indisvalid = false \
+             WHERE indexrelid = 'records_id_hash'::regclass",
+        )
+        .await
+        .expect("the index left invalid, as an interrupted concurrent build leaves it");
     let queries = fresh.queries.clone();
     let fresh = fresh.reopen(queries).await;
     id_index_comes(&client).await;
