@@ -5,8 +5,8 @@
 //! twice, in the settling transaction after its versions are settled) while the settling
 //! transaction writes the entries in their primary key's order (so that the key is built from
 //! sorted input, and the counts are summed on the way) and builds the key. The id's hash index
-//! is built after the load, in the background (the engine's `after_bulk_load`): pages are
-//! answered without it, only more slowly.
+//! is built after the load, in the background (`id_index.rs`): pages are answered without it,
+//! only more slowly.
 
 use super::engine::Link;
 use crate::rules::{RecordRow, StagedVersion, now_ms};

@@ -49,7 +49,7 @@ pub(super) struct Link {
     notify_on_commit: bool,
 }
 
-async fn connect(config: &Config, tls: &MakeRustlsConnect) -> CatalogResult<Client> {
+pub(super) async fn connect(config: &Config, tls: &MakeRustlsConnect) -> CatalogResult<Client> {
     let (client, connection) = config.connect(tls.clone()).await.map_err(storage)?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
@@ -589,17 +589,18 @@ impl Engine for PostgresEngine {
     fn end_bulk(&mut self, settled: bool) -> CatalogResult<()> {
         self.run(async |link| super::bulk::end(link, settled).await)?;
         if settled {
-            spawn_after_bulk_load(self.config.clone(), self.tls.clone(), true);
+            super::id_index::spawn_build(self.config.clone(), self.tls.clone(), true);
         }
         Ok(())
     }
 
     fn recover_bulk(&mut self) -> CatalogResult<bool> {
         let emptied = self.run(async |link| super::bulk::recover_interrupted(link).await)?;
-        let id_index = self.run(async |link| id_index_valid(&link.client).await)?;
-        if !emptied && id_index != Some(true) {
-            // The build that follows a bulk load did not finish.
-            spawn_after_bulk_load(self.config.clone(), self.tls.clone(), false);
+        let id_index = self.run(async |link| super::id_index::state(&link.client).await)?;
+        if id_index != super::id_index::IdIndex::Valid
+            && !self.run(async |link| super::id_index::make_if_empty(&link.client).await)?
+        {
+            super::id_index::spawn_build(self.config.clone(), self.tls.clone(), false);
         }
         Ok(emptied)
     }
@@ -663,79 +664,6 @@ impl Engine for PostgresEngine {
         })
     }
 }
-
-/// What follows a bulk load, on a thread and connection of their own, as SQLite's engine
-/// checkpoints then: the records' vacuum (when `vacuum`) and the id's hash index.
-///
-/// The load's records are not yet marked all-visible, and the first vacuum rewrites every page
-/// of the table to mark them. Left to autovacuum, it comes a minute or so later, in the middle
-/// of whatever the service is answering by then; started now, it runs while the catalog is new.
-/// The hash index, built in the load, would have held its settling up by seconds (a million
-/// logged inserts beside the other builds); built here, concurrently, it keeps writes going,
-/// and pages are read through the primary key until it is valid. Neither takes a lock that
-/// writes or reads wait for.
-fn spawn_after_bulk_load(config: Config, tls: MakeRustlsConnect, vacuum: bool) {
-    let spawned = std::thread::Builder::new()
-        .name("catalog-after-load".into())
-        .spawn(move || {
-            let started = std::time::Instant::now();
-            let outcome = crate::rules::thread_runtime().and_then(|runtime| {
-                runtime.block_on(async {
-                    let client = connect(&config, &tls).await?;
-                    if vacuum {
-                        client
-                            .batch_execute("VACUUM records")
-                            .await
-                            .map_err(storage)?;
-                    }
-                    build_id_index(&client).await
-                })
-            });
-            let seconds = started.elapsed().as_secs_f64();
-            match (outcome, vacuum) {
-                (Ok(()), true) => tracing::info!(
-                    "catalog vacuumed and its id index built after the bulk load in {seconds:.1}s"
-                ),
-                (Ok(()), false) => tracing::info!("catalog's id index built in {seconds:.1}s"),
-                // Autovacuum vacuums later; the next start builds the index.
-                (Err(error), _) => {
-                    tracing::warn!("catalog vacuum or id index after the bulk load failed: {error}")
-                }
-            }
-        });
-    if let Err(error) = spawned {
-        tracing::warn!("catalog vacuum and id index after the bulk load not started: {error}");
-    }
-}
-
-/// The id's hash index: `None` when missing, `Some(false)` when a concurrent build was
-/// interrupted and left it invalid.
-async fn id_index_valid(client: &Client) -> CatalogResult<Option<bool>> {
-    let valid = client
-        .query_opt(
-            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('records_id_hash')",
-            &[],
-        )
-        .await
-        .map_err(storage)?;
-    Ok(valid.map(|row| row.get::<_, bool>(0)))
-}
-
-async fn build_id_index(client: &Client) -> CatalogResult<()> {
-    let statements: &[&str] = match id_index_valid(client).await? {
-        Some(true) => return Ok(()),
-        // Each on its own: a concurrent build or drop cannot share a statement string (an
-        // implicit transaction) with anything.
-        Some(false) => &["DROP INDEX CONCURRENTLY records_id_hash", BUILD_ID_INDEX],
-        None => &[BUILD_ID_INDEX],
-    };
-    for statement in statements {
-        client.batch_execute(statement).await.map_err(storage)?;
-    }
-    Ok(())
-}
-
-const BUILD_ID_INDEX: &str = "CREATE INDEX CONCURRENTLY records_id_hash ON records USING hash (id)";
 
 /// The advisory lock an indexer holds, on its writer connection, for as long as it writes:
 /// the lock goes with the connection, so a writer that lost it can write nothing more.

@@ -5,6 +5,7 @@
 
 mod bulk;
 mod engine;
+mod id_index;
 mod reader;
 mod schema;
 

@@ -115,9 +115,6 @@ const MIGRATIONS: &[&str] = &[
     // 7: a bulk load leaves a record's keys out (NULL: they are taken from the record when
     // needed), and the author, never read (it is the uri's authority), goes.
     "ALTER TABLE records ALTER COLUMN keys DROP NOT NULL, DROP COLUMN author",
-    // 8: a page fetches its records by id through a hash index: a bucket page each, where the
-    // primary key's B-tree is descended level by level for every id.
-    "CREATE INDEX records_id_hash ON records USING hash (id)",
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):
