@@ -921,32 +921,28 @@ pub async fn the_id_index_follows_a_bulk_load(fresh: Fresh) {
     fresh.catalog.finish_bulk(None).await.unwrap();
     let client = connected(url.expose()).await;
     id_index_comes(&client).await;
-    client
-        .batch_execute("DROP INDEX records_id_hash")
-        .await
-        .expect("the index dropped, as a build that never began leaves it");
-    assert_eq!(
-        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
-        everyone
-    );
-    let queries = fresh.queries.clone();
-    let fresh = fresh.reopen(queries).await;
-    id_index_comes(&client).await;
     // The test cluster's user is a superuser, which may mark an index invalid by hand.
-    client
-        .batch_execute(
+    let mut fresh = fresh;
+    for (breaking, left_as) in [
+        (
+            "DROP INDEX records_id_hash",
+            "the index dropped, as a build that never began leaves it",
+        ),
+        (
             "UPDATE pg_index SET indisvalid = false \
              WHERE indexrelid = 'records_id_hash'::regclass",
-        )
-        .await
-        .expect("the index left invalid, as an interrupted concurrent build leaves it");
-    assert_eq!(
-        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
-        everyone
-    );
-    let queries = fresh.queries.clone();
-    let fresh = fresh.reopen(queries).await;
-    id_index_comes(&client).await;
+            "the index left invalid, as an interrupted concurrent build leaves it",
+        ),
+    ] {
+        client.batch_execute(breaking).await.expect(left_as);
+        assert_eq!(
+            uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
+            everyone
+        );
+        let queries = fresh.queries.clone();
+        fresh = fresh.reopen(queries).await;
+        id_index_comes(&client).await;
+    }
     let (query, key) = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
     let page = listed_and_written(&fresh, &query, &key, page(5, 10)).await;
     let got: Vec<&String> = page.items.iter().map(|i| &i.uri).collect();
