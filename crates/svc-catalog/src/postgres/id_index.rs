@@ -66,16 +66,14 @@ const CREATE: &str = "CREATE INDEX CONCURRENTLY records_id_hash ON records USING
 /// Builds the index unless it is valid or another connection is building it; says whether it is
 /// valid after (`false`: being built elsewhere).
 async fn build(client: &Client) -> CatalogResult<bool> {
-    let locked = client
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&BUILD_LOCK])
+    let row = client
+        .query_one(
+            "SELECT pg_try_advisory_lock($1), to_regclass('records_uri') IS NULL",
+            &[&BUILD_LOCK],
+        )
         .await
-        .map_err(storage)?
-        .get::<_, bool>(0);
-    let loading = client
-        .query_one("SELECT to_regclass('records_uri') IS NULL", &[])
-        .await
-        .map_err(storage)?
-        .get::<_, bool>(0);
+        .map_err(storage)?;
+    let (locked, loading): (bool, bool) = (row.get(0), row.get(1));
     if !locked || loading {
         // Being built elsewhere, or a bulk load is under way (its uri index is dropped while it
         // appends), which builds it when it settles.
