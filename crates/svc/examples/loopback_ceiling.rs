@@ -7,7 +7,9 @@
 //! Usage: loopback_ceiling [--bytes 69167] [--rounds 3] [--duration 10s] [--connections 32]
 //! Needs wrk on the PATH.
 
-use std::process::Command;
+#[path = "bench_common/wrk.rs"]
+mod wrk;
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -74,16 +76,11 @@ async fn serve(mut stream: TcpStream, small: &[u8], large: &[u8]) -> std::io::Re
 }
 
 fn wrk_rate(options: &Options, url: &str) -> Result<f64, String> {
-    let output = Command::new("wrk")
-        .args(["-t2", &format!("-c{}", options.connections)])
-        .args([&format!("-d{}", options.duration), url])
-        .output()
-        .map_err(|e| format!("running wrk: {e}"))?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    text.lines()
-        .find_map(|line| line.strip_prefix("Requests/sec:"))
-        .and_then(|rate| rate.trim().parse().ok())
-        .ok_or_else(|| format!("no rate in wrk's output: {text}"))
+    let connections = format!("-c{}", options.connections);
+    let duration = format!("-d{}", options.duration);
+    wrk::requests_per_second(&["-t2", &connections, &duration], url)
+        .map_err(|e| format!("running wrk: {e}"))?
+        .ok_or_else(|| format!("wrk printed no rate for {url}"))
 }
 
 fn main() -> Result<(), String> {

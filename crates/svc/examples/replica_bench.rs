@@ -13,9 +13,10 @@ mod bench_common;
 #[path = "../tests/common/replay.rs"]
 #[allow(dead_code)]
 mod replay;
+#[path = "bench_common/wrk.rs"]
+mod wrk;
 
 use bench_common::{fresh_catalog, get_json, start_svc};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const OPEN: &str = "/v1/vocabularies/by-world?world=open&limit=10";
@@ -45,14 +46,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Requests per second wrk measures for one URL.
 fn wrk(url: &str, connections: usize) -> f64 {
-    let out = Command::new("wrk")
-        .args(["-t1", &format!("-c{connections}"), "-d5s", url])
-        .output()
-        .expect("wrk runs (apt-get install wrk)");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse().ok())
+    wrk::requests_per_second(&["-t1", &format!("-c{connections}"), "-d5s"], url)
+        .expect("wrk runs (apt-get install wrk)")
         .unwrap_or(0.0)
 }
 

@@ -906,7 +906,7 @@ async fn id_index_comes(client: &tokio_postgres::Client) {
 /// A bulk load leaves the records' id index out and builds it after, in the background; a
 /// catalog found without it, or with it invalid (a build that did not finish), answers all the
 /// same and builds it at its next open.
-pub async fn the_id_index_follows_a_bulk_load(fresh: Fresh) {
+pub async fn the_id_index_follows_a_bulk_load(mut fresh: Fresh) {
     let crate::Location::Postgres(url) = &fresh.location else {
         panic!("a PostgreSQL catalog")
     };
@@ -921,13 +921,12 @@ pub async fn the_id_index_follows_a_bulk_load(fresh: Fresh) {
     fresh.catalog.finish_bulk(None).await.unwrap();
     let client = connected(url.expose()).await;
     id_index_comes(&client).await;
-    // The test cluster's user is a superuser, which may mark an index invalid by hand.
-    let mut fresh = fresh;
     for (breaking, left_as) in [
         (
             "DROP INDEX records_id_hash",
             "the index dropped, as a build that never began leaves it",
         ),
+        // The test cluster's user is a superuser, which may mark an index invalid by hand.
         (
             "UPDATE pg_index SET indisvalid = false \
              WHERE indexrelid = 'records_id_hash'::regclass",
