@@ -587,11 +587,14 @@ impl Engine for PostgresEngine {
     }
 
     fn end_bulk(&mut self, settled: bool) -> CatalogResult<()> {
-        self.run(async |link| super::bulk::end(link, settled).await)?;
+        let statistics = self.run(async |link| super::bulk::end(link, settled).await);
         if settled {
+            // The settled records are committed whether or not their statistics could be
+            // gathered: without the build now, pages would go without the index until the
+            // writer's next start.
             super::id_index::spawn_build(self.config.clone(), self.tls.clone(), true);
         }
-        Ok(())
+        statistics
     }
 
     fn recover_bulk(&mut self) -> CatalogResult<bool> {
