@@ -1,5 +1,6 @@
-//! `--import FILE`: a JSON Lines file of Jetstream events. A thread parses and validates while
-//! the catalog writer commits the previous batch. Each batch is committed with a cursor (byte
+//! `--import FILE`: a JSON Lines file of Jetstream events. A thread reads batches of lines, a
+//! thread a core parses and validates them, and the catalog writer commits them in the file's
+//! order while the next are prepared. Each batch is committed with a cursor (byte
 //! offset and line number), so an import interrupted by a crash resumes where it stopped, and
 //! a file imported before (same size and modification time) is not read again.
 
@@ -12,6 +13,8 @@ use svc_catalog::{ApplyReport, Catalog, CatalogError, Change, CursorPosition};
 use tokio::sync::mpsc;
 
 const BATCH_LINES: usize = 4096;
+/// Room for a batch of typical lines, so that reading one seldom grows its buffer.
+const BATCH_TEXT: usize = BATCH_LINES * 1024;
 const BATCHES_IN_FLIGHT: usize = 12;
 
 #[derive(Debug, thiserror::Error)]
@@ -192,75 +195,168 @@ fn account(
     total.stale += report.stale;
 }
 
+/// Lines read from the file, not yet parsed: the unit of work of a preparing thread.
+struct RawBatch {
+    /// The lines, one after another, each with its line end.
+    text: String,
+    /// Where each line ends in `text`.
+    ends: Vec<usize>,
+    /// The file's line number of the first line.
+    first_line: u64,
+    /// The byte offset and line number just after the last line.
+    offset: u64,
+    line_number: u64,
+}
+
+/// How many threads parse and validate: one per core. Parsing is most of the reader's work, and
+/// alone on one thread it kept a core busy while the catalog's writer left the other half idle.
+fn preparing_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8))
+}
+
+/// Reads the file in batches of lines on this thread; preparing threads parse them, batch `i`
+/// on thread `i % n`, and a forwarding thread takes their results back in the file's order.
 fn read_batches(
     path: &Path,
     ingestor: &Ingestor,
     source: String,
     endpoint: String,
     start: u64,
-    mut line_number: u64,
+    line_number: u64,
     sender: &mpsc::Sender<Result<Batch, ImportError>>,
+) -> Result<(), ImportError> {
+    let threads = preparing_threads();
+    std::thread::scope(|scope| {
+        let mut to_preparers = Vec::with_capacity(threads);
+        let mut from_preparers = Vec::with_capacity(threads);
+        for index in 0..threads {
+            let (raw_sender, raw_receiver) = std::sync::mpsc::sync_channel::<RawBatch>(1);
+            let (done_sender, done_receiver) = std::sync::mpsc::sync_channel::<Batch>(1);
+            let (source, endpoint) = (source.clone(), endpoint.clone());
+            std::thread::Builder::new()
+                .name(format!("import-parse-{index}"))
+                .spawn_scoped(scope, move || {
+                    for raw in raw_receiver {
+                        let batch = prepare_batch(path, ingestor, raw, &source, &endpoint);
+                        if done_sender.send(batch).is_err() {
+                            return;
+                        }
+                    }
+                })
+                .map_err(io_error(path))?;
+            to_preparers.push(raw_sender);
+            from_preparers.push(done_receiver);
+        }
+        std::thread::Builder::new()
+            .name("import-forward".into())
+            .spawn_scoped(scope, move || {
+                // A preparer that hangs up before its turn was given no more batches, and
+                // neither was any after it.
+                for turn in (0..from_preparers.len()).cycle() {
+                    let Ok(batch) = from_preparers[turn].recv() else {
+                        return;
+                    };
+                    if sender.blocking_send(Ok(batch)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(io_error(path))?;
+        read_lines(path, start, line_number, |turn, raw| {
+            to_preparers[turn % threads].send(raw).is_ok()
+        })
+    })
+}
+
+/// Reads batches of lines from `start`, handing each with its number to `hand_over` until it
+/// says stop or the file ends.
+fn read_lines(
+    path: &Path,
+    start: u64,
+    mut line_number: u64,
+    mut hand_over: impl FnMut(usize, RawBatch) -> bool,
 ) -> Result<(), ImportError> {
     let mut file = std::fs::File::open(path).map_err(io_error(path))?;
     file.seek(SeekFrom::Start(start)).map_err(io_error(path))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut offset = start;
-    let mut line = String::new();
-    loop {
-        let mut changes = Vec::with_capacity(BATCH_LINES);
-        let mut summary = ImportSummary::default();
-        let mut finished = false;
-        while summary.lines < BATCH_LINES as u64 {
-            line.clear();
-            let read = reader.read_line(&mut line).map_err(io_error(path))?;
+    for turn in 0.. {
+        let first_line = line_number + 1;
+        let mut text = String::with_capacity(BATCH_TEXT);
+        let mut ends = Vec::with_capacity(BATCH_LINES);
+        while ends.len() < BATCH_LINES {
+            let read = reader.read_line(&mut text).map_err(io_error(path))?;
             if read == 0 {
-                finished = true;
                 break;
             }
             offset += read as u64;
             line_number += 1;
-            summary.lines += 1;
-            let text = line.trim();
-            if text.is_empty() {
-                continue;
-            }
-            match parse_jetstream_line(text) {
-                Ok(JetstreamLine::Commit(event)) => match ingestor.prepare(event) {
-                    Prepared::Change(change) => changes.push(change),
-                    Prepared::Invalid => summary.invalid += 1,
-                    Prepared::Ignored => summary.ignored += 1,
-                },
-                Ok(JetstreamLine::Other { .. } | JetstreamLine::Account { .. }) => {
-                    summary.ignored += 1
-                }
-                Err(reason) => {
-                    summary.malformed += 1;
-                    tracing::warn!(
-                        "{}:{line_number}: malformed line skipped: {reason}",
-                        path.display()
-                    );
-                }
-            }
+            ends.push(text.len());
         }
-        if summary.lines > 0 {
-            let cursor = CursorPosition {
-                source: source.clone(),
-                endpoint: endpoint.clone(),
-                cursor: format!("{offset}:{line_number}"),
-                event_time_us: None,
+        let finished = ends.len() < BATCH_LINES;
+        if !ends.is_empty() {
+            let raw = RawBatch {
+                text,
+                ends,
+                first_line,
+                offset,
+                line_number,
             };
-            let batch = Batch {
-                changes,
-                cursor,
-                summary,
-                bytes_done: offset,
-            };
-            if sender.blocking_send(Ok(batch)).is_err() {
+            if !hand_over(turn, raw) {
                 return Ok(());
             }
         }
         if finished {
-            return Ok(());
+            break;
         }
+    }
+    Ok(())
+}
+
+/// Parses, validates and indexes one batch of lines.
+fn prepare_batch(
+    path: &Path,
+    ingestor: &Ingestor,
+    raw: RawBatch,
+    source: &str,
+    endpoint: &str,
+) -> Batch {
+    let mut changes = Vec::with_capacity(raw.ends.len());
+    let mut summary = ImportSummary {
+        lines: raw.ends.len() as u64,
+        ..ImportSummary::default()
+    };
+    let starts = std::iter::once(0).chain(raw.ends.iter().copied());
+    for ((line_number, start), end) in (raw.first_line..).zip(starts).zip(&raw.ends) {
+        let text = raw.text[start..*end].trim();
+        if text.is_empty() {
+            continue;
+        }
+        match parse_jetstream_line(text) {
+            Ok(JetstreamLine::Commit(event)) => match ingestor.prepare(event) {
+                Prepared::Change(change) => changes.push(change),
+                Prepared::Invalid => summary.invalid += 1,
+                Prepared::Ignored => summary.ignored += 1,
+            },
+            Ok(JetstreamLine::Other { .. } | JetstreamLine::Account { .. }) => summary.ignored += 1,
+            Err(reason) => {
+                summary.malformed += 1;
+                tracing::warn!(
+                    "{}:{line_number}: malformed line skipped: {reason}",
+                    path.display()
+                );
+            }
+        }
+    }
+    Batch {
+        changes,
+        cursor: CursorPosition {
+            source: source.to_owned(),
+            endpoint: endpoint.to_owned(),
+            cursor: format!("{}:{}", raw.offset, raw.line_number),
+            event_time_us: None,
+        },
+        summary,
+        bytes_done: raw.offset,
     }
 }

@@ -336,3 +336,61 @@ fn flags_read_environment_variables_and_bad_flags_are_usage_errors() {
         format!("svc {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// Batches of an import are prepared side by side but applied in the file's order: two events
+/// of one uri at one revision apply in arrival order, so only the later one may stand, however
+/// many batches lie between them; a malformed line far into the file is reported by its number.
+fn an_import_of_many_batches_applies_them_in_the_files_order(backend: Backend) {
+    const FILLER: usize = 20_000;
+    let _cluster = shared_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = backend.fresh_db(dir.path()) else {
+        return;
+    };
+    let mut e = Events::new();
+    let (did, kind, rev) = ("did:plc:alice", "dev.svc.vocab", "3kaaaaaaaaaa2");
+    e.put(did, kind, "3kc0000000001", rev, vocab("First", "open"));
+    e.put(did, kind, "3kc0000000002", rev, vocab("Deleted", "open"));
+    for i in 0..FILLER {
+        e.put(
+            &format!("did:plc:filler{i:06}"),
+            kind,
+            "3kc0000000001",
+            rev,
+            vocab(&format!("filler-{i}"), "hierarchy-closed"),
+        );
+    }
+    e.raw("{not json");
+    let malformed_line = FILLER + 3;
+    let last = e.put(did, kind, "3kc0000000001", rev, vocab("Last", "open"));
+    e.delete(did, kind, "3kc0000000002", rev);
+    let path = e.write(&dir.path().join("events.jsonl"));
+    let server = Server::start(&db, &["--import", path.to_str().unwrap()]);
+    let (status, body) = server.get("/v1/vocabularies/by-world?world=open");
+    assert_eq!(status, 200, "{body}");
+    let items = body["items"].as_array().expect("items");
+    let names: Vec<_> = items.iter().map(|i| &i["record"]["name"]).collect();
+    assert_eq!(names, [&json!("Last")], "{body}");
+    assert_eq!(items[0]["uri"], json!(last));
+    let closed = server
+        .get("/v1/vocabularies/by-world?world=hierarchy-closed&limit=1")
+        .1;
+    assert_eq!(closed["total"], json!(FILLER), "{closed}");
+    let log = server.log.join("\n");
+    let lines = FILLER + 5;
+    assert!(
+        log.contains(&format!(
+            "events.jsonl:{malformed_line}: malformed line skipped"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "{lines} lines, {} applied, 0 stale, 0 invalid, 0 ignored, 1 malformed",
+            lines - 1
+        )),
+        "{log}"
+    );
+}
+
+each_backend!(an_import_of_many_batches_applies_them_in_the_files_order);
