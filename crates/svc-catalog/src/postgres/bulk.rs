@@ -167,25 +167,40 @@ impl Entries {
 
 /// The positions of `uris` in byte-wise order of their uris.
 ///
-/// Comparing the uris themselves in a sort reads two strings from the heap at each step;
-/// instead the positions are sorted by the 8 bytes that follow the prefix every uri shares (in
-/// a catalog, the start of the author's DID), held beside them, and only positions whose 8
-/// bytes are equal (an author's records, mostly) are then put in order by their uris.
+/// Comparing the uris themselves in a sort reads two strings from the heap at each step, and
+/// an author's uris share their first fifty bytes or so; instead the positions are sorted by
+/// the 8 bytes that follow the prefix every uri shares, held beside them, and each run of
+/// positions whose 8 bytes are equal by the 8 bytes after those, and so on.
 fn uris_in_order(uris: &[Box<str>]) -> Vec<u32> {
-    let shared = common_prefix(uris);
-    let mut order: Vec<(u64, u32)> = uris
-        .iter()
-        .enumerate()
-        .map(|(position, uri)| (eight_bytes_after(uri.as_bytes(), shared), position as u32))
-        .collect();
-    order.sort_unstable();
-    let rest = |position: u32| &uris[position as usize].as_bytes()[shared..];
-    for run in order.chunk_by_mut(|a, b| a.0 == b.0) {
-        if run.len() > 1 {
-            run.sort_unstable_by(|a, b| rest(a.1).cmp(rest(b.1)));
+    let mut order: Vec<(u64, u32)> = (0..uris.len() as u32).map(|at| (0, at)).collect();
+    sort_from(&mut order, uris, common_prefix(uris));
+    order.into_iter().map(|(_, position)| position).collect()
+}
+
+/// Sorts `run`, positions of uris that share their first `start` bytes, by the rest.
+fn sort_from(run: &mut [(u64, u32)], uris: &[Box<str>], start: usize) {
+    let rest = |position: u32| {
+        uris[position as usize]
+            .as_bytes()
+            .get(start..)
+            .unwrap_or_default()
+    };
+    for entry in run.iter_mut() {
+        entry.0 = eight_bytes_after(rest(entry.1), 0);
+    }
+    run.sort_unstable();
+    for ties in run.chunk_by_mut(|a, b| a.0 == b.0) {
+        if ties.len() < 2 {
+            continue;
+        }
+        // Where a uri ends within the 8 bytes, the zeros after its end could equal NUL bytes
+        // of another: those ties are put in order by their bytes.
+        if ties.iter().any(|entry| rest(entry.1).len() <= 8) {
+            ties.sort_unstable_by(|a, b| rest(a.1).cmp(rest(b.1)));
+        } else {
+            sort_from(ties, uris, start + 8);
         }
     }
-    order.into_iter().map(|(_, position)| position).collect()
 }
 
 /// How many leading bytes all of `items` share.
@@ -687,6 +702,14 @@ mod tests {
         #[test]
         fn uris_come_in_byte_order(
             uris in prop::collection::vec("at://did:plc:[ab]{0,3}[/\u{0}-\u{7f}é]{0,12}", 0..60)
+        ) {
+            let uris: Vec<Box<str>> = uris.into_iter().map(Box::from).collect();
+            prop_assert_eq!(ordered(&uris), byte_wise(&uris));
+        }
+
+        #[test]
+        fn uris_sharing_long_stretches_come_in_byte_order(
+            uris in prop::collection::vec("at://did:plc:[ab]{0,2}(/dev.svc.[ab]{0,2}){0,4}[/\u{0}ab]{0,10}", 0..60)
         ) {
             let uris: Vec<Box<str>> = uris.into_iter().map(Box::from).collect();
             prop_assert_eq!(ordered(&uris), byte_wise(&uris));
