@@ -89,8 +89,10 @@ stop_server() {
 import_catalog() { # LOG [flags...]
   local log="$1"; shift
   echo "importing $(wc -l <"$events") lines" >&2
+  cpu_mark
   start_server "$log" --import "$events" "$@"
   grep '^import ' "$log" || true
+  echo "CPU time taken by the host (steal) during the import: $(stolen_since)%"
   # What follows a bulk load in the background (SQLite's checkpoint, PostgreSQL's vacuum of the
   # records) is waited for, so that the queries are measured on a settled catalog.
   local after='catalog checkpoint.* after the bulk load'
@@ -101,6 +103,21 @@ import_catalog() { # LOG [flags...]
   done
   grep -o "$after.*" "$log" || echo "no checkpoint or vacuum reported" >&2
   sync
+}
+
+# The share of CPU time the hypervisor gave to others since `cpu_mark` (steal, in
+# /proc/stat), in percent: a figure measured while the host took much of it is not comparable
+# with one measured while it took none.
+cpu_mark() {
+  local _ u n s i w q sq st
+  read -r _ u n s i w q sq st _ </proc/stat
+  mark_total=$((u + n + s + i + w + q + sq + st)) mark_steal=$st
+}
+stolen_since() {
+  local _ u n s i w q sq st
+  read -r _ u n s i w q sq st _ </proc/stat
+  awk -v d=$((st - mark_steal)) -v t=$((u + n + s + i + w + q + sq + st - mark_total)) \
+    'BEGIN { printf "%.0f", (t > 0 ? 100 * d / t : 0) }'
 }
 
 # Resident memory of the server, in MB.

@@ -15,4 +15,6 @@ if [ ! -s "$events" ]; then
 fi
 (cd "$root" && cargo build --release -j2 -q -p svc --bin svc --example ingest_bench)
 "$root/scripts/peers" install >/dev/null
+cpu_mark
 "$root/target/release/examples/ingest_bench" "$root/target/release/svc" "$events" "$N" ${NO_PDS:+--no-pds}
+echo "CPU time taken by the host (steal) during the runs: $(stolen_since)%"

@@ -6,7 +6,8 @@
 # Generates N skewed records (bench/gen_events.py), imports them into a fresh catalog with the
 # release build, then drives the server with wrk at 32 connections on loopback: each query and
 # /healthz: with the answer cache on (the default), first as wrk asks (no Accept-Encoding), then
-# as most HTTP clients ask (Accept-Encoding: gzip); then with --cache-mb 0.
+# as most HTTP clients ask (Accept-Encoding: gzip); then with --cache-mb 0. Each figure comes
+# with the share of CPU time the host took meanwhile (steal): figures with much of it are noise.
 # Environment: DURATION (per endpoint, default 10s), CONNECTIONS (32), BENCH_DIR (bench-data/).
 set -euo pipefail
 DURATION="${DURATION:-10s}"
@@ -29,7 +30,7 @@ json_bytes=$(stat -c %s "$events")
 run_suite() { # label [extra wrk arguments...]
   local label="$1"; shift
   printf '\n%s (wrk -t2 -c%s -d%s %s)\n' "$label" "$CONNECTIONS" "$DURATION" "$*"
-  printf '%-34s %12s %9s %9s %7s\n' endpoint "requests/s" "p50 ms" "p99 ms" ratio
+  printf '%-34s %12s %9s %9s %7s %8s\n' endpoint "requests/s" "p50 ms" "p99 ms" ratio "steal %"
   local health_rate=""
   for entry in \
     "healthz|/healthz" \
@@ -40,11 +41,13 @@ run_suite() { # label [extra wrk arguments...]
     "sufficiency|/v1/verifications/sufficient?lens_uri=$lens&kinds=roundtrip-test,property-test"; do
     local name="${entry%%|*}" path="${entry#*|}"
     local out rate p50 p99
+    cpu_mark
     out=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency "$@" "$url$path")
     wrk_figures "$out"
     if grep -q 'Non-2xx' <<<"$out"; then echo "non-2xx answers for $path" >&2; fi
     [ -z "$health_rate" ] && health_rate="$rate"
-    printf '%-34s %12.0f %9s %9s %7.2f\n' "$name" "$rate" "$p50" "$p99" "$(awk -v a="$rate" -v b="$health_rate" 'BEGIN { print a / b }')"
+    printf '%-34s %12.0f %9s %9s %7.2f %8s\n' "$name" "$rate" "$p50" "$p99" \
+      "$(awk -v a="$rate" -v b="$health_rate" 'BEGIN { print a / b }')" "$(stolen_since)"
   done
 }
 
