@@ -46,10 +46,12 @@ need_events() {
 fresh_catalog() { # URL-or-empty N
   if [ -n "$1" ]; then
     db="$1"
-    "$("$root/scripts/pg" bin)/psql" -q "$db" -c 'DROP SCHEMA public CASCADE; CREATE SCHEMA public;' >/dev/null
+    local psql
+    psql="$("$root/scripts/pg" bin)/psql"
+    "$psql" -q "$db" -c 'DROP SCHEMA public CASCADE; CREATE SCHEMA public;' >/dev/null
     # What an earlier run left is written out first, so that no run pays for the one before (a
     # role without the right to a checkpoint goes on without one).
-    "$("$root/scripts/pg" bin)/psql" -q "$db" -c 'CHECKPOINT' >/dev/null 2>&1 || true
+    "$psql" -q "$db" -c 'CHECKPOINT' >/dev/null 2>&1 || true
     sync
   else
     db="$work/catalog-$2.db"

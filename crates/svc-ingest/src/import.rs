@@ -201,8 +201,6 @@ struct RawBatch {
     text: String,
     /// Where each line ends in `text`.
     ends: Vec<usize>,
-    /// The file's line number of the first line.
-    first_line: u64,
     /// The byte offset and line number just after the last line.
     offset: u64,
     line_number: u64,
@@ -211,7 +209,7 @@ struct RawBatch {
 /// How many threads parse and validate: one per core. Parsing is most of the reader's work, and
 /// alone on one thread it kept a core busy while the catalog's writer left the other half idle.
 fn preparing_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8))
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
 /// Reads the file in batches of lines on this thread; preparing threads parse them, batch `i`
@@ -281,7 +279,6 @@ fn read_lines(
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut offset = start;
     for turn in 0.. {
-        let first_line = line_number + 1;
         let mut text = String::with_capacity(BATCH_TEXT);
         let mut ends = Vec::with_capacity(BATCH_LINES);
         while ends.len() < BATCH_LINES {
@@ -298,7 +295,6 @@ fn read_lines(
             let raw = RawBatch {
                 text,
                 ends,
-                first_line,
                 offset,
                 line_number,
             };
@@ -326,8 +322,9 @@ fn prepare_batch(
         lines: raw.ends.len() as u64,
         ..ImportSummary::default()
     };
+    let first_line = raw.line_number + 1 - raw.ends.len() as u64;
     let starts = std::iter::once(0).chain(raw.ends.iter().copied());
-    for ((line_number, start), end) in (raw.first_line..).zip(starts).zip(&raw.ends) {
+    for ((line_number, start), end) in (first_line..).zip(starts).zip(&raw.ends) {
         let text = raw.text[start..*end].trim();
         if text.is_empty() {
             continue;

@@ -186,7 +186,7 @@ fn sort_from(run: &mut [(u64, u32)], uris: &[Box<str>], start: usize) {
             .unwrap_or_default()
     };
     for entry in run.iter_mut() {
-        entry.0 = eight_bytes_after(rest(entry.1), 0);
+        entry.0 = first_eight_bytes(rest(entry.1));
     }
     run.sort_unstable();
     for ties in run.chunk_by_mut(|a, b| a.0 == b.0) {
@@ -217,13 +217,12 @@ fn common_prefix(items: &[Box<str>]) -> usize {
     })
 }
 
-/// The 8 bytes of `text` from `start` as a big-endian number (zeros past its end), so that
-/// numbers order as the bytes do, ties aside.
-fn eight_bytes_after(text: &[u8], start: usize) -> u64 {
+/// The first 8 bytes of `text` as a big-endian number (zeros past its end), so that numbers
+/// order as the bytes do, ties aside.
+fn first_eight_bytes(text: &[u8]) -> u64 {
     let mut bytes = [0u8; 8];
-    let rest = text.get(start..).unwrap_or_default();
-    let length = rest.len().min(8);
-    bytes[..length].copy_from_slice(&rest[..length]);
+    let length = text.len().min(8);
+    bytes[..length].copy_from_slice(&text[..length]);
     u64::from_be_bytes(bytes)
 }
 
