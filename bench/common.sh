@@ -110,15 +110,16 @@ import_catalog() { # LOG [flags...]
 # The share of CPU time the hypervisor gave to others since `cpu_mark` (steal, in
 # /proc/stat), in percent: a figure measured while the host took much of it is not comparable
 # with one measured while it took none.
-cpu_mark() {
+cpu_ticks() { # prints: all CPU ticks so far, and those stolen
   local _ u n s i w q sq st
   read -r _ u n s i w q sq st _ </proc/stat
-  mark_total=$((u + n + s + i + w + q + sq + st)) mark_steal=$st
+  echo "$((u + n + s + i + w + q + sq + st)) $st"
 }
+cpu_mark() { read -r mark_total mark_steal < <(cpu_ticks); }
 stolen_since() {
-  local _ u n s i w q sq st
-  read -r _ u n s i w q sq st _ </proc/stat
-  awk -v d=$((st - mark_steal)) -v t=$((u + n + s + i + w + q + sq + st - mark_total)) \
+  local total steal
+  read -r total steal < <(cpu_ticks)
+  awk -v d=$((steal - mark_steal)) -v t=$((total - mark_total)) \
     'BEGIN { printf "%.0f", (t > 0 ? 100 * d / t : 0) }'
 }
 
