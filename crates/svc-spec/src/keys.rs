@@ -10,9 +10,45 @@ use svc_json::Json;
 /// lexicons bound every array well below it); its extra keys are not indexed.
 const MAX_KEYS_PER_RECORD: usize = 4096;
 
+/// The longest key stored as it is. Record strings and at-uris may be kilobytes long, and a
+/// PostgreSQL B-tree entry holds at most about 2.7 KB; a longer key is stored as its digest.
+pub const MAX_PLAIN_KEY_BYTES: usize = 512;
+
+/// What starts a digest key; a plain key starts with a digit or `-`, or is empty, so no
+/// plain key is ever taken for a digest.
+const DIGEST_MARK: char = '#';
+
+/// Which way keys are drawn and written; part of every query's fingerprint, so that a
+/// catalog filed the older way rebuilds its keys at start.
+pub(crate) const KEY_FORMAT: u32 = 2;
+
 /// Encodes parameter values as one key: each present value as `<byte length>:<value>`, each
-/// absent optional one as `-`. Length prefixes keep any two different tuples apart.
+/// absent optional one as `-`. Length prefixes keep any two different tuples apart. A key
+/// longer than [`MAX_PLAIN_KEY_BYTES`] or holding a NUL (which PostgreSQL's text cannot hold)
+/// becomes `#` and the hex SHA-256 of it: keys are only ever compared for equality, so both
+/// engines store, find and count every value the record grammar allows, alike.
 pub fn encode_key(parts: &[Option<&str>]) -> String {
+    storable(plain_key(parts))
+}
+
+fn storable(key: String) -> String {
+    if key.len() <= MAX_PLAIN_KEY_BYTES && !key.as_bytes().contains(&0) {
+        return key;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let mut out = String::with_capacity(1 + 2 * digest.len());
+    out.push(DIGEST_MARK);
+    for byte in digest {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 15)]));
+    }
+    out
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn plain_key(parts: &[Option<&str>]) -> String {
     let room = parts.iter().map(|p| p.map_or(1, |v| v.len() + 4)).sum();
     let mut key = String::with_capacity(room);
     for part in parts {

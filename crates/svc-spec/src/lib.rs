@@ -265,7 +265,13 @@ impl Query {
     /// record (`keys.rs`) must change it too: the entries stored, and the keys a catalog takes
     /// again from a record whose keys it did not store, would otherwise disagree.
     pub fn fingerprint(&self) -> String {
-        serde_json::json!([self.def.kind, self.def.params, self.def.filter]).to_string()
+        serde_json::json!([
+            keys::KEY_FORMAT,
+            self.def.kind,
+            self.def.params,
+            self.def.filter
+        ])
+        .to_string()
     }
 
     /// Checks request parameters against their declarations and returns the values in

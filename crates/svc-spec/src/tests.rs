@@ -120,6 +120,25 @@ fn keys_of_different_tuples_never_collide() {
 }
 
 #[test]
+fn long_keys_and_keys_with_nul_are_stored_as_digests() {
+    let long = "x".repeat(crate::keys::MAX_PLAIN_KEY_BYTES);
+    let (nul, longer) = (
+        encode_key(&[Some("poison\0pill")]),
+        encode_key(&[Some(&long)]),
+    );
+    for key in [&nul, &longer] {
+        assert!(key.starts_with('#') && key.len() == 65, "{key}");
+        assert!(!key.contains('\0'));
+    }
+    assert_ne!(nul, encode_key(&[Some("poison\0pilL")]));
+    assert_ne!(longer, encode_key(&[Some(&long[1..])]));
+    // The same value gives the same key, whether a record or a request draws it.
+    assert_eq!(longer, encode_key(&[Some(&long)]));
+    let short = encode_key(&[Some(&long[..crate::keys::MAX_PLAIN_KEY_BYTES - 4])]);
+    assert!(short.len() <= crate::keys::MAX_PLAIN_KEY_BYTES && !short.starts_with('#'));
+}
+
+#[test]
 fn bad_specifications_are_refused_with_a_reason() {
     let wrap = |q: serde_json::Value| json!({"version": 1, "queries": [q]}).to_string();
     let base = json!({"name": "x", "kind": "dev.svc.bounty", "path": "/v1/x", "params": [{"name": "a", "type": "string", "required": true}], "filter": [{"op": "eq", "path": "requester", "param": "a"}]});
