@@ -16,6 +16,10 @@ pub enum CatalogError {
     /// The storage cannot be reached (a database server down or restarting); worth retrying.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The store refused a value for what it holds (a data exception, a constraint, a
+    /// program limit): that change's failure, never worth retrying as it is.
+    #[error("storage refused the value ({}): {message}", reason.label())]
+    Refused { reason: Refusal, message: String },
     /// This process does not write the catalog (a query replica, or an indexer standing by).
     #[error("this process does not write the catalog")]
     NotWriter,
@@ -76,12 +80,57 @@ pub struct CursorPosition {
     pub event_time_us: Option<i64>,
 }
 
+/// Why the store refused a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A value the store cannot hold (text with a NUL, a malformed value).
+    Value,
+    /// One of the store's constraints.
+    Constraint,
+    /// One of the store's limits (an index entry or a string too large).
+    Limit,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 3] = [Refusal::Value, Refusal::Constraint, Refusal::Limit];
+
+    /// Its name in metrics and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::Value => "value",
+            Refusal::Constraint => "constraint",
+            Refusal::Limit => "limit",
+        }
+    }
+}
+
 /// What one batch did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ApplyReport {
     pub applied: u64,
     /// Events older than the stored revision of their uri, ignored.
     pub stale: u64,
+    /// Changes the store refused for their content, skipped, by [`Refusal`] (in the order of
+    /// `Refusal::ALL`).
+    pub refused: [u64; 3],
+}
+
+impl ApplyReport {
+    pub fn refused(&self, reason: Refusal) -> u64 {
+        self.refused[reason as usize]
+    }
+
+    pub fn refused_total(&self) -> u64 {
+        self.refused.iter().sum()
+    }
+
+    pub(crate) fn add(&mut self, other: &ApplyReport) {
+        self.applied += other.applied;
+        self.stale += other.stale;
+        for (mine, theirs) in self.refused.iter_mut().zip(other.refused) {
+            *mine += theirs;
+        }
+    }
 }
 
 /// What the source says of an account.

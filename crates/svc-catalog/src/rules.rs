@@ -319,21 +319,22 @@ impl Filing {
     }
 }
 
-/// Plans a group of batches: each uri's changes in arrival order against what it holds, the
-/// stale ones counted and dropped, one row write per uri for the last that applied.
+/// One change of a group, with the number of the batch it came in.
+pub(crate) type Queued<'a> = (usize, &'a Change);
+
+/// Plans changes of a group of `batches` batches: each uri's changes in arrival order against
+/// what it holds, the stale ones counted and dropped, one row write per uri for the last that
+/// applied. What each batch did is reported by its number.
 pub(crate) fn plan_group<'a>(
     engine: &mut dyn Engine,
     filing: &Filing,
-    jobs: &[(&'a [Change], Option<&'a CursorPosition>)],
+    changes: &[Queued<'a>],
+    batches: usize,
 ) -> CatalogResult<(Plan<'a>, Vec<ApplyReport>)> {
-    let mut reports = vec![ApplyReport::default(); jobs.len()];
+    let mut reports = vec![ApplyReport::default(); batches];
     // In uri order (a stable sort keeps each uri's changes in arrival order), so the engine
     // walks its uri index once; the outcome does not depend on the order across uris.
-    let mut order: Vec<(usize, &'a Change)> = jobs
-        .iter()
-        .enumerate()
-        .flat_map(|(job, (changes, _))| changes.iter().map(move |change| (job, change)))
-        .collect();
+    let mut order = changes.to_vec();
     order.sort_by(|a, b| a.1.uri().cmp(b.1.uri()));
     let mut uris: Vec<&str> = order.iter().map(|(_, c)| c.uri()).collect();
     uris.dedup();
@@ -350,15 +351,15 @@ pub(crate) fn plan_group<'a>(
         let before = stored.remove(uri);
         let mut last: Option<&'a Change> = None;
         let mut rev: Option<&str> = before.as_ref().map(|s| s.rev.as_str());
-        for (job, change) in &order[at..end] {
+        for (batch, change) in &order[at..end] {
             let change_rev = match change {
                 Change::Upsert(u) => u.rev.as_str(),
                 Change::Delete { rev, .. } => rev.as_str(),
             };
             if rev.is_some_and(|standing| standing > change_rev) {
-                reports[*job].stale += 1;
+                reports[*batch].stale += 1;
             } else {
-                reports[*job].applied += 1;
+                reports[*batch].applied += 1;
                 rev = Some(change_rev);
                 last = Some(change);
             }
@@ -367,11 +368,6 @@ pub(crate) fn plan_group<'a>(
             plan_change(&mut plan, filing, before, change);
         }
         at = end;
-    }
-    for (_, cursor) in jobs {
-        if let Some(cursor) = cursor {
-            plan.cursors.push(cursor);
-        }
     }
     Ok((plan, reports))
 }

@@ -154,8 +154,13 @@ fn decode_cursor(cursor: &str) -> Result<String, ApiError> {
     let position = bytes
         .strip_prefix(CURSOR_PREFIX.as_bytes())
         .ok_or_else(invalid)?;
-    // Positions only compare with uris: bytes that are not UTF-8 still mark a place.
-    Ok(String::from_utf8_lossy(position).into_owned())
+    // Positions only compare with uris, which are ASCII and never hold a NUL: bytes that
+    // are not UTF-8 still mark a place (any byte from 0x80 sorts after every uri's at that
+    // point, as U+FFFD's first byte does), and what follows a NUL changes no comparison, so
+    // the position ends there (PostgreSQL's text cannot hold a NUL; both engines page alike).
+    let position = String::from_utf8_lossy(position);
+    let end = position.find('\0').unwrap_or(position.len());
+    Ok(position[..end].to_string())
 }
 
 #[cfg(test)]

@@ -314,10 +314,10 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
         for change in changes {
             let row = RecordRow::of(change);
             if row.record.is_some_and(|record| record.len() > MAX_FIELD) {
-                return Err(CatalogError::Storage(format!(
-                    "{} is larger than PostgreSQL stores in a field",
-                    row.uri
-                )));
+                return Err(CatalogError::Refused {
+                    reason: crate::Refusal::Limit,
+                    message: format!("{} is larger than PostgreSQL stores in a field", row.uri),
+                });
             }
             let position = staging.uris.len();
             let id = position as i64 + 1;

@@ -35,12 +35,10 @@ pub struct PostgresReads(deadpool_postgres::Pool);
 /// A driver error as a catalog error: a lost or refused connection is `Unavailable` (worth
 /// retrying), anything the database itself refused is `Storage`.
 pub(crate) fn storage(error: tokio_postgres::Error) -> CatalogError {
+    let class = error.code().map(|code| code.code().get(..2).unwrap_or(""));
     let unreachable = match error.code() {
-        Some(code) => {
-            let code = code.code();
-            // Connection exceptions, and the server shutting down or starting up.
-            code.starts_with("08") || code.starts_with("57P")
-        }
+        // Connection exceptions, and the server shutting down or starting up.
+        Some(code) => code.code().starts_with("08") || code.code().starts_with("57P"),
         None => error.as_db_error().is_none(),
     };
     // The driver's own text for an error the database reported is only "db error".
@@ -50,8 +48,25 @@ pub(crate) fn storage(error: tokio_postgres::Error) -> CatalogError {
     };
     if unreachable || error.is_closed() {
         CatalogError::Unavailable(text)
+    } else if let Some(reason) = class.and_then(refusal) {
+        CatalogError::Refused {
+            reason,
+            message: text,
+        }
     } else {
         CatalogError::Storage(text)
+    }
+}
+
+/// SQLSTATE classes of a value refused for what it is: data exceptions (22: a NUL in text,
+/// a malformed value), integrity constraints (23) and program limits (54: an index entry
+/// too large). Every other class is the store's state, not the value's.
+fn refusal(class: &str) -> Option<crate::Refusal> {
+    match class {
+        "22" => Some(crate::Refusal::Value),
+        "23" => Some(crate::Refusal::Constraint),
+        "54" => Some(crate::Refusal::Limit),
+        _ => None,
     }
 }
 

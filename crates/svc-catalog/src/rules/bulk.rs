@@ -4,7 +4,7 @@
 //! arrival order, and a change older than the standing revision is stale. If a bulk load is
 //! interrupted, the catalog (empty before it began) is emptied again at the next start.
 
-use super::{Engine, StagedVersion, writer::Writer};
+use super::{Engine, Queued, StagedVersion, writer::Writer};
 use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition};
 use std::collections::BTreeMap;
 
@@ -33,23 +33,21 @@ impl<E: Engine> Writer<E> {
 
     /// Stages changes; nothing is visible in any answer until the load settles, and the
     /// reports stay empty until then.
-    pub(super) fn stage(
-        &mut self,
-        jobs: &[(&[Change], Option<&CursorPosition>)],
-    ) -> CatalogResult<Vec<ApplyReport>> {
+    pub(super) fn stage(&mut self, changes: &[Queued<'_>]) -> CatalogResult<()> {
         let Some(load) = self.bulk.as_mut() else {
             return Err(CatalogError::Storage("no bulk load under way".into()));
         };
-        let changes: Vec<&Change> = jobs.iter().flat_map(|(c, _)| c.iter()).collect();
-        self.engine.stage(&changes)?;
-        // Counted once committed: a failed stage stages nothing.
-        for change in changes {
+        let staging: Vec<&Change> = changes.iter().map(|(_, change)| *change).collect();
+        self.engine.stage(&staging)?;
+        // Counted once committed: a failed stage stages nothing. What was staged is reported
+        // when the load settles.
+        for change in staging {
             load.staged += 1;
             if let Change::Upsert(u) = change {
                 *load.kinds.entry(u.collection.clone()).or_default() += 1;
             }
         }
-        Ok(jobs.iter().map(|_| ApplyReport::default()).collect())
+        Ok(())
     }
 
     /// Settles the staged changes in one transaction, with the final cursor.
@@ -99,7 +97,7 @@ fn settle<E: Engine>(
     let (report, kinds) = if engine.staged_unique()? {
         let report = ApplyReport {
             applied: load.staged,
-            stale: 0,
+            ..ApplyReport::default()
         };
         (report, load.kinds)
     } else {

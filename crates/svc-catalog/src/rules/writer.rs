@@ -2,9 +2,10 @@
 //! transaction each (several queued batches share one commit), and bumps the change clock
 //! only after a commit.
 
-use super::{Engine, Filing, Plan, bulk::BulkLoad, plan_group};
+use super::{Engine, Filing, Plan, Queued, bulk::BulkLoad, plan_group};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
+    Refusal,
 };
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
@@ -38,6 +39,9 @@ type QueuedApply = (
     Option<CursorPosition>,
     oneshot::Sender<CatalogResult<ApplyReport>>,
 );
+
+/// A write of some of a group's changes, reporting what each batch did.
+type Write<'a, E> = fn(&mut Writer<E>, &[Queued<'a>], &mut [ApplyReport]) -> CatalogResult<()>;
 
 /// Queued batches merged into one commit, at most this many changes.
 const GROUP_COMMIT_CHANGES: usize = 100_000;
@@ -212,7 +216,18 @@ impl<E: Engine> Writer<E> {
                     }
                 }
                 WriteJob::Account { did, status, reply } => {
-                    let _ = reply.send(self.set_account(&did, &status));
+                    let outcome = match self.set_account(&did, &status) {
+                        Err(CatalogError::Refused { reason, message }) => {
+                            tracing::warn!(
+                                %did,
+                                reason = reason.label(),
+                                "the catalog refused an account change, which is skipped: {message}"
+                            );
+                            Ok(())
+                        }
+                        outcome => outcome,
+                    };
+                    let _ = reply.send(outcome);
                 }
                 WriteJob::Heartbeat { reply } => {
                     let beat = self.in_transaction(|engine, _| {
@@ -237,17 +252,35 @@ impl<E: Engine> Writer<E> {
 
     /// Whether the group committed.
     fn apply_group(&mut self, group: Vec<QueuedApply>) -> bool {
-        let jobs: Vec<(&[Change], Option<&CursorPosition>)> = group
+        let changes: Vec<Queued<'_>> = group
             .iter()
-            .map(|(changes, cursor, _)| (changes.as_slice(), cursor.as_ref()))
+            .enumerate()
+            .flat_map(|(batch, (changes, _, _))| changes.iter().map(move |c| (batch, c)))
             .collect();
+        let cursors: Vec<&CursorPosition> = group
+            .iter()
+            .filter_map(|(_, cursor, _)| cursor.as_ref())
+            .collect();
+        let mut reports = vec![ApplyReport::default(); group.len()];
         let outcome = if self.bulk.is_some() {
-            self.stage(&jobs)
+            self.attempt(&changes, &mut reports, |writer, part, _| writer.stage(part))
         } else {
-            self.commit_group(&jobs)
+            // The group and its cursors in one commit, unless the store refuses something.
+            match self.commit(&changes, &cursors, &mut reports) {
+                Err(CatalogError::Refused { reason, message }) => self
+                    .isolate(
+                        &changes,
+                        &mut reports,
+                        (reason, message),
+                        |writer, part, r| writer.commit(part, &[], r),
+                    )
+                    .and_then(|()| self.commit_cursors(&cursors, &mut reports)),
+                outcome => outcome,
+            }
         };
+        drop(changes);
         match outcome {
-            Ok(reports) => {
+            Ok(()) => {
                 for ((_, _, reply), report) in group.into_iter().zip(reports) {
                     let _ = reply.send(Ok(report));
                 }
@@ -262,16 +295,87 @@ impl<E: Engine> Writer<E> {
         }
     }
 
-    fn commit_group(
+    /// Carries out `write` on the changes, isolating what the store refuses.
+    fn attempt<'a>(
         &mut self,
-        jobs: &[(&[Change], Option<&CursorPosition>)],
-    ) -> CatalogResult<Vec<ApplyReport>> {
-        let reports = self.in_transaction(|engine, filing| {
-            let (plan, reports) = plan_group(engine, filing, jobs)?;
+        changes: &[Queued<'a>],
+        reports: &mut [ApplyReport],
+        write: Write<'a, E>,
+    ) -> CatalogResult<()> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        match write(self, changes, reports) {
+            Err(CatalogError::Refused { reason, message }) => {
+                self.isolate(changes, reports, (reason, message), write)
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// The store refused `changes` as a whole: writes halves of them in arrival order (which
+    /// leaves what one write would), down to each change it refuses, which is skipped, counted
+    /// and logged, so that one bad change never holds back the good ones queued with it. Any
+    /// other failure ends it.
+    fn isolate<'a>(
+        &mut self,
+        changes: &[Queued<'a>],
+        reports: &mut [ApplyReport],
+        (reason, message): (Refusal, String),
+        write: Write<'a, E>,
+    ) -> CatalogResult<()> {
+        if let [(batch, change)] = changes {
+            reports[*batch].refused[reason as usize] += 1;
+            tracing::warn!(
+                uri = change.uri(),
+                reason = reason.label(),
+                "the catalog refused a change, which is skipped: {message}"
+            );
+            return Ok(());
+        }
+        let (first, second) = changes.split_at(changes.len() / 2);
+        self.attempt(first, reports, write)?;
+        self.attempt(second, reports, write)
+    }
+
+    /// A cursor the store refuses is left where it was: the source resumes from an earlier
+    /// one, and its events replay harmlessly.
+    fn commit_cursors(
+        &mut self,
+        cursors: &[&CursorPosition],
+        reports: &mut [ApplyReport],
+    ) -> CatalogResult<()> {
+        match self.commit(&[], cursors, reports) {
+            Err(CatalogError::Refused { reason, message }) => {
+                tracing::warn!(
+                    reason = reason.label(),
+                    "the catalog refused a source's cursor, which is not stored: {message}"
+                );
+                Ok(())
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Commits changes and cursors in one transaction; what each batch did is added to its
+    /// report once committed.
+    fn commit(
+        &mut self,
+        changes: &[Queued<'_>],
+        cursors: &[&CursorPosition],
+        reports: &mut [ApplyReport],
+    ) -> CatalogResult<()> {
+        let batches = reports.len();
+        let done = self.in_transaction(|engine, filing| {
+            let (mut plan, done) = plan_group(engine, filing, changes, batches)?;
+            plan.cursors.extend_from_slice(cursors);
             engine.write(&plan)?;
-            Ok((plan, reports))
+            Ok((plan, done))
         })?;
-        Ok(reports)
+        for (report, done) in reports.iter_mut().zip(&done) {
+            report.add(done);
+        }
+        Ok(())
     }
 
     /// Runs `work` in one transaction, rolled back if it fails; publishes the committed plan's

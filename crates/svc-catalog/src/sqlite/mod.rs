@@ -23,7 +23,20 @@ use std::path::Path;
 
 impl From<rusqlite::Error> for CatalogError {
     fn from(error: rusqlite::Error) -> Self {
-        CatalogError::Storage(error.to_string())
+        use crate::Refusal;
+        use rusqlite::ErrorCode::{ConstraintViolation, TooBig, TypeMismatch};
+        // The value, not the store: a constraint, a string or blob over SQLite's length
+        // limit, a value of the wrong type.
+        let reason = match error.sqlite_error_code() {
+            Some(ConstraintViolation) => Refusal::Constraint,
+            Some(TooBig) => Refusal::Limit,
+            Some(TypeMismatch) => Refusal::Value,
+            _ => return CatalogError::Storage(error.to_string()),
+        };
+        CatalogError::Refused {
+            reason,
+            message: error.to_string(),
+        }
     }
 }
 

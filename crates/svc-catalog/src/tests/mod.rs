@@ -1,5 +1,6 @@
 //! One suite for every backend: each test takes a fresh catalog from a backend's factory.
 
+mod hostile;
 mod properties;
 mod suite;
 
@@ -121,7 +122,7 @@ macro_rules! each_backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
-                    super::suite::$test(super::sqlite()).await;
+                    super::$test(super::sqlite()).await;
                 }
             )*
         }
@@ -130,7 +131,7 @@ macro_rules! each_backend {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
                     if let Some(fresh) = super::postgres().await {
-                        super::suite::$test(fresh).await;
+                        super::$test(fresh).await;
                     }
                 }
             )*
@@ -153,7 +154,14 @@ each_backend!(
     no_bulk_load_while_accounts_are_inactive,
     an_interrupted_bulk_load_is_undone_at_the_next_open,
     queries_redefined_or_added_between_opens_are_rebuilt,
+    hostile_values_are_stored_and_found,
+    hostile_values_are_loaded_in_bulk_and_found,
+    a_refused_change_is_skipped_and_its_neighbours_applied,
+    a_refused_change_in_a_bulk_load_is_skipped,
 );
+
+use hostile::*;
+use suite::*;
 
 /// What only one engine has.
 mod postgres_only {

@@ -85,7 +85,7 @@ async fn uris(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> Vec<String> 
 
 /// A client of the test database, at a location the test names, its connection driven
 /// in the background.
-async fn connected(url: &str) -> tokio_postgres::Client {
+pub(super) async fn connected(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .unwrap_or_else(|e| panic!("connect to the test database: {e}"));
