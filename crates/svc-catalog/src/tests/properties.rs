@@ -1,6 +1,7 @@
 //! Property: for random catalogs built by random upserts and deletes (stale ones included),
 //! every index lookup returns exactly the records that a direct evaluation of the query's
-//! filter selects from the model of the catalog, in uri order, with the same total.
+//! filter selects from the model of the catalog, in uri order, with the same total: so both
+//! engines give the same answers, for ordinary values and hostile ones alike.
 
 use super::{Fresh, delete, sqlite, upsert};
 use crate::spec::ParamType;
@@ -9,13 +10,48 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-const DIDS: &[&str] = &["did:plc:a", "did:plc:b", "did:plc:c"];
-const REFS: &[&str] = &[
-    "at://did:plc:a/dev.panproto.schema.schema/1",
-    "at://did:plc:a/dev.panproto.schema.schema/2",
-    "at://did:plc:b/dev.panproto.schema.lens/1",
-];
-const NAMES: &[&str] = &["Serde", "serde", "zod", "Colors"];
+/// Values drawn for records and parameters: ordinary ones, and what a hostile author can
+/// publish (a NUL, right-to-left text, astral characters, the longest DIDs and at-uris, long
+/// strings), which every engine must store, index and answer alike.
+struct Pools {
+    dids: Vec<&'static str>,
+    refs: Vec<&'static str>,
+    names: Vec<&'static str>,
+    /// Repository DIDs of record uris: a uri may be 2048 bytes long.
+    authorities: Vec<&'static str>,
+}
+
+fn leak(value: String) -> &'static str {
+    Box::leak(value.into_boxed_str())
+}
+
+static POOLS: std::sync::LazyLock<Pools> = std::sync::LazyLock::new(|| {
+    let long_did = leak(format!("did:plc:{}", "q".repeat(2040)));
+    let long_ref = leak(format!(
+        "at://{long_did}/dev.panproto.schema.schema/{}",
+        "k".repeat(490)
+    ));
+    Pools {
+        dids: vec!["did:plc:a", "did:plc:b", "did:plc:c", long_did],
+        refs: vec![
+            "at://did:plc:a/dev.panproto.schema.schema/1",
+            "at://did:plc:a/dev.panproto.schema.schema/2",
+            "at://did:plc:b/dev.panproto.schema.lens/1",
+            long_ref,
+        ],
+        names: vec![
+            "Serde",
+            "serde",
+            "zod",
+            "Colors",
+            "poison\u{0}pill",
+            "\u{202e}\u{5d0}\u{5d1} \u{1F600}\u{10FFFF}",
+            leak("long ".repeat(700)),
+        ],
+        authorities: vec!["did:plc:a", leak(format!("did:plc:{}", "w".repeat(1990)))],
+    }
+});
+
 const KINDS: &[&str] = &[
     "dev.svc.bounty",
     "dev.svc.adapter",
@@ -52,7 +88,7 @@ fn schema_ref(p: &mut Picker) -> Value {
     if p.next().is_multiple_of(5) {
         json!({"cid": "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm"})
     } else {
-        json!({"uri": p.pick(REFS)})
+        json!({"uri": p.pick(&POOLS.refs)})
     }
 }
 
@@ -62,12 +98,12 @@ fn record(kind: &str, p: &mut Picker) -> Value {
             let wants = if p.chance() {
                 json!({"$type": "dev.svc.bounty#wantLens", "source": schema_ref(p), "target": schema_ref(p)})
             } else {
-                json!({"$type": "dev.svc.bounty#wantAdapter", "framework": p.pick(NAMES)})
+                json!({"$type": "dev.svc.bounty#wantAdapter", "framework": p.pick(&POOLS.names)})
             };
-            json!({"requester": p.pick(DIDS), "wants": wants})
+            json!({"requester": p.pick(&POOLS.dids), "wants": wants})
         }
         "dev.svc.adapter" => json!({
-            "framework": p.pick(NAMES),
+            "framework": p.pick(&POOLS.names),
             "invocationProtocol": {"kind": p.pick(&["subprocess", "http", "wasm", "grpc"])}
         }),
         "dev.svc.recommendation" => {
@@ -82,7 +118,7 @@ fn record(kind: &str, p: &mut Picker) -> Value {
                 })
                 .collect();
             let path: Vec<Value> = (0..p.next() % 2)
-                .map(|_| json!({"uri": p.pick(REFS)}))
+                .map(|_| json!({"uri": p.pick(&POOLS.refs)}))
                 .collect();
             json!({"conditions": conditions, "lensPath": path})
         }
@@ -92,11 +128,11 @@ fn record(kind: &str, p: &mut Picker) -> Value {
             "result": p.pick(&["holds", "falsified", "inconclusive"]),
             "property": {"$type": p.pick(&["dev.svc.defs#lpRoundtrip", "dev.svc.defs#lpGenerator"])}
         }),
-        "dev.svc.community" => json!({"name": p.pick(NAMES), "members": p.some(DIDS)}),
-        "dev.svc.dialect" => json!({"owningCommunity": p.pick(REFS), "name": p.pick(NAMES)}),
-        "dev.svc.belief" => json!({"subject": {"uri": p.pick(REFS)}}),
+        "dev.svc.community" => json!({"name": p.pick(&POOLS.names), "members": p.some(&POOLS.dids)}),
+        "dev.svc.dialect" => json!({"owningCommunity": p.pick(&POOLS.refs), "name": p.pick(&POOLS.names)}),
+        "dev.svc.belief" => json!({"subject": {"uri": p.pick(&POOLS.refs)}}),
         _ => {
-            json!({"name": p.pick(NAMES), "world": p.pick(&["open", "closed-with-default", "hierarchy-closed"])})
+            json!({"name": p.pick(&POOLS.names), "world": p.pick(&["open", "closed-with-default", "hierarchy-closed"])})
         }
     };
     // Optional fields that some queries test for presence or absence.
@@ -104,10 +140,10 @@ fn record(kind: &str, p: &mut Picker) -> Value {
         r["status"] = json!(p.pick(&["open", "claimed", "fulfilled", "withdrawn"]));
     }
     if p.chance() {
-        r["holder"] = json!(p.pick(DIDS));
+        r["holder"] = json!(p.pick(&POOLS.dids));
     }
     if p.chance() {
-        r["verification"] = json!(if p.chance() { "" } else { REFS[0] });
+        r["verification"] = json!(if p.chance() { "" } else { POOLS.refs[0] });
     }
     r
 }
@@ -144,8 +180,8 @@ fn argument_tuples(params: &[crate::spec::ParamDef]) -> Vec<Vec<Option<String>>>
     let mut tuples = vec![Vec::new()];
     for param in params {
         let mut pool: Vec<Option<String>> = match param.param_type {
-            ParamType::Did => DIDS.iter().map(|s| Some(s.to_string())).collect(),
-            ParamType::AtUri => REFS.iter().map(|s| Some(s.to_string())).collect(),
+            ParamType::Did => POOLS.dids.iter().map(|s| Some(s.to_string())).collect(),
+            ParamType::AtUri => POOLS.refs.iter().map(|s| Some(s.to_string())).collect(),
             ParamType::Enum => param
                 .values
                 .clone()
@@ -153,7 +189,8 @@ fn argument_tuples(params: &[crate::spec::ParamDef]) -> Vec<Vec<Option<String>>>
                 .into_iter()
                 .map(Some)
                 .collect(),
-            ParamType::String => NAMES
+            ParamType::String => POOLS
+                .names
                 .iter()
                 .chain(["SERDE", "holds", "dev.svc.defs#lpRoundtrip"].iter())
                 .map(|s| Some(s.to_string()))
@@ -183,7 +220,8 @@ async fn lookups_equal_direct_evaluation(fresh: Fresh, ops: &[Op], batch: usize,
     let mut changes: Vec<Change> = Vec::new();
     for op in ops {
         let kind = KINDS[op.kind];
-        let uri = format!("at://did:plc:a/{kind}/{}", op.slot);
+        let authority = POOLS.authorities[usize::from(op.slot) % POOLS.authorities.len()];
+        let uri = format!("at://{authority}/{kind}/{}", op.slot);
         let rev = REVS[op.rev];
         let stale = model
             .get(&uri)
