@@ -14,7 +14,11 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("jetstream_line", jetstream_line),
     ("corpus", corpus),
     ("list_paging", list_paging),
+    ("writer", writer),
 ];
+
+mod writer;
+pub use writer::{WriterBench, writer};
 
 /// The atproto string formats: DID, handle, NSID, TID, record key, AT-URI, datetime.
 pub fn syntax(data: &[u8]) {

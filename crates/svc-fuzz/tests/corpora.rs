@@ -22,3 +22,17 @@ fn every_committed_corpus_file_passes_its_target() {
         "only {replayed} corpus files"
     );
 }
+
+/// The writer's corpus through a PostgreSQL catalog too (the target itself uses SQLite): the
+/// engines must take the same records.
+#[test]
+fn the_writer_corpus_passes_on_postgres() {
+    let Some(bench) = svc_fuzz::WriterBench::postgres() else {
+        return;
+    };
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/writer");
+    for entry in std::fs::read_dir(&folder).expect("the writer's corpus") {
+        let data = std::fs::read(entry.expect("a corpus entry").path()).expect("a corpus file");
+        bench.drive(&data);
+    }
+}
