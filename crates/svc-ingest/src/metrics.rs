@@ -14,9 +14,17 @@ pub struct EventLabels {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// A [`svc_catalog::Refusal`]'s label.
+    pub reason: &'static str,
+}
+
 #[derive(Debug, Default)]
 pub struct IngestMetrics {
     pub events: Family<EventLabels, Counter>,
+    /// Changes the catalog's store refused for their content, skipped.
+    pub refused: Family<ReasonLabel, Counter>,
     pub invalid_records: Counter,
     pub malformed_events: Counter,
     /// Seconds between the newest applied event's time and now.
@@ -32,6 +40,11 @@ impl IngestMetrics {
             "svc_ingest_events",
             "Events by source and outcome",
             self.events.clone(),
+        );
+        registry.register(
+            "svc_catalog_refused",
+            "Changes the catalog's store refused for their content, skipped, by reason",
+            self.refused.clone(),
         );
         registry.register(
             "svc_ingest_invalid_records",
@@ -63,6 +76,20 @@ impl IngestMetrics {
             "Repositories to backfill",
             self.backfill_repos_total.clone(),
         );
+    }
+
+    /// What the catalog did with one source's batch.
+    pub fn count_report(&self, source: &'static str, report: &svc_catalog::ApplyReport) {
+        self.count(source, "applied", report.applied);
+        self.count(source, "stale", report.stale);
+        self.count(source, "refused", report.refused_total());
+        for reason in svc_catalog::Refusal::ALL {
+            let n = report.refused(reason);
+            if n > 0 {
+                let reason = reason.label();
+                self.refused.get_or_create(&ReasonLabel { reason }).inc_by(n);
+            }
+        }
     }
 
     /// Static labels: this runs per event on the live path, so it must not allocate.
