@@ -67,17 +67,63 @@ pub fn lexicon(data: &[u8]) {
     }
 }
 
+/// One ingestor for every run: building the query set each time would be most of the work.
+fn ingestor() -> &'static svc_ingest::Ingestor {
+    static INGESTOR: std::sync::OnceLock<svc_ingest::Ingestor> = std::sync::OnceLock::new();
+    INGESTOR.get_or_init(|| {
+        svc_ingest::Ingestor::new(
+            std::sync::Arc::new(svc_catalog::QuerySet::embedded()),
+            std::sync::Arc::default(),
+        )
+    })
+}
+
+/// What a source says passes the ingest checks before it can reach the catalog: a change has
+/// a TID for its rev, and a stored account status is a short word.
+fn check_ingested(event: svc_ingest::CommitEvent) {
+    let rev = event.rev.clone();
+    if let svc_ingest::Prepared::Change(_) = ingestor().prepare(event) {
+        assert!(svc_syntax::check_tid(&rev).is_ok(), "{rev:?}");
+    }
+}
+
+fn check_account_status(status: &svc_catalog::AccountStatus) {
+    if let svc_catalog::AccountStatus::Inactive(status) = status {
+        assert!(
+            status.len() <= 16 && status.bytes().all(|b| b.is_ascii_lowercase()),
+            "{status:?}"
+        );
+    }
+}
+
 /// A repository-firehose frame: DAG-CBOR header and body, and the CAR slice in it.
 pub fn firehose_frame(data: &[u8]) {
     let _ = svc_ingest::firehose::decode_frame(data, |_| true);
-    let _ =
-        svc_ingest::firehose::decode_frame(data, |collection| collection.starts_with("dev.svc."));
+    let Ok(message) =
+        svc_ingest::firehose::decode_frame(data, |collection| collection.starts_with("dev.svc."))
+    else {
+        return;
+    };
+    for event in message.events {
+        match event {
+            svc_ingest::firehose::SourceEvent::Commit(commit) => check_ingested(commit),
+            svc_ingest::firehose::SourceEvent::Account { status, .. } => {
+                check_account_status(&status)
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A Jetstream event, which is also the line format of `--import`.
 pub fn jetstream_line(data: &[u8]) {
-    if let Ok(text) = std::str::from_utf8(data) {
-        let _ = svc_ingest::parse_jetstream_line(text);
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match svc_ingest::parse_jetstream_line(text) {
+        Ok(svc_ingest::JetstreamLine::Commit(commit)) => check_ingested(commit),
+        Ok(svc_ingest::JetstreamLine::Account { status, .. }) => check_account_status(&status),
+        _ => {}
     }
 }
 

@@ -1,14 +1,37 @@
 //! Turns events into catalog changes under the ingest rules: out-of-family collections are
-//! ignored, records are validated against the lexicons (a failure is counted and logged with
-//! the uri and the failing path, never fatal), deletes pass through.
+//! ignored; what a source says of a record (its repository, key, revision, CID and uri) is
+//! checked, and records are validated against the lexicons (a failure is counted and logged
+//! with the uri and the reason, never fatal); deletes pass the same checks, then through.
 
 use crate::event::{Action, CommitEvent};
 use crate::metrics::IngestMetrics;
 use crate::readiness::WriteHealth;
 use std::sync::Arc;
+use std::time::Duration;
 use svc_catalog::Json;
 use svc_catalog::{Change, QuerySet, Upsert};
 use svc_lexicon::Lexicons;
+
+/// The longest record uri that is filed. Both engines index the uri, and PostgreSQL's B-tree
+/// entries hold at most about 2.7 KB (a longer one fails the whole commit); every DID method
+/// the network's relays accept (did:plc, did:web) gives uris far below this.
+pub const MAX_RECORD_URI_BYTES: usize = 2048;
+
+/// How far ahead of this host's clock a time a source gives may be (a rev's, an event's, a
+/// Jetstream cursor): clocks drift by seconds, and a relay allows minutes; a time beyond was
+/// not made now, and kept as a rev or a cursor it would stand above everything that follows.
+pub const CLOCK_TOLERANCE: Duration = Duration::from_secs(600);
+
+/// Whether a time a source gives, in microseconds since the epoch, can be true: not before the
+/// epoch, and not beyond now (and the tolerance).
+pub fn is_plausible_time(micros: i64) -> bool {
+    let latest = svc_syntax::now_unix_micros().saturating_add(CLOCK_TOLERANCE.as_micros() as i64);
+    (0..=latest).contains(&micros)
+}
+
+/// How much of a refused uri a log line shows: enough to find the record, and a hostile uri
+/// does not fill the log.
+const LOGGED_URI_BYTES: usize = 256;
 
 /// What became of one event before it reached the catalog.
 #[derive(Debug)]
@@ -55,6 +78,9 @@ impl Ingestor {
             return Prepared::Ignored;
         }
         let uri = event.uri();
+        if let Err(reason) = check_source_fields(&event, &uri) {
+            return self.invalid(&uri, &reason);
+        }
         let record_json = match (event.action, event.record_json) {
             (Action::Delete, _) => {
                 return Prepared::Change(Change::Delete {
@@ -90,14 +116,66 @@ impl Ingestor {
 
     fn invalid(&self, uri: &str, reason: &str) -> Prepared {
         self.metrics.invalid_records.inc();
+        let uri = shortened(uri, LOGGED_URI_BYTES);
         tracing::warn!(%uri, "invalid record skipped: {reason}");
         Prepared::Invalid
     }
 }
 
+/// What the source says of the record besides its body. The rev orders every version of a
+/// uri (the catalog keeps the greatest), so one that is not a TID (`~~~` sorts above them all)
+/// or is a TID of a time to come would pin the record against every later change; the others
+/// are stored and indexed as they come. Jetstream and the firehose check the repository and
+/// the key as they parse, but the backfill takes them from a server's listing: this is where
+/// every source passes.
+fn check_source_fields(event: &CommitEvent, uri: &str) -> Result<(), String> {
+    if uri.len() > MAX_RECORD_URI_BYTES {
+        return Err(format!(
+            "uri: {} bytes, longer than {MAX_RECORD_URI_BYTES}",
+            uri.len()
+        ));
+    }
+    svc_syntax::check_did(&event.did).map_err(|e| format!("repository: {e}"))?;
+    svc_syntax::check_record_key(&event.rkey).map_err(|e| format!("record key: {e}"))?;
+    svc_syntax::check_tid(&event.rev).map_err(|e| format!("rev: {e}"))?;
+    if !is_plausible_time(tid_micros(&event.rev)) {
+        return Err(format!("rev: {} is a time in the future", event.rev));
+    }
+    if let Some(cid) = &event.cid {
+        svc_syntax::check_cid(cid).map_err(|e| format!("cid: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The time in a TID (the value's bits above its 10-bit clock id); `tid` is one.
+fn tid_micros(tid: &str) -> i64 {
+    let value = tid.bytes().fold(0u64, |value, c| {
+        let digit = match c {
+            b'2'..=b'7' => c - b'2',
+            _ => c.wrapping_sub(b'a') + 6,
+        };
+        (value << 5) | u64::from(digit & 31)
+    });
+    (value >> 10) as i64
+}
+
+/// `text` cut to at most `limit` bytes on a character boundary, marked when cut.
+fn shortened(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= limit {
+        return text.into();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &text[..end], text.len()).into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const VALID: &str = r#"{"$type":"dev.svc.vocab","name":"colors","world":"open","occurredAt":"2026-01-01T00:00:00Z"}"#;
 
     fn event(collection: &str, record: &str) -> CommitEvent {
         CommitEvent {
@@ -105,19 +183,22 @@ mod tests {
             collection: collection.into(),
             rkey: "1".into(),
             action: Action::Create,
-            rev: "3a".into(),
+            rev: "3kaaaaaaaaaa2".into(),
             cid: None,
             record_json: Some(record.into()),
             time_us: None,
         }
     }
 
+    fn ingestor() -> Ingestor {
+        Ingestor::new(Arc::new(QuerySet::embedded()), Arc::default())
+    }
+
     #[test]
     fn family_records_are_validated_and_others_ignored() {
-        let ingestor = Ingestor::new(Arc::new(QuerySet::embedded()), Arc::default());
-        let valid = r#"{"$type":"dev.svc.vocab","name":"colors","world":"open","occurredAt":"2026-01-01T00:00:00Z"}"#;
+        let ingestor = ingestor();
         assert!(matches!(
-            ingestor.prepare(event("dev.svc.vocab", valid)),
+            ingestor.prepare(event("dev.svc.vocab", VALID)),
             Prepared::Change(Change::Upsert(_))
         ));
         assert!(matches!(
@@ -134,5 +215,127 @@ mod tests {
             Prepared::Invalid
         ));
         assert_eq!(ingestor.metrics().invalid_records.get(), 2);
+    }
+
+    #[test]
+    fn a_rev_that_is_no_tid_makes_creates_and_deletes_invalid() {
+        let ingestor = ingestor();
+        for rev in [
+            "~~~",
+            "",
+            "3kb0000000001",
+            "3kaaaaaaaaaa22",
+            "zzzzzzzzzzzzz",
+        ] {
+            for action in [Action::Create, Action::Update, Action::Delete] {
+                let mut event = event("dev.svc.vocab", VALID);
+                event.rev = rev.into();
+                event.action = action;
+                assert!(
+                    matches!(ingestor.prepare(event), Prepared::Invalid),
+                    "{rev:?} {action:?}"
+                );
+            }
+        }
+        assert_eq!(ingestor.metrics().invalid_records.get(), 15);
+        let mut delete = event("dev.svc.vocab", VALID);
+        delete.action = Action::Delete;
+        assert!(matches!(
+            ingestor.prepare(delete),
+            Prepared::Change(Change::Delete { .. })
+        ));
+        // A TID, but of a time to come: it too would stand above every real change.
+        for rev in ["bzzzzzzzzzz22", "jzzzzzzzzzzzz"] {
+            let mut event = event("dev.svc.vocab", VALID);
+            event.rev = rev.into();
+            assert!(
+                matches!(ingestor.prepare(event), Prepared::Invalid),
+                "{rev}"
+            );
+        }
+        let generator = svc_syntax::TidGenerator::new(1);
+        let mut now = event("dev.svc.vocab", VALID);
+        now.rev = generator.next_tid();
+        assert!(matches!(
+            ingestor.prepare(now),
+            Prepared::Change(Change::Upsert(_))
+        ));
+        // Out of the family nothing is read, the rev neither.
+        let mut foreign = event("app.bsky.feed.post", "{}");
+        foreign.rev = "~~~".into();
+        assert!(matches!(ingestor.prepare(foreign), Prepared::Ignored));
+    }
+
+    #[test]
+    fn a_uri_longer_than_the_engines_index_is_invalid() {
+        let ingestor = ingestor();
+        let with_did = |did: String| CommitEvent {
+            did,
+            ..event("dev.svc.vocab", VALID)
+        };
+        let overhead = event("dev.svc.vocab", VALID).uri().len() - "did:plc:a".len();
+        let longest = format!(
+            "did:web:{}",
+            "a".repeat(MAX_RECORD_URI_BYTES - overhead - "did:web:".len())
+        );
+        let at_limit = with_did(longest.clone());
+        assert_eq!(at_limit.uri().len(), MAX_RECORD_URI_BYTES);
+        assert!(matches!(
+            ingestor.prepare(at_limit),
+            Prepared::Change(Change::Upsert(_))
+        ));
+        for action in [Action::Create, Action::Delete] {
+            let mut over = with_did(format!("{longest}a"));
+            over.action = action;
+            assert!(matches!(ingestor.prepare(over), Prepared::Invalid));
+        }
+        assert_eq!(ingestor.metrics().invalid_records.get(), 2);
+    }
+
+    #[test]
+    fn repository_key_and_cid_as_a_listing_gives_them_are_checked() {
+        let ingestor = ingestor();
+        let cases: [fn(&mut CommitEvent); 4] = [
+            |e| e.did = "alice\0".into(),
+            |e| e.rkey = "..".into(),
+            |e| e.cid = Some("bafy\0rei".into()),
+            |e| e.cid = Some("b".repeat(10_000)),
+        ];
+        for change in cases {
+            let mut event = event("dev.svc.vocab", VALID);
+            change(&mut event);
+            assert!(matches!(ingestor.prepare(event), Prepared::Invalid));
+        }
+        let mut good = event("dev.svc.vocab", VALID);
+        good.cid = Some("bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm".into());
+        assert!(matches!(
+            ingestor.prepare(good),
+            Prepared::Change(Change::Upsert(_))
+        ));
+        assert_eq!(ingestor.metrics().invalid_records.get(), 4);
+    }
+
+    #[test]
+    fn a_tid_holds_its_time_above_the_clock_id() {
+        assert_eq!(tid_micros("2222222222222"), 0);
+        assert_eq!(tid_micros("3jzfcijpj2z2a"), 1_688_137_381_887_007);
+        assert_eq!(tid_micros("bzzzzzzzzzz22"), (1 << 53) - 1);
+        assert!(is_plausible_time(svc_syntax::now_unix_micros()));
+        assert!(!is_plausible_time(-1));
+        assert!(!is_plausible_time(i64::MAX));
+        let ahead = CLOCK_TOLERANCE.as_micros() as i64;
+        assert!(is_plausible_time(
+            svc_syntax::now_unix_micros() + ahead - 1_000_000
+        ));
+        assert!(!is_plausible_time(
+            svc_syntax::now_unix_micros() + ahead + 1_000_000
+        ));
+    }
+
+    #[test]
+    fn a_long_uri_is_logged_cut_on_a_character_boundary() {
+        assert_eq!(shortened("at://x", 256), "at://x");
+        let long = format!("at://{}", "é".repeat(200));
+        assert_eq!(shortened(&long, 10), "at://éé... (405 bytes)");
     }
 }

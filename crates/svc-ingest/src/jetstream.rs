@@ -1,14 +1,15 @@
 //! The Jetstream v1 event shape (also the JSON Lines import format):
 //! `{"did","time_us","kind":"commit","commit":{"rev","operation","collection","rkey","record","cid"}}`.
 
-use crate::event::{Action, CommitEvent};
+use crate::event::{Action, CommitEvent, account_status};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 #[derive(Debug, Deserialize)]
 struct AccountBody<'a> {
     active: Option<bool>,
-    status: Option<&'a str>,
+    #[serde(borrow)]
+    status: Option<std::borrow::Cow<'a, str>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,8 +64,7 @@ pub fn parse_jetstream_line(text: &str) -> Result<JetstreamLine, String> {
         let did = line.did.ok_or("missing did")?;
         svc_syntax::check_did(did).map_err(|e| format!("did: {e}"))?;
         let account = line.account.ok_or("missing account")?;
-        let status =
-            svc_catalog::AccountStatus::from_event(account.active.unwrap_or(true), account.status);
+        let status = account_status(account.active.unwrap_or(true), account.status.as_deref());
         return Ok(JetstreamLine::Account {
             did: did.to_string(),
             status,
@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn parses_commits_and_skips_other_kinds() {
-        let line = r#"{"did":"did:plc:a","time_us":5,"kind":"commit","commit":{"rev":"3a","operation":"create","collection":"dev.svc.bounty","rkey":"1","record":{"$type":"dev.svc.bounty","x":[1]},"cid":"bafyx"}}"#;
+        let line = r#"{"did":"did:plc:a","time_us":5,"kind":"commit","commit":{"rev":"3kaaaaaaaaaa2","operation":"create","collection":"dev.svc.bounty","rkey":"1","record":{"$type":"dev.svc.bounty","x":[1]},"cid":"bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm"}}"#;
         let JetstreamLine::Commit(event) = parse_jetstream_line(line).unwrap() else {
             panic!("commit")
         };
@@ -126,7 +126,7 @@ mod tests {
             parse_jetstream_line(identity).unwrap(),
             JetstreamLine::Other { .. }
         ));
-        let delete = r#"{"did":"did:plc:a","time_us":7,"kind":"commit","commit":{"rev":"3b","operation":"delete","collection":"dev.svc.bounty","rkey":"1"}}"#;
+        let delete = r#"{"did":"did:plc:a","time_us":7,"kind":"commit","commit":{"rev":"3kaaaaaaaaab2","operation":"delete","collection":"dev.svc.bounty","rkey":"1"}}"#;
         let JetstreamLine::Commit(event) = parse_jetstream_line(delete).unwrap() else {
             panic!("commit")
         };
@@ -149,6 +149,17 @@ mod tests {
             status,
             svc_catalog::AccountStatus::Inactive("deactivated".into())
         );
+        let hostile = format!(
+            r#"{{"did":"did:plc:a","time_us":10,"kind":"account","account":{{"active":false,"status":"take\u0000down{}"}}}}"#,
+            "x".repeat(10_000)
+        );
+        assert!(matches!(
+            parse_jetstream_line(&hostile).unwrap(),
+            JetstreamLine::Account {
+                status: svc_catalog::AccountStatus::Inactive(status),
+                ..
+            } if status == "unknown"
+        ));
         let active = r#"{"did":"did:plc:a","time_us":10,"kind":"account","account":{"active":true,"did":"did:plc:a","seq":4}}"#;
         assert!(matches!(
             parse_jetstream_line(active).unwrap(),
@@ -170,7 +181,7 @@ mod tests {
             parse_jetstream_line(r#"{"kind":"commit","did":"did:plc:a"}"#).unwrap_err(),
             "missing commit"
         );
-        let bad_op = r#"{"did":"did:plc:a","kind":"commit","commit":{"rev":"3a","operation":"merge","collection":"dev.svc.bounty","rkey":"1"}}"#;
+        let bad_op = r#"{"did":"did:plc:a","kind":"commit","commit":{"rev":"3kaaaaaaaaaa2","operation":"merge","collection":"dev.svc.bounty","rkey":"1"}}"#;
         assert_eq!(
             parse_jetstream_line(bad_op).unwrap_err(),
             "commit.operation: unknown operation merge"

@@ -95,13 +95,14 @@ fn main() {
     let base = svc_syntax::now_unix_micros() - 3_600_000_000;
     let mut delays = Vec::with_capacity(probes * 2);
     let mut expected = total(&client, &indexer_url);
+    let revs = svc_syntax::TidGenerator::new(0);
     for i in 0..probes {
         for url in &urls {
             total(&client, url); // the old answer, cached
         }
         let rkey = format!("propagation{i:06}");
         let line = serde_json::json!({"did": "did:plc:replicabench", "time_us": base + i as i64,
-            "kind": "commit", "commit": {"rev": format!("3kz{i:010}"), "operation": "create",
+            "kind": "commit", "commit": {"rev": revs.next_tid(), "operation": "create",
             "collection": "dev.svc.vocab", "rkey": rkey, "cid":
             "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm", "record": {
             "$type": "dev.svc.vocab", "name": rkey, "world": "open",

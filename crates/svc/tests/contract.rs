@@ -18,7 +18,7 @@ fn events(dir: &std::path::Path) -> Vec<Value> {
     let mut all = created.clone();
     let last_time = created.last().unwrap()["time_us"].as_i64().unwrap();
     for (i, event) in created.iter().enumerate() {
-        let newer = format!("{}z", event["commit"]["rev"].as_str().unwrap());
+        let newer = tid_after(event["commit"]["rev"].as_str().unwrap());
         let mut later = event.clone();
         later["time_us"] = json!(last_time + 1 + i as i64);
         let commit = &mut later["commit"];

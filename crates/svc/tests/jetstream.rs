@@ -48,7 +48,7 @@ fn skips_foreign_and_bad_events_and_reconnects_with_a_rewound_cursor() {
         "closed",
     ));
     list.push((base + 10_700_000, json!({"did": "did:plc:x", "time_us": base + 10_700_000, "kind": "commit",
-        "commit": {"rev": "3kx", "operation": "create", "collection": "app.bsky.feed.post", "rkey": "1",
+        "commit": {"rev": tid(base + 10_700_000), "operation": "create", "collection": "app.bsky.feed.post", "rkey": "1",
         "record": {"$type": "app.bsky.feed.post", "text": "hi"}}}).to_string()));
     list.extend(events(base, 11, 20));
     let replay = Replay::start(list);
@@ -269,4 +269,183 @@ fn a_source_sending_garbage_is_reopened() {
 #[test]
 fn a_stalled_source_is_reopened_after_the_liveness_timeout() {
     a_misbehaving_source_is_reopened(Fault::Stall, "nothing heard for");
+}
+
+/// A Jetstream commit of a vocabulary (none for a delete) in the world "open".
+fn vocab_commit(
+    did: &str,
+    rkey: &str,
+    time_us: i64,
+    rev: &str,
+    operation: &str,
+    name: &str,
+) -> String {
+    let mut commit = json!({"rev": rev, "operation": operation, "collection": "dev.svc.vocab",
+        "rkey": rkey});
+    if operation != "delete" {
+        commit["record"] = json!({"$type": "dev.svc.vocab", "name": name, "world": "open",
+            "occurredAt": NOW});
+        commit["cid"] = json!(CID);
+    }
+    json!({"did": did, "time_us": time_us, "kind": "commit", "commit": commit}).to_string()
+}
+
+fn named(server: &Server, name: &str) -> Vec<String> {
+    server.uris(&format!("/v1/vocabularies/by-name?name={name}"))
+}
+
+/// What a source says is checked before it is trusted: a rev that is no TID is skipped and
+/// counted, so it cannot pin a record against the real changes that follow; a `time_us` no
+/// clock shows yet is not where a restart resumes; a made-up account status still hides the
+/// account, stored in a bounded form.
+fn what_jetstream_says_is_checked_before_it_is_trusted(backend: Backend) {
+    let _cluster = shared_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = backend.fresh_db(dir.path()) else {
+        return;
+    };
+    let base = now_us() - 60_000_000;
+    let at = |seconds: f64| base + (seconds * 1e6) as i64;
+    let (did, rkey) = ("did:plc:jetstream", "pinned");
+    let pinned = format!("at://{did}/dev.svc.vocab/{rkey}");
+    let commit = |time: i64, rev: &str, operation: &str, name: &str| {
+        (time, vocab_commit(did, rkey, time, rev, operation, name))
+    };
+    let mut list = events(base, 0, 3);
+    // `~~~` sorts above every TID: stored, it would make every real change stale.
+    list.push(commit(at(3.1), "~~~", "create", "hostile"));
+    list.push(commit(at(3.2), "", "create", "empty"));
+    list.push(commit(at(3.3), &tid(at(3.3)), "create", "pinned-first"));
+    list.push(commit(at(3.4), &tid(at(3.4)), "update", "pinned-second"));
+    let hidden = vocab_commit(
+        "did:plc:hidden",
+        "one",
+        at(3.5),
+        &tid(at(3.5)),
+        "create",
+        "hidden",
+    );
+    list.push((at(3.5), hidden));
+    // PostgreSQL's text refuses the NUL: stored as it came, the account would stay visible.
+    let status = format!("take\u{0}down{}", "x".repeat(10_000));
+    let account = json!({"did": "did:plc:hidden", "time_us": at(3.6), "kind": "account",
+        "account": {"active": false, "did": "did:plc:hidden", "seq": 1, "status": status}});
+    list.push((at(3.6), account.to_string()));
+    list.extend(events(base, 4, 6));
+    let replay = Replay::start(list);
+    let mut server = Server::listening(
+        &db,
+        &[
+            "--firehose",
+            replay.url.as_str(),
+            "--ready-lag",
+            "5s",
+            "--liveness",
+            "3s",
+        ],
+    );
+    server.wait_ready();
+    server.wait_for(
+        "/v1/vocabularies/by-name?name=js-005",
+        Duration::from_secs(15),
+        |b| b["total"] == 1,
+    );
+    assert_eq!(named(&server, "pinned-second"), vec![pinned.clone()]);
+    for name in ["hostile", "empty", "pinned-first", "hidden"] {
+        assert!(named(&server, name).is_empty(), "{name}");
+    }
+    let metrics = server.get_raw("/metrics").2;
+    assert!(
+        metrics.contains("svc_ingest_events_total{source=\"firehose\",outcome=\"invalid\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("svc_ingest_invalid_records_total 2"),
+        "{metrics}"
+    );
+    // The real delete applies; then an event whose time_us no clock shows yet comes last, its
+    // record applied, its time neither the cursor nor the newest event's time.
+    replay.publish([commit(at(7.0), &tid(at(7.0)), "delete", "")]);
+    let far = vocab_commit(did, "far", i64::MAX, &tid(at(7.5)), "create", "far-future");
+    replay.publish([(at(7.5), far)]);
+    server.wait_for(
+        "/v1/vocabularies/by-name?name=far-future",
+        Duration::from_secs(10),
+        |b| b["total"] == 1,
+    );
+    assert!(named(&server, "pinned-second").is_empty());
+    let metrics = server.get_raw("/metrics").2;
+    let lag = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("svc_ingest_lag_seconds "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .expect("the lag gauge");
+    assert!(
+        lag >= 50.0,
+        "the lag is measured from a plausible time: {lag}"
+    );
+    assert!(server.stop().success());
+    // Resumed from the last plausible time (rewound 5 s), so what came meanwhile arrives.
+    replay.publish(events(base, 8, 10));
+    let mut again = Server::listening(
+        &db,
+        &[
+            "--firehose",
+            replay.url.as_str(),
+            "--ready-lag",
+            "5s",
+            "--liveness",
+            "3s",
+        ],
+    );
+    again.wait_ready();
+    again.wait_for(
+        "/v1/vocabularies/by-name?name=js-009",
+        Duration::from_secs(15),
+        |b| b["total"] == 1,
+    );
+    let resumed = replay.state.lock().unwrap().cursors[1];
+    assert_eq!(resumed, Some(at(7.0) - 5_000_000));
+    assert_eq!(named(&again, "far-future").len(), 1);
+    assert!(named(&again, "pinned-second").is_empty());
+}
+
+each_backend!(what_jetstream_says_is_checked_before_it_is_trusted);
+
+#[test]
+fn a_stored_cursor_that_cannot_be_true_is_not_resumed_from() {
+    let base = now_us() - 30_000_000;
+    let replay = Replay::start(events(base, 0, 3));
+    let dir = tempfile::tempdir().unwrap();
+    let first = jetstream_server(&dir, &replay, &[]);
+    first.wait_for(
+        "/v1/vocabularies/by-world?world=open&limit=1",
+        Duration::from_secs(10),
+        |b| b["total"] == 3,
+    );
+    assert!(first.stop().success());
+    // As an earlier version could have stored it from a `time_us` of the year 292277.
+    let db = rusqlite::Connection::open(dir.path().join("catalog.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE cursors SET cursor = ?1 WHERE source = 'firehose'",
+            [i64::MAX.to_string()],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    replay.publish(events(base, 3, 5));
+    let mut second = jetstream_listening(&dir, &replay, &[]);
+    second.wait_log("cannot be true", Duration::from_secs(10));
+    second.wait_ready();
+    assert_eq!(
+        replay.state.lock().unwrap().cursors[1],
+        None,
+        "the live tail"
+    );
+    second.wait_for(
+        "/v1/vocabularies/by-world?world=open&limit=1",
+        Duration::from_secs(10),
+        |b| b["total"] == 5,
+    );
 }

@@ -4,8 +4,7 @@
 use super::car;
 use super::dagcbor::{self, Cbor};
 use super::{SourceEvent, SourceMessage};
-use crate::event::{Action, CommitEvent};
-use svc_catalog::AccountStatus;
+use crate::event::{Action, CommitEvent, account_status};
 
 fn time_of(body: &Cbor) -> Option<i64> {
     body.get("time")
@@ -46,12 +45,11 @@ pub fn decode_frame(bytes: &[u8], wanted: impl Fn(&str) -> bool) -> Result<Sourc
         Some("#commit") => commit_events(&body, time_us, wanted)?,
         Some("#account") => {
             let active = body.get("active").and_then(Cbor::as_bool).unwrap_or(true);
-            let status =
-                AccountStatus::from_event(active, body.get("status").and_then(Cbor::as_str));
-            vec![SourceEvent::Account {
-                did: did()?,
-                status,
-            }]
+            let status = account_status(active, body.get("status").and_then(Cbor::as_str));
+            // The did is stored with the status, so it is checked as a commit's repo is.
+            let did = did()?;
+            svc_syntax::check_did(&did).map_err(|e| format!("account did: {e}"))?;
+            vec![SourceEvent::Account { did, status }]
         }
         Some("#identity") => vec![SourceEvent::Identity { did: did()? }],
         Some("#info") => {
@@ -142,4 +140,100 @@ fn commit_events(
         }));
     }
     Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use svc_catalog::AccountStatus;
+
+    /// DAG-CBOR of the few shapes a frame's header and body need.
+    enum Value<'a> {
+        Int(i64),
+        Text(&'a str),
+        Bool(bool),
+        Map(Vec<(&'a str, Value<'a>)>),
+    }
+
+    fn head(out: &mut Vec<u8>, major: u8, n: u64) {
+        let major = major << 5;
+        match n {
+            0..=23 => out.push(major | n as u8),
+            24..=0xff => out.extend([major | 24, n as u8]),
+            0x100..=0xffff => {
+                out.push(major | 25);
+                out.extend((n as u16).to_be_bytes());
+            }
+            _ => {
+                out.push(major | 27);
+                out.extend(n.to_be_bytes());
+            }
+        }
+    }
+
+    fn encode(value: &Value, out: &mut Vec<u8>) {
+        match value {
+            Value::Int(n) if *n >= 0 => head(out, 0, *n as u64),
+            Value::Int(n) => head(out, 1, (-1 - *n) as u64),
+            Value::Text(text) => {
+                head(out, 3, text.len() as u64);
+                out.extend(text.as_bytes());
+            }
+            Value::Bool(b) => out.push(if *b { 0xf5 } else { 0xf4 }),
+            Value::Map(entries) => {
+                head(out, 5, entries.len() as u64);
+                for (key, value) in entries {
+                    encode(&Value::Text(key), out);
+                    encode(value, out);
+                }
+            }
+        }
+    }
+
+    fn frame(kind: &str, body: Vec<(&str, Value)>) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode(
+            &Value::Map(vec![("op", Value::Int(1)), ("t", Value::Text(kind))]),
+            &mut out,
+        );
+        encode(&Value::Map(body), &mut out);
+        out
+    }
+
+    fn account(did: &str, status: &str) -> Vec<u8> {
+        frame(
+            "#account",
+            vec![
+                ("seq", Value::Int(7)),
+                ("did", Value::Text(did)),
+                ("time", Value::Text("2024-01-02T03:04:05Z")),
+                ("active", Value::Bool(false)),
+                ("status", Value::Text(status)),
+            ],
+        )
+    }
+
+    #[test]
+    fn account_events_keep_known_statuses_and_bound_the_others() {
+        let message = decode_frame(&account("did:plc:a", "suspended"), |_| true).unwrap();
+        assert_eq!(message.cursor, Some(7));
+        assert_eq!(message.time_us, Some(1_704_164_645_000_000));
+        let [SourceEvent::Account { did, status }] = message.events.as_slice() else {
+            panic!("{message:?}")
+        };
+        assert_eq!(did, "did:plc:a");
+        assert_eq!(status, &AccountStatus::Inactive("suspended".into()));
+        let long = format!("take\0down{}", "x".repeat(10_000));
+        let message = decode_frame(&account("did:plc:a", &long), |_| true).unwrap();
+        let [SourceEvent::Account { status, .. }] = message.events.as_slice() else {
+            panic!("{message:?}")
+        };
+        assert_eq!(status, &AccountStatus::Inactive("unknown".into()));
+    }
+
+    #[test]
+    fn an_account_event_of_no_did_is_malformed() {
+        let error = decode_frame(&account("alice\0", "suspended"), |_| true).unwrap_err();
+        assert_eq!(error, "account did: not a did");
+    }
 }

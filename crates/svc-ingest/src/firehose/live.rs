@@ -2,7 +2,7 @@
 //! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
 
 use super::{SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
-use crate::ingest::{Ingestor, Prepared};
+use crate::ingest::{Ingestor, Prepared, is_plausible_time};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
 use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};
@@ -138,11 +138,62 @@ fn connect_url(kind: SourceKind, endpoint: &str, cursor: Option<i64>, compress: 
     }
 }
 
-/// Where to resume: the stored cursor, when it was stored for this endpoint (or is forced).
-fn resume_from(stored: Option<&CursorPosition>, endpoint: &str, force: bool) -> Option<i64> {
-    stored
-        .filter(|s| s.endpoint == endpoint || force)
-        .and_then(|s| s.cursor.parse().ok())
+/// Where to resume: the stored cursor, when it was stored for this endpoint (or is forced) and
+/// can be true. One that cannot (stored by an older version, or written by hand) would resume
+/// where the source has nothing, or nothing yet: the source's live tail is the better start.
+fn resume_from(
+    stored: Option<&CursorPosition>,
+    kind: SourceKind,
+    endpoint: &str,
+    force: bool,
+) -> Option<i64> {
+    let stored = stored.filter(|s| s.endpoint == endpoint || force)?;
+    match stored.cursor.parse() {
+        Ok(cursor) if resumable(kind, cursor) => Some(cursor),
+        _ => {
+            let shown: String = stored.cursor.chars().take(64).collect();
+            tracing::warn!(
+                cursor = %shown,
+                "the stored cursor cannot be true; starting from the live tail"
+            );
+            None
+        }
+    }
+}
+
+/// Whether a stored cursor can be resumed from: a Jetstream time not in the future, a
+/// sequence number of the repository firehose not below 0 (a catch-up stores the one before
+/// its first event, which is 0 when the source starts at 1).
+fn resumable(kind: SourceKind, cursor: i64) -> bool {
+    match kind {
+        SourceKind::Jetstream => is_plausible_time(cursor),
+        SourceKind::Repos => cursor >= 0,
+    }
+}
+
+/// Takes off a message's cursor and time where they cannot be true: a Jetstream `time_us` in
+/// the future or before the epoch (it is Jetstream's cursor too), a firehose `seq` that is not
+/// positive, a firehose `time` in the future. Stored, such a cursor is where every restart
+/// would resume (after everything), and as the newest event's time it would show the source
+/// caught up forever. The events are applied as any others (their records pass the same
+/// checks): only the cursor stays where the last plausible message left it, so a restart
+/// reads them again, which the revisions make harmless.
+fn drop_implausible(kind: SourceKind, message: &mut SourceMessage) {
+    if let Some(time) = message.time_us.filter(|time| !is_plausible_time(*time)) {
+        tracing::warn!(
+            time_us = time,
+            "a live event's time cannot be true; not used"
+        );
+        message.time_us = None;
+    }
+    let plausible = match kind {
+        SourceKind::Jetstream => is_plausible_time,
+        SourceKind::Repos => |seq: i64| seq > 0,
+    };
+    if let Some(cursor) = message.cursor.filter(|cursor| !plausible(*cursor)) {
+        tracing::warn!(cursor, "a live event's cursor cannot be true; not stored");
+        message.cursor = None;
+    }
 }
 
 /// Follows the live source until shutdown. Only storage failure ends it with an error.
@@ -168,7 +219,7 @@ pub async fn run_live(
             "the stored cursor belongs to another endpoint; starting from the live tail (--force-cursor reuses it)"
         );
     }
-    let mut cursor = resume_from(stored.as_ref(), &endpoint, config.force_cursor);
+    let mut cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
     let mut backoff = Duration::from_millis(250);
     // After a failed write, the catalog's cursor is the only safe place to resume from: what
     // was read past it was never acknowledged.
@@ -188,7 +239,7 @@ pub async fn run_live(
         if reread_cursor {
             match catalog.cursor(LIVE_SOURCE.to_string()).await {
                 Ok(stored) => {
-                    cursor = resume_from(stored.as_ref(), &endpoint, config.force_cursor);
+                    cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
                     reread_cursor = false;
                 }
                 Err(error) => {
@@ -467,7 +518,8 @@ impl Session<'_> {
         }
     }
 
-    async fn take(&mut self, message: SourceMessage) -> Result<(), FollowError> {
+    async fn take(&mut self, mut message: SourceMessage) -> Result<(), FollowError> {
+        drop_implausible(self.source.kind, &mut message);
         let recent = message.time_us.is_some_and(|time| {
             now_unix_micros() - time <= self.source.config.ready_lag.as_micros() as i64
         });
@@ -672,4 +724,77 @@ fn jetstream_message(text: &str) -> Result<SourceMessage, String> {
             time_us,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(cursor: Option<i64>, time_us: Option<i64>) -> SourceMessage {
+        SourceMessage {
+            events: Vec::new(),
+            cursor,
+            time_us,
+        }
+    }
+
+    fn checked(
+        kind: SourceKind,
+        cursor: Option<i64>,
+        time_us: Option<i64>,
+    ) -> (Option<i64>, Option<i64>) {
+        let mut message = message(cursor, time_us);
+        drop_implausible(kind, &mut message);
+        (message.cursor, message.time_us)
+    }
+
+    #[test]
+    fn a_cursor_or_time_that_cannot_be_true_is_taken_off() {
+        let now = now_unix_micros();
+        let jetstream = SourceKind::Jetstream;
+        assert_eq!(
+            checked(jetstream, Some(now), Some(now)),
+            (Some(now), Some(now))
+        );
+        assert_eq!(
+            checked(jetstream, Some(i64::MAX), Some(i64::MAX)),
+            (None, None)
+        );
+        assert_eq!(checked(jetstream, Some(-1), Some(-1)), (None, None));
+        let an_hour_ahead = now + 3_600_000_000;
+        assert_eq!(
+            checked(jetstream, Some(an_hour_ahead), Some(an_hour_ahead)),
+            (None, None)
+        );
+        let repos = SourceKind::Repos;
+        assert_eq!(checked(repos, Some(1), Some(now)), (Some(1), Some(now)));
+        assert_eq!(checked(repos, Some(0), Some(now)), (None, Some(now)));
+        assert_eq!(checked(repos, Some(-5), None), (None, None));
+        assert_eq!(
+            checked(repos, Some(9), Some(an_hour_ahead)),
+            (Some(9), None)
+        );
+    }
+
+    #[test]
+    fn a_stored_cursor_that_cannot_be_true_is_not_resumed_from() {
+        let stored = |cursor: &str| CursorPosition {
+            source: LIVE_SOURCE.into(),
+            endpoint: "ws://host/subscribe".into(),
+            cursor: cursor.into(),
+            event_time_us: None,
+        };
+        let resume = |kind, cursor: &str| {
+            resume_from(Some(&stored(cursor)), kind, "ws://host/subscribe", false)
+        };
+        let now = now_unix_micros();
+        assert_eq!(resume(SourceKind::Jetstream, &now.to_string()), Some(now));
+        assert_eq!(resume(SourceKind::Jetstream, &i64::MAX.to_string()), None);
+        assert_eq!(resume(SourceKind::Jetstream, "-3"), None);
+        assert_eq!(resume(SourceKind::Jetstream, "soon"), None);
+        assert_eq!(resume(SourceKind::Repos, "0"), Some(0));
+        assert_eq!(resume(SourceKind::Repos, "-1"), None);
+        let other = resume_from(Some(&stored("5")), SourceKind::Repos, "ws://other", false);
+        assert_eq!(other, None);
+    }
 }
