@@ -2,8 +2,11 @@
 //! thread a core parses and validates them, and the catalog writer commits them in the file's
 //! order while the next are prepared. Each batch is committed with a cursor (byte
 //! offset and line number), so an import interrupted by a crash resumes where it stopped, and
-//! a file imported before (same size and modification time) is not read again.
+//! a file imported before (same size and modification time) is not read again. A line that
+//! holds no event (not UTF-8, longer than a live event may be, not an event's JSON) is
+//! skipped, counted and logged with its line number and byte offset.
 
+use crate::firehose::MAX_MESSAGE_BYTES;
 use crate::ingest::{Ingestor, Prepared};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
 use futures_util::stream::{FuturesOrdered, StreamExt};
@@ -13,7 +16,8 @@ use svc_catalog::{ApplyReport, Catalog, CatalogError, Change, CursorPosition};
 use tokio::sync::mpsc;
 
 const BATCH_LINES: usize = 4096;
-/// Room for a batch of typical lines, so that reading one seldom grows its buffer.
+/// Room for a batch of typical lines, so that reading one seldom grows its buffer. A batch of
+/// longer lines ends once it fills this, so that the batches in flight hold bounded memory.
 const BATCH_TEXT: usize = BATCH_LINES * 1024;
 const BATCHES_IN_FLIGHT: usize = 12;
 
@@ -197,13 +201,56 @@ fn account(
 
 /// Lines read from the file, not yet parsed: the unit of work of a preparing thread.
 struct RawBatch {
-    /// The lines, one after another, each with its line end.
-    text: String,
-    /// Where each line ends in `text`.
+    /// The lines' bytes, one after another, each with its line end; a line skipped for its
+    /// length has none.
+    bytes: Vec<u8>,
+    /// Where each line ends in `bytes`.
     ends: Vec<usize>,
+    /// The lines skipped for their length: index in `ends`, and length in the file.
+    too_long: Vec<(usize, u64)>,
+    /// The byte offset and line number of the first line.
+    start: u64,
+    first_line: u64,
     /// The byte offset and line number just after the last line.
     offset: u64,
     line_number: u64,
+}
+
+/// One line of a batch: its number, where it starts in the file, and its bytes.
+struct RawLine<'a> {
+    number: u64,
+    offset: u64,
+    content: Content<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Content<'a> {
+    Bytes(&'a [u8]),
+    /// Longer than one event may be: only its length in the file is known.
+    TooLong(u64),
+}
+
+impl RawBatch {
+    fn lines(&self) -> impl Iterator<Item = RawLine<'_>> {
+        let (mut start, mut offset) = (0, self.start);
+        let mut too_long = self.too_long.iter().peekable();
+        self.ends.iter().enumerate().map(move |(index, &end)| {
+            let (content, length) = match too_long.next_if(|(at, _)| *at == index) {
+                Some(&(_, length)) => (Content::TooLong(length), length),
+                None => {
+                    let bytes = &self.bytes[start..end];
+                    (Content::Bytes(bytes), bytes.len() as u64)
+                }
+            };
+            let line = RawLine {
+                number: self.first_line + index as u64,
+                offset,
+                content,
+            };
+            (start, offset) = (end, offset + length);
+            line
+        })
+    }
 }
 
 /// How many threads parse and validate: one per core. Parsing is most of the reader's work, and
@@ -271,42 +318,72 @@ fn read_batches(
 fn read_lines(
     path: &Path,
     start: u64,
-    mut line_number: u64,
+    line_number: u64,
     mut hand_over: impl FnMut(usize, RawBatch) -> bool,
 ) -> Result<(), ImportError> {
     let mut file = std::fs::File::open(path).map_err(io_error(path))?;
     file.seek(SeekFrom::Start(start)).map_err(io_error(path))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut offset = start;
+    let (mut offset, mut line_number) = (start, line_number);
     for turn in 0.. {
-        let mut text = String::with_capacity(BATCH_TEXT);
-        let mut ends = Vec::with_capacity(BATCH_LINES);
-        while ends.len() < BATCH_LINES {
-            let read = reader.read_line(&mut text).map_err(io_error(path))?;
-            if read == 0 {
-                break;
-            }
-            offset += read as u64;
-            line_number += 1;
-            ends.push(text.len());
-        }
-        let finished = ends.len() < BATCH_LINES;
-        if !ends.is_empty() {
-            let raw = RawBatch {
-                text,
-                ends,
-                offset,
-                line_number,
-            };
-            if !hand_over(turn, raw) {
-                return Ok(());
-            }
+        let (raw, finished) =
+            read_batch(&mut reader, offset, line_number).map_err(io_error(path))?;
+        (offset, line_number) = (raw.offset, raw.line_number);
+        if !raw.ends.is_empty() && !hand_over(turn, raw) {
+            return Ok(());
         }
         if finished {
             break;
         }
     }
     Ok(())
+}
+
+/// Reads lines until the batch is full, in lines or in bytes, or the file ends; says which.
+fn read_batch(
+    reader: &mut impl BufRead,
+    start: u64,
+    line_number: u64,
+) -> std::io::Result<(RawBatch, bool)> {
+    let mut raw = RawBatch {
+        bytes: Vec::with_capacity(BATCH_TEXT),
+        ends: Vec::with_capacity(BATCH_LINES),
+        too_long: Vec::new(),
+        start,
+        first_line: line_number + 1,
+        offset: start,
+        line_number,
+    };
+    while raw.ends.len() < BATCH_LINES && raw.bytes.len() < BATCH_TEXT {
+        if !read_line(reader, &mut raw)? {
+            return Ok((raw, true));
+        }
+    }
+    Ok((raw, false))
+}
+
+/// Adds the next line to the batch, or false at the end of the file. The bytes are checked
+/// for UTF-8 later, on the preparing threads, so that one bad line spoils only itself. A line
+/// longer than a live event may be is passed over in the reader's buffer-sized steps, never
+/// held whole.
+fn read_line(reader: &mut impl BufRead, raw: &mut RawBatch) -> std::io::Result<bool> {
+    let before = raw.bytes.len();
+    let most = MAX_MESSAGE_BYTES as u64 + 1; // with its line end
+    let mut line = std::io::Read::take(&mut *reader, most);
+    let mut read = line.read_until(b'\n', &mut raw.bytes)? as u64;
+    if read == 0 {
+        return Ok(false);
+    }
+    if read == most && raw.bytes.last() != Some(&b'\n') {
+        raw.bytes.truncate(before);
+        raw.bytes.shrink_to(BATCH_TEXT);
+        read += reader.skip_until(b'\n')? as u64;
+        raw.too_long.push((raw.ends.len(), read));
+    }
+    raw.ends.push(raw.bytes.len());
+    raw.offset += read;
+    raw.line_number += 1;
+    Ok(true)
 }
 
 /// Parses, validates and indexes one batch of lines.
@@ -322,25 +399,24 @@ fn prepare_batch(
         lines: raw.ends.len() as u64,
         ..ImportSummary::default()
     };
-    let first_line = raw.line_number + 1 - raw.ends.len() as u64;
-    let starts = std::iter::once(0).chain(raw.ends.iter().copied());
-    for ((line_number, start), end) in (first_line..).zip(starts).zip(&raw.ends) {
-        let text = raw.text[start..*end].trim();
-        if text.is_empty() {
-            continue;
-        }
-        match parse_jetstream_line(text) {
-            Ok(JetstreamLine::Commit(event)) => match ingestor.prepare(event) {
+    for line in raw.lines() {
+        match read_event(&line) {
+            Ok(None) => {}
+            Ok(Some(JetstreamLine::Commit(event))) => match ingestor.prepare(event) {
                 Prepared::Change(change) => changes.push(change),
                 Prepared::Invalid => summary.invalid += 1,
                 Prepared::Ignored => summary.ignored += 1,
             },
-            Ok(JetstreamLine::Other { .. } | JetstreamLine::Account { .. }) => summary.ignored += 1,
-            Err(reason) => {
+            Ok(Some(JetstreamLine::Other { .. } | JetstreamLine::Account { .. })) => {
+                summary.ignored += 1
+            }
+            Err(what) => {
                 summary.malformed += 1;
                 tracing::warn!(
-                    "{}:{line_number}: malformed line skipped: {reason}",
-                    path.display()
+                    "{}:{}: malformed line skipped (at byte {}): {what}",
+                    path.display(),
+                    line.number,
+                    line.offset
                 );
             }
         }
@@ -357,3 +433,184 @@ fn prepare_batch(
         bytes_done: raw.offset,
     }
 }
+
+/// The event on a line, none for a blank line, or what is wrong with the line.
+fn read_event(line: &RawLine<'_>) -> Result<Option<JetstreamLine>, String> {
+    let bytes = match line.content {
+        Content::Bytes(bytes) => bytes,
+        Content::TooLong(length) => {
+            return Err(format!(
+                "longer than the {MAX_MESSAGE_BYTES} bytes one event may have ({length} bytes \
+                 passed over)"
+            ));
+        }
+    };
+    let text = std::str::from_utf8(bytes).map_err(|error| {
+        let at = line.offset + error.valid_up_to() as u64;
+        format!("not UTF-8 text (the bytes at byte {at} are not UTF-8)")
+    })?;
+    // Some editors start a UTF-8 file with a byte-order mark.
+    let text = match line.offset {
+        0 => text.strip_prefix('\u{feff}').unwrap_or(text),
+        _ => text,
+    };
+    let trimmed = text.trim_start();
+    let lead = bytes.len() - trimmed.len();
+    let trimmed = trimmed.trim_end();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    parse_jetstream_line(trimmed)
+        .map(Some)
+        .map_err(|reason| explain(trimmed, lead, reason))
+}
+
+const NOT_AN_EVENT: &str = "not a Jetstream event line (expected a JSON object with did, \
+                            time_us, kind and, for a commit, commit)";
+
+/// Says what is wrong with a line the parser refused, in the file's terms: the parser's words
+/// where they name a field, a column where the JSON itself is broken, the field of the wrong
+/// type where the JSON is sound.
+fn explain(text: &str, lead: usize, reason: String) -> String {
+    let detail = match reason.strip_prefix("not a JSON event: ") {
+        None => Some(reason),
+        Some(refusal) => match serde_json::from_str::<serde_json::Value>(text) {
+            Err(error) => Some(broken_json(&error, lead)),
+            Ok(value) => wrong_shape(&value).or_else(|| refused_json(refusal, lead)),
+        },
+    };
+    match detail {
+        Some(detail) => format!("{NOT_AN_EVENT}: {detail}"),
+        None => NOT_AN_EVENT.to_owned(),
+    }
+}
+
+/// How and where the JSON is broken, in serde_json's words but for its "ident" (a bare word
+/// other than true, false and null).
+fn broken_json(error: &serde_json::Error, lead: usize) -> String {
+    let message = error.to_string();
+    let (what, _) = split_position(&message);
+    let what = match what {
+        "expected ident" => "expected a value",
+        what => what,
+    };
+    format!("not valid JSON: {what} at column {}", error.column() + lead)
+}
+
+/// serde_json's text without its position, and the column, counted in the parsed text.
+fn split_position(message: &str) -> (&str, Option<usize>) {
+    match message.rsplit_once(" at line ") {
+        Some((what, at)) => {
+            let column = at.rsplit_once("column ").and_then(|(_, c)| c.parse().ok());
+            (what, column)
+        }
+        None => (message, None),
+    }
+}
+
+/// The parser's refusal of sound JSON of the event's shape: a field given twice, or a string
+/// it reads in place written with an escape. Nothing where it names only the parser's types.
+fn refused_json(refusal: &str, lead: usize) -> Option<String> {
+    let (what, column) = split_position(refusal);
+    let at = column.map_or_else(String::new, |c| format!(" at column {}", c + lead));
+    let escaped = what
+        .strip_prefix("invalid type: string ")
+        .and_then(|rest| rest.strip_suffix(", expected a borrowed string"));
+    if let Some(value) = escaped {
+        return Some(format!(
+            "{value}{at} is written with a \\ escape, which did, kind and commit.operation \
+             cannot have"
+        ));
+    }
+    (!what.contains("struct")).then(|| format!("{what}{at}"))
+}
+
+/// What a field of an event holds.
+#[derive(Clone, Copy)]
+enum Expected {
+    Text,
+    Integer,
+    Boolean,
+    Object,
+}
+
+impl Expected {
+    fn accepts(self, value: &serde_json::Value) -> bool {
+        match self {
+            Expected::Text => value.is_string(),
+            Expected::Integer => value.is_i64(),
+            Expected::Boolean => value.is_boolean(),
+            Expected::Object => value.is_object(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Expected::Text => "a string",
+            Expected::Integer => "a whole number (microseconds since 1970)",
+            Expected::Boolean => "true or false",
+            Expected::Object => "an object",
+        }
+    }
+}
+
+/// The fields the parser reads, each of which may also be absent or null.
+const EVENT_FIELDS: [(&str, Expected); 5] = [
+    ("did", Expected::Text),
+    ("time_us", Expected::Integer),
+    ("kind", Expected::Text),
+    ("commit", Expected::Object),
+    ("account", Expected::Object),
+];
+const COMMIT_FIELDS: [(&str, Expected); 5] = [
+    ("rev", Expected::Text),
+    ("operation", Expected::Text),
+    ("collection", Expected::Text),
+    ("rkey", Expected::Text),
+    ("cid", Expected::Text),
+];
+const ACCOUNT_FIELDS: [(&str, Expected); 2] =
+    [("active", Expected::Boolean), ("status", Expected::Text)];
+
+/// Why sound JSON is not an event: not an object, or a field of the wrong type.
+fn wrong_shape(value: &serde_json::Value) -> Option<String> {
+    let Some(event) = value.as_object() else {
+        return Some(format!("found {}", describe(value)));
+    };
+    let nested = |name: &str, fields: &[(&str, Expected)]| {
+        let inner = event.get(name)?.as_object()?;
+        wrong_field(inner, &format!("{name}."), fields)
+    };
+    wrong_field(event, "", &EVENT_FIELDS)
+        .or_else(|| nested("commit", &COMMIT_FIELDS))
+        .or_else(|| nested("account", &ACCOUNT_FIELDS))
+}
+
+fn wrong_field(
+    object: &serde_json::Map<String, serde_json::Value>,
+    prefix: &str,
+    fields: &[(&str, Expected)],
+) -> Option<String> {
+    fields.iter().find_map(|&(name, expected)| {
+        let value = object.get(name).filter(|v| !v.is_null())?;
+        let wrong = !expected.accepts(value);
+        wrong.then(|| {
+            let (wanted, found) = (expected.name(), describe(value));
+            format!("{prefix}{name} must be {wanted}, not {found}")
+        })
+    })
+}
+
+fn describe(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "true or false",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -22,8 +22,6 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>) -> Response {
 /// `maxLength` bounds), so that a client generated from this document sends nothing refused.
 const DID_PATTERN: &str = "did:[a-z]+:[a-zA-Z0-9._:%-]*[a-zA-Z0-9._-]";
 const LABEL: &str = "[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?";
-/// Text parameters take any text but NUL, which the server refuses (`%00`).
-const TEXT_PATTERN: &str = "^[^\\x00]*$";
 
 fn handle_pattern() -> String {
     format!("(?:{LABEL}\\.)+[a-zA-Z](?:[a-zA-Z0-9-]{{0,61}}[a-zA-Z0-9])?")
@@ -52,7 +50,7 @@ fn at_uri_schema() -> Value {
 fn parameter(param: &ParamDef) -> Value {
     let schema = match param.param_type {
         ParamType::String => {
-            json!({"type": "string", "pattern": TEXT_PATTERN, "maxLength": MAX_TEXT_CHARS})
+            json!({"type": "string", "maxLength": MAX_TEXT_CHARS})
         }
         ParamType::Did => did_schema(),
         ParamType::AtUri => at_uri_schema(),

@@ -22,7 +22,7 @@ pub const LIVE_SOURCE: &str = "firehose";
 /// Jetstream cursors are times; resuming a little earlier covers events still in flight.
 const JETSTREAM_REWIND_US: i64 = 5_000_000;
 const BATCH_EVENTS: usize = 4000;
-const MAX_MESSAGE_BYTES: usize = 8 << 20;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 8 << 20;
 /// Silence that ends a catch-up.
 const CATCH_UP_QUIET: Duration = Duration::from_secs(1);
 const MAX_IN_FLIGHT: usize = 25;

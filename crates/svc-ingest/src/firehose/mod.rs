@@ -8,6 +8,7 @@ mod frames;
 mod live;
 
 pub use frames::decode_frame;
+pub(crate) use live::MAX_MESSAGE_BYTES;
 pub use live::{LiveConfig, LiveStatus, run_live};
 
 use crate::event::CommitEvent;
