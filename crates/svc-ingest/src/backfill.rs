@@ -324,8 +324,7 @@ async fn backfill_repository(
                 let report = apply_until_written(catalog, ingestor, changes).await;
                 summary.applied += report.applied;
                 summary.stale += report.stale;
-                metrics.count(SOURCE, "applied", report.applied);
-                metrics.count(SOURCE, "stale", report.stale);
+                metrics.count_report(SOURCE, &report);
             }
             match page.cursor {
                 Some(next) if !page.records.is_empty() => cursor = Some(next),

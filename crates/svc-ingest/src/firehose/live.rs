@@ -667,8 +667,7 @@ impl Session<'_> {
             return;
         }
         let metrics = self.source.ingestor.metrics();
-        metrics.count(LIVE_SOURCE, "applied", report.applied);
-        metrics.count(LIVE_SOURCE, "stale", report.stale);
+        metrics.count_report(LIVE_SOURCE, &report);
         if let Some(time) = time {
             self.source
                 .status
