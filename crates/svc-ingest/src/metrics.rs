@@ -48,7 +48,7 @@ impl IngestMetrics {
         );
         registry.register(
             "svc_ingest_invalid_records",
-            "Records refused by lexicon validation",
+            "Records refused by ingest checks: lexicon, identifiers, revision, uri length",
             self.invalid_records.clone(),
         );
         registry.register(
