@@ -40,6 +40,8 @@ pub struct ImportSummary {
     pub applied: u64,
     /// Events older than what the catalog holds for their uri.
     pub stale: u64,
+    /// Changes the catalog's store refused for their content.
+    pub refused: u64,
     pub invalid: u64,
     /// Out-of-family collections and non-commit events.
     pub ignored: u64,
@@ -186,8 +188,7 @@ fn account(
     batch: &ImportSummary,
 ) {
     let metrics = ingestor.metrics();
-    metrics.count("import", "applied", report.applied);
-    metrics.count("import", "stale", report.stale);
+    metrics.count_report("import", report);
     metrics.count("import", "invalid", batch.invalid);
     metrics.count("import", "ignored", batch.ignored);
     metrics.malformed_events.inc_by(batch.malformed);
@@ -196,6 +197,7 @@ fn account(
     total.ignored += batch.ignored;
     total.malformed += batch.malformed;
     total.applied += report.applied;
+    total.refused += report.refused_total();
     total.stale += report.stale;
 }
 

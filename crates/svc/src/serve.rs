@@ -521,7 +521,7 @@ async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> 
         );
     } else {
         eprintln!(
-            "import {}: {} lines, {} applied, {} stale, {} invalid, {} ignored, {} malformed in {seconds:.1}s ({:.0} lines/s)",
+            "import {}: {} lines, {} applied, {} stale, {} invalid, {} ignored, {} malformed, {} refused in {seconds:.1}s ({:.0} lines/s)",
             path.display(),
             summary.lines,
             summary.applied,
@@ -529,6 +529,7 @@ async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> 
             summary.invalid,
             summary.ignored,
             summary.malformed,
+            summary.refused,
             summary.lines as f64 / seconds.max(1e-9),
         );
     }
