@@ -510,20 +510,11 @@ fn split_position(message: &str) -> (&str, Option<usize>) {
     }
 }
 
-/// The parser's refusal of sound JSON of the event's shape: a field given twice, or a string
-/// it reads in place written with an escape. Nothing where it names only the parser's types.
+/// The parser's refusal of sound JSON of the event's shape (a field given twice). Nothing
+/// where it names only the parser's types.
 fn refused_json(refusal: &str, lead: usize) -> Option<String> {
     let (what, column) = split_position(refusal);
     let at = column.map_or_else(String::new, |c| format!(" at column {}", c + lead));
-    let escaped = what
-        .strip_prefix("invalid type: string ")
-        .and_then(|rest| rest.strip_suffix(", expected a borrowed string"));
-    if let Some(value) = escaped {
-        return Some(format!(
-            "{value}{at} is written with a \\ escape, which did, kind and commit.operation \
-             cannot have"
-        ));
-    }
     (!what.contains("struct")).then(|| format!("{what}{at}"))
 }
 

@@ -4,12 +4,14 @@
 use crate::event::{Action, CommitEvent, account_status};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+// Strings are borrowed from the line unless written with an escape, which JSON allows anywhere.
+use std::borrow::Cow;
 
 #[derive(Debug, Deserialize)]
 struct AccountBody<'a> {
     active: Option<bool>,
     #[serde(borrow)]
-    status: Option<std::borrow::Cow<'a, str>>,
+    status: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -17,9 +19,10 @@ struct Line<'a> {
     #[serde(borrow)]
     account: Option<AccountBody<'a>>,
     #[serde(borrow)]
-    did: Option<&'a str>,
+    did: Option<Cow<'a, str>>,
     time_us: Option<i64>,
-    kind: Option<&'a str>,
+    #[serde(borrow)]
+    kind: Option<Cow<'a, str>>,
     #[serde(borrow)]
     commit: Option<Commit<'a>>,
 }
@@ -27,12 +30,13 @@ struct Line<'a> {
 #[derive(Debug, Deserialize)]
 struct Commit<'a> {
     #[serde(borrow)]
-    rev: Option<std::borrow::Cow<'a, str>>,
-    operation: Option<&'a str>,
+    rev: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    collection: Option<std::borrow::Cow<'a, str>>,
+    operation: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    rkey: Option<std::borrow::Cow<'a, str>>,
+    collection: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    rkey: Option<Cow<'a, str>>,
     #[serde(borrow)]
     record: Option<&'a RawValue>,
     cid: Option<String>,
@@ -62,11 +66,11 @@ pub fn parse_jetstream_line(text: &str) -> Result<JetstreamLine, String> {
     let kind = line.kind.ok_or("missing kind")?;
     if kind == "account" {
         let did = line.did.ok_or("missing did")?;
-        svc_syntax::check_did(did).map_err(|e| format!("did: {e}"))?;
+        svc_syntax::check_did(&did).map_err(|e| format!("did: {e}"))?;
         let account = line.account.ok_or("missing account")?;
         let status = account_status(account.active.unwrap_or(true), account.status.as_deref());
         return Ok(JetstreamLine::Account {
-            did: did.to_string(),
+            did: did.into_owned(),
             status,
             time_us: line.time_us,
         });
@@ -78,7 +82,7 @@ pub fn parse_jetstream_line(text: &str) -> Result<JetstreamLine, String> {
         });
     }
     let did = line.did.ok_or("missing did")?;
-    svc_syntax::check_did(did).map_err(|e| format!("did: {e}"))?;
+    svc_syntax::check_did(&did).map_err(|e| format!("did: {e}"))?;
     let commit = line.commit.ok_or("missing commit")?;
     let collection = commit.collection.ok_or("missing commit.collection")?;
     let rkey = commit.rkey.ok_or("missing commit.rkey")?;
@@ -86,7 +90,7 @@ pub fn parse_jetstream_line(text: &str) -> Result<JetstreamLine, String> {
     svc_syntax::check_nsid(&collection).map_err(|e| format!("commit.collection: {e}"))?;
     svc_syntax::check_record_key(&rkey).map_err(|e| format!("commit.rkey: {e}"))?;
     let operation = commit.operation.ok_or("missing commit.operation")?;
-    let action = Action::from_operation(operation)
+    let action = Action::from_operation(&operation)
         .ok_or_else(|| format!("commit.operation: unknown operation {operation}"))?;
     let record_json = match (action, commit.record) {
         (Action::Delete, _) => None,
@@ -94,7 +98,7 @@ pub fn parse_jetstream_line(text: &str) -> Result<JetstreamLine, String> {
         (_, None) => return Err("missing commit.record".into()),
     };
     Ok(JetstreamLine::Commit(CommitEvent {
-        did: did.to_string(),
+        did: did.into_owned(),
         collection: collection.into_owned(),
         rkey: rkey.into_owned(),
         action,
@@ -131,6 +135,15 @@ mod tests {
             panic!("commit")
         };
         assert_eq!(event.action, Action::Delete);
+        // Any string may be written with escapes, as JSON allows.
+        let escaped = r#"{"did":"did:plc:\u0061","time_us":8,"kind":"comm\u0069t","commit":{"rev":"3kaaaaaaaaab3","operation":"d\u0065lete","collection":"dev.svc.bounty","rkey":"1"}}"#;
+        let JetstreamLine::Commit(event) = parse_jetstream_line(escaped).unwrap() else {
+            panic!("commit")
+        };
+        assert_eq!(
+            (event.did.as_str(), event.action),
+            ("did:plc:a", Action::Delete)
+        );
     }
 
     #[test]

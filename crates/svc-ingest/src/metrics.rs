@@ -87,7 +87,9 @@ impl IngestMetrics {
             let n = report.refused(reason);
             if n > 0 {
                 let reason = reason.label();
-                self.refused.get_or_create(&ReasonLabel { reason }).inc_by(n);
+                self.refused
+                    .get_or_create(&ReasonLabel { reason })
+                    .inc_by(n);
             }
         }
     }

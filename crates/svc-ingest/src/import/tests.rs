@@ -233,9 +233,8 @@ async fn malformed_lines_are_counted_and_each_warning_says_what_to_fix() {
             "duplicate field `did` at column 24",
         ),
         (
-            r#"{"did":"did:plc:\u0061","kind":"commit"}"#,
-            "\"did:plc:a\" at column 23 is written with a \\ escape, which did, kind and \
-             commit.operation cannot have",
+            r#"{"did":"did:plc:\u0061","kind":"c\u006fmmit","commit":{"rev":"3kaaaaaaaaaa2"}}"#,
+            "missing commit.collection",
         ),
     ];
     let mut content = String::new();
