@@ -58,9 +58,10 @@ pub type IndexKeys = BTreeSet<(QueryId, String)>;
 
 /// The longest value a text parameter takes, in characters.
 pub const MAX_TEXT_CHARS: usize = 1024;
-/// The longest at-uri a parameter takes: far beyond any real record's, and short enough that a
-/// request stays within the server's URI limit.
-pub const MAX_AT_URI_PARAM_BYTES: usize = 2048;
+/// The longest at-uri a parameter takes: the at-uri grammar's own limit, so that every at-uri a
+/// record may hold can be looked up. Two of them, percent-encoded, stay within the server's URI
+/// limit.
+pub const MAX_AT_URI_PARAM_BYTES: usize = 8192;
 
 /// The name of the internal sufficiency index.
 pub const SUFFICIENCY_QUERY: &str = "verificationsSufficiency";

@@ -174,6 +174,17 @@ fn fail_queued_applies(jobs: &mpsc::Receiver<WriteJob>) -> Option<WriteJob> {
     None
 }
 
+/// The first line of a store's message, at most 300 bytes: one log line per refusal, never the
+/// refused row itself (PostgreSQL's detail lines quote it whole).
+fn headline(message: &str) -> &str {
+    let line = message.lines().next().unwrap_or_default();
+    let mut end = line.len().min(300);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    &line[..end]
+}
+
 /// Takes queued batches behind the first, up to the group size; returns the job that ended
 /// the group, if it was not a batch.
 fn gather(
@@ -219,9 +230,10 @@ impl<E: Engine> Writer<E> {
                     let outcome = match self.set_account(&did, &status) {
                         Err(CatalogError::Refused { reason, message }) => {
                             tracing::warn!(
-                                %did,
                                 reason = reason.label(),
-                                "the catalog refused an account change, which is skipped: {message}"
+                                "the catalog refused the change of account {did}, which is \
+                                 skipped: {}",
+                                headline(&message)
                             );
                             Ok(())
                         }
@@ -327,9 +339,10 @@ impl<E: Engine> Writer<E> {
         if let [(batch, change)] = changes {
             reports[*batch].refused[reason as usize] += 1;
             tracing::warn!(
-                uri = change.uri(),
                 reason = reason.label(),
-                "the catalog refused a change, which is skipped: {message}"
+                "the catalog refused a change, which is skipped: {}: {}",
+                change.uri(),
+                headline(&message)
             );
             return Ok(());
         }
@@ -349,7 +362,8 @@ impl<E: Engine> Writer<E> {
             Err(CatalogError::Refused { reason, message }) => {
                 tracing::warn!(
                     reason = reason.label(),
-                    "the catalog refused a source's cursor, which is not stored: {message}"
+                    "the catalog refused a source's cursor, which is not stored: {}",
+                    headline(&message)
                 );
                 Ok(())
             }
