@@ -128,8 +128,12 @@ fn record(kind: &str, p: &mut Picker) -> Value {
             "result": p.pick(&["holds", "falsified", "inconclusive"]),
             "property": {"$type": p.pick(&["dev.svc.defs#lpRoundtrip", "dev.svc.defs#lpGenerator"])}
         }),
-        "dev.svc.community" => json!({"name": p.pick(&POOLS.names), "members": p.some(&POOLS.dids)}),
-        "dev.svc.dialect" => json!({"owningCommunity": p.pick(&POOLS.refs), "name": p.pick(&POOLS.names)}),
+        "dev.svc.community" => {
+            json!({"name": p.pick(&POOLS.names), "members": p.some(&POOLS.dids)})
+        }
+        "dev.svc.dialect" => {
+            json!({"owningCommunity": p.pick(&POOLS.refs), "name": p.pick(&POOLS.names)})
+        }
         "dev.svc.belief" => json!({"subject": {"uri": p.pick(&POOLS.refs)}}),
         _ => {
             json!({"name": p.pick(&POOLS.names), "world": p.pick(&["open", "closed-with-default", "hierarchy-closed"])})
