@@ -41,3 +41,37 @@ pub async fn fresh_database() -> Option<String> {
         .expect("URL with a database");
     Some(format!("{base}/{name}"))
 }
+
+/// Makes the store refuse, from now on, every record whose text holds `needle`, as a database
+/// refuses a value it cannot hold: triggers on SQLite, a check constraint on PostgreSQL.
+pub async fn refuse_records_holding(location: &crate::Location, needle: &str) {
+    let pattern = format!("%{needle}%");
+    match location {
+        crate::Location::Sqlite(path) => {
+            let conn = rusqlite::Connection::open(path).expect("open the catalog file");
+            conn.busy_timeout(std::time::Duration::from_secs(10))
+                .expect("busy timeout");
+            for event in ["INSERT", "UPDATE"] {
+                let name = format!("refuse_{}", event.to_lowercase());
+                conn.execute_batch(&format!(
+                    "CREATE TRIGGER {name} BEFORE {event} ON records WHEN NEW.record LIKE '{pattern}'
+                     BEGIN SELECT RAISE(ABORT, 'a refused record'); END;"
+                ))
+                .expect("create a trigger");
+            }
+        }
+        crate::Location::Postgres(url) => {
+            let (client, connection) = tokio_postgres::connect(url.expose(), tokio_postgres::NoTls)
+                .await
+                .expect("connect to the catalog");
+            tokio::spawn(connection);
+            client
+                .batch_execute(&format!(
+                    "ALTER TABLE records ADD CONSTRAINT refused \
+                     CHECK (record IS NULL OR record NOT LIKE '{pattern}') NOT VALID"
+                ))
+                .await
+                .expect("add the constraint");
+        }
+    }
+}

@@ -297,24 +297,31 @@ fn publish(peers: &Peers, author: &Account, hostile: &Hostile) -> Vec<String> {
         .collect()
 }
 
+/// The arguments of a server following `source` live.
+fn live_args(source: &str) -> [&str; 6] {
+    [
+        "--firehose",
+        source,
+        "--ready-lag",
+        "5s",
+        "--liveness",
+        "5s",
+    ]
+}
+
+/// A server on each engine following `source` live, as soon as it listens.
+fn following(dir: &Path, source: &str) -> Vec<(Backend, Server)> {
+    catalogs(dir)
+        .into_iter()
+        .map(|(backend, db)| (backend, Server::launch(&db, &live_args(source))))
+        .collect()
+}
+
 #[test]
 fn the_pds_firehose_indexes_hostile_records_alike_on_both_engines() {
     let Some(peers) = peers() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mut servers: Vec<(Backend, Server)> = catalogs(dir.path())
-        .into_iter()
-        .map(|(backend, db)| {
-            let live = [
-                "--firehose",
-                peers.pds_ws.as_str(),
-                "--ready-lag",
-                "5s",
-                "--liveness",
-                "5s",
-            ];
-            (backend, Server::launch(&db, &live))
-        })
-        .collect();
+    let mut servers = following(dir.path(), &peers.pds_ws);
     let author = peers.create_account("hostile");
     let hostile = Hostile::new(&author.did);
     let uris = publish(peers, &author, &hostile);
@@ -374,20 +381,7 @@ fn jetstream_indexes_hostile_records_alike_on_both_engines() {
         ),
     )]);
     let dir = tempfile::tempdir().unwrap();
-    let mut servers: Vec<(Backend, Server)> = catalogs(dir.path())
-        .into_iter()
-        .map(|(backend, db)| {
-            let live = [
-                "--firehose",
-                replay.url.as_str(),
-                "--ready-lag",
-                "5s",
-                "--liveness",
-                "3s",
-            ];
-            (backend, Server::launch(&db, &live))
-        })
-        .collect();
+    let mut servers = following(dir.path(), &replay.url);
     let (lines, uris) = hostile.jetstream_lines(now_us());
     replay.publish(lines);
     for (backend, server) in &mut servers {
@@ -483,40 +477,6 @@ fn a_cursor_holding_a_nul_pages_alike_on_both_engines() {
     }
 }
 
-/// Makes the store refuse every record whose text holds `poison` from now on, as a database
-/// refuses a value it cannot hold: a trigger on SQLite, a check constraint on PostgreSQL.
-fn refuse_poison(backend: Backend, db: &str) {
-    match backend {
-        Backend::Sqlite => {
-            let conn = rusqlite::Connection::open(db).expect("open the catalog file");
-            conn.busy_timeout(Duration::from_secs(10))
-                .expect("busy timeout");
-            conn.execute_batch(
-                "CREATE TRIGGER poison_in BEFORE INSERT ON records WHEN NEW.record LIKE '%poison%'
-                 BEGIN SELECT RAISE(ABORT, 'poisoned record'); END;",
-            )
-            .expect("create the trigger");
-        }
-        Backend::Postgres => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(async {
-                let (client, connection) = tokio_postgres::connect(db, tokio_postgres::NoTls)
-                    .await
-                    .expect("connect to the catalog");
-                tokio::spawn(connection);
-                client
-                    .batch_execute(
-                        "ALTER TABLE records ADD CONSTRAINT poison \
-                         CHECK (record IS NULL OR record NOT LIKE '%poison%') NOT VALID",
-                    )
-                    .await
-                    .expect("add the constraint");
-            }),
-    }
-}
-
 fn a_refused_record_is_skipped_counted_and_logged(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = backend.fresh_db(dir.path()) else {
@@ -531,19 +491,18 @@ fn a_refused_record_is_skipped_counted_and_logged(backend: Backend) {
         )
     };
     let replay = Replay::start(vec![line(start, "3kaaaaaaab2aa", "warm-up")]);
-    let live = [
-        "--firehose",
-        replay.url.as_str(),
-        "--ready-lag",
-        "5s",
-        "--liveness",
-        "3s",
-    ];
-    let mut server = Server::launch(&db, &live);
+    let mut server = Server::launch(&db, &live_args(&replay.url));
     server.wait_for(&by_name("warm-up"), Duration::from_secs(10), |b| {
         b["total"] == 1
     });
-    refuse_poison(backend, &db);
+    let location: svc_catalog::Location = db.parse().expect("a catalog location");
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(svc_catalog::testing::refuse_records_holding(
+            &location, "poison",
+        ));
     // Sent together, the three land in one batch: the refusal must not hold back the others.
     let now = now_us();
     replay.publish([

@@ -138,34 +138,9 @@ pub async fn hostile_values_are_loaded_in_bulk_and_found(fresh: Fresh) {
     hostile_records_are_found(fresh.catalog.as_ref(), &fresh).await;
 }
 
-/// Makes the store refuse, from now on, every record whose text holds `poison`, as a
-/// database would refuse a value it cannot hold: a trigger on SQLite, a check constraint on
-/// PostgreSQL.
+/// The store refuses, from now on, every record whose text holds `poison`.
 async fn refuse_poison(fresh: &Fresh) {
-    match &fresh.location {
-        crate::Location::Sqlite(path) => {
-            let conn = rusqlite::Connection::open(path).expect("open the file");
-            conn.busy_timeout(std::time::Duration::from_secs(10))
-                .expect("busy timeout");
-            conn.execute_batch(
-                "CREATE TRIGGER poison_in BEFORE INSERT ON records WHEN NEW.record LIKE '%poison%'
-                 BEGIN SELECT RAISE(ABORT, 'poisoned record'); END;
-                 CREATE TRIGGER poison_up BEFORE UPDATE ON records WHEN NEW.record LIKE '%poison%'
-                 BEGIN SELECT RAISE(ABORT, 'poisoned record'); END;",
-            )
-            .expect("create the triggers");
-        }
-        crate::Location::Postgres(url) => {
-            let client = super::suite::connected(url.expose()).await;
-            client
-                .batch_execute(
-                    "ALTER TABLE records ADD CONSTRAINT poison \
-                     CHECK (record IS NULL OR record NOT LIKE '%poison%') NOT VALID",
-                )
-                .await
-                .expect("add the constraint");
-        }
-    }
+    crate::testing::refuse_records_holding(&fresh.location, "poison").await;
 }
 
 fn vocab(uri: &str, rev: &str, name: &str) -> Change {
