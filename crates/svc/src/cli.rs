@@ -69,6 +69,9 @@ pub enum Command {
 pub enum OauthCommand {
     /// Create a session with an app password and store it.
     Login {
+        /// The account: its handle, or its DID. The session the PDS creates must be this
+        /// account's (without --pds-url, the DID the handle resolves to; with it, the handle
+        /// the PDS reports), or nothing is stored.
         #[arg(long)]
         handle: String,
         /// The app password [env: ATPROTO_APP_PASSWORD or ATPROTO_PASSWORD; else asked on a terminal].

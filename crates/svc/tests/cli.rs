@@ -485,3 +485,208 @@ fn a_query_added_to_the_specification_becomes_a_subcommand() {
     let text = String::from_utf8_lossy(&sub.stdout);
     assert!(text.contains("--top_id"), "{text}");
 }
+
+/// A PDS that answers every request, whatever it asks, with `answer`, and keeps each request
+/// it was sent (head and body).
+struct FakePds {
+    url: String,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl FakePds {
+    fn answering(answer: Value) -> FakePds {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::clone(&requests);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 4096];
+                // The head, then as much body as it announces.
+                let complete = |request: &[u8]| {
+                    let text = String::from_utf8_lossy(request);
+                    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                        return false;
+                    };
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            let (name, value) = l.split_once(':')?;
+                            name.eq_ignore_ascii_case("content-length")
+                                .then(|| value.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    body.len() >= length
+                };
+                while !complete(&request) {
+                    match stream.read(&mut buffer) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                kept.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&request).to_string());
+                let body = answer.to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        FakePds { url, requests }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn session_answer(did: &str, handle: &str) -> Value {
+    serde_json::json!({
+        "did": did,
+        "handle": handle,
+        "accessJwt": "forged-access-token",
+        "refreshJwt": "forged-refresh-token",
+    })
+}
+
+#[test]
+fn a_login_stores_the_account_asked_for_or_nothing() {
+    let Some(peers) = peers() else { return };
+    let alice = peers.create_account("asked");
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("sessions");
+    let cli = Cli::new(&sessions, &peers.plc);
+    let password = [("ATPROTO_APP_PASSWORD", alice.password.as_str())];
+    let session_file = sessions.join(format!("{}.json", alice.did));
+
+    // By DID, resolved through the PLC directory to the PDS, which must answer for that DID.
+    let by_did = cli.run_with(&["oauth", "login", "--handle", &alice.did], None, &password);
+    assert_eq!(json_out(&by_did)["did"], alice.did);
+    assert_eq!(stderr(&by_did), "");
+    // The same account again, by handle at its PDS: replaced, and said so.
+    let again = cli.run_with(
+        &[
+            "oauth",
+            "login",
+            "--handle",
+            &alice.handle.to_ascii_uppercase(),
+            "--pds-url",
+            &peers.pds,
+        ],
+        None,
+        &password,
+    );
+    assert_eq!(json_out(&again)["handle"], alice.handle);
+    assert_eq!(
+        stderr(&again),
+        format!(
+            "replacing the stored session of {} ({})\n",
+            alice.did, alice.handle
+        )
+    );
+    let stored = std::fs::read_to_string(&session_file).unwrap();
+
+    // A PDS that answers a login as mallory.test with alice's session.
+    let forger = FakePds::answering(session_answer(&alice.did, &alice.handle));
+    let forged = cli.run(&[
+        "oauth",
+        "login",
+        "--handle",
+        "mallory.test",
+        "--pds-url",
+        &forger.url,
+        "--app-password",
+        "mallory-password",
+    ]);
+    assert_eq!(forged.status.code(), Some(1), "{}", stderr(&forged));
+    assert_eq!(
+        stderr(&forged),
+        format!(
+            "error: the PDS {} answered with a session for {} ({}), not for mallory.test: \
+             refused, nothing stored\n",
+            forger.url, alice.handle, alice.did
+        )
+    );
+    let asked = forger.requests();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].starts_with("POST /xrpc/com.atproto.server.createSession "),
+        "{}",
+        asked[0]
+    );
+    assert!(
+        asked[0].contains(r#""identifier":"mallory.test""#),
+        "{}",
+        asked[0]
+    );
+
+    // One that reports the handle asked for, with alice's DID: her stored session is another
+    // handle's, and nothing resolved says they are one account.
+    let claimer = FakePds::answering(session_answer(&alice.did, "mallory.test"));
+    let claimed = cli.run(&[
+        "oauth",
+        "login",
+        "--handle",
+        "mallory.test",
+        "--pds-url",
+        &claimer.url,
+        "--app-password",
+        "mallory-password",
+    ]);
+    assert_eq!(claimed.status.code(), Some(1), "{}", stderr(&claimed));
+    assert!(
+        stderr(&claimed).starts_with(&format!(
+            "error: the PDS {} answered with a session for mallory.test ({}), but the session \
+             stored for {} is {}'s: refused, nothing stored",
+            claimer.url, alice.did, alice.did, alice.handle
+        )),
+        "{}",
+        stderr(&claimed)
+    );
+
+    // A DID asked for, another DID answered.
+    let other = FakePds::answering(session_answer(
+        "did:plc:aaaaaaaaaaaaaaaaaaaaaaaa",
+        &alice.handle,
+    ));
+    let swapped = cli.run_with(
+        &[
+            "oauth",
+            "login",
+            "--handle",
+            &alice.did,
+            "--pds-url",
+            &other.url,
+        ],
+        None,
+        &password,
+    );
+    assert_eq!(swapped.status.code(), Some(1), "{}", stderr(&swapped));
+    assert!(
+        stderr(&swapped).contains(&format!(
+            "(did:plc:aaaaaaaaaaaaaaaaaaaaaaaa), not for {}: refused, nothing stored",
+            alice.did
+        )),
+        "{}",
+        stderr(&swapped)
+    );
+
+    // None of them stored anything, nor touched alice's session.
+    assert_eq!(std::fs::read_to_string(&session_file).unwrap(), stored);
+    let listed = json_out(&cli.run(&["oauth", "list"]));
+    assert_eq!(
+        listed,
+        serde_json::json!([{"did": alice.did, "handle": alice.handle, "pds_url": peers.pds}])
+    );
+    assert!(
+        !cli.printed().contains("forged-"),
+        "a forged token was printed"
+    );
+}
