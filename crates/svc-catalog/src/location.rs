@@ -1,7 +1,8 @@
 //! Where a catalog lives: an SQLite file or a PostgreSQL database, from one string.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 /// The forms a location may take, for error messages.
@@ -13,10 +14,21 @@ pub enum Location {
     Postgres(PostgresUrl),
 }
 
-/// A `postgres://` or `postgresql://` URL. Its `Display` hides the password, so that it can
-/// be logged; [`PostgresUrl::expose`] gives the URL itself, for the driver alone.
+/// A `postgres://` or `postgresql://` URL, and the password given beside it, if any. Its
+/// `Display` hides the password, so that it can be logged; [`PostgresUrl::expose`] gives the
+/// URL itself, for the driver alone.
 #[derive(Clone, PartialEq, Eq)]
-pub struct PostgresUrl(String);
+pub struct PostgresUrl {
+    url: String,
+    password: Option<String>,
+}
+
+/// The longest password file read: a password is far shorter, and a path to something endless
+/// (`/dev/zero`) must not be read forever.
+const MAX_PASSWORD_FILE: u64 = 4096;
+
+/// The longest `.pgpass` file read.
+const MAX_PGPASS_FILE: u64 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -24,13 +36,184 @@ pub struct LocationError(String);
 
 impl PostgresUrl {
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.url
+    }
+
+    /// The password given beside the URL ([`PostgresUrl::with_password_file`]).
+    pub fn given_password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// Whether the URL carries a password itself (in its user information or a `password=`
+    /// parameter).
+    pub fn has_password(&self) -> bool {
+        self.url
+            .parse::<tokio_postgres::Config>()
+            .is_ok_and(|config| config.get_password().is_some())
+    }
+
+    /// The URL with the password read from `path` now, at start: the file holds the password
+    /// alone (one trailing line break is not part of it), as a Docker secret or a systemd
+    /// credential does. A file that cannot be read, is empty, holds more than one line, or
+    /// a URL with a password of its own (two passwords, one unused) is refused.
+    pub fn with_password_file(self, path: &Path) -> Result<PostgresUrl, LocationError> {
+        let shown = path.display();
+        if self.has_password() {
+            return Err(LocationError(format!(
+                "{self} carries a password already; give the password in one place: drop it \
+                 from the URL or drop the password file {shown}"
+            )));
+        }
+        let bytes = read_bounded(path, MAX_PASSWORD_FILE)
+            .map_err(|e| LocationError(format!("password file {shown}: {e}")))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| LocationError(format!("password file {shown}: not UTF-8 text")))?;
+        let password = text
+            .strip_suffix('\n')
+            .map(|t| t.strip_suffix('\r').unwrap_or(t))
+            .unwrap_or(&text);
+        if password.is_empty() {
+            return Err(LocationError(format!("password file {shown} is empty")));
+        }
+        if password.contains(['\n', '\r']) {
+            return Err(LocationError(format!(
+                "password file {shown} holds more than one line; it should hold the password \
+                 alone"
+            )));
+        }
+        Ok(PostgresUrl {
+            password: Some(password.to_string()),
+            ..self
+        })
+    }
+}
+
+/// A file's bytes, refused when it holds more than `limit`.
+fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("longer than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The password file libpq reads: `$PGPASSFILE`, else `~/.pgpass`. `None` without a home.
+pub(crate) fn pgpass_path(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    match env("PGPASSFILE").filter(|p| !p.is_empty()) {
+        Some(path) => Some(PathBuf::from(path)),
+        None => env("HOME")
+            .filter(|h| !h.is_empty())
+            .map(|home| PathBuf::from(home).join(".pgpass")),
+    }
+}
+
+/// What became of a `.pgpass` file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Pgpass {
+    /// There is none: nothing to say.
+    Missing,
+    /// There is one, but libpq would not use it (others may read it, it is not a plain
+    /// file): the reason, to warn of.
+    Ignored(String),
+    Text(String),
+}
+
+/// Reads a `.pgpass` file as libpq does: only a plain file that neither group nor others may
+/// access (mode 0600 or stricter); a missing file is no error.
+pub(crate) fn read_pgpass(path: &Path) -> Pgpass {
+    let shown = path.display();
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Pgpass::Missing,
+        Err(e) => return Pgpass::Ignored(format!("password file {shown} ignored: {e}")),
+    };
+    if !metadata.is_file() {
+        return Pgpass::Ignored(format!("password file {shown} ignored: not a plain file"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Pgpass::Ignored(format!(
+                "password file {shown} ignored: group or others may access it (mode \
+                 {mode:04o}); it should be 0600 or less (`chmod 600 {shown}`)"
+            ));
+        }
+    }
+    match read_bounded(path, MAX_PGPASS_FILE) {
+        Ok(bytes) => Pgpass::Text(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e) => Pgpass::Ignored(format!("password file {shown} ignored: {e}")),
+    }
+}
+
+/// The password a `.pgpass` file's text gives one connection: the first line whose
+/// `hostname:port:database:username` fields match (`*` matches anything; `\:` and `\\` stand
+/// for `:` and `\`), as libpq reads it. Lines starting with `#` are comments. An empty
+/// password is none.
+pub(crate) fn pgpass_password(
+    text: &str,
+    host: &str,
+    port: &str,
+    database: &str,
+    user: &str,
+) -> Option<String> {
+    'lines: for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut rest = line;
+        for wanted in [host, port, database, user] {
+            match pgpass_field(rest, wanted) {
+                Some(after) => rest = after,
+                None => continue 'lines,
+            }
+        }
+        // The password ends at the line's end or at an unescaped `:`, and a `\` at the very
+        // end stands for itself, as in libpq.
+        let mut password = String::with_capacity(rest.len());
+        let mut chars = rest.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                ':' => break,
+                '\\' => password.push(chars.next().unwrap_or('\\')),
+                c => password.push(c),
+            }
+        }
+        return (!password.is_empty()).then_some(password);
+    }
+    None
+}
+
+/// What follows a field that matches `wanted` and its `:`, if it does.
+fn pgpass_field<'a>(field: &'a str, wanted: &str) -> Option<&'a str> {
+    if let Some(rest) = field.strip_prefix("*:") {
+        return Some(rest);
+    }
+    let mut chars = field.char_indices();
+    let mut wanted = wanted.chars();
+    loop {
+        let (at, c) = chars.next()?;
+        let c = match c {
+            ':' => return wanted.next().is_none().then(|| &field[at + 1..]),
+            '\\' => chars.next()?.1,
+            c => c,
+        };
+        if wanted.next() != Some(c) {
+            return None;
+        }
     }
 }
 
 impl fmt::Display for PostgresUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&redact(&self.0))
+        f.write_str(&redact(&self.url))
     }
 }
 
@@ -83,7 +266,10 @@ impl FromStr for Location {
                         "a PostgreSQL URL starts with postgres:// (or postgresql://)".into(),
                     ));
                 }
-                Ok(Location::Postgres(PostgresUrl(text.to_string())))
+                Ok(Location::Postgres(PostgresUrl {
+                    url: text.to_string(),
+                    password: None,
+                }))
             }
             Some(other) => Err(LocationError(format!(
                 "unsupported scheme {other:?}; give {ACCEPTED_FORMS}"
@@ -191,5 +377,170 @@ mod tests {
             );
         }
         assert!(parse("sqlite:").is_err());
+    }
+
+    #[test]
+    fn pgpass_lines_match_by_field_with_wildcards() {
+        let text = "\
+# a comment: db.example:5432:svc:svc:commented
+db.example:5432:svc:svc:first
+db.example:5432:svc:svc:second
+*:5433:*:svc:any-host
+db.example:*:catalog:*:any-port-and-user
+
+other:5432:svc:svc:other-host
+";
+        let password =
+            |host, port, database, user| pgpass_password(text, host, port, database, user);
+        assert_eq!(
+            password("db.example", "5432", "svc", "svc").as_deref(),
+            Some("first")
+        );
+        assert_eq!(
+            password("anything", "5433", "x", "svc").as_deref(),
+            Some("any-host")
+        );
+        assert_eq!(password("anything", "5433", "x", "bob"), None);
+        assert_eq!(
+            password("db.example", "6000", "catalog", "bob").as_deref(),
+            Some("any-port-and-user")
+        );
+        assert_eq!(
+            password("other", "5432", "svc", "svc").as_deref(),
+            Some("other-host")
+        );
+        // Fields compare whole and exactly: no prefix, no case folding.
+        assert_eq!(password("db.exampl", "5432", "svc", "svc"), None);
+        assert_eq!(password("db.example.org", "5432", "svc", "svc"), None);
+        assert_eq!(password("DB.example", "5432", "svc", "svc"), None);
+        assert_eq!(password("db.example", "5432", "svc", "sv"), None);
+        assert_eq!(pgpass_password("", "h", "1", "d", "u"), None);
+    }
+
+    #[test]
+    fn pgpass_escapes_colons_and_backslashes() {
+        let text = "\
+/run/pg\\:x:5432:svc:svc:socket
+h:5432:svc:we\\\\ird:back\\\\slash\\:colon
+h:5432:svc:star:\\*literal
+h:5432:svc:cut:before:after
+h:5432:svc:trailing:ends\\
+h:5432:svc:empty:
+h:5432:svc:crlf:windows\r
+";
+        let password = |host, user| pgpass_password(text, host, "5432", "svc", user);
+        assert_eq!(password("/run/pg:x", "svc").as_deref(), Some("socket"));
+        assert_eq!(
+            password("h", "we\\ird").as_deref(),
+            Some("back\\slash:colon")
+        );
+        assert_eq!(password("h", "star").as_deref(), Some("*literal"));
+        assert_eq!(password("h", "cut").as_deref(), Some("before"));
+        assert_eq!(password("h", "trailing").as_deref(), Some("ends\\"));
+        assert_eq!(password("h", "empty"), None);
+        assert_eq!(password("h", "crlf").as_deref(), Some("windows"));
+        // A literal `*` is not a wildcard: `\*` matches only `*`.
+        let starred = "\\*:5432:svc:svc:star-host\n";
+        assert_eq!(pgpass_password(starred, "h", "5432", "svc", "svc"), None);
+        assert_eq!(
+            pgpass_password(starred, "*", "5432", "svc", "svc").as_deref(),
+            Some("star-host")
+        );
+        // Too few fields is no match.
+        assert_eq!(
+            pgpass_password("h:5432:svc\n", "h", "5432", "svc", "svc"),
+            None
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_pgpass_file_others_may_read_is_ignored_as_libpq_does() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pgpass");
+        assert_eq!(read_pgpass(&path), Pgpass::Missing);
+        std::fs::write(&path, "*:*:*:*:secret\n").unwrap();
+        for (mode, read) in [(0o600, true), (0o400, true), (0o640, false), (0o604, false)] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            match read_pgpass(&path) {
+                Pgpass::Text(text) => assert!(read, "{mode:o}: {text}"),
+                Pgpass::Ignored(reason) => {
+                    assert!(!read, "{mode:o}: {reason}");
+                    assert!(reason.contains(&format!("(mode {mode:04o})")), "{reason}");
+                    assert!(reason.contains("chmod 600"), "{reason}");
+                    assert!(!reason.contains("secret"), "{reason}");
+                }
+                Pgpass::Missing => panic!("{mode:o}: missing"),
+            }
+        }
+        let Pgpass::Ignored(reason) = read_pgpass(dir.path()) else {
+            panic!("a directory was read")
+        };
+        assert!(reason.contains("not a plain file"), "{reason}");
+        let env = |name: &str| match name {
+            "HOME" => Some("/home/svc".into()),
+            _ => None,
+        };
+        assert_eq!(pgpass_path(env), Some(PathBuf::from("/home/svc/.pgpass")));
+        let env = |name: &str| match name {
+            "HOME" => Some("/home/svc".into()),
+            "PGPASSFILE" => Some("/etc/svc/pgpass".into()),
+            _ => None,
+        };
+        assert_eq!(pgpass_path(env), Some(PathBuf::from("/etc/svc/pgpass")));
+        assert_eq!(pgpass_path(|_| None), None);
+    }
+
+    #[test]
+    fn a_password_file_holds_the_password_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = || match parse("postgres://svc@db.example/svc").unwrap() {
+            Location::Postgres(url) => url,
+            other => panic!("{other:?}"),
+        };
+        let file = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        for (text, password) in [
+            ("s3cret", "s3cret"),
+            ("s3cret\n", "s3cret"),
+            ("s3cret\r\n", "s3cret"),
+            (" spaced: #kept ", " spaced: #kept "),
+        ] {
+            let given = url().with_password_file(&file("ok", text)).unwrap();
+            assert_eq!(given.given_password(), Some(password), "{text:?}");
+            assert_eq!(given.expose(), "postgres://svc@db.example/svc");
+            for shown in [given.to_string(), format!("{given:?}")] {
+                assert!(!shown.contains("s3cret"), "{shown}");
+            }
+        }
+        let refused = |path: &Path| url().with_password_file(path).unwrap_err().to_string();
+        let missing = dir.path().join("missing");
+        let error = refused(&missing);
+        assert!(
+            error.starts_with(&format!("password file {}: ", missing.display())),
+            "{error}"
+        );
+        assert!(refused(&file("empty", "")).ends_with("is empty"));
+        assert!(refused(&file("newline", "\n")).ends_with("is empty"));
+        assert!(refused(&file("env", "PGPASSWORD=x\nSVC_DB=y\n")).contains("more than one line"));
+        assert!(refused(&file("long", &"x".repeat(5000))).contains("longer than 4096 bytes"));
+        assert!(refused(dir.path()).starts_with("password file "));
+        let with_password = match parse("postgres://svc:inline@db.example/svc").unwrap() {
+            Location::Postgres(url) => url,
+            other => panic!("{other:?}"),
+        };
+        let error = with_password
+            .with_password_file(&file("twice", "s3cret"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("carries a password already"), "{error}");
+        assert!(
+            !error.contains("inline") && !error.contains("s3cret"),
+            "{error}"
+        );
     }
 }

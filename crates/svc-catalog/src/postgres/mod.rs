@@ -77,6 +77,19 @@ fn settings(url: &PostgresUrl) -> CatalogResult<(tokio_postgres::Config, MakeRus
         .expose()
         .parse()
         .map_err(|e: tokio_postgres::Error| CatalogError::Storage(format!("{url}: {e}")))?;
+    match supply_password(&mut config, url, |name| std::env::var_os(name)) {
+        PasswordSource::Url => {}
+        PasswordSource::Given => tracing::info!("catalog password: from the password file"),
+        PasswordSource::Environment => tracing::info!("catalog password: from PGPASSWORD"),
+        PasswordSource::Pgpass(path) => {
+            tracing::info!("catalog password: from {}", path.display())
+        }
+        PasswordSource::Nowhere { ignored } => {
+            if let Some(reason) = ignored {
+                tracing::warn!("{reason}");
+            }
+        }
+    }
     if config.get_ssl_mode() != SslMode::Require {
         config.ssl_mode(SslMode::Disable);
     }
@@ -96,6 +109,105 @@ fn settings(url: &PostgresUrl) -> CatalogResult<(tokio_postgres::Config, MakeRus
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok((config, MakeRustlsConnect::new(tls)))
+}
+
+/// Where the catalog's password came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PasswordSource {
+    Url,
+    /// The password file given at start (`--db-password-file`).
+    Given,
+    /// `PGPASSWORD`.
+    Environment,
+    /// A `.pgpass` file.
+    Pgpass(std::path::PathBuf),
+    /// None, and why a `.pgpass` file there is was not read, if it was not.
+    Nowhere {
+        ignored: Option<String>,
+    },
+}
+
+/// The port libpq assumes.
+const DEFAULT_PORT: u16 = 5432;
+
+/// A password for a URL that carries none, from where libpq would take one (tokio-postgres
+/// reads none of these itself): the password file given at start, else `PGPASSWORD`, else
+/// the first line of the `.pgpass` file (`PGPASSFILE`, else `~/.pgpass`) that matches the
+/// connection. A Unix socket's directory matches as itself or as `localhost`.
+fn supply_password(
+    config: &mut tokio_postgres::Config,
+    url: &PostgresUrl,
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> PasswordSource {
+    if config.get_password().is_some() {
+        return PasswordSource::Url;
+    }
+    if let Some(password) = url.given_password() {
+        config.password(password);
+        return PasswordSource::Given;
+    }
+    if let Some(password) = env("PGPASSWORD").filter(|p| !p.is_empty()) {
+        config.password(password.into_encoded_bytes());
+        return PasswordSource::Environment;
+    }
+    let Some(user) = config.get_user().map(str::to_string) else {
+        return PasswordSource::Nowhere { ignored: None };
+    };
+    let Some(path) = crate::location::pgpass_path(&env) else {
+        return PasswordSource::Nowhere { ignored: None };
+    };
+    let text = match crate::location::read_pgpass(&path) {
+        crate::location::Pgpass::Text(text) => text,
+        // libpq passes over a missing file in silence; one named on purpose is worth a word.
+        crate::location::Pgpass::Missing => {
+            let ignored = env("PGPASSFILE")
+                .filter(|p| !p.is_empty())
+                .map(|_| format!("password file {} (PGPASSFILE) not found", path.display()));
+            return PasswordSource::Nowhere { ignored };
+        }
+        crate::location::Pgpass::Ignored(reason) => {
+            return PasswordSource::Nowhere {
+                ignored: Some(reason),
+            };
+        }
+    };
+    let database = config.get_dbname().unwrap_or(&user).to_string();
+    let ports = config.get_ports();
+    let port = |i: usize| {
+        let port = match ports {
+            [] => DEFAULT_PORT,
+            [one] => *one,
+            many => many.get(i).copied().unwrap_or(DEFAULT_PORT),
+        };
+        port.to_string()
+    };
+    let mut hosts: Vec<(String, String)> = Vec::new();
+    for (i, host) in config.get_hosts().iter().enumerate() {
+        match host {
+            tokio_postgres::config::Host::Tcp(name) => hosts.push((name.clone(), port(i))),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(directory) => {
+                hosts.push((directory.display().to_string(), port(i)));
+                hosts.push(("localhost".to_string(), port(i)));
+            }
+        }
+    }
+    if hosts.is_empty() {
+        let addresses = config.get_hostaddrs().iter().enumerate();
+        hosts.extend(addresses.map(|(i, address)| (address.to_string(), port(i))));
+    }
+    if hosts.is_empty() {
+        hosts.push(("localhost".to_string(), port(0)));
+    }
+    for (host, port) in &hosts {
+        if let Some(password) =
+            crate::location::pgpass_password(&text, host, port, &database, &user)
+        {
+            config.password(password);
+            return PasswordSource::Pgpass(path);
+        }
+    }
+    PasswordSource::Nowhere { ignored: None }
 }
 
 /// A pool of at most `size` connections, made when reads need them.
@@ -306,5 +418,177 @@ impl Reads for PostgresReads {
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
         Box::pin(reader::indexer_heartbeat(&self.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PasswordSource, settings, supply_password};
+    use crate::{Location, PostgresUrl};
+    use std::ffi::OsString;
+    use std::path::Path;
+
+    fn url(text: &str) -> PostgresUrl {
+        match text.parse::<Location>() {
+            Ok(Location::Postgres(url)) => url,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    /// The password the driver would send for `text` in the environment `env`.
+    fn supplied(url: &PostgresUrl, env: &[(&str, &OsString)]) -> (Option<String>, PasswordSource) {
+        let mut config: tokio_postgres::Config = url.expose().parse().unwrap();
+        let source = supply_password(&mut config, url, |name| {
+            env.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).clone())
+        });
+        let password = config
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned());
+        (password, source)
+    }
+
+    fn pgpass(dir: &Path, text: &str) -> OsString {
+        let path = dir.join("pgpass");
+        std::fs::write(&path, text).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        path.into_os_string()
+    }
+
+    #[test]
+    fn a_password_comes_from_the_url_the_file_the_environment_or_pgpass_in_that_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("password");
+        std::fs::write(&file, "from-file\n").unwrap();
+        let passfile = pgpass(dir.path(), "db.example:5432:svc:svc:from-pgpass\n");
+        let environment: OsString = "from-environment".into();
+        let everything = [("PGPASSWORD", &environment), ("PGPASSFILE", &passfile)];
+        let plain = url("postgres://svc@db.example/svc");
+        let given = plain.clone().with_password_file(&file).unwrap();
+        let inline = url("postgres://svc:from-url@db.example/svc");
+        assert_eq!(
+            supplied(&inline, &everything),
+            (Some("from-url".into()), PasswordSource::Url)
+        );
+        assert_eq!(
+            supplied(&given, &everything),
+            (Some("from-file".into()), PasswordSource::Given)
+        );
+        assert_eq!(
+            supplied(&plain, &everything),
+            (Some("from-environment".into()), PasswordSource::Environment)
+        );
+        assert_eq!(
+            supplied(&plain, &everything[1..]),
+            (
+                Some("from-pgpass".into()),
+                PasswordSource::Pgpass(passfile.clone().into())
+            )
+        );
+        let empty: OsString = "".into();
+        assert_eq!(
+            supplied(&plain, &[("PGPASSWORD", &empty), ("PGPASSFILE", &passfile)]).0,
+            Some("from-pgpass".into())
+        );
+        let other = url("postgres://svc@db.example:5433/svc");
+        assert_eq!(
+            supplied(&other, &everything[1..]),
+            (None, PasswordSource::Nowhere { ignored: None })
+        );
+    }
+
+    #[test]
+    fn pgpass_is_matched_as_libpq_matches_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let passfile = pgpass(
+            dir.path(),
+            "\
+db.example:5432:svc:svc:default-port-and-database
+db.example:6432:catalog:reader:explicit
+/run/postgresql:5432:svc:svc:socket-directory
+localhost:5433:svc:svc:socket-as-localhost
+127.0.0.1:5434:svc:svc:host-address
+",
+        );
+        let env = [("PGPASSFILE", &passfile)];
+        for (text, password) in [
+            ("postgres://svc@db.example", "default-port-and-database"),
+            ("postgres://reader@db.example:6432/catalog", "explicit"),
+            ("postgres://svc@%2Frun%2Fpostgresql/svc", "socket-directory"),
+            (
+                "postgres://svc@%2Fvar%2Frun%2Fpg:5433/svc",
+                "socket-as-localhost",
+            ),
+            (
+                "postgres://svc@/svc?hostaddr=127.0.0.1&port=5434",
+                "host-address",
+            ),
+            (
+                "postgres://svc@other.example,db.example/svc",
+                "default-port-and-database",
+            ),
+        ] {
+            assert_eq!(
+                supplied(&url(text), &env).0.as_deref(),
+                Some(password),
+                "{text}"
+            );
+        }
+        // Without a home and without PGPASSFILE, there is nothing to read.
+        assert_eq!(
+            supplied(&url("postgres://svc@db.example/svc"), &[]),
+            (None, PasswordSource::Nowhere { ignored: None })
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_unusable_pgpass_is_named_in_a_warning() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let passfile = pgpass(dir.path(), "*:*:*:*:secret\n");
+        std::fs::set_permissions(&passfile, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let plain = url("postgres://svc@db.example/svc");
+        let (password, source) = supplied(&plain, &[("PGPASSFILE", &passfile)]);
+        assert_eq!(password, None);
+        let PasswordSource::Nowhere {
+            ignored: Some(reason),
+        } = source
+        else {
+            panic!("{source:?}")
+        };
+        assert!(reason.contains("mode 0644"), "{reason}");
+        let missing: OsString = dir.path().join("missing").into_os_string();
+        let (_, source) = supplied(&plain, &[("PGPASSFILE", &missing)]);
+        let PasswordSource::Nowhere {
+            ignored: Some(reason),
+        } = source
+        else {
+            panic!("{source:?}")
+        };
+        assert!(reason.ends_with("(PGPASSFILE) not found"), "{reason}");
+        // ~/.pgpass missing is the common case, and says nothing.
+        let home: OsString = dir.path().join("home").into_os_string();
+        assert_eq!(
+            supplied(&plain, &[("HOME", &home)]).1,
+            PasswordSource::Nowhere { ignored: None }
+        );
+    }
+
+    #[test]
+    fn the_settings_carry_the_given_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("password");
+        std::fs::write(&file, "from-file").unwrap();
+        let given = url("postgres://svc@db.example/svc")
+            .with_password_file(&file)
+            .unwrap();
+        let (config, _) = settings(&given).unwrap();
+        assert_eq!(config.get_password(), Some(&b"from-file"[..]));
     }
 }
