@@ -2,7 +2,10 @@
 //! handles (HTTPS `/.well-known/atproto-did`, then DNS TXT `_atproto.<handle>`).
 
 use crate::dns::HandleDns;
-use crate::{AtprotoError, AtprotoResult};
+use crate::{AtprotoError, AtprotoResult, MAX_IDENTITY_ANSWER_BYTES, http_error, read_body};
+
+/// What the identity answers are called in an error about their size.
+const IDENTITY_ANSWER: &str = "an identity answer (DID document or handle)";
 use serde::Serialize;
 use serde_json::Value;
 
@@ -109,25 +112,26 @@ impl Resolver {
         }
     }
 
+    /// A JSON answer about an identity, read up to [`MAX_IDENTITY_ANSWER_BYTES`].
     async fn get_json(&self, url: &str) -> AtprotoResult<Value> {
-        let fail = |message: String| AtprotoError::Http {
-            url: url.to_string(),
-            message,
-        };
         let response = self
             .http
             .get(url)
             .send()
             .await
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| http_error(url, e))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(fail(format!("{status}")));
+            return Err(AtprotoError::Http {
+                url: url.to_string(),
+                message: format!("{status}"),
+            });
         }
-        response
-            .json()
-            .await
-            .map_err(|e| fail(format!("not a JSON document: {e}")))
+        let body = read_body(url, response, IDENTITY_ANSWER, MAX_IDENTITY_ANSWER_BYTES).await?;
+        serde_json::from_slice(&body).map_err(|e| AtprotoError::Http {
+            url: url.to_string(),
+            message: format!("not a JSON document: {e}"),
+        })
     }
 
     pub async fn resolve_did(&self, did: &str) -> AtprotoResult<ResolvedDid> {
@@ -206,12 +210,21 @@ impl Resolver {
                 .ok_or_else(|| AtprotoError::Invalid(format!("{handle}: {service} gave no DID")));
         }
         let well_known = format!("https://{handle}/.well-known/atproto-did");
+        // Any failure here, a body too long included, leaves DNS to answer.
         let answer = match self.http.get(&well_known).send().await {
-            Ok(response) if response.status().is_success() => response.text().await.ok(),
+            Ok(response) if response.status().is_success() => read_body(
+                &well_known,
+                response,
+                IDENTITY_ANSWER,
+                MAX_IDENTITY_ANSWER_BYTES,
+            )
+            .await
+            .ok(),
             _ => None,
         };
         if let Some(did) = answer
             .as_deref()
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
             .map(str::trim)
             .filter(|d| svc_syntax::check_did(d).is_ok())
         {

@@ -13,6 +13,8 @@ pub use reqwest::{Client, Url};
 pub use session::{Session, SessionStore, SessionSummary};
 pub use xrpc::{CreatedRecord, FetchedRecord, Xrpc};
 
+use std::time::Duration;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AtprotoError {
     #[error("{0}")]
@@ -29,6 +31,13 @@ pub enum AtprotoError {
     },
     #[error("{path}: {message}")]
     Store { path: String, message: String },
+    /// The peer's answer is longer than svc reads of that kind of answer.
+    #[error("{url}: the answer is over {}, the most read of {what}; refused", in_units(*limit))]
+    TooLarge {
+        url: String,
+        what: &'static str,
+        limit: usize,
+    },
 }
 
 impl AtprotoError {
@@ -43,21 +52,182 @@ impl AtprotoError {
 
 pub type AtprotoResult<T> = Result<T, AtprotoError>;
 
+/// How long one request to a peer may take in all: connecting, the answer's head and its
+/// whole body (a peer that trickles its answer is cut off here too). A real answer takes a
+/// fraction of this; a peer slower than this is treated as down.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long connecting to a peer (TCP and TLS) may take, within [`REQUEST_TIMEOUT`]: an
+/// address that swallows the first packet is given up on sooner than a slow answer.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most read of a successful XRPC answer. The largest is a `listRecords` page: 100
+/// records, and the reference PDS takes a record of at most 150 KiB (its JSON request limit),
+/// so a real page stays under 15 MiB. A page is held whole while it is decoded, so this is
+/// also what one page may cost in memory.
+pub const MAX_XRPC_ANSWER_BYTES: usize = 16 << 20;
+/// The most read of an XRPC error answer: its `error` and `message` are a few lines.
+pub const MAX_ERROR_ANSWER_BYTES: usize = 64 << 10;
+/// The most read of an answer about an identity: a DID document (a real one is 1-3 KiB, a
+/// did:web one with many keys a few more), a handle's `/.well-known/atproto-did` (one DID, at
+/// most 2 KiB) or a `resolveHandle` answer.
+pub const MAX_IDENTITY_ANSWER_BYTES: usize = 64 << 10;
+
+/// `bytes` in KiB or MiB, as the limits are written.
+fn in_units(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// A transport failure (no connection, no answer in time, a broken body) as an error naming
+/// the peer once, with every cause. A timeout says so: reqwest's own text does not.
+pub(crate) fn http_error(url: &str, error: reqwest::Error) -> AtprotoError {
+    let message = if error.is_timeout() {
+        "timed out before the whole answer came".to_string()
+    } else {
+        let error = error.without_url();
+        let mut message = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            message.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        message
+    };
+    AtprotoError::Http {
+        url: url.to_string(),
+        message,
+    }
+}
+
+/// Reads an answer's body in chunks, refusing it as soon as it passes `limit` bytes (or
+/// announces more): a peer cannot make svc hold more than `limit` of it.
+pub(crate) async fn read_body(
+    url: &str,
+    mut response: reqwest::Response,
+    what: &'static str,
+    limit: usize,
+) -> AtprotoResult<Vec<u8>> {
+    let too_large = || AtprotoError::TooLarge {
+        url: url.to_string(),
+        what,
+        limit,
+    };
+    let announced = response.content_length().unwrap_or(0);
+    if announced > limit as u64 {
+        return Err(too_large());
+    }
+    // The announced length is a hint within the limit, never trusted beyond it.
+    let mut body = Vec::with_capacity(announced as usize);
+    while let Some(chunk) = response.chunk().await.map_err(|e| http_error(url, e))? {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// Installs the process's TLS provider, ring (no OpenSSL, no aws-lc builds): reqwest and
 /// tokio-tungstenite are built without one. Idempotent.
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// An HTTP client with the ring TLS provider, giving up on a request after `timeout`.
-pub fn http_client(timeout: std::time::Duration) -> AtprotoResult<reqwest::Client> {
+/// An HTTP client with the ring TLS provider, giving up on a request after `timeout` (the
+/// whole request, body included) and on connecting after [`CONNECT_TIMEOUT`].
+pub fn http_client(timeout: Duration) -> AtprotoResult<reqwest::Client> {
     install_crypto();
     reqwest::Client::builder()
         .timeout(timeout)
+        .connect_timeout(CONNECT_TIMEOUT.min(timeout))
         .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| AtprotoError::Http {
             url: String::new(),
             message: e.to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A server answering every connection with `head`, then `body` written `repeat` times
+    /// (forever with `None`), then holding the connection open.
+    async fn peer(head: &'static str, body: &'static [u8], repeat: Option<usize>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/answer", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = stream.read(&mut request).await;
+                    stream.write_all(head.as_bytes()).await?;
+                    let mut sent = 0;
+                    while repeat.is_none_or(|n| sent < n) {
+                        stream.write_all(body).await?;
+                        sent += 1;
+                    }
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    std::io::Result::Ok(())
+                });
+            }
+        });
+        url
+    }
+
+    async fn read(url: &str, timeout: Duration, limit: usize) -> AtprotoResult<Vec<u8>> {
+        let http = http_client(timeout)?;
+        let response = http.get(url).send().await.map_err(|e| http_error(url, e))?;
+        read_body(url, response, "a test answer", limit).await
+    }
+
+    #[tokio::test]
+    async fn an_endless_body_is_refused_at_the_limit() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n";
+        let url = peer(head, &[b' '; 4096], None).await;
+        let error = read(&url, Duration::from_secs(30), 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, AtprotoError::TooLarge { .. }), "{error}");
+        let message = error.to_string();
+        assert!(message.contains(&url), "{message}");
+        assert!(message.contains("1 MiB"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn an_announced_length_over_the_limit_is_refused_unread() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n";
+        let url = peer(head, b"", Some(0)).await;
+        let error = read(&url, Duration::from_secs(30), 64 << 10)
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("64 KiB"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_body_within_the_limit_is_read_whole() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n";
+        let url = peer(head, b"{\"a\":1}\n", Some(1)).await;
+        let body = read(&url, Duration::from_secs(30), 8).await.unwrap();
+        assert_eq!(body, b"{\"a\":1}\n");
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_never_ends_times_out() {
+        // The head, then a body that trickles: only the whole-request limit ends it.
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n";
+        let url = peer(head, b"{", Some(1)).await;
+        let started = std::time::Instant::now();
+        let error = read(&url, Duration::from_millis(500), 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(error.to_string().contains("timed out"), "{error}");
+    }
 }

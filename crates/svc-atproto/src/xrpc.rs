@@ -1,7 +1,10 @@
 //! The XRPC client of the command line and the backfill. Error answers become
 //! [`AtprotoError::Xrpc`] with the server's error name and message.
 
-use crate::{AtprotoError, AtprotoResult};
+use crate::{
+    AtprotoError, AtprotoResult, MAX_ERROR_ANSWER_BYTES, MAX_XRPC_ANSWER_BYTES, http_error,
+    read_body,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -43,16 +46,20 @@ impl Xrpc {
         Xrpc { http }
     }
 
-    async fn answer(url: &str, request: reqwest::RequestBuilder) -> AtprotoResult<Value> {
-        let response = request.send().await.map_err(|e| AtprotoError::Http {
-            url: url.to_string(),
-            message: e.to_string(),
-        })?;
+    /// The body of a successful answer (at most [`MAX_XRPC_ANSWER_BYTES`]), or the error the
+    /// server answered with.
+    async fn answer(url: &str, request: reqwest::RequestBuilder) -> AtprotoResult<Vec<u8>> {
+        let response = request.send().await.map_err(|e| http_error(url, e))?;
         let status = response.status();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
         if status.is_success() {
-            return Ok(body);
+            return read_body(url, response, "an XRPC answer", MAX_XRPC_ANSWER_BYTES).await;
         }
+        // The status is the error; a body too long or broken only loses its details.
+        let body: Value = read_body(url, response, "an XRPC error", MAX_ERROR_ANSWER_BYTES)
+            .await
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or(Value::Null);
         let field = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_string);
         Err(AtprotoError::Xrpc {
             url: url.to_string(),
@@ -66,8 +73,10 @@ impl Xrpc {
         format!("{}/xrpc/{method}", service.trim_end_matches('/'))
     }
 
-    fn decode<T: DeserializeOwned>(url: &str, body: Value) -> AtprotoResult<T> {
-        serde_json::from_value(body)
+    /// Decoded straight from the bytes: a page of records is never held twice, as text and as
+    /// a generic tree.
+    fn decode<T: DeserializeOwned>(url: &str, body: &[u8]) -> AtprotoResult<T> {
+        serde_json::from_slice(body)
             .map_err(|e| AtprotoError::Invalid(format!("{url}: unexpected answer: {e}")))
     }
 
@@ -82,7 +91,7 @@ impl Xrpc {
         let address = reqwest::Url::parse_with_params(&url, params)
             .map_err(|e| AtprotoError::Invalid(format!("{url}: {e}")))?;
         let body = Self::answer(&url, self.http.get(address)).await?;
-        Self::decode(&url, body)
+        Self::decode(&url, &body)
     }
 
     /// Any XRPC procedure: POSTs `input` as JSON (with a bearer token when given) and returns
@@ -99,7 +108,9 @@ impl Xrpc {
         if let Some(token) = bearer {
             request = request.bearer_auth(token);
         }
-        Self::answer(&url, request).await
+        let body = Self::answer(&url, request).await?;
+        // A procedure may answer nothing at all.
+        Ok(serde_json::from_slice(&body).unwrap_or(Value::Null))
     }
 
     /// `com.atproto.repo.getRecord`.
@@ -123,8 +134,9 @@ impl Xrpc {
     ) -> AtprotoResult<SessionTokens> {
         let method = "com.atproto.server.createSession";
         let input = json!({"identifier": identifier, "password": password});
-        let body = self.procedure(service, method, &input, None).await?;
-        Self::decode(method, body)
+        let url = Self::url(service, method);
+        let body = Self::answer(&url, self.http.post(&url).json(&input)).await?;
+        Self::decode(&url, &body)
     }
 
     pub async fn refresh_session(
@@ -135,7 +147,7 @@ impl Xrpc {
         let method = "com.atproto.server.refreshSession";
         let url = Self::url(service, method);
         let body = Self::answer(&url, self.http.post(&url).bearer_auth(refresh_jwt)).await?;
-        Self::decode(&url, body)
+        Self::decode(&url, &body)
     }
 
     pub async fn create_record(
@@ -149,9 +161,9 @@ impl Xrpc {
     ) -> AtprotoResult<CreatedRecord> {
         let method = "com.atproto.repo.createRecord";
         let input = json!({"repo": repo, "collection": collection, "rkey": rkey, "record": record});
-        let body = self
-            .procedure(service, method, &input, Some(access_jwt))
-            .await?;
-        Self::decode(method, body)
+        let url = Self::url(service, method);
+        let request = self.http.post(&url).json(&input).bearer_auth(access_jwt);
+        let body = Self::answer(&url, request).await?;
+        Self::decode(&url, &body)
     }
 }
