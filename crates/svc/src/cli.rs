@@ -214,6 +214,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SVC_DB")]
     pub db: Option<String>,
 
+    /// File holding the PostgreSQL password alone, for a --db URL without one (else
+    /// PGPASSWORD, else PGPASSFILE or ~/.pgpass, as libpq reads them).
+    #[arg(long = "db-password-file", env = "SVC_DB_PASSWORD_FILE")]
+    pub db_password_file: Option<PathBuf>,
+
     /// Live source of events, or `none`.
     #[arg(long, env = "SVC_FIREHOSE", default_value = DEFAULT_FIREHOSE)]
     pub firehose: String,

@@ -159,6 +159,27 @@ fn plan_start(
             .map_err(|e| crate::commands::UsageError(format!("--db: {e}")))?,
         None => default_db(),
     };
+    let db = match (db, &args.db_password_file) {
+        (Location::Postgres(url), Some(_)) if url.has_password() => {
+            return Err(crate::commands::UsageError(format!(
+                "--db {url} carries a password, and --db-password-file gives another: drop one"
+            ))
+            .into());
+        }
+        (Location::Postgres(url), Some(path)) => Location::Postgres(
+            url.with_password_file(path)
+                .map_err(|e| anyhow::anyhow!("--db-password-file: {e}"))?,
+        ),
+        (Location::Sqlite(path), Some(_)) => {
+            return Err(crate::commands::UsageError(format!(
+                "--db-password-file is for a PostgreSQL catalog, and --db names the SQLite \
+                 file {}: drop one",
+                path.display()
+            ))
+            .into());
+        }
+        (db, None) => db,
+    };
     Ok(StartPlan {
         role,
         live_url,
@@ -291,6 +312,16 @@ async fn serve(
         plan.role,
     )
     .await
+    .map_err(|e| {
+        if e.to_string().contains("password missing") {
+            anyhow::anyhow!(
+                "{e} (the database asks for a password: give it with --db-password-file, \
+                 PGPASSWORD or a .pgpass file)"
+            )
+        } else {
+            e
+        }
+    })
     .with_context(|| format!("opening the catalog {}", plan.db))?;
     tracing::info!(db = %plan.db, role = ?plan.role, "catalog open");
     let mut registry = Registry::default();

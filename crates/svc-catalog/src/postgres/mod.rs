@@ -41,10 +41,12 @@ pub(crate) fn storage(error: tokio_postgres::Error) -> CatalogError {
         Some(code) => code.code().starts_with("08") || code.code().starts_with("57P"),
         None => error.as_db_error().is_none(),
     };
-    // The driver's own text for an error the database reported is only "db error".
-    let text = match error.as_db_error() {
-        Some(reported) => reported.to_string(),
-        None => error.to_string(),
+    // The driver's own text names only the kind of error ("db error", "invalid
+    // configuration"); what went wrong is in the database's report or the error's source.
+    let text = match (error.as_db_error(), std::error::Error::source(&error)) {
+        (Some(reported), _) => reported.to_string(),
+        (None, Some(cause)) => format!("{error}: {cause}"),
+        (None, None) => error.to_string(),
     };
     if unreachable || error.is_closed() {
         CatalogError::Unavailable(text)
