@@ -1,8 +1,11 @@
 //! The accept loop: HTTP/1.1 connections with a time limit on each request head (which is also
-//! the limit on a keep-alive connection's idleness), a cap on open connections below the
-//! process's file-descriptor limit, and the peer address handed to the request layers. When
-//! every slot is taken, the oldest connection that has not yet sent a whole request head gives
-//! its slot to the newcomer: a flood of slow clients cannot lock out real ones.
+//! the limit on a keep-alive connection's idleness), a time limit on each write of an answer
+//! that makes no progress, a cap on open connections below the process's file-descriptor limit,
+//! and the peer address handed to the request layers. When every slot is taken, a connection
+//! that waits on its client gives its slot to the newcomer: first the one whose answer has been
+//! blocked longest on a client that reads nothing, then the oldest that has not yet sent a
+//! whole request head. A flood of slow clients, or of clients that never read, cannot lock out
+//! real ones.
 //!
 //! Connections are accepted on a thread of their own, which hands every connection whose first
 //! request is a health or readiness probe to the probe lane, a thread that serves only those,
@@ -12,19 +15,26 @@
 //! delays only the accepting of new ones.
 //!
 //! axum's own `serve` sets no timer, so a connection that stalls in its request head, or sits
-//! idle, is never closed: enough of them exhaust the file descriptors.
+//! idle, is never closed: enough of them exhaust the file descriptors. hyper's header timer
+//! does not run while an answer is being written, so a client that pipelines requests and
+//! never reads the answers would hold its connection, and the buffers of its unsent answers,
+//! for ever without the write time limit.
 
 use crate::health::PROBES;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
+use tokio::time::{Instant, Sleep};
 use tower::ServiceExt;
 
 /// Descriptors kept for everything but client connections: the catalog's files, its reader
@@ -36,8 +46,12 @@ pub struct ConnectionLimits {
     /// Longest wait for a complete request head, counted from the end of the previous answer
     /// on a kept-alive connection.
     pub head_timeout: Duration,
-    /// Open client connections at most; one more is closed as soon as it is accepted.
+    /// Open client connections at most; one more takes the slot of a connection that waits on
+    /// its client, or is closed as soon as it is accepted.
     pub max_connections: usize,
+    /// Longest time a write of an answer may make no progress (the client reads nothing)
+    /// before the connection is closed.
+    pub write_timeout: Duration,
     /// Bytes of a request head hyper buffers at most (beyond: hyper's own 431).
     pub max_head_bytes: usize,
 }
@@ -115,7 +129,7 @@ async fn accept(
 ) {
     let lanes = Arc::new(lanes);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let unproven = Arc::new(Unproven::default());
+    let open = Arc::new(Open::default());
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.head_timeout)
@@ -135,18 +149,19 @@ async fn accept(
                 continue;
             }
         };
-        let Some(slot) = take_slot(&slots, &unproven).await else {
-            // Full of connections that have all sent a request: closing at once keeps the
-            // descriptor free for the connections that are already being served.
+        let Some(slot) = take_slot(&slots, &open).await else {
+            // Full of connections that are all being served and reading their answers:
+            // closing at once keeps the descriptor free for them.
             drop(stream);
             continue;
         };
-        let (place, evicted) = unproven.enter();
+        let (place, evicted) = open.enter();
         let connection = Connection {
             http: http.clone(),
             peer,
             router: router.clone(),
             stop: stop.clone(),
+            write_timeout: limits.write_timeout,
             place,
             slot,
         };
@@ -191,12 +206,12 @@ impl Lane {
 async fn first_bytes(
     stream: &TcpStream,
     head_timeout: Duration,
-    evicted: &mut oneshot::Receiver<()>,
+    evicted: &mut oneshot::Receiver<GiveWay>,
 ) -> Option<Lane> {
     let mut start = [0u8; 16];
     let peeked = tokio::select! {
         peeked = tokio::time::timeout(head_timeout, stream.peek(&mut start)) => peeked,
-        Ok(()) = &mut *evicted => return None,
+        Ok(_) = &mut *evicted => return None,
     };
     match peeked {
         Ok(Ok(n)) if n > 0 => Some(Lane::of(&start[..n])),
@@ -208,7 +223,7 @@ async fn first_bytes(
 fn hand_over(
     connection: Connection,
     stream: TcpStream,
-    evicted: oneshot::Receiver<()>,
+    evicted: oneshot::Receiver<GiveWay>,
     lane: &tokio::runtime::Handle,
 ) {
     let Ok(stream) = stream.into_std() else {
@@ -222,13 +237,13 @@ fn hand_over(
     });
 }
 
-/// A free slot, or the slot of the oldest connection still waiting for its first request head,
-/// which is closed for it; `None` when every open connection has sent a request.
-async fn take_slot(slots: &Arc<Semaphore>, unproven: &Unproven) -> Option<OwnedSemaphorePermit> {
+/// A free slot, or the slot of a connection that waits on its client, which is closed for it;
+/// `None` when every open connection is being served and reads its answers.
+async fn take_slot(slots: &Arc<Semaphore>, open: &Open) -> Option<OwnedSemaphorePermit> {
     if let Ok(slot) = Arc::clone(slots).try_acquire_owned() {
         return Some(slot);
     }
-    if !unproven.evict_oldest() {
+    if !open.evict() {
         return None;
     }
     // The evicted connection's task gives its slot back as soon as it runs.
@@ -238,84 +253,250 @@ async fn take_slot(slots: &Arc<Semaphore>, unproven: &Unproven) -> Option<OwnedS
         .ok()
 }
 
-/// Open connections that have not yet sent a whole request head, oldest first, each with the
-/// means to close it.
+/// Why a connection is asked to give its slot to a newcomer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GiveWay {
+    /// It has not sent a whole request head yet.
+    NoRequest,
+    /// Its answer has been blocked longest on a client that reads nothing.
+    Blocked,
+}
+
+/// The open connections, each with the means to close it, and those among them that wait on
+/// their client.
 #[derive(Default)]
-struct Unproven {
-    inner: Mutex<UnprovenInner>,
+struct Open {
+    inner: Mutex<OpenInner>,
 }
 
 #[derive(Default)]
-struct UnprovenInner {
+struct OpenInner {
     next_id: u64,
-    waiting: BTreeMap<u64, oneshot::Sender<()>>,
+    close: BTreeMap<u64, oneshot::Sender<GiveWay>>,
+    /// Connections that have not sent a whole request head, oldest (lowest id) first.
+    unproven: BTreeSet<u64>,
+    /// Connections whose writes are blocked, by when the block began.
+    blocked: BTreeSet<(Instant, u64)>,
 }
 
-impl Unproven {
-    fn lock(&self) -> std::sync::MutexGuard<'_, UnprovenInner> {
-        // The map stays consistent whatever panicked while holding it: each step is one insert
-        // or remove.
+impl Open {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OpenInner> {
+        // The sets stay consistent whatever panicked while holding them: each step is one
+        // insert or remove.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn enter(self: &Arc<Self>) -> (Arc<Place>, oneshot::Receiver<()>) {
+    fn enter(self: &Arc<Self>) -> (Arc<Place>, oneshot::Receiver<GiveWay>) {
         let (close, evicted) = oneshot::channel();
         let mut inner = self.lock();
         let id = inner.next_id;
         inner.next_id += 1;
-        inner.waiting.insert(id, close);
+        inner.close.insert(id, close);
+        inner.unproven.insert(id);
         let place = Place {
             id,
-            unproven: Arc::clone(self),
+            open: Arc::clone(self),
             proven: AtomicBool::new(false),
         };
         (Arc::new(place), evicted)
     }
 
-    /// The connection sent a request head, or has ended.
-    fn leave(&self, id: u64) {
-        self.lock().waiting.remove(&id);
-    }
-
-    /// Tells the oldest waiting connection to close; `false` when none is waiting.
-    fn evict_oldest(&self) -> bool {
+    /// Tells the connection that waits longest on its client to close: the one whose answer
+    /// has been blocked longest (it has had its answers and is not reading them), else the
+    /// oldest without a request head (it may still be a real client on a slow link); `false`
+    /// when none waits.
+    fn evict(&self) -> bool {
         let mut inner = self.lock();
-        // A connection already ending has dropped its receiver: the next one goes instead.
-        while let Some((_, close)) = inner.waiting.pop_first() {
-            if close.send(()).is_ok() {
+        loop {
+            let (id, why) = if let Some((_, id)) = inner.blocked.pop_first() {
+                (id, GiveWay::Blocked)
+            } else if let Some(id) = inner.unproven.pop_first() {
+                (id, GiveWay::NoRequest)
+            } else {
+                return false;
+            };
+            // A connection already ending has dropped its receiver, and one chosen before
+            // has none left: the next one goes instead.
+            if let Some(close) = inner.close.remove(&id)
+                && close.send(why).is_ok()
+            {
                 return true;
             }
         }
-        false
     }
 }
 
-/// One connection's place among the unproven ones, given up on its first request head or when
-/// the connection ends (dropped).
+/// One connection's place among the open ones, given up when the connection ends (dropped).
 struct Place {
     id: u64,
-    unproven: Arc<Unproven>,
+    open: Arc<Open>,
     proven: AtomicBool,
 }
 
 impl Place {
-    /// The connection sent a request head: from now on it never gives way.
+    /// The connection sent a request head: from now on it gives way only while its answer is
+    /// blocked.
     fn prove(&self) {
         if !self.proven.swap(true, Ordering::SeqCst) {
-            self.unproven.leave(self.id);
+            self.open.lock().unproven.remove(&self.id);
         }
     }
 
     fn is_proven(&self) -> bool {
         self.proven.load(Ordering::SeqCst)
     }
+
+    /// A write began to wait for the client at `since`.
+    fn blocked(&self, since: Instant) {
+        self.open.lock().blocked.insert((since, self.id));
+    }
+
+    /// The write blocked since `since` made progress, or the connection ends.
+    fn flowing(&self, since: Instant) {
+        self.open.lock().blocked.remove(&(since, self.id));
+    }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
+        let mut inner = self.open.lock();
+        inner.close.remove(&self.id);
         if !self.is_proven() {
-            self.unproven.leave(self.id);
+            inner.unproven.remove(&self.id);
         }
+    }
+}
+
+/// A client connection's stream whose writes have a time limit: a write (or flush, or
+/// shutdown) that stays blocked for `timeout`, because the client reads nothing, fails with
+/// `TimedOut`, and hyper closes the connection. While a write is blocked the connection is
+/// among the first to give way to a newcomer.
+struct WriteTimed<S> {
+    stream: S,
+    timeout: Duration,
+    place: Arc<Place>,
+    /// When the write that is blocked began to wait.
+    blocked_since: Option<Instant>,
+    /// Made at the first blocked write and reset at each later one: a write that completes
+    /// at once, which is nearly every write, costs no timer.
+    deadline: Option<Pin<Box<Sleep>>>,
+    timed_out: bool,
+}
+
+impl<S> WriteTimed<S> {
+    fn new(stream: S, timeout: Duration, place: Arc<Place>) -> Self {
+        WriteTimed {
+            stream,
+            timeout,
+            place,
+            blocked_since: None,
+            deadline: None,
+            timed_out: false,
+        }
+    }
+
+    /// `poll` on the stream, failing once it has been blocked for the timeout.
+    fn timed<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(Pin<&mut S>, &mut Context<'_>) -> Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>>
+    where
+        S: Unpin,
+    {
+        if self.timed_out {
+            return Poll::Ready(Err(write_timed_out()));
+        }
+        match poll(Pin::new(&mut self.stream), cx) {
+            Poll::Pending => self.wait(cx),
+            ready => {
+                if let Some(since) = self.blocked_since.take() {
+                    self.place.flowing(since);
+                }
+                ready
+            }
+        }
+    }
+
+    fn wait<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        if self.blocked_since.is_none() {
+            let now = Instant::now();
+            self.blocked_since = Some(now);
+            self.place.blocked(now);
+            let deadline = now + self.timeout;
+            match self.deadline.as_mut() {
+                Some(sleep) => sleep.as_mut().reset(deadline),
+                None => self.deadline = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+        }
+        let expired = self
+            .deadline
+            .as_mut()
+            .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready());
+        if !expired {
+            return Poll::Pending;
+        }
+        self.timed_out = true;
+        crate::metrics::WRITE_TIMEOUTS.inc();
+        Poll::Ready(Err(write_timed_out()))
+    }
+}
+
+fn write_timed_out() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "the client read nothing for the write timeout",
+    )
+}
+
+impl<S> Drop for WriteTimed<S> {
+    fn drop(&mut self) {
+        if let Some(since) = self.blocked_since {
+            self.place.flowing(since);
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteTimed<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteTimed<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.get_mut()
+            .timed(cx, |stream, cx| stream.poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.get_mut()
+            .timed(cx, |stream, cx| stream.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.get_mut().timed(cx, |stream, cx| stream.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.get_mut()
+            .timed(cx, |stream, cx| stream.poll_shutdown(cx))
     }
 }
 
@@ -326,17 +507,19 @@ struct Connection {
     peer: SocketAddr,
     router: Router,
     stop: watch::Receiver<bool>,
+    write_timeout: Duration,
     place: Arc<Place>,
     slot: OwnedSemaphorePermit,
 }
 
 impl Connection {
-    async fn serve(self, stream: TcpStream, evicted: oneshot::Receiver<()>) {
+    async fn serve(self, stream: TcpStream, evicted: oneshot::Receiver<GiveWay>) {
         let Connection {
             http,
             peer,
             router,
             mut stop,
+            write_timeout,
             place,
             slot,
         } = self;
@@ -352,13 +535,16 @@ impl Connection {
                 router.clone().oneshot(request.map(axum::body::Body::new))
             })
         };
+        let stream = WriteTimed::new(stream, write_timeout, Arc::clone(&place));
+        let stream = crate::error::JsonHeadErrors::new(stream);
         let connection = http.serve_connection(TokioIo::new(stream), service);
         tokio::pin!(connection);
         // Dropping the connection closes it. A request whose head arrived just as the
-        // connection was chosen is served instead: nothing is cut short.
+        // connection was chosen for having none is served instead: nothing is cut short.
         let given_way = async {
             match evicted.await {
-                Ok(()) if !place.is_proven() => {}
+                Ok(GiveWay::Blocked) => {}
+                Ok(GiveWay::NoRequest) if !place.is_proven() => {}
                 _ => std::future::pending().await,
             }
         };
@@ -381,7 +567,87 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 
 #[cfg(test)]
 mod tests {
-    use super::Lane;
+    use super::{GiveWay, Lane, Open, WriteTimed};
+    use crate::metrics::WRITE_TIMEOUTS;
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_write_the_client_never_reads_fails_after_the_timeout() {
+        let open = Arc::new(Open::default());
+        let (place, _evicted) = open.enter();
+        let (ours, _theirs) = tokio::io::duplex(64);
+        let mut stream = WriteTimed::new(ours, Duration::from_millis(100), place);
+        stream.write_all(&[0; 64]).await.unwrap();
+        assert!(
+            stream.deadline.is_none(),
+            "a write that went through set a timer"
+        );
+        let counted = WRITE_TIMEOUTS.get();
+        let started = std::time::Instant::now();
+        let error = stream.write_all(&[0; 1]).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert!(WRITE_TIMEOUTS.get() > counted);
+        // Failed for good, and counted once.
+        let counted = WRITE_TIMEOUTS.get();
+        assert!(stream.write_all(&[0; 1]).await.is_err());
+        assert!(stream.flush().await.is_err());
+        assert_eq!(WRITE_TIMEOUTS.get(), counted);
+        drop(stream);
+        assert!(open.lock().blocked.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_client_that_reads_slowly_is_never_timed_out() {
+        let open = Arc::new(Open::default());
+        let (place, _evicted) = open.enter();
+        let (ours, mut theirs) = tokio::io::duplex(16);
+        let mut stream = WriteTimed::new(ours, Duration::from_millis(200), place);
+        let reader = tokio::spawn(async move {
+            let mut buffer = [0u8; 16];
+            let mut read = 0;
+            while read < 160 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                read += theirs.read(&mut buffer).await.unwrap();
+            }
+        });
+        // Ten times the timeout in all, never more than a quarter of it without progress.
+        stream.write_all(&[0; 160]).await.unwrap();
+        reader.await.unwrap();
+        assert!(open.lock().blocked.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_blocked_connection_gives_way_before_one_without_a_request() {
+        let open = Arc::new(Open::default());
+        let (_waiting, mut waiting_evicted) = open.enter();
+        let (place, mut evicted) = open.enter();
+        place.prove();
+        let (reading, mut reading_evicted) = open.enter();
+        reading.prove();
+        let (ours, mut theirs) = tokio::io::duplex(16);
+        let mut stream = WriteTimed::new(ours, Duration::from_secs(60), Arc::clone(&place));
+        let blocked = tokio::time::timeout(Duration::from_millis(50), stream.write_all(&[0; 32]));
+        assert!(blocked.await.is_err(), "the write went through");
+        assert_eq!(open.lock().blocked.len(), 1);
+        // Progress takes it off the blocked ones.
+        theirs.read_exact(&mut [0; 16]).await.unwrap();
+        stream.write_all(&[0; 1]).await.unwrap();
+        assert!(open.lock().blocked.is_empty());
+        let blocked = tokio::time::timeout(Duration::from_millis(50), stream.write_all(&[0; 32]));
+        assert!(blocked.await.is_err(), "the write went through");
+
+        assert!(open.evict());
+        assert_eq!(evicted.try_recv(), Ok(GiveWay::Blocked));
+        assert!(waiting_evicted.try_recv().is_err());
+        assert!(open.evict());
+        assert_eq!(waiting_evicted.try_recv(), Ok(GiveWay::NoRequest));
+        // A connection that reads its answers never gives way.
+        assert!(!open.evict());
+        assert!(reading_evicted.try_recv().is_err());
+    }
 
     #[test]
     fn probes_are_told_by_their_request_line() {

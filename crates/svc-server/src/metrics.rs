@@ -9,8 +9,13 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{LazyLock, RwLock};
 use std::time::Duration;
+
+/// Connections closed because an answer made no progress for the write timeout. One for the
+/// process: the accept loop that counts them is started apart from the router that owns the
+/// other metrics, and a process serves one listener.
+pub(crate) static WRITE_TIMEOUTS: LazyLock<Counter> = LazyLock::new(Counter::default);
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct KindLabel {
@@ -119,6 +124,11 @@ impl HttpMetrics {
             "svc_http_request_duration_seconds",
             "HTTP request latency by route",
             self.latency.clone(),
+        );
+        registry.register(
+            "svc_http_write_timeouts",
+            "Connections closed because an answer made no progress for --write-timeout (a client that reads nothing)",
+            WRITE_TIMEOUTS.clone(),
         );
     }
 

@@ -272,6 +272,11 @@ pub struct ServeArgs {
     #[arg(long = "head-timeout", env = "SVC_HEAD_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub head_timeout: Duration,
 
+    /// Longest time an answer may wait for a client that reads nothing; then the connection
+    /// is closed.
+    #[arg(long = "write-timeout", env = "SVC_WRITE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
+
     /// Open client connections at most [default: the file-descriptor limit less 256].
     #[arg(long = "max-connections", env = "SVC_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: Option<u64>,

@@ -524,6 +524,7 @@ fn connection_limits(
     Ok(svc_server::ConnectionLimits {
         head_timeout: args.head_timeout,
         max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+        write_timeout: args.write_timeout,
         // hyper's buffer for a request head: room for the largest head the limits above
         // answer with JSON, before hyper's own bare 431.
         max_head_bytes: 4 * (MAX_URI_BYTES + MAX_HEADER_BYTES),
