@@ -5,6 +5,7 @@ mod common;
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 fn address(server: &Server) -> String {
@@ -101,6 +102,221 @@ fn when_every_slot_is_taken_the_oldest_stalled_connections_make_room() {
     let evicted = closed.iter().take_while(|&&c| c).count();
     assert!((5..=6).contains(&evicted), "{closed:?}");
     assert!(closed[evicted..].iter().all(|&c| !c), "{closed:?}");
+}
+
+const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/catalog.jsonl");
+
+/// The example catalog's largest page, about 6 KB.
+const LARGE_PAGE: &str = "/v1/bounties/open?limit=1000";
+
+/// A client that sends 2,000 pipelined requests for a large page and never reads an answer:
+/// 13 MB of answers, far beyond what the socket buffers on both sides hold.
+fn never_reading(server: &Server) -> TcpStream {
+    let mut stream = TcpStream::connect(address(server)).expect("connect");
+    // Once its answers are blocked the server reads no further request: what it has not
+    // taken by then is left unsent.
+    stream
+        .set_write_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let request = format!("GET {LARGE_PAGE} HTTP/1.1\r\nHost: x\r\n\r\n");
+    let _ = stream.write_all(request.repeat(2000).as_bytes());
+    stream
+}
+
+/// Whether the server has closed `stream` (end of stream or reset) within `within`, seen
+/// without reading what it holds: a read would be the progress the server waits for.
+fn hung_up(stream: &TcpStream, within: Duration) -> bool {
+    let mut poll = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(within.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: poll reads and writes the one pollfd it is given, valid for the call.
+    let ready = unsafe { libc::poll(&mut poll, 1, ms) };
+    ready == 1 && poll.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// The bytes the server has written to each client and the client has not taken, from the
+/// send queue of the server's end in /proc/net/tcp (both ends are on this host's loopback);
+/// `None` once that end is gone.
+fn unread_by(server: &Server, clients: &[TcpStream]) -> Vec<Option<u64>> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let server_port = address(server).rsplit(':').next().unwrap().to_string();
+    let ours = format!(":{:04X}", server_port.parse::<u16>().unwrap());
+    clients
+        .iter()
+        .map(|client| {
+            let theirs = format!(":{:04X}", client.local_addr().unwrap().port());
+            table.lines().skip(1).find_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let (local, remote, queues) = (fields[1], fields[2], fields[4]);
+                if !local.ends_with(&ours) || !remote.ends_with(&theirs) {
+                    return None;
+                }
+                u64::from_str_radix(queues.split(':').next()?, 16).ok()
+            })
+        })
+        .collect()
+}
+
+/// Waits until the server's answers to every one of `clients` are blocked: its send queue to
+/// each holds bytes and has not moved for half a second.
+fn wait_until_blocked(server: &Server, clients: &[TcpStream]) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut before = unread_by(server, clients);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = unread_by(server, clients);
+        if now == before && now.iter().all(|queue| queue.is_some_and(|bytes| bytes > 0)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "answers never blocked: {now:?}");
+        before = now;
+    }
+}
+
+/// A request on a connection of its own, answered within `within`: the answer's first line,
+/// and the connection, kept open.
+fn answered_within(server: &Server, path: &str, within: Duration) -> (String, TcpStream) {
+    let started = Instant::now();
+    let mut client = TcpStream::connect(address(server)).expect("connect");
+    write!(client, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    client.set_read_timeout(Some(within)).expect("timeout");
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let whole = |answer: &[u8]| {
+        let text = String::from_utf8_lossy(answer);
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            return false;
+        };
+        let length = head
+            .lines()
+            .find_map(|line| {
+                line.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0);
+        body.len() >= length
+    };
+    while !whole(&answer) {
+        let n = client.read(&mut buffer).expect("an answer");
+        assert!(n > 0, "{path}: closed before its answer");
+        answer.extend_from_slice(&buffer[..n]);
+    }
+    assert!(
+        started.elapsed() < within,
+        "{path}: {:?}",
+        started.elapsed()
+    );
+    let first_line = String::from_utf8_lossy(&answer)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    (first_line, client)
+}
+
+fn write_timeouts(server: &Server) -> u64 {
+    let metrics = server.get_raw("/metrics").2;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("svc_http_write_timeouts_total "))
+        .expect("svc_http_write_timeouts_total")
+        .parse()
+        .expect("a count")
+}
+
+#[test]
+fn clients_that_never_read_their_answers_are_closed_after_the_write_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        dir.path().join("catalog.db"),
+        &["--import", EXAMPLES, "--write-timeout", "1s"],
+    );
+    let page = server.get_raw(LARGE_PAGE).2.len();
+    assert!(page > 5_000, "{page}");
+    assert_eq!(write_timeouts(&server), 0);
+    let clients: Vec<(Instant, TcpStream)> = (0..10)
+        .map(|_| (Instant::now(), never_reading(&server)))
+        .collect();
+    for (connected, client) in &clients {
+        let within = Duration::from_secs(20).saturating_sub(connected.elapsed());
+        assert!(
+            hung_up(client, within),
+            "a client that reads nothing was left open"
+        );
+        // Its answers were blocked no sooner than it connected.
+        assert!(connected.elapsed() >= Duration::from_secs(1));
+    }
+    for (_, mut client) in clients {
+        // What reached the client before the server gave up, then the end.
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut read = 0;
+        let mut buffer = vec![0u8; 1 << 16];
+        loop {
+            match client.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => read += n,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!("neither the end nor a reset: {e}"),
+            }
+        }
+        assert!(read < 2000 * page, "every answer was sent: {read} bytes");
+    }
+    assert_eq!(write_timeouts(&server), 10);
+    // And the server goes on serving.
+    assert_eq!(server.get_raw(LARGE_PAGE).0, 200);
+    assert_eq!(server.get_raw("/healthz").0, 200);
+}
+
+#[test]
+fn clients_that_never_read_cannot_lock_new_ones_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let head_timeout = Duration::from_secs(2);
+    let server = Server::start(
+        dir.path().join("catalog.db"),
+        &[
+            "--import",
+            EXAMPLES,
+            "--max-connections",
+            "20",
+            "--head-timeout",
+            "2s",
+            "--write-timeout",
+            "120s",
+        ],
+    );
+    // The connection the readiness check kept alive is closed for idleness first: every slot
+    // is free.
+    std::thread::sleep(head_timeout + Duration::from_millis(500));
+    // Twenty take every slot; once their answers are blocked, five more take the slots of the
+    // five blocked longest.
+    let mut clients: Vec<TcpStream> = (0..20).map(|_| never_reading(&server)).collect();
+    wait_until_blocked(&server, &clients);
+    clients.extend((0..5).map(|_| never_reading(&server)));
+    wait_until_blocked(&server, &clients[20..]);
+
+    let (first_line, _client) = answered_within(&server, "/v1/stats", head_timeout);
+    assert_eq!(first_line, "HTTP/1.1 200 OK");
+    let (first_line, _probe) = answered_within(&server, "/healthz", head_timeout);
+    assert_eq!(first_line, "HTTP/1.1 200 OK");
+
+    // Seven gave way (to the five, the client and the probe), each among the first twenty,
+    // whose answers had been blocked longest; the write timeout closed none.
+    std::thread::sleep(Duration::from_millis(500));
+    let closed: Vec<bool> = clients
+        .iter()
+        .map(|client| hung_up(client, Duration::ZERO))
+        .collect();
+    assert_eq!(closed.iter().filter(|&&c| c).count(), 7, "{closed:?}");
+    assert!(closed[20..].iter().all(|&c| !c), "{closed:?}");
+    assert_eq!(write_timeouts(&server), 0);
+    assert_eq!(server.get_raw("/healthz").0, 200);
 }
 
 #[test]
