@@ -11,9 +11,23 @@
 //! an answer is compressed once, not once per request. Concurrent misses on one key and
 //! version share one build (a flight): after a change to a hot key, the clients asking for it
 //! wait for one query instead of each running their own.
+//!
+//! The budget bounds everything the cache holds, not only answers. The bound, `Inner::held()
+//! <= capacity` whenever the cache's lock is free, counts: for each entry its key's text, its
+//! answer's bytes (as allocated: buffers are cut to their length before they are kept, and a
+//! gzip form has room reserved before it exists) and a fixed amount for its allocations; the
+//! map at the most its table can have grown to for the entries it has held since it was last
+//! compacted, and the queues at their capacity; and the ghosts, 64-bit fingerprints in a table
+//! of fixed size, a thirty-second of the budget at most. Room for a new entry is made before it
+//! goes in, so the one moment beyond the bound is a table or queue growing inside an insert
+//! (its old and new allocations both live while it is copied). A key longer than
+//! `MAX_KEY_BYTES`, or an entry dearer than a sixteenth of the budget, is answered but never
+//! kept. Flights hold a key (at most `MAX_KEY_BYTES`) per distinct miss being built, outside
+//! the budget: they last a query each, and requests in flight are capped.
 
 use axum::body::Bytes;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -50,9 +64,12 @@ enum Body {
 const COMPRESS_MIN_BYTES: usize = 1024;
 
 /// An answer in the form the cache keeps, made where the answer is written (off the runtime's
-/// threads): LZ4, the expanded length first.
+/// threads): LZ4, the expanded length first. The encoder allocates for the worst case, about
+/// the input's length; cut to the block's own length, the budget is charged what is held.
 pub(crate) fn compress(json: &[u8]) -> Vec<u8> {
-    lz4_flex::block::compress_prepend_size(json)
+    let mut block = lz4_flex::block::compress_prepend_size(json);
+    block.shrink_to_fit();
+    block
 }
 
 fn expand(block: &[u8]) -> Result<Bytes, ApiError> {
@@ -113,25 +130,35 @@ impl Answer {
         }
     }
 
-    /// The gzip form, compressed on first use; `None` for answers that go out as they are.
+    /// The gzip form, compressed on first use; `None` for answers that go out as they are,
+    /// and for the (unseen) answer whose gzip form would outgrow what its entry reserved.
     pub fn gzip(&self) -> Option<&Bytes> {
-        if matches!(self.body, Body::Plain(_)) {
+        let Body::Lz4 { block, .. } = &self.body else {
             return None;
-        }
+        };
         self.gzip
-            .get_or_init(|| gzip(&self.identity().ok()?))
+            .get_or_init(|| {
+                gzip(&self.identity().ok()?).filter(|form| form.len() <= gzip_reserve(block))
+            })
             .as_ref()
     }
 
-    /// What the answer costs the cache's budget: what it keeps, and for a compressed one a
-    /// fifth of its length for the gzip form it may get (gzip takes these answers to a sixth
-    /// or less).
+    /// What the answer costs the cache's budget: what it keeps, with its allocation's
+    /// rounding, and for a compressed one the room its gzip form may take.
     fn charge(&self) -> usize {
-        match &self.body {
-            Body::Plain(bytes) => bytes.len(),
-            Body::Lz4 { block, len } => block.len() + len / 5,
-        }
+        ALLOCATION_SLACK
+            + match &self.body {
+                Body::Plain(bytes) => bytes.len(),
+                Body::Lz4 { block, .. } => block.len() + gzip_reserve(block) + ALLOCATION_SLACK,
+            }
     }
+}
+
+/// The room kept for an answer's gzip form: its LZ4 block's length. Both find the same
+/// repeats, and gzip also entropy-codes them, so at level 4 its form is the shorter one on
+/// JSON (a sixth of the text or less, LZ4 a quarter); a form that is not is not kept.
+fn gzip_reserve(block: &Bytes) -> usize {
+    block.len()
 }
 
 fn gzip(data: &[u8]) -> Option<Bytes> {
@@ -140,7 +167,10 @@ fn gzip(data: &[u8]) -> Option<Bytes> {
         flate2::Compression::new(4),
     );
     encoder.write_all(data).ok()?;
-    encoder.finish().ok().map(Bytes::from)
+    let mut form = encoder.finish().ok()?;
+    // Charged at its length: the guess at its capacity is given back.
+    form.shrink_to_fit();
+    Some(Bytes::from(form))
 }
 
 /// An answer being built, and how the build ended; those who join it share the outcome.
@@ -181,9 +211,77 @@ impl Drop for Ticket<'_> {
 }
 
 pub(crate) struct ResponseCache {
-    capacity: usize,
+    budget: Budget,
     inner: Mutex<Inner>,
     flights: Mutex<HashMap<(CacheKey, u64), Flight>>,
+}
+
+/// The longest key, in bytes of its text and its cursor's position, an answer is kept under.
+/// Index keys are at most 512 bytes (longer ones are looked up by their digest) and a cursor
+/// holds one record's uri, about a hundred bytes, so every real key fits, long DIDs and record
+/// keys too. A longer one comes from an unusual or hostile request, which is answered without
+/// being kept: a key then never costs the budget more than a small answer does, and a stream
+/// of distinct long keys (cursors of any text) cannot fill the cache with keys.
+pub(crate) const MAX_KEY_BYTES: usize = 1024;
+
+/// What an allocator may add to an allocation: its header and the rounding to a size class.
+const ALLOCATION_SLACK: usize = 16;
+
+/// What an entry holds beyond its key's text, its answer's bytes and its slot in the map: the
+/// key's and the answer's shared allocations, and the header a body's bytes get when they are
+/// first sent.
+const ENTRY_OVERHEAD: usize = (2 * size_of::<usize>() + size_of::<CacheKey>() + ALLOCATION_SLACK)
+    + (2 * size_of::<usize>() + size_of::<Answer>() + ALLOCATION_SLACK)
+    + (4 * size_of::<usize>() + ALLOCATION_SLACK);
+
+/// The share of the budget ghosts may take.
+const GHOST_SHARE: usize = 32;
+
+/// The share of the budget expanded forms may take.
+const EXPANDED_SHARE: usize = 32;
+
+/// The cache's limits, all drawn from its capacity in bytes.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    /// Everything held ([`Inner::held`]), at most.
+    bytes: usize,
+    /// The dearest entry kept: a sixteenth, so that a few huge answers cannot keep evicting
+    /// everything else.
+    largest_entry: usize,
+    /// The small queue's share; beyond it, the small queue gives up entries first.
+    small: usize,
+    /// The expanded forms' share.
+    expanded: usize,
+    /// Slots for ghosts: the largest power of two whose fingerprints fit the ghosts' share.
+    ghost_slots: usize,
+}
+
+impl Budget {
+    fn new(bytes: usize) -> Budget {
+        let fingerprints = bytes / GHOST_SHARE / size_of::<u64>();
+        Budget {
+            bytes,
+            largest_entry: bytes / 16,
+            small: bytes / 10,
+            expanded: bytes / EXPANDED_SHARE,
+            ghost_slots: match fingerprints {
+                0 => 0,
+                n => 1 << n.ilog2(),
+            },
+        }
+    }
+}
+
+/// The bytes a hash table of std's kind takes, at most, having held `items` entries of `slot`
+/// bytes: its slots are a power of two with a control byte each (and a group's width more),
+/// and it doubles only when more than half of what it holds (7/8 of its slots) is live, so it
+/// never has 32/7 slots or more for each entry it has held at once.
+fn table_bytes(items: usize, slot: usize) -> usize {
+    if items == 0 {
+        return 0;
+    }
+    let slots = 1usize << (items.saturating_mul(32) / 7).max(16).ilog2();
+    slots.saturating_mul(slot + 1) + 16 + ALLOCATION_SLACK
 }
 
 /// Hits an entry can bank against eviction from the main queue.
@@ -192,7 +290,8 @@ const MOST_HITS: u8 = 3;
 struct Entry {
     version: u64,
     answer: Arc<Answer>,
-    /// What the entry is charged against the budget.
+    /// What the entry is charged against the budget: its key's text, its answer and the
+    /// allocations holding them.
     cost: usize,
     hits: u8,
     in_main: bool,
@@ -200,28 +299,127 @@ struct Entry {
     expanded: usize,
 }
 
+/// The heap bytes of a key's own text, as allocated (the query's name is shared with the
+/// specification).
+fn key_bytes(key: &CacheKey) -> usize {
+    let text = |capacity: usize| match capacity {
+        0 => 0,
+        n => n + ALLOCATION_SLACK,
+    };
+    let after = key.page.as_ref().and_then(|page| page.after.as_ref());
+    text(key.key.capacity()) + text(after.map_or(0, String::capacity))
+}
+
+/// The length a key is limited by ([`MAX_KEY_BYTES`]).
+fn key_len(key: &CacheKey) -> usize {
+    let after = key.page.as_ref().and_then(|page| page.after.as_ref());
+    key.key.len() + after.map_or(0, String::len)
+}
+
 /// Every entry has exactly one place in one queue: entries leave only when their place is
 /// taken from the queue's front, and a newer answer for a kept key keeps the old one's place.
+/// A key is allocated once and shared by the map and its queue.
 #[derive(Default)]
 struct Inner {
-    entries: HashMap<CacheKey, Entry>,
-    small: VecDeque<CacheKey>,
-    main: VecDeque<CacheKey>,
+    entries: HashMap<Arc<CacheKey>, Entry>,
+    small: VecDeque<Arc<CacheKey>>,
+    main: VecDeque<Arc<CacheKey>>,
     small_bytes: usize,
     main_bytes: usize,
-    /// Keys recently evicted from the small queue: asked for again, they go straight to main.
-    ghosts: HashSet<CacheKey>,
-    ghost_order: VecDeque<CacheKey>,
+    /// The most entries the map has held since it was last compacted: its table is sized for
+    /// them.
+    peak_entries: usize,
+    /// Keys recently evicted from the small queue, asked for again, go straight to main.
+    /// They are remembered by fingerprint, so a ghost costs 8 bytes whatever its key, in a
+    /// table of fixed size: `Budget::ghost_slots`, allocated at the first ghost.
+    ghosts: Ghosts,
     /// Bytes reserved for expanded forms, across entries.
     expanded_bytes: usize,
 }
 
-/// The share of the budget expanded forms may take.
-const EXPANDED_SHARE: usize = 32;
+/// Fingerprints of evicted keys, one a slot, the slot chosen by the fingerprint's low bits (a
+/// newer ghost takes the place of one that shares its slot). Each slot holds the
+/// fingerprint's high bits and the ghost's sequence number; a ghost is remembered while fewer
+/// than `window` ghosts are newer. A fingerprint that matches by chance, one in 2^40, only
+/// sends an answer to the main queue.
+#[derive(Default)]
+struct Ghosts {
+    slots: Vec<u64>,
+    /// The next ghost's sequence number.
+    next: u64,
+    hasher: RandomState,
+}
+
+const GHOST_SEQUENCE_BITS: u32 = 24;
+const GHOST_SEQUENCE: u64 = (1 << GHOST_SEQUENCE_BITS) - 1;
+
+impl Ghosts {
+    fn fingerprint(&self, key: &CacheKey) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn slot(&self, fingerprint: u64) -> Option<usize> {
+        match self.slots.len() {
+            0 => None,
+            n => Some(fingerprint as usize & (n - 1)),
+        }
+    }
+
+    /// Remembers a key, in `slots` slots (allocated now if they are not yet).
+    fn remember(&mut self, fingerprint: u64, slots: usize) {
+        if self.slots.is_empty() && slots > 0 {
+            self.slots = vec![0; slots];
+        }
+        let Some(slot) = self.slot(fingerprint) else {
+            return;
+        };
+        self.slots[slot] = (fingerprint & !GHOST_SEQUENCE) | (self.next & GHOST_SEQUENCE);
+        self.next += 1;
+    }
+
+    /// Whether the key is remembered among the `window` newest ghosts; it is forgotten now.
+    fn take(&mut self, fingerprint: u64, window: usize) -> bool {
+        let Some(slot) = self.slot(fingerprint) else {
+            return false;
+        };
+        let held = self.slots[slot];
+        let age = self.next.wrapping_sub(held) & GHOST_SEQUENCE;
+        let found = held != 0
+            && held & !GHOST_SEQUENCE == fingerprint & !GHOST_SEQUENCE
+            && age < (window as u64).min(GHOST_SEQUENCE);
+        if found {
+            self.slots[slot] = 0;
+        }
+        found
+    }
+
+    fn bytes(&self) -> usize {
+        match self.slots.capacity() {
+            0 => 0,
+            n => n * size_of::<u64>() + ALLOCATION_SLACK,
+        }
+    }
+}
 
 impl Inner {
+    /// What the entries are charged, without the structures that hold them.
     fn bytes(&self) -> usize {
         self.small_bytes + self.main_bytes
+    }
+
+    /// Everything the cache holds: its entries, the map at the most it can have grown to
+    /// for the entries it has held, the queues at their capacity, and the ghosts' table.
+    fn held(&self) -> usize {
+        self.bytes()
+            + table_bytes(self.peak_entries, size_of::<(Arc<CacheKey>, Entry)>())
+            + (self.small.capacity() + self.main.capacity()) * size_of::<Arc<CacheKey>>()
+            + self.ghosts.bytes()
+    }
+
+    /// Ghosts remembered: as many as entries kept, and a floor so that a cache of a few large
+    /// answers still remembers a useful number.
+    fn ghost_window(&self) -> usize {
+        self.entries.len().max(1024)
     }
 
     /// The answer, and whether to keep its expanded form: an answer with the most hits an
@@ -231,7 +429,7 @@ impl Inner {
         &mut self,
         key: &CacheKey,
         version: u64,
-        capacity: usize,
+        budget: &Budget,
     ) -> Option<(Arc<Answer>, bool)> {
         let entry = self.entries.get_mut(key)?;
         if entry.version != version {
@@ -239,17 +437,18 @@ impl Inner {
         }
         entry.hits = (entry.hits + 1).min(MOST_HITS);
         let len = entry.answer.expanded_len();
+        let cost = len + ALLOCATION_SLACK;
         let expand = entry.hits == MOST_HITS
             && entry.expanded == 0
             && len > 0
-            && self.expanded_bytes + len <= capacity / EXPANDED_SHARE;
+            && self.expanded_bytes + cost <= budget.expanded;
         let (answer, in_main) = (Arc::clone(&entry.answer), entry.in_main);
         if expand {
-            entry.expanded = len;
-            entry.cost += len;
-            self.expanded_bytes += len;
-            *self.queue_bytes(in_main) += len;
-            self.evict_to(capacity);
+            entry.expanded = cost;
+            entry.cost += cost;
+            self.expanded_bytes += cost;
+            *self.queue_bytes(in_main) += cost;
+            self.evict_to(budget, 0);
         }
         Some((answer, expand))
     }
@@ -269,10 +468,14 @@ impl Inner {
         }
     }
 
-    fn put(&mut self, key: CacheKey, version: u64, answer: Arc<Answer>, capacity: usize) {
-        let cost = answer.charge();
+    fn put(&mut self, key: CacheKey, version: u64, answer: Arc<Answer>, budget: &Budget) {
+        let kept = self
+            .entries
+            .get_key_value(&key)
+            .map(|(kept, _)| key_bytes(kept));
         if let Some(entry) = self.entries.get_mut(&key) {
             // A newer answer for a key kept: it takes the old one's place and standing.
+            let cost = ENTRY_OVERHEAD + kept.unwrap_or_default() + answer.charge();
             let (old, old_expanded, in_main) = (entry.cost, entry.expanded, entry.in_main);
             entry.version = version;
             entry.answer = answer;
@@ -282,10 +485,14 @@ impl Inner {
             *queue_bytes = *queue_bytes - old + cost;
             self.expanded_bytes -= old_expanded;
         } else {
-            let in_main = self.ghosts.remove(&key);
+            let cost = ENTRY_OVERHEAD + key_bytes(&key) + answer.charge();
+            let fingerprint = self.ghosts.fingerprint(&key);
+            let in_main = self.ghosts.take(fingerprint, self.ghost_window());
+            self.evict_to(budget, cost);
+            let key = Arc::new(key);
             match in_main {
-                true => self.main.push_back(key.clone()),
-                false => self.small.push_back(key.clone()),
+                true => self.main.push_back(Arc::clone(&key)),
+                false => self.small.push_back(Arc::clone(&key)),
             }
             *self.queue_bytes(in_main) += cost;
             let entry = Entry {
@@ -297,27 +504,43 @@ impl Inner {
                 expanded: 0,
             };
             self.entries.insert(key, entry);
+            self.peak_entries = self.peak_entries.max(self.entries.len());
         }
-        self.evict_to(capacity);
+        self.evict_to(budget, 0);
     }
 
-    fn evict_to(&mut self, capacity: usize) {
-        while self.bytes() > capacity {
-            let small_share = capacity / 10;
-            let evicted = if self.small_bytes > small_share || self.main.is_empty() {
-                self.evict_small()
+    /// Evicts until what is held, and `room` more, fits the budget.
+    fn evict_to(&mut self, budget: &Budget, room: usize) {
+        while self.held() + room > budget.bytes {
+            // The map and queues keep the room of the most entries they held; when they are
+            // mostly empty, giving that room back comes before evicting answers.
+            if self.entries.len() < self.peak_entries / 4 {
+                self.compact();
+                continue;
+            }
+            let evicted = if self.small_bytes > budget.small || self.main.is_empty() {
+                self.evict_small(budget)
             } else {
                 self.evict_main()
             };
             if !evicted {
+                self.compact();
                 break;
             }
         }
     }
 
+    /// Gives back the room of the map and the queues beyond what their entries take.
+    fn compact(&mut self) {
+        self.entries.shrink_to_fit();
+        self.small.shrink_to_fit();
+        self.main.shrink_to_fit();
+        self.peak_entries = self.entries.len();
+    }
+
     /// The small queue's oldest entry leaves: for the main queue if it was asked for again,
     /// otherwise out, remembered as a ghost. `false` when the queue is empty.
-    fn evict_small(&mut self) -> bool {
+    fn evict_small(&mut self, budget: &Budget) -> bool {
         let Some(key) = self.small.pop_front() else {
             return false;
         };
@@ -333,7 +556,8 @@ impl Inner {
             self.main.push_back(key);
         } else {
             self.remove(&key);
-            self.remember_ghost(key);
+            let fingerprint = self.ghosts.fingerprint(&key);
+            self.ghosts.remember(fingerprint, budget.ghost_slots);
         }
         true
     }
@@ -355,33 +579,31 @@ impl Inner {
         }
         true
     }
-
-    fn remember_ghost(&mut self, key: CacheKey) {
-        // As many ghosts as entries kept, and a floor so that a cache of a few large answers
-        // still remembers a useful number.
-        let most = self.entries.len().max(1024);
-        if self.ghosts.insert(key.clone()) {
-            self.ghost_order.push_back(key);
-        }
-        while self.ghost_order.len() > most {
-            if let Some(old) = self.ghost_order.pop_front() {
-                self.ghosts.remove(&old);
-            }
-        }
-    }
 }
 
 impl ResponseCache {
     pub fn new(capacity: usize) -> ResponseCache {
         ResponseCache {
-            capacity,
+            budget: Budget::new(capacity),
             inner: Mutex::new(Inner::default()),
             flights: Mutex::new(HashMap::new()),
         }
     }
 
     pub fn enabled(&self) -> bool {
-        self.capacity > 0
+        self.budget.bytes > 0
+    }
+
+    /// Whether an answer under a key of `len` bytes ([`MAX_KEY_BYTES`]) may be kept: a caller
+    /// whose key could be long asks before building it.
+    pub fn keeps_key_of(&self, len: usize) -> bool {
+        self.enabled() && len <= MAX_KEY_BYTES
+    }
+
+    /// Whether an answer under this key may be kept; the answer for a key that may not is
+    /// built by its request alone, outside flights and the cache.
+    pub fn keeps(&self, key: &CacheKey) -> bool {
+        self.keeps_key_of(key_len(key))
     }
 
     /// A part in the flight building the answer for this key and version, joined or started.
@@ -400,10 +622,10 @@ impl ResponseCache {
     }
 
     pub fn get(&self, key: &CacheKey, version: u64) -> Option<Arc<Answer>> {
-        if self.capacity == 0 {
+        if !self.enabled() {
             return None;
         }
-        let (answer, expand) = self.inner.lock().ok()?.get(key, version, self.capacity)?;
+        let (answer, expand) = self.inner.lock().ok()?.get(key, version, &self.budget)?;
         if expand {
             // Reserved under the lock, made outside it.
             answer.keep_expanded();
@@ -411,14 +633,15 @@ impl ResponseCache {
         Some(answer)
     }
 
-    /// Keeps an answer, unless it is larger than a sixteenth of the budget (so a few huge
-    /// pages cannot keep evicting everything else).
+    /// Keeps an answer, unless its key is too long to keep, or the entry would cost more than
+    /// a sixteenth of the budget (so a few huge pages cannot keep evicting everything else).
     pub fn put(&self, key: CacheKey, version: u64, answer: Arc<Answer>) {
-        if !self.enabled() || answer.charge() > self.capacity / 16 {
+        let cost = ENTRY_OVERHEAD + key_bytes(&key) + answer.charge();
+        if !self.keeps(&key) || cost > self.budget.largest_entry {
             return;
         }
         if let Ok(mut inner) = self.inner.lock() {
-            inner.put(key, version, answer, self.capacity);
+            inner.put(key, version, answer, &self.budget);
         }
     }
 }
@@ -491,7 +714,7 @@ mod tests {
         let passing = Answer::new(Bytes::from(text.clone()));
         assert!(matches!(passing.body, Body::Plain(_)));
         assert_eq!(passing.identity().unwrap(), text.as_bytes());
-        assert_eq!(passing.charge(), text.len());
+        assert_eq!(passing.charge(), text.len() + ALLOCATION_SLACK);
         let short = kept("{\"items\":[]}");
         assert!(matches!(short.body, Body::Plain(_)));
         assert_eq!(short.identity().unwrap(), "{\"items\":[]}".as_bytes());
@@ -519,6 +742,7 @@ mod tests {
         let answer = Arc::new(kept(&text));
         cache.put(key(1), 1, Arc::clone(&answer));
         let charged = |cache: &ResponseCache| cache.inner.lock().unwrap().bytes();
+        let expanded_cost = text.len() + ALLOCATION_SLACK;
         let before = charged(&cache);
         // Asked for less than the most hits an entry banks: still only compressed.
         for _ in 1..MOST_HITS {
@@ -535,9 +759,9 @@ mod tests {
             text.as_bytes()
         );
         assert_eq!(answer.expanded.get().unwrap(), text.as_bytes());
-        assert_eq!(charged(&cache), before + text.len());
+        assert_eq!(charged(&cache), before + expanded_cost);
         cache.get(&key(1), 1).unwrap();
-        assert_eq!(charged(&cache), before + text.len());
+        assert_eq!(charged(&cache), before + expanded_cost);
         // A newer answer for the key starts unexpanded, at its own charge.
         cache.put(key(1), 2, Arc::new(kept(&text)));
         assert_eq!(charged(&cache), before);
@@ -550,7 +774,7 @@ mod tests {
                 small.get(&key(n), 1);
             }
             let inner = small.inner.lock().unwrap();
-            assert!(inner.bytes() <= budget);
+            assert!(inner.held() <= budget);
             assert!(inner.expanded_bytes <= budget / EXPANDED_SHARE);
             let reserved: usize = inner.entries.values().map(|e| e.expanded).sum();
             assert_eq!(reserved, inner.expanded_bytes);
@@ -560,19 +784,32 @@ mod tests {
 
     #[test]
     fn serves_only_the_current_version_and_stays_within_budget() {
-        let cache = ResponseCache::new(1600);
-        cache.put(key(1), 7, answer(100));
+        let cache = ResponseCache::new(64_000);
+        cache.put(key(1), 7, answer(1000));
         assert!(cache.get(&key(1), 7).is_some());
         assert!(cache.get(&key(1), 8).is_none());
-        for n in 2..40 {
-            cache.put(key(n), 7, answer(100));
+        for n in 2..400 {
+            cache.put(key(n), 7, answer(1000));
         }
         let inner = cache.inner.lock().unwrap();
-        assert!(inner.bytes() <= 1600);
+        assert!(inner.held() <= 64_000);
         drop(inner);
-        cache.put(key(99), 7, answer(101));
+        cache.put(
+            key(999),
+            7,
+            answer(4000 - ENTRY_OVERHEAD - ALLOCATION_SLACK),
+        );
         assert!(
-            cache.get(&key(99), 7).is_none(),
+            cache.get(&key(999), 7).is_some(),
+            "a sixteenth of the budget"
+        );
+        cache.put(
+            key(998),
+            7,
+            answer(4001 - ENTRY_OVERHEAD - ALLOCATION_SLACK),
+        );
+        assert!(
+            cache.get(&key(998), 7).is_none(),
             "larger than a sixteenth of the budget"
         );
         assert!(ResponseCache::new(0).get(&key(1), 7).is_none());
@@ -580,37 +817,190 @@ mod tests {
 
     #[test]
     fn answers_asked_for_again_outlast_a_stream_asked_for_once() {
-        let cache = ResponseCache::new(16_000);
+        let budget = 160_000;
+        let cache = ResponseCache::new(budget);
         for hot in 0..5 {
             cache.put(key(hot), 1, answer(1000));
             assert!(cache.get(&key(hot), 1).is_some());
         }
         // Ten times the budget in answers nobody asks for again.
-        for cold in 100..260 {
+        for cold in 100..1700 {
             cache.put(key(cold), 1, answer(1000));
         }
         for hot in 0..5 {
             assert!(cache.get(&key(hot), 1).is_some(), "hot answer {hot} kept");
         }
         let inner = cache.inner.lock().unwrap();
-        assert!(inner.bytes() <= 16_000);
+        assert!(inner.held() <= budget);
         assert_eq!(
             inner.bytes(),
-            inner
-                .entries
-                .values()
-                .map(|e| e.answer.charge())
-                .sum::<usize>(),
+            inner.entries.values().map(|e| e.cost).sum::<usize>(),
             "the queues' byte counts agree with the entries kept"
         );
+        // The cold answer evicted last (the small queue is first in, first out).
+        let last_evicted = (100..1700)
+            .rev()
+            .find(|n| !inner.entries.contains_key(&key(*n)))
+            .unwrap();
         drop(inner);
-        // A key evicted once and asked for again goes straight to the main queue.
-        assert!(cache.get(&key(100), 1).is_none());
-        cache.put(key(100), 1, answer(1000));
-        assert!(cache.inner.lock().unwrap().entries[&key(100)].in_main);
+        // A key evicted and asked for again goes straight to the main queue.
+        assert!(cache.get(&key(last_evicted), 1).is_none());
+        cache.put(key(last_evicted), 1, answer(1000));
+        assert!(cache.inner.lock().unwrap().entries[&key(last_evicted)].in_main);
         // A newer version replaces the old in place, at its new size.
         cache.put(key(0), 2, answer(500));
         assert!(cache.get(&key(0), 1).is_none());
         assert!(cache.get(&key(0), 2).is_some());
+    }
+
+    fn keyed(text: &str, after: Option<&str>) -> CacheKey {
+        CacheKey {
+            query: svc_catalog::spec::QueryId::new("q"),
+            key: text.to_string(),
+            page: Some(PageRequest {
+                limit: 100,
+                offset: 0,
+                after: after.map(str::to_string),
+            }),
+        }
+    }
+
+    /// Every invariant of the accounts: the queues' sums are the entries' costs, every
+    /// entry has one place, and everything held is within the budget.
+    fn check_accounts(cache: &ResponseCache) {
+        let inner = cache.inner.lock().unwrap();
+        let (small, main): (Vec<&Entry>, Vec<&Entry>) =
+            inner.entries.values().partition(|e| !e.in_main);
+        assert_eq!(
+            inner.small_bytes,
+            small.iter().map(|e| e.cost).sum::<usize>()
+        );
+        assert_eq!(inner.main_bytes, main.iter().map(|e| e.cost).sum::<usize>());
+        assert_eq!(inner.small.len() + inner.main.len(), inner.entries.len());
+        assert!(
+            inner.held() <= cache.budget.bytes,
+            "held {} of {}",
+            inner.held(),
+            cache.budget.bytes
+        );
+        assert!(inner.ghosts.bytes() <= cache.budget.bytes / GHOST_SHARE + ALLOCATION_SLACK);
+        assert!(inner.ghosts.slots.len() <= cache.budget.ghost_slots);
+    }
+
+    #[test]
+    fn a_key_is_charged_its_text_and_an_over_long_key_is_not_kept() {
+        let cache = ResponseCache::new(1 << 20);
+        let charged = |cache: &ResponseCache| cache.inner.lock().unwrap().bytes();
+        cache.put(keyed("", None), 1, answer(100));
+        let short = charged(&cache);
+        assert!(short >= ENTRY_OVERHEAD + 100);
+        let long_key = "k".repeat(900);
+        cache.put(keyed(&long_key, None), 1, answer(100));
+        assert!(
+            charged(&cache) - short >= short + 900,
+            "the key's 900 bytes counted"
+        );
+        // A cursor's position counts toward the key's length and its charge.
+        let position = "p".repeat(MAX_KEY_BYTES - 24);
+        let at_most = keyed(&"k".repeat(24), Some(&position));
+        assert!(cache.keeps(&at_most));
+        cache.put(at_most.clone(), 1, answer(100));
+        assert!(cache.get(&at_most, 1).is_some());
+        // One byte longer: answered by its request, never kept.
+        let over = keyed(&"k".repeat(25), Some(&position));
+        assert!(!cache.keeps(&over));
+        assert!(!cache.keeps_key_of(MAX_KEY_BYTES + 1));
+        let before = charged(&cache);
+        cache.put(over.clone(), 1, answer(100));
+        assert!(cache.get(&over, 1).is_none());
+        assert_eq!(charged(&cache), before);
+        assert!(!cache.inner.lock().unwrap().entries.contains_key(&over));
+        check_accounts(&cache);
+    }
+
+    /// A stream of distinct keys as long as kept, each with a small answer (as distinct
+    /// cursors of a hostile client make), stays within the budget, keys, structures and
+    /// ghosts included; and so does any mix of sizes, versions, hits and replacements.
+    #[test]
+    fn keys_ghosts_and_structures_count_within_the_budget() {
+        let budget = 1 << 20;
+        let cache = ResponseCache::new(budget);
+        let position = "p".repeat(MAX_KEY_BYTES - 16);
+        for n in 0..20_000u64 {
+            let key = keyed(&format!("{n:016}"), Some(&position));
+            cache.put(key, 1, answer(64));
+            if n % 997 == 0 {
+                check_accounts(&cache);
+            }
+        }
+        check_accounts(&cache);
+        let inner = cache.inner.lock().unwrap();
+        let keys: usize = inner.entries.keys().map(|k| key_len(k)).sum();
+        assert!(keys > budget / 2, "mostly keys: {keys}");
+        assert!(keys <= budget);
+        // Every ghost slot is in use after 20,000 evictions, and the table stays its size.
+        assert_eq!(inner.ghosts.slots.len(), cache.budget.ghost_slots);
+        assert_eq!(cache.budget.ghost_slots, 4096);
+        drop(inner);
+
+        // A mixed stream: sizes from nothing to a sixteenth of the budget, keys of every
+        // length kept, replacements, hits that expand answers, and versions moving on.
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        let text = page_text(40);
+        for round in 0..30_000u64 {
+            let n = next(3000);
+            let key = keyed(&"k".repeat(next(500) as usize), Some(&format!("{n}")));
+            let version = next(3);
+            match next(4) {
+                0 => cache.put(key, version, Arc::new(kept(&text))),
+                1 => cache.put(key, version, answer(next(budget as u64 / 16) as usize)),
+                _ => {
+                    if let Some(answer) = cache.get(&key, version) {
+                        answer.identity().unwrap();
+                    }
+                }
+            }
+            if round % 1009 == 0 {
+                check_accounts(&cache);
+            }
+        }
+        check_accounts(&cache);
+    }
+
+    #[test]
+    fn structures_emptied_by_large_answers_give_their_room_back() {
+        let budget = 1 << 20;
+        let cache = ResponseCache::new(budget);
+        // Thousands of small entries grow the map and the queues...
+        for n in 0..5_000 {
+            cache.put(key(n), 1, answer(10));
+        }
+        let peak = cache.inner.lock().unwrap().peak_entries;
+        assert!(peak > 1000, "{peak}");
+        // ...then a few large answers take their place, and the room the small ones needed
+        // is given back rather than counted against the large ones.
+        for n in 10_000..10_100 {
+            cache.put(key(n), 1, answer(budget / 17));
+            check_accounts(&cache);
+        }
+        let inner = cache.inner.lock().unwrap();
+        assert!(inner.peak_entries < peak / 4, "{}", inner.peak_entries);
+        assert!(inner.entries.len() >= 10, "{}", inner.entries.len());
+    }
+
+    #[test]
+    fn kept_forms_hold_no_more_than_their_length() {
+        let text = page_text(100);
+        let block = compress(text.as_bytes());
+        assert_eq!(block.capacity(), block.len());
+        assert!(block.len() < text.len() / 3);
+        let gzip = kept(&text).gzip().unwrap().clone();
+        assert!(gzip.len() <= gzip_reserve(&Bytes::from(block)));
     }
 }

@@ -102,9 +102,11 @@ async fn answer(
         page: Some(paging),
     };
     let answers = &state.metrics.answers;
-    if !state.cache.enabled() {
+    // A key too long to keep (a cursor of any text can be) is built by its request alone: it
+    // joins no flight, whose board would hold its key meanwhile.
+    if !state.cache.keeps(&cache_key) {
         answers.built.inc();
-        return build(state, &cache_key).await;
+        return build(state, &cache_key, false).await;
     }
     // Read the version before the catalog: a change committed meanwhile makes this entry stale.
     let version = state
@@ -126,7 +128,7 @@ async fn answer(
                 return Ok(answer);
             }
             outcome = &answers.built;
-            let answer = build(state, &cache_key).await?;
+            let answer = build(state, &cache_key, true).await?;
             state
                 .cache
                 .put(cache_key.clone(), version, Arc::clone(&answer));
@@ -138,12 +140,16 @@ async fn answer(
     answer
 }
 
-async fn build(state: &AppState, cache_key: &CacheKey) -> Result<Arc<Answer>, ApiError> {
+/// The answer for a key; `kept`: in the form the cache keeps, compressed where it is written,
+/// off the runtime's threads.
+async fn build(
+    state: &AppState,
+    cache_key: &CacheKey,
+    kept: bool,
+) -> Result<Arc<Answer>, ApiError> {
     let Some(request) = cache_key.page.clone() else {
         return Err(ApiError::Internal("a list answer without a page".into()));
     };
-    // A kept answer is compressed where it is written, off the runtime's threads.
-    let kept = state.cache.enabled();
     let writer = Box::new(JsonPage::new(request.limit, request.offset, kept));
     let body = state
         .catalog
