@@ -1,6 +1,8 @@
 //! `/v1/verifications/sufficient`: does each listed verification kind have at least one
 //! verification of the lens with the matching property variant (and, with `hold`, a `holds`
-//! result)? One count lookup per kind in the internal sufficiency index.
+//! result)? One count lookup per distinct kind in the internal sufficiency index, however
+//! often a kind is listed: the work is at most seven lookups, and the rest (reading the
+//! tokens, echoing them) grows only with the request, which the URI limit bounds.
 
 use crate::cache::{Answer, CacheKey};
 use crate::list::json_response;
@@ -10,9 +12,7 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use svc_catalog::spec::{
-    SUFFICIENCY_QUERY, VERIFICATION_KINDS, check_at_uri_parameter, encode_key, property_of_kind,
-};
+use svc_catalog::spec::{SUFFICIENCY_QUERY, VERIFICATION_KINDS, check_at_uri_parameter};
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
     match answer(&state, raw.as_deref()).await {
@@ -39,22 +39,24 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
             )));
         }
     };
-    let mut kinds = Vec::new();
-    let mut variants = Vec::new();
+    // Each token, as its place in VERIFICATION_KINDS: the answer echoes every token given, in
+    // order (repeats too), and the catalog is asked once for each distinct kind.
+    let mut tokens = Vec::new();
+    let mut asked = [false; VERIFICATION_KINDS.len()];
     for token in kinds_text
         .split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
     {
-        let Some(variant) = property_of_kind(token) else {
+        let Some(kind) = VERIFICATION_KINDS.iter().position(|(k, _)| *k == token) else {
             let known: Vec<&str> = VERIFICATION_KINDS.iter().map(|(k, _)| *k).collect();
             return Err(ApiError::InvalidRequest(format!(
                 "kinds: unknown verification kind {token:?} (known: {})",
                 known.join(", ")
             )));
         };
-        kinds.push(token.to_string());
-        variants.push(variant);
+        tokens.push(kind);
+        asked[kind] = true;
     }
     let index = state
         .queries
@@ -62,9 +64,11 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         .map(|position| &state.queries.all()[position])
         .ok_or_else(|| ApiError::Internal("the sufficiency index is missing".into()))?;
     let result = require_holds.then_some("holds");
-    let keys: Vec<String> = variants
+    let keys: Vec<String> = VERIFICATION_KINDS
         .iter()
-        .map(|v| index.lookup_key(&[Some(lens), Some(v), result]))
+        .zip(asked)
+        .filter(|(_, asked)| *asked)
+        .map(|((_, variant), _)| index.lookup_key(&[Some(lens), Some(variant), result]))
         .collect();
     // Versions only grow, so their sum moves whenever any of the keys changed.
     let clock = state.catalog.clock();
@@ -72,26 +76,44 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         .iter()
         .map(|k| clock.key_version(index.id(), k))
         .fold(0u64, u64::wrapping_add);
-    let key_parts: Vec<Option<&str>> = keys.iter().map(|k| Some(k.as_str())).collect();
-    let cache_key = CacheKey {
-        query: index.id().clone(),
-        key: format!("{}|{}", encode_key(&key_parts), kinds.join(",")),
-        page: None,
-    };
-    if let Some(answer) = state.cache.get(&cache_key, version) {
+    // The question in a byte a token: whether results must hold, each token's kind as a
+    // digit, then the lens. Built only when short enough to keep.
+    let key_len = 2 + tokens.len() + lens.len();
+    let cache_key = state.cache.keeps_key_of(key_len).then(|| {
+        let mut key = String::with_capacity(key_len);
+        key.push(if require_holds { 'h' } else { 'a' });
+        key.extend(tokens.iter().map(|kind| char::from(b'0' + *kind as u8)));
+        key.push('|');
+        key.push_str(lens);
+        CacheKey {
+            query: index.id().clone(),
+            key,
+            page: None,
+        }
+    });
+    if let Some(answer) = cache_key
+        .as_ref()
+        .and_then(|key| state.cache.get(key, version))
+    {
         return answer.identity();
     }
     let counts = state.catalog.count_keys(index.id().clone(), keys).await?;
-    let body = Bytes::from(
-        serde_json::json!({
-            "sufficient": counts.iter().all(|n| *n > 0),
-            "required_kinds": kinds,
-            "require_holds": require_holds,
-        })
-        .to_string(),
-    );
-    state
-        .cache
-        .put(cache_key, version, Arc::new(Answer::new(body.clone())));
+    let required: Vec<&str> = tokens
+        .iter()
+        .map(|kind| VERIFICATION_KINDS[*kind].0)
+        .collect();
+    let json = serde_json::to_vec(&serde_json::json!({
+        "sufficient": counts.iter().all(|n| *n > 0),
+        "required_kinds": required,
+        "require_holds": require_holds,
+    }))
+    .map_err(|e| ApiError::Internal(format!("the answer does not encode: {e}")))?;
+    // Exactly its length: the cache charges an answer its length.
+    let body = Bytes::from(json.into_boxed_slice());
+    if let Some(key) = cache_key {
+        state
+            .cache
+            .put(key, version, Arc::new(Answer::new(body.clone())));
+    }
     Ok(body)
 }
