@@ -72,6 +72,9 @@ pub const MAX_ERROR_ANSWER_BYTES: usize = 64 << 10;
 /// most 2 KiB) or a `resolveHandle` answer.
 pub const MAX_IDENTITY_ANSWER_BYTES: usize = 64 << 10;
 
+/// What a body of unannounced length is first given room for: most answers fit.
+const FIRST_READ_BYTES: usize = 64 << 10;
+
 /// `bytes` in KiB or MiB, as the limits are written.
 fn in_units(bytes: usize) -> String {
     match bytes {
@@ -120,10 +123,16 @@ pub(crate) async fn read_body(
         return Err(too_large());
     }
     // The announced length is a hint within the limit, never trusted beyond it.
-    let mut body = Vec::with_capacity(announced as usize);
+    let mut body = Vec::with_capacity((announced as usize).max(FIRST_READ_BYTES));
     while let Some(chunk) = response.chunk().await.map_err(|e| http_error(url, e))? {
-        if body.len() + chunk.len() > limit {
+        let needed = body.len() + chunk.len();
+        if needed > limit {
             return Err(too_large());
+        }
+        if needed > body.capacity() {
+            // One step to the limit, of which only what is written becomes resident: doubling
+            // would copy the body again and again, and leave each outgrown buffer behind.
+            body.reserve_exact(limit - body.len());
         }
         body.extend_from_slice(&chunk);
     }
