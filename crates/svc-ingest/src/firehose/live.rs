@@ -306,16 +306,30 @@ impl Connection<'_> {
         let limits = WebSocketConfig::default()
             .max_message_size(Some(MAX_MESSAGE_BYTES))
             .max_frame_size(Some(MAX_MESSAGE_BYTES));
-        let socket =
-            match tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false)
-                .await
-            {
-                Ok((socket, _)) => socket,
-                Err(error) => {
+        // Connecting and the upgrade are timed like a silent connection: a source that
+        // accepts and never answers would otherwise hold the follow loop forever.
+        let connecting = tokio::time::timeout(
+            self.config.liveness,
+            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false),
+        );
+        let socket = tokio::select! {
+            connected = connecting => match connected {
+                Ok(Ok((socket, _))) => socket,
+                Ok(Err(error)) => {
                     tracing::warn!(%url, "cannot connect to the live source: {error}");
                     return ConnectionEnd::Reconnect;
                 }
-            };
+                Err(_) => {
+                    let within = self.config.liveness.as_secs_f64();
+                    tracing::warn!(
+                        %url,
+                        "no WebSocket handshake from the live source in {within} s; reconnecting"
+                    );
+                    return ConnectionEnd::Reconnect;
+                }
+            },
+            _ = stop_requested(shutdown) => return ConnectionEnd::Stopped,
+        };
         let status = self.status;
         // Quiet is shown by this connection's first pong (a ping goes out at once), not
         // assumed on connecting: a source replaying old events may not have sent the first
@@ -377,6 +391,18 @@ async fn back_off(
         _ = tokio::time::sleep(wait) => true,
         _ = stop_requested(shutdown) => false,
     }
+}
+
+/// Sends one control message, waiting at most `limit`: a source that stops reading fills the
+/// socket's buffer, and a send that waits on it forever would stop the follow loop with it.
+async fn sent_in_time<S>(sink: &mut S, message: Message, limit: Duration) -> bool
+where
+    S: futures_util::Sink<Message> + Unpin,
+{
+    matches!(
+        tokio::time::timeout(limit, sink.send(message)).await,
+        Ok(Ok(()))
+    )
 }
 
 /// Resolves once shutdown is asked for (the watch guard is dropped inside, so the
@@ -460,7 +486,11 @@ impl Session<'_> {
                             Some(self.decompress(bytes).and_then(|text| jetstream_message(&text)))
                         }
                         (Message::Ping(payload), _) => {
-                            let _ = sink.send(Message::Pong(payload.clone())).await;
+                            let pong = Message::Pong(payload.clone());
+                            if !sent_in_time(&mut sink, pong, config.liveness).await {
+                                self.flush().await?;
+                                return Err(FollowError::Connection("pong failed".into()));
+                            }
                             None
                         }
                         (Message::Pong(_), _) => {
@@ -508,7 +538,8 @@ impl Session<'_> {
                             last_heard.elapsed().as_secs()
                         )));
                     }
-                    if sink.send(Message::Ping(Vec::new().into())).await.is_err() {
+                    let ping = Message::Ping(Vec::new().into());
+                    if !sent_in_time(&mut sink, ping, config.liveness).await {
                         self.flush().await?;
                         return Err(FollowError::Connection("ping failed".into()));
                     }
