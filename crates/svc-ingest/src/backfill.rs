@@ -4,16 +4,29 @@
 //! pages `com.atproto.repo.listRecords` per family collection and applies the records under
 //! the normal ingest rules. The live stream starts before the backfill, so nothing falls in
 //! between, and revisions keep a late backfilled version from overwriting a newer live one.
+//!
+//! Any account can name any server as its PDS, so every peer here is hostile until it answers
+//! well: each request has a time limit and a size limit (`svc_atproto`), a listing ends when
+//! its server repeats a cursor, a repository that cannot be read is skipped and named, and a
+//! peer that made several repositories fail is asked nothing more.
 
 use crate::event::{Action, CommitEvent};
 use crate::ingest::{Ingestor, Prepared};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use std::collections::BTreeSet;
+use serde_json::value::RawValue;
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::BuildHasher;
 use svc_atproto::{AtprotoError, Resolver, Xrpc};
 use svc_catalog::{ApplyReport, Catalog, CatalogError, Change};
 
 const SOURCE: &str = "backfill";
+/// A peer whose own failures (no answer in time, an answer too large or not understood, a
+/// server error through every retry) skipped this many repositories is asked nothing more in
+/// this backfill: each such failure may cost minutes, and one server can name itself the PDS
+/// of any number of accounts.
+const PEER_FAILURES_BEFORE_GIVING_UP: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackfillError {
@@ -61,12 +74,65 @@ struct RecordPage {
 struct RecordEntry {
     uri: String,
     cid: Option<String>,
-    value: serde_json::Value,
+    /// Kept as text until its turn: a page of generic trees can take many times its text.
+    value: Box<RawValue>,
 }
 
 #[derive(Deserialize)]
 struct LatestCommit {
     rev: String,
+}
+
+/// Where a listing stands. It ends at a page with no cursor, at an empty page, and at a cursor
+/// its server gave before: a server repeating itself would otherwise be asked forever.
+struct Paging {
+    /// What is listed, for the warnings.
+    listing: String,
+    cursor: Option<String>,
+    /// Hashes of the cursors given so far: a page's worth of memory would be the cursor itself.
+    seen: HashSet<u64>,
+    hasher: RandomState,
+}
+
+impl Paging {
+    fn new(listing: String) -> Paging {
+        Paging {
+            listing,
+            cursor: None,
+            seen: HashSet::new(),
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+
+    /// Takes the cursor of a page of `items` items; `false` when the listing ends there.
+    fn next(&mut self, cursor: Option<String>, items: usize) -> bool {
+        let Some(cursor) = cursor else {
+            return false;
+        };
+        let shown: String = cursor.chars().take(64).collect();
+        if items == 0 {
+            tracing::warn!(
+                cursor = ?shown,
+                "backfill: {}: an empty page names a further cursor; the listing ends here",
+                self.listing
+            );
+            return false;
+        }
+        if !self.seen.insert(self.hasher.hash_one(&cursor)) {
+            tracing::warn!(
+                cursor = ?shown,
+                "backfill: {}: the server gave this cursor before; the listing ends here",
+                self.listing
+            );
+            return false;
+        }
+        self.cursor = Some(cursor);
+        true
+    }
 }
 
 /// One server's XRPC methods, as the backfill asks them.
@@ -112,6 +178,18 @@ fn is_transient(error: &AtprotoError) -> bool {
         AtprotoError::Http { .. } => true,
         AtprotoError::Xrpc { status, .. } => *status >= 500 || *status == 429,
         _ => false,
+    }
+}
+
+/// Whether a repository failed for its peer's sake (the peer is down, slow, or answers what
+/// no PDS would) rather than its own (taken down, not found: an error answer).
+fn is_the_peers_fault(error: &BackfillError) -> bool {
+    match error {
+        BackfillError::Atproto(AtprotoError::Xrpc { status, .. }) => {
+            *status >= 500 || *status == 429
+        }
+        BackfillError::Atproto(_) | BackfillError::Http { .. } => true,
+        BackfillError::Catalog(_) => false,
     }
 }
 
@@ -207,32 +285,57 @@ pub async fn run_backfill(
     collections: &[String],
     progress: impl Fn(u64, u64),
 ) -> Result<BackfillSummary, BackfillError> {
-    let http = svc_atproto::http_client(std::time::Duration::from_secs(60))?;
+    let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)?;
     let resolver = Resolver::new(http.clone(), plc_url);
     let client = Client {
         xrpc: Xrpc::new(http),
         base: url.trim_end_matches('/').to_string(),
     };
+    let skips = ingestor.writes().backfill_skips();
+    skips.clear();
     let repos = list_repositories(&client, collections).await?;
     let metrics = ingestor.metrics();
     metrics.backfill_repos_total.set(repos.len() as i64);
     metrics.backfill_repos_done.set(0);
+    metrics.backfill_repos_skipped.set(0);
     let mut summary = BackfillSummary::default();
     let context = Backfill {
         catalog,
         ingestor,
-        client: &client,
-        resolver: &resolver,
         collections,
     };
+    let mut peers = PeerFailures::default();
     for (done, (did, rev)) in repos.iter().enumerate() {
-        // One repository that cannot be read (gone, taken down, a server error) is logged and
-        // skipped: nothing but storage failure stops ingestion.
-        match backfill_repository(&context, did, rev.as_deref(), &mut summary).await {
+        // Records are read from the repository's own PDS (a relay lists repositories but does
+        // not serve their records); the given server when the DID document cannot be read.
+        let own = match own_pds(&resolver, &mut peers, did, plc_url).await {
+            Ok(host) => Some(client.at(host)),
+            Err(error) => {
+                tracing::warn!(
+                    %did,
+                    "backfill: no PDS from the DID document ({error}); asking {}",
+                    client.base
+                );
+                None
+            }
+        };
+        let peer = own.as_ref().unwrap_or(&client);
+        let outcome = match peers.given_up(&peer.base) {
+            Some(error) => Err(error),
+            None => backfill_repository(&context, peer, did, rev.as_deref(), &mut summary).await,
+        };
+        // One repository that cannot be read (gone, taken down, a server error, a hostile
+        // peer) is logged, named and skipped: nothing but storage failure stops ingestion.
+        match outcome {
             Ok(()) => summary.repositories += 1,
             Err(BackfillError::Catalog(error)) => return Err(BackfillError::Catalog(error)),
             Err(error) => {
+                if is_the_peers_fault(&error) {
+                    peers.failed(&peer.base);
+                }
                 summary.failed += 1;
+                skips.skipped(did);
+                metrics.backfill_repos_skipped.set(summary.failed as i64);
                 tracing::warn!(%did, "backfill skipped a repository: {error}");
             }
         }
@@ -240,20 +343,81 @@ pub async fn run_backfill(
         progress(done as u64 + 1, repos.len() as u64);
     }
     metrics.count(SOURCE, "invalid", summary.invalid);
+    if let Some(skipped) = skips.describe() {
+        tracing::warn!("backfill: {skipped} (each logged above with its reason)");
+    }
     Ok(summary)
+}
+
+/// Failures of each peer that were its own, in one backfill. A peer is an origin (scheme,
+/// host, port), so that one server is not made many by naming it with many paths.
+#[derive(Default)]
+struct PeerFailures(HashMap<String, u32>);
+
+impl PeerFailures {
+    fn peer(url: &str) -> String {
+        svc_atproto::Url::parse(url)
+            .map(|url| url.origin().ascii_serialization())
+            .unwrap_or_else(|_| url.to_string())
+    }
+
+    /// The error standing for a peer given up on, or `None` while it may be asked.
+    fn given_up(&self, url: &str) -> Option<BackfillError> {
+        let failures = self.0.get(&Self::peer(url)).copied().unwrap_or(0);
+        (failures >= PEER_FAILURES_BEFORE_GIVING_UP).then(|| BackfillError::Http {
+            url: url.to_string(),
+            message: format!("not asked: it failed {failures} times already"),
+        })
+    }
+
+    fn failed(&mut self, url: &str) {
+        let failures = self.0.entry(Self::peer(url)).or_default();
+        // Counted only up to the limit: the map holds one number per peer whatever it does.
+        *failures = (*failures + 1).min(PEER_FAILURES_BEFORE_GIVING_UP);
+    }
+}
+
+/// The PDS a DID's document names. A did:web document comes from a host the account chose,
+/// so that host is given up on as a PDS is; the PLC directory is the operator's, always asked.
+async fn own_pds(
+    resolver: &Resolver,
+    peers: &mut PeerFailures,
+    did: &str,
+    plc_url: &str,
+) -> Result<String, BackfillError> {
+    let chosen = did
+        .starts_with("did:web:")
+        .then(|| svc_atproto::did_document_url(did, plc_url).ok())
+        .flatten();
+    if let Some(error) = chosen.as_deref().and_then(|url| peers.given_up(url)) {
+        return Err(error);
+    }
+    let error = match resolver.pds_of(did).await {
+        Ok(pds) => return Ok(pds),
+        Err(error) => BackfillError::Atproto(error),
+    };
+    if let Some(url) = chosen
+        && matches!(
+            error,
+            BackfillError::Atproto(AtprotoError::Http { .. } | AtprotoError::TooLarge { .. })
+        )
+    {
+        peers.failed(&url);
+    }
+    Err(error)
 }
 
 /// What every repository of one backfill shares.
 struct Backfill<'a> {
     catalog: &'a dyn Catalog,
     ingestor: &'a Ingestor,
-    client: &'a Client,
-    resolver: &'a Resolver,
     collections: &'a [String],
 }
 
+/// Reads one repository's family records from `client`, its PDS.
 async fn backfill_repository(
     context: &Backfill<'_>,
+    client: &Client,
     did: &str,
     rev: Option<&str>,
     summary: &mut BackfillSummary,
@@ -261,15 +425,9 @@ async fn backfill_repository(
     let Backfill {
         catalog,
         ingestor,
-        client,
-        resolver,
         collections,
     } = *context;
     let metrics = ingestor.metrics();
-    // Records are read from the repository's own PDS (a relay lists repositories but does not
-    // serve their records); the given server when the DID document cannot be read.
-    let own = resolver.pds_of(did).await.ok().map(|host| client.at(host));
-    let client = own.as_ref().unwrap_or(client);
     // The revision is taken before listing: every listed record is at most that new.
     let rev = match rev {
         Some(rev) => rev.to_string(),
@@ -282,14 +440,14 @@ async fn backfill_repository(
         },
     };
     for collection in collections {
-        let mut cursor: Option<String> = None;
+        let mut paging = Paging::new(format!("listRecords {did} {collection} at {}", client.base));
         loop {
             let mut query = vec![
                 ("repo", did),
                 ("collection", collection.as_str()),
                 ("limit", "100"),
             ];
-            if let Some(c) = &cursor {
+            if let Some(c) = paging.cursor() {
                 query.push(("cursor", c));
             }
             let Some(page) = client
@@ -304,6 +462,12 @@ async fn backfill_repository(
                 let Some(rkey) = record.uri.rsplit('/').next() else {
                     continue;
                 };
+                // Stored in the form it always was: compact, with sorted keys.
+                let Ok(value) = serde_json::from_str::<serde_json::Value>(record.value.get())
+                else {
+                    summary.invalid += 1;
+                    continue;
+                };
                 let event = CommitEvent {
                     did: did.to_string(),
                     collection: collection.clone(),
@@ -311,7 +475,7 @@ async fn backfill_repository(
                     action: Action::Create,
                     rev: rev.clone(),
                     cid: record.cid.clone(),
-                    record_json: Some(record.value.to_string()),
+                    record_json: Some(value.to_string()),
                     time_us: None,
                 };
                 match ingestor.prepare(event) {
@@ -326,27 +490,31 @@ async fn backfill_repository(
                 summary.stale += report.stale;
                 metrics.count_report(SOURCE, &report);
             }
-            match page.cursor {
-                Some(next) if !page.records.is_empty() => cursor = Some(next),
-                _ => break,
+            if !paging.next(page.cursor, page.records.len()) {
+                break;
             }
         }
     }
     Ok(())
 }
 
-/// DIDs (with their revision when the listing gives it) of the active repositories.
+/// DIDs (with their revision when the listing gives it) of the active repositories, each
+/// once. An entry that is no DID is left out.
 async fn list_repositories(
     client: &Client,
     collections: &[String],
 ) -> Result<Vec<(String, Option<String>)>, BackfillError> {
+    let is_did = |did: &str| svc_syntax::check_did(did).is_ok();
     let mut by_collection: BTreeSet<String> = BTreeSet::new();
     let mut relay = true;
     'collections: for collection in collections {
-        let mut cursor: Option<String> = None;
+        let mut paging = Paging::new(format!(
+            "listReposByCollection {collection} at {}",
+            client.base
+        ));
         loop {
             let mut query = vec![("collection", collection.as_str()), ("limit", "1000")];
-            if let Some(c) = &cursor {
+            if let Some(c) = paging.cursor() {
                 query.push(("cursor", c));
             }
             match client
@@ -358,10 +526,11 @@ async fn list_repositories(
                     break 'collections;
                 }
                 Some(page) => {
-                    by_collection.extend(page.repos.into_iter().map(|r| r.did));
-                    match page.cursor {
-                        Some(next) => cursor = Some(next),
-                        None => break,
+                    let listed = page.repos.len();
+                    by_collection
+                        .extend(page.repos.into_iter().map(|r| r.did).filter(|d| is_did(d)));
+                    if !paging.next(page.cursor, listed) {
+                        break;
                     }
                 }
             }
@@ -371,10 +540,11 @@ async fn list_repositories(
         return Ok(by_collection.into_iter().map(|did| (did, None)).collect());
     }
     let mut repos = Vec::new();
-    let mut cursor: Option<String> = None;
+    let mut listed: HashSet<String> = HashSet::new();
+    let mut paging = Paging::new(format!("listRepos at {}", client.base));
     loop {
         let mut query = vec![("limit", "1000")];
-        if let Some(c) = &cursor {
+        if let Some(c) = paging.cursor() {
             query.push(("cursor", c));
         }
         let Some(page) = client
@@ -386,17 +556,65 @@ async fn list_repositories(
                 message: "neither listReposByCollection nor listRepos is available".into(),
             });
         };
-        let empty = page.repos.is_empty();
-        repos.extend(
-            page.repos
-                .into_iter()
-                .filter(|r| r.active != Some(false))
-                .map(|r| (r.did, r.rev)),
-        );
-        match page.cursor {
-            Some(next) if !empty => cursor = Some(next),
-            _ => break,
+        let count = page.repos.len();
+        for repo in page.repos {
+            if repo.active != Some(false) && is_did(&repo.did) && listed.insert(repo.did.clone()) {
+                repos.push((repo.did, repo.rev));
+            }
+        }
+        if !paging.next(page.cursor, count) {
+            break;
         }
     }
     Ok(repos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_ends_at_a_repeated_cursor_or_an_empty_page() {
+        let mut paging = Paging::new("test".into());
+        assert!(paging.next(Some("a".into()), 10));
+        assert_eq!(paging.cursor(), Some("a"));
+        assert!(paging.next(Some("b".into()), 10));
+        // The same cursor again, or one given before: the server would be asked forever.
+        assert!(!paging.next(Some("b".into()), 10));
+        assert!(!paging.next(Some("a".into()), 10));
+        let mut paging = Paging::new("test".into());
+        assert!(!paging.next(Some("a".into()), 0));
+        assert!(!paging.next(None, 10));
+    }
+
+    #[test]
+    fn a_peer_is_given_up_on_after_its_own_failures_whatever_path_names_it() {
+        let mut peers = PeerFailures::default();
+        for n in 0..PEER_FAILURES_BEFORE_GIVING_UP {
+            assert!(peers.given_up("https://pds.example").is_none());
+            peers.failed(&format!("https://pds.example/path{n}"));
+        }
+        let error = peers
+            .given_up("https://pds.example/other")
+            .map(|e| e.to_string());
+        assert_eq!(
+            error.as_deref(),
+            Some("https://pds.example/other: not asked: it failed 3 times already")
+        );
+        assert!(peers.given_up("https://pds.example:8443").is_none());
+        let transient = AtprotoError::Xrpc {
+            url: String::new(),
+            status: 502,
+            error: String::new(),
+            message: String::new(),
+        };
+        assert!(is_the_peers_fault(&BackfillError::Atproto(transient)));
+        let taken_down = AtprotoError::Xrpc {
+            url: String::new(),
+            status: 400,
+            error: "RepoTakendown".into(),
+            message: String::new(),
+        };
+        assert!(!is_the_peers_fault(&BackfillError::Atproto(taken_down)));
+    }
 }

@@ -32,6 +32,8 @@ pub struct IngestMetrics {
     pub reconnects: Counter,
     pub backfill_repos_done: Gauge,
     pub backfill_repos_total: Gauge,
+    /// Repositories the backfill could not read and skipped.
+    pub backfill_repos_skipped: Gauge,
 }
 
 impl IngestMetrics {
@@ -75,6 +77,12 @@ impl IngestMetrics {
             "svc_backfill_repos_total",
             "Repositories to backfill",
             self.backfill_repos_total.clone(),
+        );
+        registry.register(
+            "svc_backfill_repos_skipped",
+            "Repositories the backfill could not read and skipped: an error answer, or a peer \
+             that failed, timed out, answered too much or was given up on",
+            self.backfill_repos_skipped.clone(),
         );
     }
 

@@ -8,11 +8,66 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The last failure to write to the catalog, until a write succeeds again. Shared by every
-/// source, which waits and retries meanwhile (a full disk is survived, not fatal).
+/// source, which waits and retries meanwhile (a full disk is survived, not fatal). It also
+/// carries the backfill's skipped repositories: this is what every source and readiness
+/// already share, through the [`Ingestor`](crate::Ingestor).
 #[derive(Debug, Default)]
 pub struct WriteHealth {
     failure: Mutex<Option<String>>,
     failing: AtomicBool,
+    backfill_skips: BackfillSkips,
+}
+
+/// Repositories the backfill could not read and skipped: how many, and the first few by name.
+/// `/readyz` names them while the backfill runs; the backfill's last log line names them too.
+/// Once it ends the catalog is ready: a peer that failed will not be asked again, and
+/// the live stream brings those repositories' new records as for any other.
+#[derive(Debug, Default)]
+pub struct BackfillSkips {
+    skipped: Mutex<(u64, Vec<String>)>,
+}
+
+impl BackfillSkips {
+    /// How many skipped repositories are named; the rest are counted.
+    const NAMED: usize = 5;
+
+    pub fn clear(&self) {
+        if let Ok(mut skipped) = self.skipped.lock() {
+            *skipped = (0, Vec::new());
+        }
+    }
+
+    pub fn skipped(&self, did: &str) {
+        if let Ok(mut skipped) = self.skipped.lock() {
+            skipped.0 += 1;
+            if skipped.1.len() < Self::NAMED {
+                skipped.1.push(did.to_string());
+            }
+        }
+    }
+
+    /// `3 repositories skipped: did:plc:a, did:plc:b, did:plc:c`, or `None` when none was.
+    pub fn describe(&self) -> Option<String> {
+        let skipped = self.skipped.lock().ok()?;
+        let (count, named) = &*skipped;
+        if *count == 0 {
+            return None;
+        }
+        let more = if *count > named.len() as u64 {
+            ", …"
+        } else {
+            ""
+        };
+        let noun = if *count == 1 {
+            "repository"
+        } else {
+            "repositories"
+        };
+        Some(format!(
+            "{count} {noun} skipped: {}{more}",
+            named.join(", ")
+        ))
+    }
 }
 
 impl WriteHealth {
@@ -37,6 +92,10 @@ impl WriteHealth {
             return None;
         }
         self.failure.lock().ok().and_then(|f| f.clone())
+    }
+
+    pub fn backfill_skips(&self) -> &BackfillSkips {
+        &self.backfill_skips
     }
 }
 
@@ -85,11 +144,47 @@ impl Readiness {
             return Some("importing".into());
         }
         if !self.backfill_done.load(Ordering::Acquire) {
-            return Some("backfilling".into());
+            return Some(match self.writes.backfill_skips().describe() {
+                Some(skipped) => format!("backfilling ({skipped})"),
+                None => "backfilling".into(),
+            });
         }
         match &self.live {
             Some((status, lag)) if !status.caught_up(*lag) => Some(status.lagging_because()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_repositories_are_named_while_the_backfill_runs_and_never_hold_readiness() {
+        let writes = Arc::new(WriteHealth::default());
+        let readiness = Readiness::new(None, true, Arc::clone(&writes));
+        readiness.imports_finished();
+        assert_eq!(
+            readiness.not_ready_because().as_deref(),
+            Some("backfilling")
+        );
+        writes.backfill_skips().skipped("did:plc:a");
+        assert_eq!(
+            readiness.not_ready_because().as_deref(),
+            Some("backfilling (1 repository skipped: did:plc:a)")
+        );
+        for n in 0..6 {
+            writes.backfill_skips().skipped(&format!("did:plc:n{n}"));
+        }
+        assert_eq!(
+            readiness.not_ready_because().as_deref(),
+            Some(
+                "backfilling (7 repositories skipped: did:plc:a, did:plc:n0, did:plc:n1, \
+                 did:plc:n2, did:plc:n3, …)"
+            )
+        );
+        readiness.backfill_finished();
+        assert!(readiness.is_ready());
     }
 }
