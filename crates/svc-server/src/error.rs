@@ -477,4 +477,43 @@ mod tests {
             [answer, answer].concat()
         );
     }
+
+    #[test]
+    fn a_bare_head_after_other_slices_of_a_vectored_write_is_replaced() {
+        let (head, body) = (
+            &b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"[..],
+            &b"{}"[..],
+        );
+        let mut stream = JsonHeadErrors::new(Trickle {
+            out: Vec::new(),
+            most: 5,
+        });
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let (mut slices, mut written) = (0, 0);
+        let all = [head, body, BARE];
+        while slices < all.len() {
+            let mut rest = vec![IoSlice::new(&all[slices][written..])];
+            rest.extend(all[slices + 1..].iter().map(|b| IoSlice::new(b)));
+            let Poll::Ready(Ok(mut n)) = Pin::new(&mut stream).poll_write_vectored(&mut cx, &rest)
+            else {
+                panic!("the write did not go through");
+            };
+            while n > 0 {
+                let left = all[slices].len() - written;
+                if n >= left {
+                    (slices, written, n) = (slices + 1, 0, n - left);
+                } else {
+                    (written, n) = (written + n, 0);
+                }
+            }
+        }
+        let out = String::from_utf8(stream.inner.out).unwrap();
+        let (before, error) = out.split_at(head.len() + body.len());
+        assert_eq!(before.as_bytes(), [head, body].concat());
+        assert!(
+            error.contains("\r\ncontent-type: application/json\r\n"),
+            "{error}"
+        );
+        assert!(error.ends_with("\"}"), "{error}");
+    }
 }
