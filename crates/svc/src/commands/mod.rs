@@ -12,12 +12,9 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 
-/// How long one request of a command may take.
-const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// The HTTP client of a command (the ring TLS provider, a 30 s limit per request).
+/// The HTTP client of a command (the ring TLS provider, the network's limit per request).
 pub fn http() -> anyhow::Result<svc_atproto::Client> {
-    Ok(svc_atproto::http_client(REQUEST_TIMEOUT)?)
+    Ok(svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)?)
 }
 
 /// Runs a command's network calls: one thread, one runtime for the whole command, so that a
