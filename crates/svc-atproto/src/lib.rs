@@ -107,7 +107,7 @@ pub(crate) fn http_error(url: &str, error: reqwest::Error) -> AtprotoError {
 
 /// Reads an answer's body in chunks, refusing it as soon as it passes `limit` bytes (or
 /// announces more): a peer cannot make svc hold more than `limit` of it.
-pub(crate) async fn read_body(
+pub async fn read_body(
     url: &str,
     mut response: reqwest::Response,
     what: &'static str,

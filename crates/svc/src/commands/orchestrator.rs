@@ -9,6 +9,10 @@ use std::collections::BTreeMap;
 use svc_catalog::spec::ParamType;
 use svc_catalog::{Query, QuerySet};
 
+/// The largest answer of a catalog read: a page of 1,000 records of 150 KiB each (the most the
+/// reference PDS takes) fits, and a server cannot make the command hold more.
+const MAX_ANSWER_BYTES: usize = 256 << 20;
+
 const PAGING: [(&str, &str); 3] = [
     ("limit", "Items per page (1-1000, default 100)"),
     ("offset", "Items to skip"),
@@ -158,9 +162,9 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach {base_url}: {}", root_cause(&e)))?;
     let status = response.status();
-    let body: serde_json::Value = response
-        .json()
-        .await
+    let text = svc_atproto::read_body(url.as_str(), response, "svc answer", MAX_ANSWER_BYTES)
+        .await?;
+    let body: serde_json::Value = serde_json::from_slice(&text)
         .with_context(|| format!("{url}: the answer is not JSON"))?;
     if !status.is_success() {
         // The service's JSON error names what is wrong; say that, not the raw body.
