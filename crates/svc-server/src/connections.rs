@@ -52,7 +52,8 @@ pub struct ConnectionLimits {
     /// Longest time a write of an answer may make no progress (the client reads nothing)
     /// before the connection is closed.
     pub write_timeout: Duration,
-    /// Bytes of a request head hyper buffers at most (beyond: hyper's own 431).
+    /// Bytes of a request head hyper buffers at most (beyond: a 431, made JSON by
+    /// `JsonHeadErrors`).
     pub max_head_bytes: usize,
 }
 
