@@ -162,10 +162,10 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach {base_url}: {}", root_cause(&e)))?;
     let status = response.status();
-    let text = svc_atproto::read_body(url.as_str(), response, "svc answer", MAX_ANSWER_BYTES)
-        .await?;
-    let body: serde_json::Value = serde_json::from_slice(&text)
-        .with_context(|| format!("{url}: the answer is not JSON"))?;
+    let text =
+        svc_atproto::read_body(url.as_str(), response, "svc answer", MAX_ANSWER_BYTES).await?;
+    let body: serde_json::Value =
+        serde_json::from_slice(&text).with_context(|| format!("{url}: the answer is not JSON"))?;
     if !status.is_success() {
         // The service's JSON error names what is wrong; say that, not the raw body.
         let said = |field| body.get(field).and_then(serde_json::Value::as_str);
