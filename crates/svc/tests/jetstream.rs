@@ -9,16 +9,21 @@ use common::*;
 use serde_json::json;
 use std::time::Duration;
 
-/// `svc serve` following `replay`, as soon as it listens.
-fn jetstream_listening(dir: &tempfile::TempDir, replay: &Replay, extra: &[&str]) -> Server {
-    let mut args = vec![
+/// The arguments of a server following `replay`.
+fn live_args(replay: &Replay) -> [&str; 6] {
+    [
         "--firehose",
         replay.url.as_str(),
         "--ready-lag",
         "5s",
         "--liveness",
         "3s",
-    ];
+    ]
+}
+
+/// `svc serve` following `replay`, as soon as it listens.
+fn jetstream_listening(dir: &tempfile::TempDir, replay: &Replay, extra: &[&str]) -> Server {
+    let mut args = live_args(replay).to_vec();
     args.extend_from_slice(extra);
     Server::listening(dir.path().join("catalog.db"), &args)
 }
@@ -333,17 +338,7 @@ fn what_jetstream_says_is_checked_before_it_is_trusted(backend: Backend) {
     list.push((at(3.6), account.to_string()));
     list.extend(events(base, 4, 6));
     let replay = Replay::start(list);
-    let mut server = Server::listening(
-        &db,
-        &[
-            "--firehose",
-            replay.url.as_str(),
-            "--ready-lag",
-            "5s",
-            "--liveness",
-            "3s",
-        ],
-    );
+    let mut server = Server::listening(&db, &live_args(&replay));
     server.wait_ready();
     server.wait_for(
         "/v1/vocabularies/by-name?name=js-005",
@@ -387,17 +382,7 @@ fn what_jetstream_says_is_checked_before_it_is_trusted(backend: Backend) {
     assert!(server.stop().success());
     // Resumed from the last plausible time (rewound 5 s), so what came meanwhile arrives.
     replay.publish(events(base, 8, 10));
-    let mut again = Server::listening(
-        &db,
-        &[
-            "--firehose",
-            replay.url.as_str(),
-            "--ready-lag",
-            "5s",
-            "--liveness",
-            "3s",
-        ],
-    );
+    let mut again = Server::listening(&db, &live_args(&replay));
     again.wait_ready();
     again.wait_for(
         "/v1/vocabularies/by-name?name=js-009",
