@@ -218,6 +218,15 @@ fn common_answer(target: &str) -> Option<Answer> {
     None
 }
 
+/// `svc serve` with no live source, backfilling from `peer`, which is also its DID directory,
+/// as soon as it listens.
+fn backfilling_from(db: std::path::PathBuf, peer: &str) -> Server {
+    Server::listening(
+        db,
+        &["--firehose", "none", "--backfill", peer, "--plc-url", peer],
+    )
+}
+
 fn metric(server: &Server, name: &str) -> u64 {
     let text = server.get_raw("/metrics").2;
     text.lines()
@@ -338,17 +347,7 @@ fn listings_that_repeat_their_cursor_end_and_the_backfill_finishes() {
     });
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let mut server = Server::listening(
-        dir.path().join("empty.db"),
-        &[
-            "--firehose",
-            "none",
-            "--backfill",
-            empty.url.as_str(),
-            "--plc-url",
-            empty.url.as_str(),
-        ],
-    );
+    let mut server = backfilling_from(dir.path().join("empty.db"), &empty.url);
     server.wait_ready();
     let warned = server.wait_log("the listing ends here", Duration::from_secs(1));
     eprintln!("{warned}");
@@ -382,17 +381,7 @@ fn listings_that_repeat_their_cursor_end_and_the_backfill_finishes() {
         Answer::Missing
     });
     *repeating.lock().unwrap() = peer.url.clone();
-    let mut server = Server::listening(
-        dir.path().join("repeating.db"),
-        &[
-            "--firehose",
-            "none",
-            "--backfill",
-            peer.url.as_str(),
-            "--plc-url",
-            peer.url.as_str(),
-        ],
-    );
+    let mut server = backfilling_from(dir.path().join("repeating.db"), &peer.url);
     server.wait_ready();
     let warned = server.wait_log("gave this cursor before", Duration::from_secs(1));
     eprintln!("{warned}");
@@ -451,17 +440,7 @@ fn endless_answers_are_cut_at_their_cap_and_the_repository_skipped_and_named() {
     });
     *own_url.lock().unwrap() = peer.url.clone();
     let dir = tempfile::tempdir().unwrap();
-    let mut server = Server::listening(
-        dir.path().join("catalog.db"),
-        &[
-            "--firehose",
-            "none",
-            "--backfill",
-            peer.url.as_str(),
-            "--plc-url",
-            peer.url.as_str(),
-        ],
-    );
+    let mut server = backfilling_from(dir.path().join("catalog.db"), &peer.url);
     let pid = server.child.id();
     let deadline = Instant::now() + Duration::from_secs(30);
     while peer.asked(&["listReposByCollection"]) == 0 {
