@@ -1,4 +1,4 @@
-//! Whether the catalog has caught up (CONTRACT "Caught up"): open, imports and backfill done,
+//! Whether the catalog has caught up: open, imports and backfill done,
 //! the live source (when there is one) current, and writes to the catalog succeeding. When it
 //! has not, why not, for `/readyz`.
 

@@ -78,7 +78,7 @@ pub struct LiveStatus {
 }
 
 impl LiveStatus {
-    /// CONTRACT "Caught up": connected, and either the newest event is recent, or nothing is
+    /// Caught up: connected, and either the newest event is recent, or nothing is
     /// pending and the connection answered a ping recently (a quiet source is not lagging).
     pub fn caught_up(&self, ready_lag: Duration) -> bool {
         let lag = ready_lag.as_micros() as i64;
