@@ -72,7 +72,7 @@ async fn apply(fresh: &Fresh, changes: Vec<Change>) -> ApplyReport {
     fresh.catalog.apply(changes, None).await.unwrap()
 }
 
-async fn uris(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> Vec<String> {
+pub(super) async fn uris(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> Vec<String> {
     let (query, key) = key(fresh, query, args);
     let page = fresh
         .catalog
