@@ -5,7 +5,6 @@
 //! The log is ordered and names the uris, so it can later feed a public change stream.
 
 use crate::keys_column::QueryIds;
-use crate::rules::NO_KEYS;
 use crate::{CatalogResult, ChangeClock, IndexKeys};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -17,6 +16,9 @@ use std::time::Duration;
 pub(crate) const KEEP_FOR_MS: i64 = 10 * 60 * 1000;
 /// At most this many entries are kept (older ones are trimmed even if young).
 pub(crate) const KEEP_AT_MOST: i64 = 200_000;
+
+/// No keys: what a tombstone is filed under, and what a log entry of everything names.
+pub(crate) static NO_KEYS: IndexKeys = IndexKeys::new();
 
 /// What one commit changed, borrowed from the commit's plan.
 #[derive(Debug, Clone, PartialEq, Eq)]

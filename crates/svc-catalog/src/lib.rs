@@ -1,18 +1,27 @@
-//! The catalog: the storage of records, their index keys, counts and cursors behind the
-//! [`Catalog`] trait, and where a catalog lives. The query specification is `svc-spec`.
+//! The catalog: the storage of records, their index keys, counts and cursors, read through
+//! [`CatalogRead`], written through [`CatalogWrite`], with the process's part in it through
+//! [`CatalogRole`]; and where a catalog lives.
 
-mod catalog;
+mod change;
 mod changelog;
 mod clock;
+mod engine;
+mod engine_catalog;
+mod interface;
 mod keys_column;
 mod location;
+mod page;
 pub mod postgres;
 mod rules;
+mod runtime;
 pub mod sqlite;
+mod writer;
 
-pub use catalog::*;
+pub use change::*;
 pub use clock::ChangeClock;
+pub use interface::*;
 pub use location::{ACCEPTED_FORMS, Location, LocationError, PostgresUrl};
+pub use page::*;
 pub use svc_spec as spec;
 pub use svc_spec::{Json, ParamError, Query, QuerySet, SpecError};
 

@@ -19,7 +19,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
 use svc_atproto::{AtprotoError, Resolver, Xrpc};
-use svc_catalog::{ApplyReport, Catalog, CatalogError, Change};
+use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change};
 
 const SOURCE: &str = "backfill";
 /// A peer whose own failures (no answer in time, an answer too large or not understood, a
@@ -237,7 +237,7 @@ impl Retry {
 /// Applies a page of changes, waiting out a failing catalog (a full disk) for as long as it
 /// fails: the changes carry no cursor, so applying them again is harmless.
 async fn apply_until_written(
-    catalog: &dyn Catalog,
+    catalog: &dyn CatalogWrite,
     ingestor: &Ingestor,
     changes: Vec<Change>,
 ) -> ApplyReport {
@@ -278,7 +278,7 @@ fn lacks_method(error: &AtprotoError) -> bool {
 /// Backfills every family collection of every active repository of the server at `url`.
 /// `progress(done, total)` follows the repositories.
 pub async fn run_backfill(
-    catalog: &dyn Catalog,
+    catalog: &dyn CatalogWrite,
     ingestor: &Ingestor,
     url: &str,
     plc_url: &str,
@@ -409,7 +409,7 @@ async fn own_pds(
 
 /// What every repository of one backfill shares.
 struct Backfill<'a> {
-    catalog: &'a dyn Catalog,
+    catalog: &'a dyn CatalogWrite,
     ingestor: &'a Ingestor,
     collections: &'a [String],
 }

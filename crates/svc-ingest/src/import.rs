@@ -12,7 +12,7 @@ use crate::jetstream::{JetstreamLine, parse_jetstream_line};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use svc_catalog::{ApplyReport, Catalog, CatalogError, Change, CursorPosition};
+use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change, CursorPosition};
 use tokio::sync::mpsc;
 
 const BATCH_LINES: usize = 4096;
@@ -78,7 +78,7 @@ fn file_identity(path: &Path) -> Result<(String, u64), ImportError> {
 
 /// Imports one file; `progress(bytes_done, bytes_total)` is called after each committed batch.
 pub async fn import_file(
-    catalog: &dyn Catalog,
+    catalog: &dyn CatalogWrite,
     ingestor: &Ingestor,
     path: &Path,
     progress: impl Fn(u64, u64),
@@ -147,7 +147,7 @@ pub async fn import_file(
 }
 
 async fn stream_batches(
-    catalog: &dyn Catalog,
+    catalog: &dyn CatalogWrite,
     ingestor: &Ingestor,
     receiver: &mut mpsc::Receiver<Result<Batch, ImportError>>,
     total: &mut ImportSummary,

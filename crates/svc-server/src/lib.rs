@@ -12,6 +12,7 @@ mod list;
 mod metrics;
 mod openapi;
 mod params;
+mod plain;
 mod stats;
 mod sufficiency;
 
@@ -29,14 +30,14 @@ use cache::ResponseCache;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::time::Duration;
-use svc_catalog::{Catalog, QuerySet};
+use svc_catalog::{CatalogRead, QuerySet};
 
 /// Why the catalog is not ready to answer (`Some(reason)`), asked at each `/readyz`.
 pub type NotReady = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 /// Everything a running server needs, built once at start-up.
 pub struct ServerConfig {
-    pub catalog: Arc<dyn Catalog>,
+    pub catalog: Arc<dyn CatalogRead>,
     pub queries: QuerySet,
     /// NSIDs of every record kind, for stats and per-kind gauges.
     pub kinds: Vec<String>,
@@ -53,7 +54,7 @@ pub struct ServerConfig {
 }
 
 pub(crate) struct AppState {
-    pub catalog: Arc<dyn Catalog>,
+    pub catalog: Arc<dyn CatalogRead>,
     pub queries: QuerySet,
     pub kinds: Vec<String>,
     pub not_ready: NotReady,

@@ -6,11 +6,13 @@
 
 use crate::cache::{Answer, CacheKey};
 use crate::params::{Params, encode_cursor, paging};
+use crate::plain::plain_ascii;
 use crate::{ApiError, AppState};
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use std::borrow::Cow;
 use std::sync::Arc;
 use svc_catalog::{ItemRef, PageWriter};
 
@@ -249,9 +251,18 @@ impl JsonPage {
 
 impl PageWriter for JsonPage {
     fn item(&mut self, item: ItemRef<'_>) {
+        let plain = plain_ascii(item.uri).zip(plain_ascii(item.rev));
+        // Stored from valid UTF-8: only a damaged row is read with replacement characters.
+        let (uri, rev) = match plain {
+            Some((uri, rev)) => (Cow::Borrowed(uri), Cow::Borrowed(rev)),
+            None => (
+                String::from_utf8_lossy(item.uri),
+                String::from_utf8_lossy(item.rev),
+            ),
+        };
+        let author = svc_syntax::at_uri_authority(&uri).unwrap_or_default();
         // The envelope's names, quotes and commas take 42 bytes; the rest is room to spare.
-        let size =
-            item.record_json.len() + item.uri.len() + item.author.len() + item.rev.len() + 48;
+        let size = item.record_json.len() + uri.len() + author.len() + rev.len() + 48;
         if self.out.capacity() - self.out.len() < size {
             // Items of a key are of a size: reserve for the rest of the page at a quarter more
             // than this one, within reason (one large record must not reserve a thousand times
@@ -266,25 +277,25 @@ impl PageWriter for JsonPage {
         self.written += 1;
         // Two ways of writing the same fields: the plain one copies each quote with the names
         // around it, a shared helper writing quotes apart cost 6,000 instructions a page.
-        if item.needs_no_escaping() {
+        if plain.is_some() {
             self.out.extend_from_slice(b"{\"uri\":\"");
             let start = self.out.len();
-            self.out.extend_from_slice(item.uri.as_bytes());
+            self.out.extend_from_slice(uri.as_bytes());
             self.last_uri = LastUri::Written(start..self.out.len());
             self.out.extend_from_slice(b"\",\"author\":\"");
-            self.out.extend_from_slice(item.author.as_bytes());
+            self.out.extend_from_slice(author.as_bytes());
             self.out.extend_from_slice(b"\",\"rev\":\"");
-            self.out.extend_from_slice(item.rev.as_bytes());
+            self.out.extend_from_slice(rev.as_bytes());
             self.out.extend_from_slice(b"\",\"record\":");
         } else {
             self.out.extend_from_slice(b"{\"uri\":");
-            push_json_string(&mut self.out, item.uri);
-            self.last_uri = LastUri::Copied(item.uri.to_string());
+            push_json_string(&mut self.out, &uri);
             self.out.extend_from_slice(b",\"author\":");
-            push_json_string(&mut self.out, item.author);
+            push_json_string(&mut self.out, author);
             self.out.extend_from_slice(b",\"rev\":");
-            push_json_string(&mut self.out, item.rev);
+            push_json_string(&mut self.out, &rev);
             self.out.extend_from_slice(b",\"record\":");
+            self.last_uri = LastUri::Copied(uri.into_owned());
         }
         self.out.extend_from_slice(item.record_json);
         self.out.push(b'}');
@@ -364,6 +375,14 @@ mod tests {
         }
     }
 
+    fn item<'a>(uri: &'a str, rev: &'a str, record_json: &'a [u8]) -> ItemRef<'a> {
+        ItemRef {
+            uri: uri.as_bytes(),
+            rev: rev.as_bytes(),
+            record_json,
+        }
+    }
+
     /// Items whose uri, author or revision need escaping are written as serde_json writes
     /// them, beside items copied as they are; the cursor names the last uri unescaped.
     #[test]
@@ -373,7 +392,7 @@ mod tests {
         for (first, last) in [(plain, quoted), (quoted, plain)] {
             let mut page: Box<dyn PageWriter> = Box::new(JsonPage::new(2, 0, false));
             for uri in [first, last] {
-                page.item(ItemRef::new(uri, "did:plc:a", "3l\trev", b"{\"k\":1}"));
+                page.item(item(uri, "3l\trev", b"{\"k\":1}"));
             }
             let answer: serde_json::Value = serde_json::from_slice(&page.finish(5, true)).unwrap();
             let uris: Vec<&str> = answer["items"]
@@ -388,7 +407,7 @@ mod tests {
             assert_eq!(answer["cursor"], encode_cursor(last));
         }
         let mut page: Box<dyn PageWriter> = Box::new(JsonPage::new(2, 0, false));
-        page.item(ItemRef::new(plain, "did:plc:a", "3lrev", b"{}"));
+        page.item(item(plain, "3lrev", b"{}"));
         let answer: serde_json::Value = serde_json::from_slice(&page.finish(1, false)).unwrap();
         assert_eq!(answer["items"][0]["author"], "did:plc:a");
         assert!(answer.get("cursor").is_none());

@@ -255,7 +255,7 @@ fn server_config(
     shared: &Shared,
 ) -> svc_server::ServerConfig {
     svc_server::ServerConfig {
-        catalog: Arc::clone(catalog),
+        catalog: Arc::clone(catalog) as Arc<dyn svc_catalog::CatalogRead>,
         queries: queries.clone(),
         kinds: record_kinds(),
         not_ready: Arc::clone(&shared.not_ready),
@@ -402,7 +402,7 @@ async fn index(
             compress: args.jetstream_zstd,
         };
         tokio::spawn(run_live(
-            Arc::clone(&catalog),
+            Arc::clone(&catalog) as Arc<dyn svc_catalog::CatalogWrite>,
             shared.ingestor.clone(),
             config,
             Arc::clone(&shared.live_status),

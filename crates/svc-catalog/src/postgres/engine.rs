@@ -3,16 +3,17 @@
 //! statement over arrays (`unnest`), so a commit costs a handful of round trips, whatever its
 //! size.
 
+use super::link::{Link, connect};
 use super::storage;
 use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow};
-use crate::keys_column::QueryIds;
-use crate::rules::{
-    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, now_ms, repository_range,
+use crate::engine::{
+    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
 };
+use crate::keys_column::QueryIds;
+use crate::runtime::now_ms;
 use crate::{CatalogError, CatalogResult, Change, QueryId};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, Statement};
+use tokio_postgres::{Client, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 pub(crate) struct PostgresEngine {
@@ -36,32 +37,9 @@ enum WriterLock {
     Lost,
 }
 
-/// The connection and what is tied to it.
-pub(super) struct Link {
-    pub client: Client,
-    statements: HashMap<&'static str, Statement>,
-    pub ids: QueryIds,
-    /// What the bulk load under way has staged.
-    pub staging: super::bulk::Staging,
-    /// Its uri index, when it is being built on a connection of its own.
-    pub uri_index: Option<super::bulk::UriIndexBuild>,
-    /// The open transaction appended to the change log: followers are notified at commit.
-    notify_on_commit: bool,
-}
-
-pub(super) async fn connect(config: &Config, tls: &MakeRustlsConnect) -> CatalogResult<Client> {
-    let (client, connection) = config.connect(tls.clone()).await.map_err(storage)?;
-    tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::warn!("catalog database connection lost: {error}");
-        }
-    });
-    Ok(client)
-}
-
 impl PostgresEngine {
     pub fn connect(config: Config, tls: MakeRustlsConnect) -> CatalogResult<PostgresEngine> {
-        let runtime = crate::rules::thread_runtime()?;
+        let runtime = crate::runtime::thread_runtime()?;
         let mut client = runtime.block_on(connect(&config, &tls))?;
         runtime.block_on(super::schema::migrate(&mut client))?;
         let ids = runtime.block_on(load_ids(&client))?;
@@ -156,40 +134,6 @@ pub(super) async fn load_ids(client: &Client) -> CatalogResult<QueryIds> {
 }
 
 impl Link {
-    pub async fn execute(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> CatalogResult<u64> {
-        let statement = self.statement(sql).await?;
-        self.client
-            .execute(&statement, params)
-            .await
-            .map_err(storage)
-    }
-
-    pub async fn query(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> CatalogResult<Vec<tokio_postgres::Row>> {
-        let statement = self.statement(sql).await?;
-        self.client.query(&statement, params).await.map_err(storage)
-    }
-
-    pub async fn batch(&self, sql: &str) -> CatalogResult<()> {
-        self.client.batch_execute(sql).await.map_err(storage)
-    }
-
-    async fn statement(&mut self, sql: &'static str) -> CatalogResult<Statement> {
-        if let Some(statement) = self.statements.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = self.client.prepare(sql).await.map_err(storage)?;
-        self.statements.insert(sql, statement.clone());
-        Ok(statement)
-    }
-
     async fn write_records(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
         let now = now_ms();
         let mut text: [Vec<&str>; 3] = Default::default();

@@ -5,7 +5,7 @@
 //! interrupted). Until it is there, pages are read through the primary key: the same rows, more
 //! slowly.
 
-use super::engine::connect;
+use super::link::connect;
 use super::storage;
 use crate::CatalogResult;
 use std::time::Duration;
@@ -111,7 +111,7 @@ pub(super) fn spawn_build(config: Config, tls: MakeRustlsConnect, vacuum: bool) 
     let spawned = std::thread::Builder::new()
         .name("catalog-id-index".into())
         .spawn(move || {
-            let Ok(runtime) = crate::rules::thread_runtime() else {
+            let Ok(runtime) = crate::runtime::thread_runtime() else {
                 tracing::warn!("catalog id index not built: no runtime");
                 return;
             };

@@ -3,15 +3,19 @@
 //! goes away is waited out: reads answer `Unavailable` until it is back, and the writer
 //! reconnects whenever it is outside a transaction.
 
+mod binary_rows;
 mod bulk;
 mod engine;
 mod id_index;
+mod link;
 mod reader;
 mod schema;
+mod staging;
 
 use crate::changelog::{LogRow, LogSource};
+use crate::engine::EngineReads;
+use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
-use crate::rules::{EngineCatalog, Reads};
 use crate::spec::QuerySet;
 use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
@@ -387,7 +391,7 @@ impl LogSource for PostgresLog {
     }
 }
 
-impl Reads for PostgresReads {
+impl EngineReads for PostgresReads {
     fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
         Box::pin(async move { reader::list(&self.0, qid, &key, &page).await })
     }

@@ -83,8 +83,11 @@ pub(super) async fn list(
     page: &PageRequest,
 ) -> CatalogResult<Page> {
     let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
-    let (total, more) =
-        read_page(pool, qid, key, page, &mut |item| items.push(item.into())).await?;
+    let (total, more) = read_page(pool, qid, key, page, &mut |item| {
+        items.push(Item::try_from(item))
+    })
+    .await?;
+    let items = items.into_iter().collect::<CatalogResult<_>>()?;
     Ok(Page { items, total, more })
 }
 
@@ -141,11 +144,13 @@ async fn read_page(
         found.push((uri, rev, record.map_or(&b""[..], |text| text.0)));
     }
     found.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut items = found
-        .into_iter()
-        .map(|(uri, rev, record)| ItemRef::from_stored(uri, rev, record));
+    let mut items = found.into_iter().map(|(uri, rev, record_json)| ItemRef {
+        uri,
+        rev,
+        record_json,
+    });
     for item in items.by_ref().take(page.limit as usize) {
-        emit(item?);
+        emit(item);
     }
     Ok((total, items.next().is_some()))
 }
@@ -208,7 +213,11 @@ pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
         .map_err(storage)?;
     row.map(|r| {
         let (uri, rev, record): (&str, &str, &str) = (r.get(0), r.get(1), r.get(2));
-        ItemRef::from_stored(uri.as_bytes(), rev.as_bytes(), record.as_bytes()).map(Item::from)
+        Item::try_from(ItemRef {
+            uri: uri.as_bytes(),
+            rev: rev.as_bytes(),
+            record_json: record.as_bytes(),
+        })
     })
     .transpose()
 }

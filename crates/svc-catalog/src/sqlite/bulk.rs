@@ -5,8 +5,9 @@
 //! keys columns in key order (B-trees built by appending), and the counts. A checkpoint
 //! follows, off the writer's thread (`checkpoint`).
 
+use crate::engine::{RecordRow, StagedVersion};
 use crate::keys_column::QueryIds;
-use crate::rules::{RecordRow, StagedVersion, now_ms};
+use crate::runtime::now_ms;
 use crate::{CatalogResult, Change};
 use rusqlite::{Connection, ErrorCode, params};
 use std::collections::BTreeMap;
@@ -63,7 +64,11 @@ pub(super) fn stage(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         for change in changes {
-            insert.execute(super::engine::row_values(&RecordRow::of(change), ids, now))?;
+            insert.execute(super::record_row::row_values(
+                &RecordRow::of(change),
+                ids,
+                now,
+            ))?;
         }
     }
     tx.commit()?;

@@ -1,12 +1,13 @@
 //! The SQLite engine's write side: the storage primitives the catalog's rules call, on the
 //! one write connection. Index entries point at record rowids, so a read joins on integers.
 
+use super::record_row::row_values;
 use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow};
-use crate::keys_column::QueryIds;
-use crate::rules::{
-    Engine, Filed, Plan, RecordRow, RecordWrite, StagedVersion, Stored, StoredKeys, now_ms,
-    repository_range,
+use crate::engine::{
+    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
 };
+use crate::keys_column::QueryIds;
+use crate::runtime::now_ms;
 use crate::{CatalogError, CatalogResult, Change, QueryId};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -22,32 +23,6 @@ const UPSERT: &str = "INSERT INTO records (uri, collection, author, rev, cid, re
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (uri) DO UPDATE SET \
      collection = excluded.collection, author = excluded.author, rev = excluded.rev, cid = excluded.cid, \
      record = excluded.record, keys = excluded.keys, indexed_at = excluded.indexed_at RETURNING rowid";
-
-/// The values of a `records` row, in column order (uri, collection, author, rev, cid, record,
-/// keys, indexed_at).
-pub(super) type RowValues<'a> = (
-    &'a str,
-    &'a str,
-    &'a str,
-    &'a str,
-    Option<&'a str>,
-    Option<&'a str>,
-    String,
-    i64,
-);
-
-pub(super) fn row_values<'a>(row: &RecordRow<'a>, ids: &QueryIds, now: i64) -> RowValues<'a> {
-    (
-        row.uri,
-        row.collection,
-        row.author,
-        row.rev,
-        row.cid,
-        row.record,
-        ids.encode(row.keys),
-        now,
-    )
-}
 
 impl SqliteEngine {
     /// Writes the plan's record rows; returns the rowid of each uri written.

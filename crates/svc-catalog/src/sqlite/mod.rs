@@ -7,10 +7,12 @@ mod engine;
 mod migrations;
 mod page_statement;
 mod reader;
+mod record_row;
 
 use crate::changelog::{LogRow, LogSource};
+use crate::engine::EngineReads;
+use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
-use crate::rules::{EngineCatalog, Reads};
 use crate::spec::{QueryId, QuerySet};
 use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
@@ -215,7 +217,7 @@ pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-impl Reads for ReaderPool {
+impl EngineReads for ReaderPool {
     fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
         Box::pin(self.run_reader(move |reader| reader::list(reader, qid, &key, &page)))
     }
@@ -258,7 +260,7 @@ mod tests {
     use super::*;
     use crate::changelog::Follower;
     use crate::tests::upsert;
-    use crate::{Catalog, ChangeClock};
+    use crate::{CatalogRead, CatalogRole, CatalogWrite, ChangeClock};
     use serde_json::json;
     use std::sync::{Arc, RwLock};
 

@@ -218,8 +218,12 @@ impl OffsetSeek {
 }
 
 /// An item from the current row of a page statement (`uri, rev, record`), borrowed from it.
-fn page_item<'r>(rows: &'r Rows<'_>) -> CatalogResult<ItemRef<'r>> {
-    ItemRef::from_stored(rows.text(0), rows.text(1), rows.text(2))
+fn page_item<'r>(rows: &'r Rows<'_>) -> ItemRef<'r> {
+    ItemRef {
+        uri: rows.text(0),
+        rev: rows.text(1),
+        record_json: rows.text(2),
+    }
 }
 
 /// An item from a row of `uri, rev, record`, borrowed from the row.
@@ -229,7 +233,11 @@ fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> CatalogResult<ItemRef<'r>> {
             .as_bytes()
             .map_err(|e| CatalogError::Storage(format!("a stored item's column {i}: {e}")))
     };
-    ItemRef::from_stored(bytes(0)?, bytes(1)?, bytes(2)?)
+    Ok(ItemRef {
+        uri: bytes(0)?,
+        rev: bytes(1)?,
+        record_json: bytes(2)?,
+    })
 }
 
 pub(crate) fn list(
@@ -239,7 +247,10 @@ pub(crate) fn list(
     page: &PageRequest,
 ) -> CatalogResult<Page> {
     let mut items = Vec::with_capacity(page.limit.min(1000) as usize);
-    let (total, more) = read_page(reader, qid, key, page, &mut |item| items.push(item.into()))?;
+    let (total, more) = read_page(reader, qid, key, page, &mut |item| {
+        items.push(Item::try_from(item))
+    })?;
+    let items = items.into_iter().collect::<CatalogResult<_>>()?;
     Ok(Page { items, total, more })
 }
 
@@ -327,7 +338,7 @@ fn forward(
         if !rows.step()? {
             return Ok(false);
         }
-        emit(page_item(&rows)?);
+        emit(page_item(&rows));
     }
     rows.step()
 }
@@ -421,7 +432,7 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
     )?;
     let mut rows = statement.query([uri])?;
     rows.next()?
-        .map(|row| item_ref(row).map(Item::from))
+        .map(|row| item_ref(row).and_then(Item::try_from))
         .transpose()
 }
 

@@ -10,9 +10,10 @@ struct Lines(Vec<u8>);
 
 impl PageWriter for Lines {
     fn item(&mut self, item: ItemRef<'_>) {
+        let item = crate::Item::try_from(item).expect("stored text");
         let line = format!("{} {} {} ", item.uri, item.author, item.rev);
         self.0.extend_from_slice(line.as_bytes());
-        self.0.extend_from_slice(item.record_json);
+        self.0.extend_from_slice(item.record_json.as_bytes());
         self.0.push(b'\n');
     }
 

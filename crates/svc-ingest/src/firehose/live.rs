@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use svc_catalog::{ApplyReport, Catalog, CatalogError, Change, CursorPosition};
+use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change, CursorPosition};
 use svc_syntax::now_unix_micros;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;
@@ -198,7 +198,7 @@ fn drop_implausible(kind: SourceKind, message: &mut SourceMessage) {
 
 /// Follows the live source until shutdown. Only storage failure ends it with an error.
 pub async fn run_live(
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn CatalogWrite>,
     ingestor: Ingestor,
     config: LiveConfig,
     status: Arc<LiveStatus>,
@@ -282,7 +282,7 @@ enum ConnectionEnd {
 
 /// What one connection to the live source works with.
 struct Connection<'a> {
-    catalog: &'a dyn Catalog,
+    catalog: &'a dyn CatalogWrite,
     ingestor: &'a Ingestor,
     kind: SourceKind,
     endpoint: &'a str,

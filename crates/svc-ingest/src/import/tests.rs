@@ -1,5 +1,6 @@
 use super::*;
 use std::sync::{Arc, Mutex, Once};
+use svc_catalog::CatalogRead;
 use svc_catalog::QuerySet;
 use svc_catalog::sqlite::SqliteCatalog;
 

@@ -4,75 +4,69 @@
 //! arrival order, and a change older than the standing revision is stale. If a bulk load is
 //! interrupted, the catalog (empty before it began) is emptied again at the next start.
 
-use super::{Engine, Queued, StagedVersion, writer::Writer};
+use super::transactions::Transactions;
+use crate::changelog::LogEntry;
+use crate::engine::{Engine, Plan, StagedVersion};
+use crate::rules::Queued;
 use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition};
 use std::collections::BTreeMap;
 
 /// What a bulk load under way has staged so far.
 #[derive(Default)]
-pub(crate) struct BulkLoad {
+pub(super) struct BulkLoad {
     staged: u64,
     /// Upserts per collection: the kind counts if no uri came twice.
     kinds: BTreeMap<String, i64>,
 }
 
-impl<E: Engine> Writer<E> {
-    /// Enters bulk mode if the catalog holds nothing at all (not even tombstones) and no
-    /// account is inactive (their records must be filed one by one, hidden or not).
-    pub(super) fn begin_bulk(&mut self) -> CatalogResult<bool> {
-        if self.bulk.is_some() {
-            return Ok(true);
+impl BulkLoad {
+    /// A bulk load, if the catalog holds nothing at all (not even tombstones) and no account
+    /// is inactive (their records must be filed one by one, hidden or not).
+    pub fn begin<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<Option<BulkLoad>> {
+        if !tx.filing.inactive.is_empty() || !tx.engine.is_empty()? {
+            return Ok(None);
         }
-        if !self.filing.inactive.is_empty() || !self.engine.is_empty()? {
-            return Ok(false);
-        }
-        self.engine.begin_bulk()?;
-        self.bulk = Some(BulkLoad::default());
-        Ok(true)
+        tx.engine.begin_bulk()?;
+        Ok(Some(BulkLoad::default()))
     }
 
     /// Stages changes; nothing is visible in any answer until the load settles, and the
     /// reports stay empty until then.
-    pub(super) fn stage(&mut self, changes: &[Queued<'_>]) -> CatalogResult<()> {
-        let Some(load) = self.bulk.as_mut() else {
-            return Err(CatalogError::Storage("no bulk load under way".into()));
-        };
+    pub fn stage(&mut self, engine: &mut dyn Engine, changes: &[Queued<'_>]) -> CatalogResult<()> {
         let staging: Vec<&Change> = changes.iter().map(|(_, change)| *change).collect();
-        self.engine.stage(&staging)?;
+        engine.stage(&staging)?;
         // Counted once committed: a failed stage stages nothing. What was staged is reported
         // when the load settles.
         for change in staging {
-            load.staged += 1;
+            self.staged += 1;
             if let Change::Upsert(u) = change {
-                *load.kinds.entry(u.collection.clone()).or_default() += 1;
+                *self.kinds.entry(u.collection.clone()).or_default() += 1;
             }
         }
         Ok(())
     }
 
     /// Settles the staged changes in one transaction, with the final cursor.
-    pub(super) fn finish_bulk(
-        &mut self,
+    pub fn finish<E: Engine>(
+        self,
+        tx: &mut Transactions<E>,
         cursor: Option<CursorPosition>,
     ) -> CatalogResult<ApplyReport> {
-        let Some(load) = self.bulk.take() else {
-            return Ok(ApplyReport::default());
-        };
         let started = std::time::Instant::now();
-        let staged = load.staged;
-        self.engine.begin()?;
-        let outcome = settle(&mut self.engine, load, cursor.as_ref()).and_then(|report| {
-            self.log(&crate::changelog::LogEntry::everything())?;
-            self.engine.commit()?;
-            self.next_seq += 1;
+        let staged = self.staged;
+        tx.engine.begin()?;
+        let outcome = settle(&mut tx.engine, self, cursor.as_ref()).and_then(|report| {
+            tx.log(&LogEntry::everything())?;
+            tx.engine.commit()?;
+            tx.next_seq += 1;
             Ok(report)
         });
         if outcome.is_err() {
-            self.engine.rollback();
+            tx.engine.rollback();
         }
-        let ended = self.engine.end_bulk(outcome.is_ok());
+        let ended = tx.engine.end_bulk(outcome.is_ok());
         if outcome.is_err() {
-            self.engine.recover_bulk()?;
+            tx.engine.recover_bulk()?;
         }
         let report = outcome?;
         ended?;
@@ -112,7 +106,7 @@ fn settle<E: Engine>(
     };
     engine.index_staged(&kinds)?;
     if let Some(cursor) = cursor {
-        let plan = super::Plan {
+        let plan = Plan {
             cursors: vec![cursor],
             ..Default::default()
         };

@@ -2,13 +2,22 @@
 //! transaction each (several queued batches share one commit), and bumps the change clock
 //! only after a commit.
 
-use super::{Engine, Filing, Plan, Queued, bulk::BulkLoad, plan_group};
+mod accounts;
+mod bulk;
+mod queries;
+mod transactions;
+
+use crate::engine::{Engine, Plan};
+use crate::keys_column::QueryIds;
+use crate::rules::{Filing, Queued, plan_group};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
     Refusal,
 };
+use bulk::BulkLoad;
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
+use transactions::Transactions;
 
 enum WriteJob {
     Apply {
@@ -46,14 +55,10 @@ type Write<'a, E> = fn(&mut Writer<E>, &[Queued<'a>], &mut [ApplyReport]) -> Cat
 /// Queued batches merged into one commit, at most this many changes.
 const GROUP_COMMIT_CHANGES: usize = 100_000;
 
-pub(crate) struct Writer<E: Engine> {
-    pub(super) engine: E,
-    pub(super) clock: Arc<ChangeClock>,
-    pub(super) filing: Filing,
+struct Writer<E: Engine> {
+    tx: Transactions<E>,
     /// What a bulk load has staged, when one is under way.
-    pub(super) bulk: Option<BulkLoad>,
-    /// The number of the next change-log entry: one writer numbers them without gaps.
-    pub(super) next_seq: i64,
+    bulk: Option<BulkLoad>,
 }
 
 /// The catalog's side of the writer thread: each call sends a job and waits for its reply.
@@ -125,7 +130,7 @@ pub(crate) fn spawn_writer<E: Engine>(
     mut engine: E,
     queries: &crate::QuerySet,
     clock: Arc<ChangeClock>,
-) -> CatalogResult<(WriterHandle, crate::keys_column::QueryIds)> {
+) -> CatalogResult<(WriterHandle, QueryIds)> {
     if engine.recover_bulk()? {
         tracing::warn!("an interrupted bulk load was rolled back; the catalog is empty");
     }
@@ -134,16 +139,18 @@ pub(crate) fn spawn_writer<E: Engine>(
         queries: queries.clone(),
     };
     let mut next_seq = engine.last_logged()? + 1;
-    if super::queries::register(&mut engine, &filing, next_seq)? {
+    if queries::register(&mut engine, &filing, next_seq)? {
         next_seq += 1;
     }
     let ids = engine.query_ids();
     let writer = Writer {
-        engine,
-        clock,
-        filing,
+        tx: Transactions {
+            engine,
+            clock,
+            filing,
+            next_seq,
+        },
         bulk: None,
-        next_seq,
     };
     let (sender, receiver) = mpsc::channel();
     let thread = std::thread::Builder::new()
@@ -242,8 +249,8 @@ impl<E: Engine> Writer<E> {
                     let _ = reply.send(outcome);
                 }
                 WriteJob::Heartbeat { reply } => {
-                    let beat = self.in_transaction(|engine, _| {
-                        engine.heartbeat(super::now_ms())?;
+                    let beat = self.tx.run(|engine, _| {
+                        engine.heartbeat(crate::runtime::now_ms())?;
                         Ok((Plan::default(), ()))
                     });
                     let _ = reply.send(beat);
@@ -254,7 +261,7 @@ impl<E: Engine> Writer<E> {
                 WriteJob::FinishBulk { cursor, reply } => {
                     let outcome = self.finish_bulk(cursor);
                     if outcome.is_ok() {
-                        self.clock.touch_all();
+                        self.tx.clock.touch_all();
                     }
                     let _ = reply.send(outcome);
                 }
@@ -380,7 +387,7 @@ impl<E: Engine> Writer<E> {
         reports: &mut [ApplyReport],
     ) -> CatalogResult<()> {
         let batches = reports.len();
-        let done = self.in_transaction(|engine, filing| {
+        let done = self.tx.run(|engine, filing| {
             let (mut plan, done) = plan_group(engine, filing, changes, batches)?;
             plan.cursors.extend_from_slice(cursors);
             engine.write(&plan)?;
@@ -392,48 +399,33 @@ impl<E: Engine> Writer<E> {
         Ok(())
     }
 
-    /// Runs `work` in one transaction, rolled back if it fails; publishes the committed plan's
-    /// changes to the clock.
-    pub(super) fn in_transaction<'a, T>(
-        &mut self,
-        work: impl FnOnce(&mut E, &Filing) -> CatalogResult<(Plan<'a>, T)>,
-    ) -> CatalogResult<T> {
-        self.engine.begin()?;
-        let outcome = work(&mut self.engine, &self.filing).and_then(|(plan, value)| {
-            let logged = self.log(&plan.log_entry())?;
-            self.engine.commit()?;
-            self.next_seq += i64::from(logged);
-            Ok((plan, value))
-        });
-        match outcome {
-            Ok((plan, value)) => {
-                self.publish(&plan);
-                Ok(value)
-            }
-            Err(error) => {
-                self.engine.rollback();
-                Err(error)
-            }
+    fn set_account(&mut self, did: &str, status: &AccountStatus) -> CatalogResult<()> {
+        if self.bulk.is_some() {
+            return Err(CatalogError::Storage(
+                "an account change cannot join a bulk load".into(),
+            ));
         }
+        accounts::set_account(&mut self.tx, did, status)
     }
 
-    /// Inside the open transaction: appends the entry to the change log unless it is empty;
-    /// whether it did (the number is taken once the transaction commits).
-    pub(super) fn log(&mut self, entry: &crate::changelog::LogEntry<'_>) -> CatalogResult<bool> {
-        if entry.is_empty() {
-            return Ok(false);
+    fn begin_bulk(&mut self) -> CatalogResult<bool> {
+        if self.bulk.is_none() {
+            self.bulk = BulkLoad::begin(&mut self.tx)?;
         }
-        self.engine.log(self.next_seq, entry)?;
-        Ok(true)
+        Ok(self.bulk.is_some())
     }
 
-    /// Readers may cache against the clock: bump it only after the commit.
-    fn publish(&self, plan: &Plan<'_>) {
-        for (query, key) in &plan.touched {
-            self.clock.touch_key(query, key);
-        }
-        if plan.kind_counts.values().any(|delta| *delta != 0) {
-            self.clock.touch_kinds();
+    fn stage(&mut self, changes: &[Queued<'_>]) -> CatalogResult<()> {
+        let Some(load) = self.bulk.as_mut() else {
+            return Err(CatalogError::Storage("no bulk load under way".into()));
+        };
+        load.stage(&mut self.tx.engine, changes)
+    }
+
+    fn finish_bulk(&mut self, cursor: Option<CursorPosition>) -> CatalogResult<ApplyReport> {
+        match self.bulk.take() {
+            Some(load) => load.finish(&mut self.tx, cursor),
+            None => Ok(ApplyReport::default()),
         }
     }
 }

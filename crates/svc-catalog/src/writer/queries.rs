@@ -2,8 +2,9 @@
 //! (its fingerprint). A query that is new or whose definition changed gets its keys rebuilt
 //! from the stored records; the keys of a query no longer specified are dropped.
 
-use super::{Engine, Filing, Plan, RecordWrite, did_of};
 use crate::changelog::LogEntry;
+use crate::engine::{Engine, Plan, RecordWrite, did_of};
+use crate::rules::Filing;
 use crate::{CatalogResult, Query};
 
 /// Records read and refiled per step of a rebuild.

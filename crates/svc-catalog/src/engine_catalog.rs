@@ -3,35 +3,19 @@
 //! catalog's writer lock; until then (an indexer standing by) or for good (a query replica)
 //! it follows the change log to keep its change clock exact.
 
-use super::{Engine, WriterHandle, writer::spawn_writer};
 use crate::changelog::{Follower, LogSource};
+use crate::engine::{Engine, EngineReads};
 use crate::keys_column::QueryIds;
+use crate::writer::{WriterHandle, spawn_writer};
 use crate::{
-    AccountStatus, ApplyReport, Catalog, CatalogError, CatalogFuture, CatalogResult, Change,
-    ChangeClock, CursorPosition, Item, KindCounts, Page, PageRequest, PageWriter, QueryId,
-    QuerySet,
+    AccountStatus, ApplyReport, CatalogError, CatalogFuture, CatalogRead, CatalogResult,
+    CatalogRole, CatalogWrite, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
+    PageRequest, PageWriter, QueryId, QuerySet,
 };
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// What an engine's read side answers; a query is the engine's number for it.
-pub trait Reads: Send + Sync + 'static {
-    fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page>;
-    fn write_list(
-        &self,
-        qid: i64,
-        key: String,
-        page: PageRequest,
-        writer: Box<dyn PageWriter>,
-    ) -> CatalogFuture<'_, Vec<u8>>;
-    fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
-    fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
-    fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
-    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
-    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>>;
-}
 
 /// How often an indexer standing by tries the writer lock.
 const STANDBY_RETRY: Duration = Duration::from_secs(1);
@@ -93,7 +77,7 @@ impl Shared {
         std::thread::Builder::new()
             .name("catalog-follower".into())
             .spawn(move || {
-                let runtime = match super::thread_runtime() {
+                let runtime = match crate::runtime::thread_runtime() {
                     Ok(runtime) => runtime,
                     Err(error) => {
                         tracing::error!("the change-log follower cannot start: {error}");
@@ -107,7 +91,7 @@ impl Shared {
     }
 }
 
-impl<R: Reads> EngineCatalog<R> {
+impl<R: EngineReads> EngineCatalog<R> {
     /// As an indexer: with the writer lock, readies the storage and starts the writer on the
     /// calling thread; without it, stands by (serving reads, following the change log) and
     /// takes over as soon as the lock is free.
@@ -180,23 +164,29 @@ fn stand_by<E: Engine>(mut engine: E, queries: &QuerySet, shared: &Shared) {
     }
 }
 
-impl<R: Reads> Catalog for EngineCatalog<R> {
-    fn apply(
-        &self,
-        changes: Vec<Change>,
-        cursor: Option<CursorPosition>,
-    ) -> CatalogFuture<'_, ApplyReport> {
-        match self.writer() {
-            Ok(writer) => writer.apply(changes, cursor),
+/// A call to the writer thread, or `NotWriter` while this process does not hold the lock.
+macro_rules! through_writer {
+    ($catalog:expr, $call:ident($($arg:expr),*)) => {
+        match $catalog.writer() {
+            Ok(writer) => writer.$call($($arg),*),
             Err(error) => Box::pin(async { Err(error) }),
         }
-    }
+    };
+}
 
-    fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
-        match self.qid(&query) {
-            Ok(qid) => self.reads.list(qid, key, page),
+/// A read by the engine's number for the query.
+macro_rules! by_query_number {
+    ($catalog:expr, $query:expr, $call:ident($($arg:expr),*)) => {
+        match $catalog.qid(&$query) {
+            Ok(qid) => $catalog.reads.$call(qid, $($arg),*),
             Err(error) => Box::pin(async { Err(error) }),
         }
+    };
+}
+
+impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
+    fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
+        by_query_number!(self, query, list(key, page))
     }
 
     fn write_list(
@@ -206,56 +196,57 @@ impl<R: Reads> Catalog for EngineCatalog<R> {
         page: PageRequest,
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>> {
-        match self.qid(&query) {
-            Ok(qid) => self.reads.write_list(qid, key, page, writer),
-            Err(error) => Box::pin(async { Err(error) }),
-        }
+        by_query_number!(self, query, write_list(key, page, writer))
     }
 
     fn count_keys(&self, query: QueryId, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
-        match self.qid(&query) {
-            Ok(qid) => self.reads.count_keys(qid, keys),
-            Err(error) => Box::pin(async { Err(error) }),
-        }
+        by_query_number!(self, query, count_keys(keys))
     }
 
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts> {
         self.reads.kind_counts()
     }
 
-    fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {
-        self.reads.cursor(source)
-    }
-
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
         self.reads.get(uri)
     }
 
-    fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
-        match self.writer() {
-            Ok(writer) => writer.set_account(did, status),
-            Err(error) => Box::pin(async { Err(error) }),
-        }
-    }
-
-    fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
-        match self.writer() {
-            Ok(writer) => writer.begin_bulk(),
-            Err(error) => Box::pin(async { Err(error) }),
-        }
-    }
-
-    fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport> {
-        match self.writer() {
-            Ok(writer) => writer.finish_bulk(cursor),
-            Err(error) => Box::pin(async { Err(error) }),
-        }
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
+        self.reads.indexer_heartbeat()
     }
 
     fn clock(&self) -> &ChangeClock {
         &self.shared.clock
     }
+}
 
+impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
+    fn apply(
+        &self,
+        changes: Vec<Change>,
+        cursor: Option<CursorPosition>,
+    ) -> CatalogFuture<'_, ApplyReport> {
+        through_writer!(self, apply(changes, cursor))
+    }
+
+    fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {
+        self.reads.cursor(source)
+    }
+
+    fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
+        through_writer!(self, set_account(did, status))
+    }
+
+    fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
+        through_writer!(self, begin_bulk())
+    }
+
+    fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport> {
+        through_writer!(self, finish_bulk(cursor))
+    }
+}
+
+impl<R: EngineReads> CatalogRole for EngineCatalog<R> {
     fn writer_started(&self) -> CatalogFuture<'_, ()> {
         let mut writing = self.shared.writing.subscribe();
         Box::pin(async move {
@@ -272,14 +263,7 @@ impl<R: Reads> Catalog for EngineCatalog<R> {
     }
 
     fn heartbeat(&self) -> CatalogFuture<'_, ()> {
-        match self.writer() {
-            Ok(writer) => writer.heartbeat(),
-            Err(error) => Box::pin(async { Err(error) }),
-        }
-    }
-
-    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
-        self.reads.indexer_heartbeat()
+        through_writer!(self, heartbeat())
     }
 
     fn change_log_delay(&self) -> Option<Duration> {

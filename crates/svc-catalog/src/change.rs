@@ -1,0 +1,129 @@
+//! What a source hands the writer: record changes, where the source stood, account statuses,
+//! and what a batch did.
+
+pub use svc_spec::{IndexKeys, QueryId};
+
+/// A record version to store, already validated against its lexicon.
+#[derive(Debug, Clone)]
+pub struct Upsert {
+    pub uri: String,
+    pub collection: String,
+    /// The repository DID: the at-uri's authority.
+    pub author: String,
+    /// The repository revision (TID) of the commit that wrote this version.
+    pub rev: String,
+    pub cid: Option<String>,
+    /// The keys under which the record matches each query, from
+    /// [`crate::QuerySet::index_keys`] of the catalog's own query set; computed by the
+    /// producer, off the writer's thread. (A PostgreSQL bulk load files the record under them
+    /// but does not store them: the rules take them from the record again with that set.)
+    pub keys: IndexKeys,
+    /// The record's JSON text as it will be served.
+    pub record_json: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Change {
+    Upsert(Upsert),
+    Delete {
+        uri: String,
+        collection: String,
+        rev: String,
+    },
+}
+
+impl Change {
+    pub fn uri(&self) -> &str {
+        match self {
+            Change::Upsert(u) => &u.uri,
+            Change::Delete { uri, .. } => uri,
+        }
+    }
+}
+
+/// Where a source stood after the changes of a batch; stored in the same transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CursorPosition {
+    /// The source's role (`firehose`, `import:<file>`...).
+    pub source: String,
+    /// The endpoint the cursor belongs to; a cursor is never reused against another.
+    pub endpoint: String,
+    pub cursor: String,
+    /// Time of the last event covered, microseconds since the epoch, when the source says.
+    pub event_time_us: Option<i64>,
+}
+
+/// Why the store refused a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A value the store cannot hold (text with a NUL, a malformed value).
+    Value,
+    /// One of the store's constraints.
+    Constraint,
+    /// One of the store's limits (an index entry or a string too large).
+    Limit,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 3] = [Refusal::Value, Refusal::Constraint, Refusal::Limit];
+
+    /// Its name in metrics and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::Value => "value",
+            Refusal::Constraint => "constraint",
+            Refusal::Limit => "limit",
+        }
+    }
+}
+
+/// What one batch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApplyReport {
+    pub applied: u64,
+    /// Events older than the stored revision of their uri, ignored.
+    pub stale: u64,
+    /// Changes the store refused for their content, skipped, by [`Refusal`] (in the order of
+    /// `Refusal::ALL`).
+    pub refused: [u64; 3],
+}
+
+impl ApplyReport {
+    pub fn refused(&self, reason: Refusal) -> u64 {
+        self.refused[reason as usize]
+    }
+
+    pub fn refused_total(&self) -> u64 {
+        self.refused.iter().sum()
+    }
+
+    pub(crate) fn add(&mut self, other: &ApplyReport) {
+        self.applied += other.applied;
+        self.stale += other.stale;
+        for (mine, theirs) in self.refused.iter_mut().zip(other.refused) {
+            *mine += theirs;
+        }
+    }
+}
+
+/// What the source says of an account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccountStatus {
+    Active,
+    /// Deactivated, suspended, taken down...: its records leave every answer and count.
+    Inactive(String),
+    /// Its records are removed.
+    Deleted,
+}
+
+impl AccountStatus {
+    /// From an account event of either firehose: `active`, and the `status` it gives when not
+    /// active (`deleted`, `deactivated`, `suspended`, `takendown`...).
+    pub fn from_event(active: bool, status: Option<&str>) -> AccountStatus {
+        match (active, status) {
+            (true, _) => AccountStatus::Active,
+            (false, Some("deleted")) => AccountStatus::Deleted,
+            (false, other) => AccountStatus::Inactive(other.unwrap_or("inactive").to_string()),
+        }
+    }
+}

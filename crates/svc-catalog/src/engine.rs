@@ -1,0 +1,281 @@
+//! What a storage engine offers the rules: the primitives of one transaction on the writer's
+//! thread ([`Engine`]), the reads of its read side ([`EngineReads`]), and the rows and plans
+//! that pass between them. An engine stores and reads; it decides nothing.
+
+use crate::changelog::{LogEntry, NO_KEYS};
+use crate::keys_column::QueryIds;
+use crate::{
+    CatalogFuture, CatalogResult, Change, CursorPosition, IndexKeys, Item, KindCounts, Page,
+    PageRequest, PageWriter, QueryId,
+};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// What an engine holds for a uri: a record version or a tombstone.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub rev: String,
+    pub collection: String,
+    /// A record, not a tombstone.
+    pub live: bool,
+    /// The keys the version was filed under (or would be, for a hidden account's record).
+    pub keys: StoredKeys,
+}
+
+/// A live record as filed: what account changes move in and out of the index.
+#[derive(Debug, Clone)]
+pub struct Filed {
+    pub uri: String,
+    pub collection: String,
+    pub keys: StoredKeys,
+}
+
+/// The keys a stored version is filed under, as an engine read them.
+#[derive(Debug, Clone)]
+pub enum StoredKeys {
+    /// Stored beside the record when it was written.
+    Filed(IndexKeys),
+    /// Not stored (a bulk load leaves them out: they would be a fifth of every row it
+    /// writes): the record's text, from which the queries give them again. They are the keys
+    /// it was filed under, since the definitions in force are those it was filed by: a query
+    /// whose definition changed was rebuilt at start, before any write.
+    InRecord(String),
+}
+
+/// A `records` row as both engines store it: a record version, or a tombstone (no cid, no
+/// record, no keys; the revision stays, so an older event cannot bring the record back).
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRow<'a> {
+    pub uri: &'a str,
+    pub collection: &'a str,
+    /// The repository DID: the at-uri's authority.
+    pub author: &'a str,
+    pub rev: &'a str,
+    pub cid: Option<&'a str>,
+    pub record: Option<&'a str>,
+    pub keys: &'a IndexKeys,
+}
+
+impl<'a> RecordRow<'a> {
+    /// The row a change leaves.
+    pub fn of(change: &'a Change) -> RecordRow<'a> {
+        match change {
+            Change::Upsert(u) => RecordRow {
+                uri: &u.uri,
+                collection: &u.collection,
+                author: &u.author,
+                rev: &u.rev,
+                cid: u.cid.as_deref(),
+                record: Some(&u.record_json),
+                keys: &u.keys,
+            },
+            Change::Delete {
+                uri,
+                collection,
+                rev,
+            } => RecordRow {
+                uri,
+                collection,
+                author: did_of(uri),
+                rev,
+                cid: None,
+                record: None,
+                keys: &NO_KEYS,
+            },
+        }
+    }
+
+    pub fn live(&self) -> bool {
+        self.record.is_some()
+    }
+}
+
+/// One row a plan writes.
+#[derive(Debug)]
+pub enum RecordWrite<'a> {
+    /// The row replaces whatever the uri held.
+    Row(RecordRow<'a>),
+    /// Only the keys a stored record is filed under change (a query rebuilt).
+    Keys { uri: String, keys: IndexKeys },
+}
+
+/// An account's status as stored: `Some(status)` inactive, `None` active again.
+#[derive(Debug)]
+pub struct AccountWrite {
+    pub did: String,
+    pub inactive: Option<String>,
+}
+
+/// The storage writes of one commit, in the order an engine carries them out: records, then
+/// the repository removal, index entries (after records, so new rows exist to point at),
+/// counts, cursors and the account status.
+#[derive(Debug, Default)]
+pub struct Plan<'a> {
+    /// At most one per uri, in uri order.
+    pub records: Vec<RecordWrite<'a>>,
+    /// Every record of this repository DID is removed, tombstones included.
+    pub remove_repository: Option<String>,
+    /// Index entries by (query, key, uri): `true` files the record there, `false` takes it
+    /// out. In key order, so an engine walks each index once.
+    pub index: BTreeMap<(QueryId, String, String), bool>,
+    /// Record count deltas per (query, key); a count that reaches zero is removed.
+    pub query_counts: BTreeMap<(QueryId, String), i64>,
+    /// Record count deltas per collection.
+    pub kind_counts: BTreeMap<String, i64>,
+    pub cursors: Vec<&'a CursorPosition>,
+    pub account: Option<AccountWrite>,
+    /// The (query, key) pairs whose answers change (a record's text may change under keys
+    /// that stay), for the change clock once committed.
+    pub touched: IndexKeys,
+}
+
+impl Plan<'_> {
+    /// What the change log says of this plan once committed.
+    pub fn log_entry(&self) -> LogEntry<'_> {
+        let written = self.records.iter().map(|write| match write {
+            RecordWrite::Row(row) => Cow::Borrowed(row.uri),
+            RecordWrite::Keys { uri, .. } => Cow::Borrowed(uri.as_str()),
+        });
+        let removed = self
+            .remove_repository
+            .iter()
+            .map(|did| Cow::Owned(format!("at://{did}")));
+        LogEntry {
+            keys: &self.touched,
+            uris: written.chain(removed).collect(),
+            kinds: self.kind_counts.values().any(|delta| *delta != 0),
+            everything: false,
+        }
+    }
+
+    /// Moves a record's index entries and counts from its old keys to its new ones.
+    pub(crate) fn refile(&mut self, uri: &str, old: &IndexKeys, new: &IndexKeys) {
+        self.touched.extend(old.iter().cloned());
+        self.touched.extend(new.iter().cloned());
+        for (query, key) in old.difference(new) {
+            self.index
+                .insert((query.clone(), key.clone(), uri.to_string()), false);
+            *self
+                .query_counts
+                .entry((query.clone(), key.clone()))
+                .or_default() -= 1;
+        }
+        for (query, key) in new.difference(old) {
+            self.index
+                .insert((query.clone(), key.clone(), uri.to_string()), true);
+            *self
+                .query_counts
+                .entry((query.clone(), key.clone()))
+                .or_default() += 1;
+        }
+    }
+
+    pub(crate) fn count_kind(&mut self, collection: &str, delta: i64) {
+        *self.kind_counts.entry(collection.to_string()).or_default() += delta;
+    }
+}
+
+/// The storage primitives an engine offers the rules, all on the writer's thread. `begin` and
+/// `commit` bracket one transaction; reads inside it see its own writes.
+pub trait Engine: Send + 'static {
+    fn begin(&mut self) -> CatalogResult<()>;
+    fn commit(&mut self) -> CatalogResult<()>;
+    /// Abandons the open transaction, if any.
+    fn rollback(&mut self);
+
+    /// What each of these uris holds, for those that hold anything.
+    fn stored(&mut self, uris: &[&str]) -> CatalogResult<HashMap<String, Stored>>;
+    fn write(&mut self, plan: &Plan<'_>) -> CatalogResult<()>;
+    /// The live records of one repository.
+    fn repository(&mut self, did: &str) -> CatalogResult<Vec<Filed>>;
+    /// Live records of one collection whose uri sorts after `after`, in uri order, with their
+    /// JSON text, at most `limit`.
+    fn records_of_kind(
+        &mut self,
+        collection: &str,
+        after: &str,
+        limit: usize,
+    ) -> CatalogResult<Vec<(Filed, String)>>;
+
+    /// The queries known to storage, with the fingerprint of the definition their keys follow.
+    fn queries(&mut self) -> CatalogResult<Vec<(QueryId, String)>>;
+    /// Records a query as new or redefined: none of its index entries or counts remain.
+    fn define_query(&mut self, query: &QueryId, fingerprint: &str) -> CatalogResult<()>;
+    /// Forgets a query that left the specification, with its entries and counts.
+    fn drop_query(&mut self, query: &QueryId) -> CatalogResult<()>;
+    /// The engine's number of each query it knows (after registration: every query).
+    fn query_ids(&self) -> QueryIds;
+    /// Accounts stored as inactive or deleted.
+    fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>>;
+
+    /// Whether no uri holds anything, not even a tombstone.
+    fn is_empty(&mut self) -> CatalogResult<bool>;
+    /// Gets ready to stage a bulk load into the empty catalog (outside any transaction).
+    fn begin_bulk(&mut self) -> CatalogResult<()>;
+    /// Stages changes of a bulk load in arrival order, in a transaction of its own.
+    fn stage(&mut self, changes: &[&Change]) -> CatalogResult<()>;
+    /// Inside the settling transaction: makes the staged uris unique; `false` when a uri was
+    /// staged more than once (and nothing changed).
+    fn staged_unique(&mut self) -> CatalogResult<bool>;
+    /// Inside the settling transaction: every staged version in uri order, arrival order
+    /// within a uri.
+    fn staged_versions(&mut self) -> CatalogResult<Vec<StagedVersion>>;
+    /// Inside the settling transaction: removes these staged versions; the rest are unique.
+    fn remove_staged(&mut self, superseded: &[i64]) -> CatalogResult<()>;
+    /// Inside the settling transaction: files every settled record under its keys and sets
+    /// the counts (kind counts as given).
+    fn index_staged(&mut self, kinds: &BTreeMap<String, i64>) -> CatalogResult<()>;
+    /// After the bulk load, settled or abandoned (outside any transaction).
+    fn end_bulk(&mut self, settled: bool) -> CatalogResult<()>;
+    /// Empties the catalog of a bulk load that did not settle; `true` when there was one.
+    fn recover_bulk(&mut self) -> CatalogResult<bool>;
+
+    /// Takes the catalog's writer lock if it is free, and keeps it; `false` while another
+    /// process holds it.
+    fn try_lock_writer(&mut self) -> CatalogResult<bool>;
+    /// Inside the open transaction: appends entry `seq` to the change log.
+    fn log(&mut self, seq: i64, entry: &LogEntry<'_>) -> CatalogResult<()>;
+    /// The highest change-log number stored (0 when the log is empty).
+    fn last_logged(&mut self) -> CatalogResult<i64>;
+    /// Inside the open transaction: stores the indexer's heartbeat and trims the change log
+    /// (never its last entry, which numbers the next).
+    fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()>;
+}
+
+/// A staged version of a bulk load.
+#[derive(Debug, Clone)]
+pub struct StagedVersion {
+    /// The engine's handle of the staged row.
+    pub row: i64,
+    pub uri: String,
+    pub rev: String,
+    pub collection: String,
+    pub live: bool,
+}
+
+/// The uri range of one repository: `at://<did>/` up to (not including) `at://<did>0`.
+pub(crate) fn repository_range(did: &str) -> (String, String) {
+    (format!("at://{did}/"), format!("at://{did}0"))
+}
+
+/// The DID of an at-uri (its authority); the catalog's uris are checked at-uris.
+pub(crate) fn did_of(uri: &str) -> &str {
+    svc_syntax::at_uri_authority(uri).unwrap_or(uri)
+}
+
+/// What an engine's read side answers; a query is the engine's number for it.
+pub trait EngineReads: Send + Sync + 'static {
+    fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page>;
+    fn write_list(
+        &self,
+        qid: i64,
+        key: String,
+        page: PageRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
+    fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
+    fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
+    fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
+    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>>;
+}

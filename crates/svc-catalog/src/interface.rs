@@ -1,0 +1,128 @@
+//! The catalog as its users see it, in three parts: what reads it (the server, every read
+//! path), what writes it (the sources) and what the process's role in it is (writer lock,
+//! heartbeat, following the change log). Async so that a networked backend (PostgreSQL) fits
+//! behind it; the embedded SQLite backend runs its work on blocking threads.
+
+use crate::{
+    AccountStatus, ApplyReport, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
+    PageRequest, PageWriter, QueryId, Refusal,
+};
+use std::future::Future;
+use std::pin::Pin;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CatalogError {
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("unknown query {0}")]
+    UnknownQuery(String),
+    #[error("the catalog has shut down")]
+    Closed,
+    /// The storage cannot be reached (a database server down or restarting); worth retrying.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// The store refused a value for what it holds (a data exception, a constraint, a
+    /// program limit): that change's failure, never worth retrying as it is.
+    #[error("storage refused the value ({}): {message}", reason.label())]
+    Refused { reason: Refusal, message: String },
+    /// This process does not write the catalog (a query replica, or an indexer standing by).
+    #[error("this process does not write the catalog")]
+    NotWriter,
+}
+
+pub type CatalogResult<T> = Result<T, CatalogError>;
+pub type CatalogFuture<'a, T> = Pin<Box<dyn Future<Output = CatalogResult<T>> + Send + 'a>>;
+
+/// Reading the catalog: pages, counts, single records and the indexer's heartbeat. All the
+/// server holds.
+pub trait CatalogRead: Send + Sync {
+    /// A page of the records under one key of a query, in uri order.
+    fn list(&self, query: QueryId, key: String, page: PageRequest) -> CatalogFuture<'_, Page>;
+
+    /// The same page as [`CatalogRead::list`], handed to `writer` as it is read; returns what
+    /// the writer wrote.
+    fn write_list(
+        &self,
+        query: QueryId,
+        key: String,
+        page: PageRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
+
+    /// How many records are under each key of a query.
+    fn count_keys(&self, query: QueryId, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
+
+    fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
+
+    /// The record stored at a uri, if any (tests and tools).
+    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
+
+    /// The indexer's last heartbeat, milliseconds since the epoch.
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>>;
+
+    /// Bumped after every commit for what it touched (by this process's writer, or read
+    /// from the change log); answers may be cached against it.
+    fn clock(&self) -> &ChangeClock;
+}
+
+/// Writing the catalog: batches of changes with the cursor that covers them, account statuses
+/// and bulk loads. Only a process holding the writer lock writes ([`CatalogError::NotWriter`]
+/// otherwise).
+pub trait CatalogWrite: Send + Sync {
+    /// Applies a batch of changes in one transaction, with the cursor that covers them.
+    /// An event older than the stored revision of its uri is counted stale and ignored.
+    fn apply(
+        &self,
+        changes: Vec<Change>,
+        cursor: Option<CursorPosition>,
+    ) -> CatalogFuture<'_, ApplyReport>;
+
+    /// Where a source stood after the last batch stored with its cursor: where it resumes.
+    fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
+
+    /// Records an account's status change, hiding, restoring or removing its records.
+    fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()>;
+
+    /// Starts a bulk load if the catalog is empty (`false` otherwise, and nothing changes).
+    /// Until [`CatalogWrite::finish_bulk`], `apply` stages changes: they are not visible, and
+    /// their reports are empty.
+    fn begin_bulk(&self) -> CatalogFuture<'_, bool>;
+
+    /// Merges everything staged since [`CatalogWrite::begin_bulk`] in one transaction, with
+    /// the cursor, under the same rules as `apply`; the report covers all staged changes.
+    fn finish_bulk(&self, cursor: Option<CursorPosition>) -> CatalogFuture<'_, ApplyReport>;
+}
+
+/// The process's role: whether it holds the writer lock, the heartbeat it keeps as the writer,
+/// and how closely it follows the change log otherwise.
+pub trait CatalogRole: Send + Sync {
+    /// Resolves once this process is the catalog's writer: at once for an indexer that got
+    /// the writer lock, on takeover for one standing by, never for a query replica.
+    fn writer_started(&self) -> CatalogFuture<'_, ()>;
+
+    /// Whether this process writes the catalog now.
+    fn is_writer(&self) -> bool;
+
+    /// Stores the indexer's heartbeat (the catalog is current as of now) and trims the
+    /// change log.
+    fn heartbeat(&self) -> CatalogFuture<'_, ()>;
+
+    /// For a process following the change log: how long after the writer logged the last
+    /// entry this process applied it to its change clock.
+    fn change_log_delay(&self) -> Option<std::time::Duration>;
+}
+
+/// An opened catalog, all three parts: what a process opens and hands out, each user taking
+/// only the part it needs.
+pub trait Catalog: CatalogRead + CatalogWrite + CatalogRole {}
+
+impl<T: CatalogRead + CatalogWrite + CatalogRole> Catalog for T {}
+
+/// What a process does with a catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Writes it: takes the writer lock, or stands by until it is free.
+    Indexer,
+    /// Only reads it, following the change log.
+    Reader,
+}

@@ -1,0 +1,67 @@
+//! Account status: an inactive account's records stay stored, with their keys, but leave the
+//! index and the counts; reactivation files them again; deletion removes them.
+
+use super::transactions::Transactions;
+use crate::engine::{AccountWrite, Engine, Plan};
+use crate::rules::Filing;
+use crate::{AccountStatus, CatalogResult, IndexKeys};
+
+/// Stores an account's new status, filing its records again or taking them out as it changes.
+pub(super) fn set_account<E: Engine>(
+    tx: &mut Transactions<E>,
+    did: &str,
+    status: &AccountStatus,
+) -> CatalogResult<()> {
+    let was_inactive = tx.filing.inactive.contains(did);
+    let now_inactive = !matches!(status, AccountStatus::Active);
+    tx.run(|engine, filing| {
+        let mut plan = Plan::default();
+        if was_inactive != now_inactive {
+            file_repository(engine, filing, did, !now_inactive, &mut plan)?;
+        }
+        plan.account = Some(AccountWrite {
+            did: did.to_string(),
+            inactive: match status {
+                AccountStatus::Active => None,
+                AccountStatus::Inactive(reason) => Some(reason.clone()),
+                // The account stays on record as deleted: a late event for it (a backfill
+                // page read before the deletion) is stored out of sight, not served.
+                AccountStatus::Deleted => Some("deleted".to_string()),
+            },
+        });
+        if *status == AccountStatus::Deleted {
+            plan.remove_repository = Some(did.to_string());
+        }
+        engine.write(&plan)?;
+        Ok((plan, ()))
+    })?;
+    if now_inactive {
+        tx.filing.inactive.insert(did.to_string());
+    } else {
+        tx.filing.inactive.remove(did);
+    }
+    Ok(())
+}
+
+/// Files every live record of a repository under its keys (`file = true`) or takes them all
+/// out of the index (`false`), with the counts.
+fn file_repository(
+    engine: &mut dyn Engine,
+    filing: &Filing,
+    did: &str,
+    file: bool,
+    plan: &mut Plan<'_>,
+) -> CatalogResult<()> {
+    let empty = IndexKeys::new();
+    for record in engine.repository(did)? {
+        let keys = filing.keys_of(&record.uri, &record.collection, record.keys);
+        if file {
+            plan.refile(&record.uri, &empty, &keys);
+            plan.count_kind(&record.collection, 1);
+        } else {
+            plan.refile(&record.uri, &keys, &empty);
+            plan.count_kind(&record.collection, -1);
+        }
+    }
+    Ok(())
+}

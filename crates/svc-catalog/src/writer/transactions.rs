@@ -1,0 +1,63 @@
+//! The writer's transactions: each runs in one engine transaction with its change-log entry,
+//! and publishes what it touched to the change clock only once committed.
+
+use crate::changelog::LogEntry;
+use crate::engine::{Engine, Plan};
+use crate::rules::Filing;
+use crate::{CatalogResult, ChangeClock};
+use std::sync::Arc;
+
+pub(crate) struct Transactions<E: Engine> {
+    pub engine: E,
+    pub clock: Arc<ChangeClock>,
+    pub filing: Filing,
+    /// The number of the next change-log entry: one writer numbers them without gaps.
+    pub next_seq: i64,
+}
+
+impl<E: Engine> Transactions<E> {
+    /// Runs `work` in one transaction, rolled back if it fails; publishes the committed plan's
+    /// changes to the clock.
+    pub fn run<'a, T>(
+        &mut self,
+        work: impl FnOnce(&mut E, &Filing) -> CatalogResult<(Plan<'a>, T)>,
+    ) -> CatalogResult<T> {
+        self.engine.begin()?;
+        let outcome = work(&mut self.engine, &self.filing).and_then(|(plan, value)| {
+            let logged = self.log(&plan.log_entry())?;
+            self.engine.commit()?;
+            self.next_seq += i64::from(logged);
+            Ok((plan, value))
+        });
+        match outcome {
+            Ok((plan, value)) => {
+                self.publish(&plan);
+                Ok(value)
+            }
+            Err(error) => {
+                self.engine.rollback();
+                Err(error)
+            }
+        }
+    }
+
+    /// Inside the open transaction: appends the entry to the change log unless it is empty;
+    /// whether it did (the number is taken once the transaction commits).
+    pub fn log(&mut self, entry: &LogEntry<'_>) -> CatalogResult<bool> {
+        if entry.is_empty() {
+            return Ok(false);
+        }
+        self.engine.log(self.next_seq, entry)?;
+        Ok(true)
+    }
+
+    /// Readers may cache against the clock: bump it only after the commit.
+    fn publish(&self, plan: &Plan<'_>) {
+        for (query, key) in &plan.touched {
+            self.clock.touch_key(query, key);
+        }
+        if plan.kind_counts.values().any(|delta| *delta != 0) {
+            self.clock.touch_kinds();
+        }
+    }
+}
