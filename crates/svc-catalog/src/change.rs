@@ -1,7 +1,7 @@
 //! What a source hands the writer: record changes, where the source stood, account statuses,
 //! and what a batch did.
 
-pub use svc_spec::{IndexKeys, QueryId};
+use svc_spec::IndexKeys;
 
 /// A record version to store, already validated against its lexicon.
 #[derive(Debug, Clone)]
@@ -14,7 +14,7 @@ pub struct Upsert {
     pub rev: String,
     pub cid: Option<String>,
     /// The keys under which the record matches each query, from
-    /// [`crate::QuerySet::index_keys`] of the catalog's own query set; computed by the
+    /// [`svc_spec::IndexSet::index_keys`] of the catalog's own indexes; computed by the
     /// producer, off the writer's thread. (A PostgreSQL bulk load files the record under them
     /// but does not store them: the rules take them from the record again with that set.)
     pub keys: IndexKeys,

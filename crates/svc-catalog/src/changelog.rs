@@ -5,11 +5,12 @@
 //! The log is ordered and names the uris, so it can later feed a public change stream.
 
 use crate::keys_column::QueryIds;
-use crate::{CatalogResult, ChangeClock, IndexKeys};
+use crate::{CatalogResult, ChangeClock};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+use svc_spec::IndexKeys;
 
 /// Entries kept at least this long, so that a follower that was briefly away catches up
 /// entry by entry instead of dropping its whole cache.

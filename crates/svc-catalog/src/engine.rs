@@ -5,11 +5,12 @@
 use crate::changelog::{LogEntry, NO_KEYS};
 use crate::keys_column::QueryIds;
 use crate::{
-    CatalogFuture, CatalogResult, Change, CursorPosition, IndexKeys, Item, KindCounts, Page,
-    PageRequest, PageWriter, QueryId,
+    CatalogFuture, CatalogResult, Change, CursorPosition, Item, KindCounts, Page, PageRequest,
+    PageWriter,
 };
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use svc_spec::{IndexKeys, QueryId};
 
 /// What an engine holds for a uri: a record version or a tombstone.
 #[derive(Debug, Clone)]

@@ -10,11 +10,12 @@ use crate::writer::{WriterHandle, spawn_writer};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogFuture, CatalogRead, CatalogResult,
     CatalogRole, CatalogWrite, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
-    PageRequest, PageWriter, QueryId, QuerySet,
+    PageRequest, PageWriter,
 };
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
+use svc_spec::{IndexSet, QueryId};
 use tokio::sync::watch;
 
 /// How often an indexer standing by tries the writer lock.
@@ -53,7 +54,7 @@ impl Shared {
 
     /// Readies the engine's storage (see `spawn_writer`) and starts its writer; every cached
     /// answer is dropped, as the follower is no longer what keeps the clock.
-    fn become_writer<E: Engine>(&self, engine: E, queries: &QuerySet) -> CatalogResult<()> {
+    fn become_writer<E: Engine>(&self, engine: E, queries: &IndexSet) -> CatalogResult<()> {
         let (handle, ids) = spawn_writer(engine, queries, Arc::clone(&self.clock))?;
         *self.qids.write().unwrap_or_else(|p| p.into_inner()) = ids;
         if let Some(stop) = self.following.get() {
@@ -97,7 +98,7 @@ impl<R: EngineReads> EngineCatalog<R> {
     /// takes over as soon as the lock is free.
     pub(crate) fn start<E: Engine>(
         mut engine: E,
-        queries: &QuerySet,
+        queries: &IndexSet,
         reads: R,
         log: Arc<dyn LogSource>,
     ) -> CatalogResult<EngineCatalog<R>> {
@@ -143,7 +144,7 @@ impl<R: EngineReads> EngineCatalog<R> {
     }
 }
 
-fn stand_by<E: Engine>(mut engine: E, queries: &QuerySet, shared: &Shared) {
+fn stand_by<E: Engine>(mut engine: E, queries: &IndexSet, shared: &Shared) {
     let mut failing = false;
     loop {
         std::thread::sleep(STANDBY_RETRY);

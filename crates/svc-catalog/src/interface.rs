@@ -5,10 +5,11 @@
 
 use crate::{
     AccountStatus, ApplyReport, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
-    PageRequest, PageWriter, QueryId, Refusal,
+    PageRequest, PageWriter, Refusal,
 };
 use std::future::Future;
 use std::pin::Pin;
+use svc_spec::QueryId;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CatalogError {

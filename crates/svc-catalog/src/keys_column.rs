@@ -4,8 +4,9 @@
 //! since read as none. On PostgreSQL a bulk load leaves it NULL: the keys are then taken from
 //! the record (`StoredKeys::InRecord`).
 
-use crate::{CatalogError, CatalogResult, IndexKeys, QueryId};
+use crate::{CatalogError, CatalogResult};
 use std::collections::HashMap;
+use svc_spec::{IndexKeys, QueryId};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct QueryIds {

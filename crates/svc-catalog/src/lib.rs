@@ -22,8 +22,6 @@ pub use clock::ChangeClock;
 pub use interface::*;
 pub use location::{ACCEPTED_FORMS, Location, LocationError, PostgresUrl};
 pub use page::*;
-pub use svc_spec as spec;
-pub use svc_spec::{Json, ParamError, Query, QuerySet, SpecError};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

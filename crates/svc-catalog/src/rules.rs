@@ -7,15 +7,16 @@
 //! count deltas, cursors) that an [`Engine`] carries out inside one transaction.
 
 use crate::engine::{Engine, Plan, RecordRow, RecordWrite, Stored, StoredKeys, did_of};
-use crate::{ApplyReport, CatalogResult, Change, IndexKeys, QuerySet};
+use crate::{ApplyReport, CatalogResult, Change};
 use std::collections::HashSet;
+use svc_spec::{IndexKeys, IndexSet};
 
 /// What the rules consult beside the engine to file a record.
 pub(crate) struct Filing {
     /// Accounts whose records are out of the index.
     pub inactive: HashSet<String>,
     /// The queries records are filed by.
-    pub queries: QuerySet,
+    pub queries: IndexSet,
 }
 
 impl Filing {

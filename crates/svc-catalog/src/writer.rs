@@ -16,6 +16,7 @@ use crate::{
 };
 use bulk::BulkLoad;
 use std::sync::{Arc, mpsc};
+use svc_spec::IndexSet;
 use tokio::sync::oneshot;
 use transactions::Transactions;
 
@@ -128,7 +129,7 @@ impl WriterHandle {
 /// where the specification changed) and starts its writer thread.
 pub(crate) fn spawn_writer<E: Engine>(
     mut engine: E,
-    queries: &crate::QuerySet,
+    queries: &IndexSet,
     clock: Arc<ChangeClock>,
 ) -> CatalogResult<(WriterHandle, QueryIds)> {
     if engine.recover_bulk()? {

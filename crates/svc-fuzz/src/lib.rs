@@ -72,7 +72,7 @@ fn ingestor() -> &'static svc_ingest::Ingestor {
     static INGESTOR: std::sync::OnceLock<svc_ingest::Ingestor> = std::sync::OnceLock::new();
     INGESTOR.get_or_init(|| {
         svc_ingest::Ingestor::new(
-            std::sync::Arc::new(svc_catalog::QuerySet::embedded()),
+            std::sync::Arc::new(svc_spec::QuerySet::embedded()),
             std::sync::Arc::default(),
         )
     })

@@ -4,8 +4,9 @@
 //! every batch, and a record written after them must be found.
 
 use std::sync::{Arc, OnceLock};
-use svc_catalog::{Catalog, Change, PageRequest, QuerySet};
+use svc_catalog::{Catalog, Change, PageRequest};
 use svc_ingest::{Ingestor, JetstreamLine, Prepared, parse_jetstream_line};
+use svc_spec::QuerySet;
 
 /// A catalog for the writer target to drive, with what it takes to feed it.
 pub struct WriterBench {
@@ -32,7 +33,7 @@ impl WriterBench {
         let queries = QuerySet::embedded();
         let catalog = svc_catalog::sqlite::SqliteCatalog::open(
             &dir.path().join("catalog.db"),
-            queries.clone(),
+            queries.indexes().clone(),
             1,
         )
         .expect("an SQLite catalog");
@@ -49,9 +50,10 @@ impl WriterBench {
             let Ok(svc_catalog::Location::Postgres(url)) = url.parse() else {
                 panic!("the test cluster's URL is not a PostgreSQL URL");
             };
-            let catalog = svc_catalog::postgres::PostgresCatalog::open(&url, queries.clone(), 2)
-                .await
-                .expect("a PostgreSQL catalog");
+            let catalog =
+                svc_catalog::postgres::PostgresCatalog::open(&url, queries.indexes().clone(), 2)
+                    .await
+                    .expect("a PostgreSQL catalog");
             Some(catalog)
         })?;
         Some(WriterBench::on(runtime, Box::new(catalog), queries, None))

@@ -13,9 +13,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::io::BufRead;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc_catalog::{Json, QuerySet};
 use svc_ingest::{Ingestor, JetstreamLine, Prepared, parse_jetstream_line};
 use svc_lexicon::Lexicons;
+use svc_spec::{Json, QuerySet};
 
 const STAGES: [&str; 5] = [
     "line parsed (event fields, record text)",

@@ -8,9 +8,10 @@ use crate::metrics::IngestMetrics;
 use crate::readiness::WriteHealth;
 use std::sync::Arc;
 use std::time::Duration;
-use svc_catalog::Json;
-use svc_catalog::{Change, QuerySet, Upsert};
+use svc_catalog::{Change, Upsert};
 use svc_lexicon::Lexicons;
+use svc_spec::Json;
+use svc_spec::QuerySet;
 
 /// The longest record uri that is filed. Both engines index the uri, and PostgreSQL's B-tree
 /// entries hold at most about 2.7 KB (a longer one fails the whole commit); every DID method

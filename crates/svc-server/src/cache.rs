@@ -36,7 +36,7 @@ use svc_catalog::PageRequest;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct CacheKey {
-    pub query: svc_catalog::spec::QueryId,
+    pub query: svc_spec::QueryId,
     pub key: String,
     /// The page, for list answers.
     pub page: Option<PageRequest>,
@@ -652,7 +652,7 @@ mod tests {
 
     fn key(n: u64) -> CacheKey {
         CacheKey {
-            query: svc_catalog::spec::QueryId::new("q"),
+            query: svc_spec::QueryId::new("q"),
             key: String::new(),
             page: Some(PageRequest {
                 limit: 100,
@@ -855,7 +855,7 @@ mod tests {
 
     fn keyed(text: &str, after: Option<&str>) -> CacheKey {
         CacheKey {
-            query: svc_catalog::spec::QueryId::new("q"),
+            query: svc_spec::QueryId::new("q"),
             key: text.to_string(),
             page: Some(PageRequest {
                 limit: 100,

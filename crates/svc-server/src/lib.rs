@@ -30,7 +30,8 @@ use cache::ResponseCache;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::time::Duration;
-use svc_catalog::{CatalogRead, QuerySet};
+use svc_catalog::CatalogRead;
+use svc_spec::QuerySet;
 
 /// Why the catalog is not ready to answer (`Some(reason)`), asked at each `/readyz`.
 pub type NotReady = Arc<dyn Fn() -> Option<String> + Send + Sync>;

@@ -9,10 +9,8 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
-use svc_catalog::QuerySet;
-use svc_catalog::spec::{
-    MAX_AT_URI_PARAM_BYTES, MAX_TEXT_CHARS, ParamDef, ParamType, VERIFICATION_KINDS,
-};
+use svc_spec::QuerySet;
+use svc_spec::{MAX_AT_URI_PARAM_BYTES, MAX_TEXT_CHARS, ParamDef, ParamType, VERIFICATION_KINDS};
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>) -> Response {
     json_response(state.openapi.clone())

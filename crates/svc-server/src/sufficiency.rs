@@ -12,7 +12,7 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use svc_catalog::spec::{SUFFICIENCY_QUERY, VERIFICATION_KINDS, check_at_uri_parameter};
+use svc_spec::{QueryId, SUFFICIENCY_INDEX, VERIFICATION_KINDS, check_at_uri_parameter};
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
     match answer(&state, raw.as_deref()).await {
@@ -60,8 +60,8 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
     }
     let index = state
         .queries
-        .position(SUFFICIENCY_QUERY)
-        .map(|position| &state.queries.all()[position])
+        .indexes()
+        .get(&QueryId::new(SUFFICIENCY_INDEX))
         .ok_or_else(|| ApiError::Internal("the sufficiency index is missing".into()))?;
     let result = require_holds.then_some("holds");
     let keys: Vec<String> = VERIFICATION_KINDS

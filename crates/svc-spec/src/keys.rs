@@ -2,7 +2,7 @@
 //! matches; a request looks its bound parameters up as one key. `matches` is the same filter
 //! evaluated directly, the reference the index is tested against.
 
-use super::{Bound, Condition, Query, Test, strings_at};
+use crate::index::{Bound, Condition, Index, Test, strings_at};
 use std::borrow::Cow;
 use svc_json::Json;
 
@@ -148,19 +148,15 @@ fn guard_holds(condition: &Condition, record: &Json) -> bool {
     }
 }
 
-impl Query {
+impl Index {
     /// The keys under which `record` (of this query's kind) matches, sorted and distinct.
     pub fn index_keys(&self, record: &Json) -> Vec<String> {
         if !self.conditions.iter().all(|c| guard_holds(c, record)) {
             return Vec::new();
         }
-        let mut choices: Vec<Vec<Option<Cow<str>>>> = Vec::with_capacity(self.def.params.len());
-        for (index, (param, &condition)) in self
-            .def
-            .params
-            .iter()
-            .zip(&self.param_conditions)
-            .enumerate()
+        let mut choices: Vec<Vec<Option<Cow<str>>>> = Vec::with_capacity(self.params().len());
+        for (index, (param, &condition)) in
+            self.params().iter().zip(&self.param_conditions).enumerate()
         {
             let condition = &self.conditions[condition];
             let fold_case = self.folds_case(index);

@@ -23,7 +23,12 @@ fn the_embedded_spec_declares_the_sixteen_queries() {
     let set = QuerySet::embedded();
     let names: Vec<&str> = set.public().map(|(_, q)| q.name()).collect();
     assert_eq!(names.len(), 16);
-    assert!(set.all().iter().any(|q| q.is_internal()));
+    assert!(
+        set.indexes()
+            .get(&QueryId::new(SUFFICIENCY_INDEX))
+            .is_some()
+    );
+    assert!(set.position(SUFFICIENCY_INDEX).is_none(), "not routed");
     assert!(names.contains(&"vocabulariesByName"));
 }
 
@@ -213,4 +218,42 @@ fn a_record_with_too_many_values_is_keyed_under_the_first_ones() {
         .map(|i| q.lookup_key(&[Some(&format!("did:plc:m{i:05}"))]))
         .collect();
     assert_eq!(keys, first);
+}
+
+/// The embedded specification with `edit` applied to each query's JSON.
+fn edited(edit: impl Fn(&mut serde_json::Value)) -> QuerySet {
+    let mut spec: serde_json::Value = serde_json::from_str(EMBEDDED_SPEC).unwrap();
+    for query in spec["queries"].as_array_mut().unwrap() {
+        edit(query);
+    }
+    QuerySet::load(&spec.to_string()).unwrap()
+}
+
+fn fingerprints(set: &QuerySet) -> Vec<String> {
+    set.indexes().all().iter().map(Index::fingerprint).collect()
+}
+
+#[test]
+fn only_an_index_definition_moves_its_fingerprint() {
+    let shipped = fingerprints(&QuerySet::embedded());
+    let presented_otherwise = edited(|query| {
+        query["description"] = json!("another description");
+        query["path"] = json!(format!("/v2{}", query["path"].as_str().unwrap()));
+        query["cli"] = json!({"command": "elsewhere"});
+        for param in query["params"].as_array_mut().unwrap() {
+            param["description"] = json!("another description");
+        }
+    });
+    assert_eq!(fingerprints(&presented_otherwise), shipped);
+    let filtered_otherwise = edited(|query| {
+        if query["name"] == "openBounties" {
+            query["filter"] = json!([{"op": "present", "path": "status"}]);
+        }
+    });
+    let moved: Vec<bool> = fingerprints(&filtered_otherwise)
+        .iter()
+        .zip(&shipped)
+        .map(|(edited, shipped)| edited != shipped)
+        .collect();
+    assert_eq!(moved.iter().filter(|m| **m).count(), 1);
 }

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
 use commands::{RunnerError, UsageError, block_on};
 use std::process::ExitCode;
-use svc_catalog::QuerySet;
+use svc_spec::QuerySet;
 
 // Ingestion allocates on one thread and frees on another, at high rates; glibc's allocator
 // spent a quarter of the import reader's time there. mimalloc handles that pattern well.

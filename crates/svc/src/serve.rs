@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use svc_catalog::postgres::PostgresCatalog;
 use svc_catalog::sqlite::SqliteCatalog;
-use svc_catalog::{Catalog, Location, QuerySet, Role};
+use svc_catalog::{Catalog, Location, Role};
 use svc_ingest::firehose::{LiveConfig, LiveStatus, run_live};
 use svc_ingest::{IngestMetrics, Ingestor, Readiness, import_file, run_backfill};
 use svc_lexicon::Lexicons;
+use svc_spec::QuerySet;
 use tokio::sync::watch;
 
 async fn open_catalog(
@@ -24,14 +25,16 @@ async fn open_catalog(
     role: Role,
 ) -> anyhow::Result<Arc<dyn Catalog>> {
     Ok(match (db, role) {
-        (Location::Sqlite(path), Role::Indexer) => {
-            Arc::new(SqliteCatalog::open(path, queries.clone(), readers)?)
-        }
+        (Location::Sqlite(path), Role::Indexer) => Arc::new(SqliteCatalog::open(
+            path,
+            queries.indexes().clone(),
+            readers,
+        )?),
         (Location::Sqlite(path), Role::Reader) => {
             Arc::new(SqliteCatalog::open_reader(path, readers)?)
         }
         (Location::Postgres(url), Role::Indexer) => {
-            Arc::new(PostgresCatalog::open(url, queries.clone(), readers).await?)
+            Arc::new(PostgresCatalog::open(url, queries.indexes().clone(), readers).await?)
         }
         (Location::Postgres(url), Role::Reader) => {
             Arc::new(PostgresCatalog::open_reader(url, readers).await?)

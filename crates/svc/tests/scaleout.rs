@@ -11,7 +11,7 @@ use common::replay::Replay;
 use common::*;
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use svc_catalog::QuerySet;
+use svc_spec::QuerySet;
 
 /// The vocabularies the live source publishes in these tests are in the world "open".
 const OPEN: &str = "/v1/vocabularies/by-world?world=open&limit=100";

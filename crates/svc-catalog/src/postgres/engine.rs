@@ -11,8 +11,9 @@ use crate::engine::{
 };
 use crate::keys_column::QueryIds;
 use crate::runtime::now_ms;
-use crate::{CatalogError, CatalogResult, Change, QueryId};
+use crate::{CatalogError, CatalogResult, Change};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use svc_spec::QueryId;
 use tokio_postgres::{Client, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -629,6 +630,6 @@ fn stored_keys(ids: &QueryIds, column: Option<&str>, record: Option<&str>) -> St
     match (column, record) {
         (Some(text), _) => StoredKeys::Filed(ids.decode(text)),
         (None, Some(record)) => StoredKeys::InRecord(record.to_string()),
-        (None, None) => StoredKeys::Filed(crate::IndexKeys::new()),
+        (None, None) => StoredKeys::Filed(svc_spec::IndexKeys::new()),
     }
 }

@@ -16,13 +16,13 @@ use crate::changelog::{LogRow, LogSource};
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
-use crate::spec::QuerySet;
 use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter, PostgresUrl,
 };
 use std::sync::Arc;
 use std::time::Duration;
+use svc_spec::IndexSet;
 use tokio::sync::oneshot;
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -245,7 +245,7 @@ impl EngineCatalog<PostgresReads> {
     /// by). `readers` connections at most serve reads.
     pub async fn open(
         url: &PostgresUrl,
-        queries: QuerySet,
+        queries: IndexSet,
         readers: usize,
     ) -> CatalogResult<PostgresCatalog> {
         let (config, tls) = settings(url)?;

@@ -8,9 +8,10 @@ use crate::engine::{
 };
 use crate::keys_column::QueryIds;
 use crate::runtime::now_ms;
-use crate::{CatalogError, CatalogResult, Change, QueryId};
+use crate::{CatalogError, CatalogResult, Change};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use svc_spec::QueryId;
 
 pub(crate) struct SqliteEngine {
     pub(super) conn: Connection,

@@ -13,7 +13,6 @@ use crate::changelog::{LogRow, LogSource};
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
-use crate::spec::{QueryId, QuerySet};
 use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter,
@@ -22,6 +21,7 @@ use engine::SqliteEngine;
 pub use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
+use svc_spec::{IndexSet, QueryId};
 
 impl From<rusqlite::Error> for CatalogError {
     fn from(error: rusqlite::Error) -> Self {
@@ -92,7 +92,7 @@ pub(crate) fn writer_settings(conn: &Connection) -> rusqlite::Result<()> {
 impl EngineCatalog<ReaderPool> {
     /// Opens (or creates) the catalog file, runs pending migrations, and rebuilds the index
     /// keys of any query whose definition is new or changed since the last start.
-    pub fn open(path: &Path, queries: QuerySet, readers: usize) -> CatalogResult<SqliteCatalog> {
+    pub fn open(path: &Path, queries: IndexSet, readers: usize) -> CatalogResult<SqliteCatalog> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .map_err(|e| CatalogError::Storage(format!("{}: {e}", parent.display())))?;
@@ -275,8 +275,8 @@ mod tests {
     async fn followers_drop_everything_after_a_trimmed_gap_and_the_heartbeat_trims() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("catalog.db");
-        let queries = QuerySet::embedded();
-        let catalog = SqliteCatalog::open(&path, queries.clone(), 1).unwrap();
+        let queries = svc_spec::QuerySet::embedded();
+        let catalog = SqliteCatalog::open(&path, queries.indexes().clone(), 1).unwrap();
         let bounty = |n: u32, requester: &str| {
             upsert(
                 &format!("at://did:plc:a/dev.svc.bounty/{n}"),

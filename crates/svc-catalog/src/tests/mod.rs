@@ -4,10 +4,10 @@ mod hostile;
 mod properties;
 mod suite;
 
-use crate::spec::QuerySet;
 use crate::sqlite::SqliteCatalog;
 use crate::{Catalog, Change, Upsert};
 use serde_json::{Value, json};
+use svc_spec::QuerySet;
 
 pub(crate) struct Fresh {
     pub catalog: Box<dyn Catalog>,
@@ -29,10 +29,10 @@ impl Fresh {
         drop(catalog);
         let catalog: Box<dyn Catalog> = match &location {
             crate::Location::Sqlite(path) => {
-                Box::new(SqliteCatalog::open(path, queries.clone(), 2).expect("reopen"))
+                Box::new(SqliteCatalog::open(path, queries.indexes().clone(), 2).expect("reopen"))
             }
             crate::Location::Postgres(url) => Box::new(
-                crate::postgres::PostgresCatalog::open(url, queries.clone(), 4)
+                crate::postgres::PostgresCatalog::open(url, queries.indexes().clone(), 4)
                     .await
                     .expect("reopen"),
             ),
@@ -53,7 +53,7 @@ pub(crate) async fn postgres() -> Option<Fresh> {
         panic!("not a postgres URL")
     };
     let queries = QuerySet::embedded();
-    let catalog = crate::postgres::PostgresCatalog::open(&url, queries.clone(), 4)
+    let catalog = crate::postgres::PostgresCatalog::open(&url, queries.indexes().clone(), 4)
         .await
         .expect("open");
     Some(Fresh {
@@ -68,7 +68,7 @@ pub(crate) fn sqlite() -> Fresh {
     let dir = tempfile::tempdir().expect("temporary directory");
     let queries = QuerySet::embedded();
     let path = dir.path().join("catalog.db");
-    let catalog = SqliteCatalog::open(&path, queries.clone(), 2).expect("open");
+    let catalog = SqliteCatalog::open(&path, queries.indexes().clone(), 2).expect("open");
     Fresh {
         catalog: Box::new(catalog),
         queries,

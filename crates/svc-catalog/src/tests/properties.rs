@@ -4,11 +4,11 @@
 //! engines give the same answers, for ordinary values and hostile ones alike.
 
 use super::{Fresh, delete, sqlite, upsert};
-use crate::spec::ParamType;
 use crate::{Change, PageRequest};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use svc_spec::ParamType;
 
 /// Values drawn for records and parameters: ordinary ones, and what a hostile author can
 /// publish (a NUL, right-to-left text, astral characters, the longest DIDs and at-uris, long
@@ -180,7 +180,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// Every argument tuple worth asking for a query: each parameter over its pool (and absent
 /// when optional).
-fn argument_tuples(params: &[crate::spec::ParamDef]) -> Vec<Vec<Option<String>>> {
+fn argument_tuples(params: &[svc_spec::ParamDef]) -> Vec<Vec<Option<String>>> {
     let mut tuples = vec![Vec::new()];
     for param in params {
         let mut pool: Vec<Option<String>> = match param.param_type {

@@ -1,9 +1,10 @@
 use super::{Fresh, delete, upsert};
 use crate::{
     AccountStatus, ApplyReport, Change, CursorPosition, ItemRef, Page, PageRequest, PageWriter,
-    QueryId, write_page,
+    write_page,
 };
 use serde_json::json;
+use svc_spec::QueryId;
 
 /// Writes each item as a line, then the total and `more`.
 struct Lines(Vec<u8>);
@@ -697,9 +698,9 @@ pub async fn no_bulk_load_while_accounts_are_inactive(fresh: Fresh) {
 }
 
 /// The embedded specification with one query's filter changed and one query added.
-fn edited_specification() -> crate::QuerySet {
+fn edited_specification() -> svc_spec::QuerySet {
     let mut spec: serde_json::Value =
-        serde_json::from_str(crate::spec::EMBEDDED_SPEC).expect("the embedded specification");
+        serde_json::from_str(svc_spec::EMBEDDED_SPEC).expect("the embedded specification");
     let queries = spec["queries"].as_array_mut().expect("queries");
     for query in queries.iter_mut() {
         if query["name"] == "openBounties" {
@@ -715,7 +716,7 @@ fn edited_specification() -> crate::QuerySet {
     added["name"] = json!("bountiesByRequesterAgain");
     added["path"] = json!("/v1/bounties/by-requester-again");
     queries.push(added);
-    crate::QuerySet::load(&spec.to_string()).expect("the edited specification")
+    svc_spec::QuerySet::load(&spec.to_string()).expect("the edited specification")
 }
 
 pub async fn queries_redefined_or_added_between_opens_are_rebuilt(fresh: Fresh) {
@@ -777,7 +778,7 @@ pub async fn queries_redefined_or_added_between_opens_are_rebuilt(fresh: Fresh) 
     );
     // Back to the shipped specification: the added query's keys are dropped, the old filter
     // is rebuilt, and an update files under the current definitions only.
-    let fresh = fresh.reopen(crate::QuerySet::embedded()).await;
+    let fresh = fresh.reopen(svc_spec::QuerySet::embedded()).await;
     assert_eq!(
         uris(&fresh, "openBounties", &[]).await,
         vec![open, claimed, hidden]

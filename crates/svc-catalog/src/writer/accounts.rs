@@ -4,7 +4,8 @@
 use super::transactions::Transactions;
 use crate::engine::{AccountWrite, Engine, Plan};
 use crate::rules::Filing;
-use crate::{AccountStatus, CatalogResult, IndexKeys};
+use crate::{AccountStatus, CatalogResult};
+use svc_spec::IndexKeys;
 
 /// Stores an account's new status, filing its records again or taking them out as it changes.
 pub(super) fn set_account<E: Engine>(

@@ -2,10 +2,11 @@
 //! (its fingerprint). A query that is new or whose definition changed gets its keys rebuilt
 //! from the stored records; the keys of a query no longer specified are dropped.
 
+use crate::CatalogResult;
 use crate::changelog::LogEntry;
 use crate::engine::{Engine, Plan, RecordWrite, did_of};
 use crate::rules::Filing;
-use crate::{CatalogResult, Query};
+use svc_spec::{Index, IndexKeys};
 
 /// Records read and refiled per step of a rebuild.
 const REBUILD_CHUNK: usize = 10_000;
@@ -53,7 +54,7 @@ pub(super) fn register(
 
 /// Files every stored record of the query's kind under the query's keys, in chunks of uris.
 /// An inactive account's records get their keys stored but stay out of the index.
-fn rebuild(engine: &mut dyn Engine, query: &Query, filing: &Filing) -> CatalogResult<()> {
+fn rebuild(engine: &mut dyn Engine, query: &Index, filing: &Filing) -> CatalogResult<()> {
     let mut after = String::new();
     loop {
         let rows = engine.records_of_kind(query.kind(), &after, REBUILD_CHUNK)?;
@@ -67,10 +68,9 @@ fn rebuild(engine: &mut dyn Engine, query: &Query, filing: &Filing) -> CatalogRe
                 .unwrap_or_default();
             let mut all = filing.keys_of(&filed.uri, &filed.collection, filed.keys);
             all.retain(|(id, _)| id != query.id());
-            let mine: crate::IndexKeys =
-                keys.into_iter().map(|k| (query.id().clone(), k)).collect();
+            let mine: IndexKeys = keys.into_iter().map(|k| (query.id().clone(), k)).collect();
             if !filing.inactive.contains(did_of(&filed.uri)) {
-                plan.refile(&filed.uri, &crate::IndexKeys::new(), &mine);
+                plan.refile(&filed.uri, &IndexKeys::new(), &mine);
             }
             all.extend(mine);
             plan.records.push(RecordWrite::Keys {

@@ -1,8 +1,8 @@
 use super::*;
 use std::sync::{Arc, Mutex, Once};
 use svc_catalog::CatalogRead;
-use svc_catalog::QuerySet;
 use svc_catalog::sqlite::SqliteCatalog;
+use svc_spec::QuerySet;
 
 /// A catalog file in a temporary directory, and the ingestor that feeds it.
 struct Fixture {
@@ -15,8 +15,9 @@ impl Fixture {
     fn new() -> Fixture {
         let dir = tempfile::tempdir().expect("temporary directory");
         let queries = QuerySet::embedded();
-        let catalog = SqliteCatalog::open(&dir.path().join("catalog.db"), queries.clone(), 1)
-            .expect("catalog");
+        let catalog =
+            SqliteCatalog::open(&dir.path().join("catalog.db"), queries.indexes().clone(), 1)
+                .expect("catalog");
         let ingestor = Ingestor::new(Arc::new(queries), Arc::default());
         Fixture {
             dir,

@@ -6,8 +6,8 @@ use super::{UsageError, print_json};
 use anyhow::Context;
 use clap::{Arg, ArgMatches, Command};
 use std::collections::BTreeMap;
-use svc_catalog::spec::ParamType;
-use svc_catalog::{Query, QuerySet};
+use svc_spec::ParamType;
+use svc_spec::{Query, QuerySet};
 
 /// The largest answer of a catalog read: a page of 1,000 records of 150 KiB each (the most the
 /// reference PDS takes) fits, and a server cannot make the command hold more.

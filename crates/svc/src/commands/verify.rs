@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use svc_atproto::{FetchedRecord, SessionStore, Xrpc};
-use svc_catalog::spec::property_of_kind;
+use svc_spec::property_of_kind;
 use svc_verify::{
     CorpusPlace, CorpusRecord, LensBlob, Protocol, PublishedLens, Roundtrip, SchemaBlob,
     parse_corpus, resolve_protocol, static_check,

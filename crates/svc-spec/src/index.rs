@@ -1,0 +1,244 @@
+//! A compiled index: the conditions of its filter, the parameter each binds, and the keys it
+//! files records under; and the set of indexes a catalog keeps.
+
+use crate::def::{ConditionDef, IndexDef, IndexParam};
+use crate::keys::{self, KEY_FORMAT, encode_key};
+use crate::{IndexKeys, Json, JsonPath, QueryId, SpecError};
+
+#[derive(Debug, Clone)]
+pub(crate) enum Bound {
+    Param(usize),
+    Const(String),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Test {
+    /// Some string at the path equals the bound value (after ASCII case folding if asked).
+    Equals {
+        bound: Bound,
+        fold_case: bool,
+    },
+    OneOf {
+        values: Vec<String>,
+        or_absent: bool,
+    },
+    Present,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Condition {
+    pub path: JsonPath,
+    pub test: Test,
+}
+
+/// One compiled index.
+#[derive(Debug, Clone)]
+pub struct Index {
+    id: QueryId,
+    def: IndexDef,
+    pub(crate) conditions: Vec<Condition>,
+    /// For each parameter, the condition that binds it.
+    pub(crate) param_conditions: Vec<usize>,
+}
+
+impl Index {
+    /// Compiles a definition, checking it.
+    pub fn compile(def: IndexDef) -> Result<Index, SpecError> {
+        let compiled = check_index(&def).and_then(|()| compile_filter(&def));
+        let (conditions, param_conditions) =
+            compiled.map_err(|message| SpecError(format!("query {}: {message}", def.name)))?;
+        Ok(Index {
+            id: QueryId::new(&def.name),
+            def,
+            conditions,
+            param_conditions,
+        })
+    }
+
+    pub fn id(&self) -> &QueryId {
+        &self.id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    pub fn kind(&self) -> &str {
+        &self.def.kind
+    }
+
+    pub fn params(&self) -> &[IndexParam] {
+        &self.def.params
+    }
+
+    /// Changes whenever the definition changes (kind, parameters, filter), and only then, so
+    /// that stored keys are rebuilt for an index whose definition moved. A change to how keys
+    /// are drawn from a record (`keys.rs`) changes it too: the entries stored, and the keys a
+    /// catalog takes again from a record whose keys it did not store, would otherwise disagree.
+    pub fn fingerprint(&self) -> String {
+        serde_json::json!([KEY_FORMAT, self.def.kind, self.def.params, self.def.filter]).to_string()
+    }
+
+    /// The index key for bound parameter values (see [`Index::index_keys`]).
+    pub fn lookup_key(&self, values: &[Option<&str>]) -> String {
+        let folded: Vec<Option<std::borrow::Cow<str>>> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v.map(|v| keys::fold(v, self.folds_case(i))))
+            .collect();
+        encode_key(&folded.iter().map(Option::as_deref).collect::<Vec<_>>())
+    }
+
+    /// Whether the parameter's condition compares without regard to ASCII case.
+    pub(crate) fn folds_case(&self, param: usize) -> bool {
+        matches!(
+            self.conditions[self.param_conditions[param]].test,
+            Test::Equals {
+                fold_case: true,
+                ..
+            }
+        )
+    }
+}
+
+/// Every index a catalog keeps, found by the kind of record it files.
+#[derive(Debug, Clone)]
+pub struct IndexSet {
+    indexes: Vec<Index>,
+    /// Positions of the indexes over each collection.
+    by_kind: std::collections::HashMap<String, Vec<usize>>,
+}
+
+impl IndexSet {
+    pub(crate) fn new(indexes: Vec<Index>) -> IndexSet {
+        let mut by_kind: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        for (position, index) in indexes.iter().enumerate() {
+            by_kind
+                .entry(index.kind().to_string())
+                .or_default()
+                .push(position);
+        }
+        IndexSet { indexes, by_kind }
+    }
+
+    /// The keys under which a record of `collection` is filed by each index over that
+    /// collection.
+    pub fn index_keys(&self, collection: &str, record: &Json<'_>) -> IndexKeys {
+        let mut keys = IndexKeys::new();
+        for &position in self.by_kind.get(collection).into_iter().flatten() {
+            let index = &self.indexes[position];
+            for key in index.index_keys(record) {
+                keys.insert((index.id.clone(), key));
+            }
+        }
+        keys
+    }
+
+    pub fn all(&self) -> &[Index] {
+        &self.indexes
+    }
+
+    /// The index of this identity, if the set has it.
+    pub fn get(&self, id: &QueryId) -> Option<&Index> {
+        self.indexes.iter().find(|index| index.id == *id)
+    }
+}
+
+/// The index's name, kind and parameter names, each checked on its own.
+fn check_index(def: &IndexDef) -> Result<(), String> {
+    if def.name.is_empty() || !def.name.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err("name must be letters and digits (it becomes an XRPC method name)".into());
+    }
+    if svc_syntax::check_nsid(&def.kind).is_err() {
+        return Err(format!("kind {} is not an NSID", def.kind));
+    }
+    for (i, param) in def.params.iter().enumerate() {
+        if ["limit", "offset", "cursor"].contains(&param.name.as_str()) {
+            return Err(format!(
+                "parameter name {} is reserved for paging",
+                param.name
+            ));
+        }
+        if def.params[..i].iter().any(|p| p.name == param.name) {
+            return Err(format!("parameter {} is declared twice", param.name));
+        }
+    }
+    Ok(())
+}
+
+/// The filter's conditions, and for each parameter the position of the one condition that
+/// binds it.
+fn compile_filter(def: &IndexDef) -> Result<(Vec<Condition>, Vec<usize>), String> {
+    let mut conditions = Vec::new();
+    let mut param_conditions = vec![usize::MAX; def.params.len()];
+    for condition in &def.filter {
+        let (path, param, value, fold_case) = match condition {
+            ConditionDef::Eq { path, param, value }
+            | ConditionDef::Contains { path, param, value } => {
+                (JsonPath::parse(path)?, param, value, false)
+            }
+            ConditionDef::EqAsciiCi { path, param, value } => {
+                (JsonPath::parse(path)?, param, value, true)
+            }
+            ConditionDef::RefUri { path, param, value } => {
+                (JsonPath::parse(path)?.child("uri"), param, value, false)
+            }
+            ConditionDef::In {
+                path,
+                values,
+                or_absent,
+            } => {
+                let test = Test::OneOf {
+                    values: values.clone(),
+                    or_absent: *or_absent,
+                };
+                conditions.push(Condition {
+                    path: JsonPath::parse(path)?,
+                    test,
+                });
+                continue;
+            }
+            ConditionDef::Present { path } => {
+                conditions.push(Condition {
+                    path: JsonPath::parse(path)?,
+                    test: Test::Present,
+                });
+                continue;
+            }
+        };
+        let bound = match (param, value) {
+            (Some(name), None) => {
+                let Some(index) = def.params.iter().position(|p| &p.name == name) else {
+                    return Err(format!("filter uses undeclared parameter {name}"));
+                };
+                if param_conditions[index] != usize::MAX {
+                    return Err(format!("parameter {name} is used by two conditions"));
+                }
+                param_conditions[index] = conditions.len();
+                Bound::Param(index)
+            }
+            (None, Some(constant)) if fold_case => Bound::Const(constant.to_ascii_lowercase()),
+            (None, Some(constant)) => Bound::Const(constant.clone()),
+            _ => return Err("a condition takes exactly one of param and value".into()),
+        };
+        conditions.push(Condition {
+            path,
+            test: Test::Equals { bound, fold_case },
+        });
+    }
+    if let Some(unused) = param_conditions.iter().position(|c| *c == usize::MAX) {
+        return Err(format!(
+            "parameter {} is not used by the filter",
+            def.params[unused].name
+        ));
+    }
+    Ok((conditions, param_conditions))
+}
+
+/// Strings at a path, for key extraction and evaluation.
+pub(crate) fn strings_at<'v>(
+    path: &JsonPath,
+    record: &'v Json<'v>,
+) -> impl Iterator<Item = &'v str> {
+    path.values(record).into_iter().filter_map(Json::as_str)
+}
