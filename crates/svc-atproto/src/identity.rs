@@ -2,7 +2,9 @@
 //! handles (HTTPS `/.well-known/atproto-did`, then DNS TXT `_atproto.<handle>`).
 
 use crate::dns::HandleDns;
+use crate::xrpc::{Method, Xrpc};
 use crate::{AtprotoError, AtprotoResult, MAX_IDENTITY_ANSWER_BYTES, http_error, read_body};
+use svc_syntax::{Did, Handle};
 
 /// What the identity answers are called in an error about their size.
 const IDENTITY_ANSWER: &str = "an identity answer (DID document or handle)";
@@ -24,8 +26,7 @@ pub struct ResolvedDid {
 /// `127.x.x.x`), as test servers run: any other host is HTTPS, so nobody on the path can forge
 /// the document. A port (`%3A`) is accepted only on a loopback host, as atproto allows; a path
 /// (`:` after the host) is not supported.
-pub fn did_document_url(did: &str, plc_url: &str) -> AtprotoResult<String> {
-    svc_syntax::check_did(did).map_err(|e| AtprotoError::Invalid(format!("{did}: {e}")))?;
+pub fn did_document_url(did: &Did, plc_url: &str) -> AtprotoResult<String> {
     match did.split(':').nth(1).unwrap_or_default() {
         "plc" => Ok(format!("{}/{did}", plc_url.trim_end_matches('/'))),
         "web" => {
@@ -88,8 +89,23 @@ pub fn pds_endpoint(document: &Value, did: &str) -> Option<String> {
         })
 }
 
+/// An account found from a DID or a handle: its DID and the PDS that holds its repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub did: Did,
+    pub pds: String,
+}
+
+/// What `com.atproto.identity.resolveHandle` answers.
+#[derive(serde::Deserialize)]
+struct ResolvedHandle {
+    did: String,
+}
+
 pub struct Resolver {
     http: reqwest::Client,
+    /// Identity answers are small: this client reads at most [`MAX_IDENTITY_ANSWER_BYTES`].
+    xrpc: Xrpc,
     plc_url: String,
     /// Made on the first handle that needs DNS: most commands never do.
     dns: tokio::sync::OnceCell<HandleDns>,
@@ -98,6 +114,7 @@ pub struct Resolver {
 impl Resolver {
     pub fn new(http: reqwest::Client, plc_url: &str) -> Resolver {
         Resolver {
+            xrpc: Xrpc::new(http.clone()).with_answer_limit(MAX_IDENTITY_ANSWER_BYTES),
             http,
             plc_url: plc_url.trim_end_matches('/').to_string(),
             dns: tokio::sync::OnceCell::new(),
@@ -134,12 +151,11 @@ impl Resolver {
         })
     }
 
-    pub async fn resolve_did(&self, did: &str) -> AtprotoResult<ResolvedDid> {
-        // Checks the DID's syntax before anything goes out.
+    pub async fn resolve_did(&self, did: &Did) -> AtprotoResult<ResolvedDid> {
         let url = did_document_url(did, &self.plc_url)?;
         let method = did.split(':').nth(1).unwrap_or_default().to_string();
         let document = self.get_json(&url).await?;
-        if document.get("id").and_then(Value::as_str) != Some(did) {
+        if document.get("id").and_then(Value::as_str) != Some(did.as_str()) {
             return Err(AtprotoError::Invalid(format!(
                 "{did}: the DID document is for another DID"
             )));
@@ -169,7 +185,7 @@ impl Resolver {
     }
 
     /// The PDS of a DID: its document's `#atproto_pds` service endpoint.
-    pub async fn pds_of(&self, did: &str) -> AtprotoResult<String> {
+    pub async fn pds_of(&self, did: &Did) -> AtprotoResult<String> {
         self.resolve_did(did)
             .await?
             .pds_url
@@ -177,14 +193,17 @@ impl Resolver {
     }
 
     /// The DID and PDS of an account named by a DID or a handle (an at-uri's authority).
-    pub async fn locate(&self, authority: &str) -> AtprotoResult<(String, String)> {
+    pub async fn locate(&self, authority: &str) -> AtprotoResult<Located> {
+        let invalid =
+            |e: svc_syntax::SyntaxError| AtprotoError::Invalid(format!("{authority:?}: {e}"));
         let did = if authority.starts_with("did:") {
-            authority.to_string()
+            Did::new(authority).map_err(invalid)?
         } else {
-            self.resolve_handle(authority, None).await?
+            let handle = Handle::new(authority).map_err(invalid)?;
+            self.resolve_handle(&handle, None).await?
         };
         let pds = self.pds_of(&did).await?;
-        Ok((did, pds))
+        Ok(Located { did, pds })
     }
 
     /// A handle to its DID: `GET https://<handle>/.well-known/atproto-did`, then DNS TXT
@@ -192,22 +211,16 @@ impl Resolver {
     /// is asked instead (a PDS knows its own handles, also ones no DNS knows, like `*.test`).
     pub async fn resolve_handle(
         &self,
-        handle: &str,
+        handle: &Handle,
         service: Option<&str>,
-    ) -> AtprotoResult<String> {
-        svc_syntax::check_handle(handle)
-            .map_err(|e| AtprotoError::Invalid(format!("{handle:?}: {e}")))?;
+    ) -> AtprotoResult<Did> {
         if let Some(service) = service {
-            let url = format!(
-                "{}/xrpc/com.atproto.identity.resolveHandle?handle={handle}",
-                service.trim_end_matches('/')
-            );
-            let answer = self.get_json(&url).await?;
-            return answer
-                .get("did")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .ok_or_else(|| AtprotoError::Invalid(format!("{handle}: {service} gave no DID")));
+            let answer: ResolvedHandle = self
+                .xrpc
+                .query(service, Method::RESOLVE_HANDLE, &[("handle", handle)])
+                .await?;
+            return Did::new(answer.did)
+                .map_err(|e| AtprotoError::Invalid(format!("{handle}: {service} answered {e}")));
         }
         let well_known = format!("https://{handle}/.well-known/atproto-did");
         // Any failure here, a body too long included, leaves DNS to answer.
@@ -225,20 +238,20 @@ impl Resolver {
         if let Some(did) = answer
             .as_deref()
             .and_then(|bytes| std::str::from_utf8(bytes).ok())
-            .map(str::trim)
-            .filter(|d| svc_syntax::check_did(d).is_ok())
+            .and_then(|text| Did::new(text.trim()).ok())
         {
-            return Ok(did.to_string());
+            return Ok(did);
         }
         let dns = self
             .dns
             .get_or_try_init(|| async { HandleDns::system() })
             .await?;
-        dns.txt_did(handle).await?.ok_or_else(|| {
+        let found = dns.txt_did(handle).await?.ok_or_else(|| {
             AtprotoError::Invalid(format!(
                 "{handle}: no DID found (HTTPS well-known and DNS TXT _atproto.{handle})"
             ))
-        })
+        })?;
+        Did::new(found).map_err(|e| AtprotoError::Invalid(format!("{handle}: DNS TXT: {e}")))
     }
 }
 
@@ -248,8 +261,10 @@ mod tests {
 
     #[test]
     fn did_web_is_https_but_for_loopback_hosts() {
-        let url =
-            |did: &str| did_document_url(did, "https://plc.example").map_err(|e| e.to_string());
+        let url = |did: &str| {
+            let did = svc_syntax::Did::new(did).map_err(|e| e.to_string())?;
+            did_document_url(&did, "https://plc.example").map_err(|e| e.to_string())
+        };
         assert_eq!(
             url("did:web:example.com").unwrap(),
             "https://example.com/.well-known/did.json"

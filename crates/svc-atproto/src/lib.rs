@@ -8,10 +8,12 @@ mod session;
 mod xrpc;
 
 pub use dns::HandleDns;
-pub use identity::{ResolvedDid, Resolver, did_document_url, is_loopback_host, pds_endpoint};
+pub use identity::{
+    Located, ResolvedDid, Resolver, did_document_url, is_loopback_host, pds_endpoint,
+};
 pub use reqwest::{Client, Url};
 pub use session::{Session, SessionStore, SessionSummary};
-pub use xrpc::{CreatedRecord, FetchedRecord, Xrpc};
+pub use xrpc::{CreatedRecord, FetchedRecord, Login, Method, Xrpc};
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! The XRPC client of the command line and the backfill. Error answers become
 //! [`AtprotoError::Xrpc`] with the server's error name and message.
 
+use crate::Session;
 use crate::{
     AtprotoError, AtprotoResult, MAX_ERROR_ANSWER_BYTES, MAX_XRPC_ANSWER_BYTES, http_error,
     read_body,
@@ -8,12 +9,15 @@ use crate::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use svc_syntax::{Did, Nsid, RecordKey};
 
 /// An XRPC client: queries (GET with parameters) and procedures (POST with a JSON body) on
 /// any service, error answers as [`AtprotoError::Xrpc`].
 #[derive(Clone)]
 pub struct Xrpc {
     http: reqwest::Client,
+    /// The longest successful answer read.
+    answer_limit: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +34,29 @@ pub struct FetchedRecord {
     pub value: Value,
 }
 
+/// The name of an XRPC method (`com.atproto.repo.getRecord`...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Method(pub &'static str);
+
+impl Method {
+    pub const GET_RECORD: Method = Method("com.atproto.repo.getRecord");
+    pub const CREATE_RECORD: Method = Method("com.atproto.repo.createRecord");
+    pub const CREATE_SESSION: Method = Method("com.atproto.server.createSession");
+    pub const REFRESH_SESSION: Method = Method("com.atproto.server.refreshSession");
+    pub const RESOLVE_HANDLE: Method = Method("com.atproto.identity.resolveHandle");
+    pub const LIST_REPOS: Method = Method("com.atproto.sync.listRepos");
+    pub const LIST_RECORDS: Method = Method("com.atproto.repo.listRecords");
+    pub const LIST_REPOS_BY_COLLECTION: Method = Method("com.atproto.sync.listReposByCollection");
+    pub const GET_LATEST_COMMIT: Method = Method("com.atproto.sync.getLatestCommit");
+}
+
+/// What a login sends: the account (handle, DID or email) and its app password.
+#[derive(Clone, Copy)]
+pub struct Login<'a> {
+    pub identifier: &'a str,
+    pub password: &'a str,
+}
+
 /// What `createSession` and `refreshSession` answer.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SessionTokens {
@@ -43,16 +70,28 @@ pub struct SessionTokens {
 
 impl Xrpc {
     pub fn new(http: reqwest::Client) -> Xrpc {
-        Xrpc { http }
+        Xrpc {
+            http,
+            answer_limit: MAX_XRPC_ANSWER_BYTES,
+        }
     }
 
-    /// The body of a successful answer (at most [`MAX_XRPC_ANSWER_BYTES`]), or the error the
-    /// server answered with.
-    async fn answer(url: &str, request: reqwest::RequestBuilder) -> AtprotoResult<Vec<u8>> {
+    /// The same client, reading successful answers up to `bytes` (an identity answer is
+    /// small, a page of records is not).
+    pub fn with_answer_limit(self, bytes: usize) -> Xrpc {
+        Xrpc {
+            answer_limit: bytes,
+            ..self
+        }
+    }
+
+    /// The body of a successful answer (at most the client's limit), or the error the server
+    /// answered with.
+    async fn answer(&self, url: &str, request: reqwest::RequestBuilder) -> AtprotoResult<Vec<u8>> {
         let response = request.send().await.map_err(|e| http_error(url, e))?;
         let status = response.status();
         if status.is_success() {
-            return read_body(url, response, "an XRPC answer", MAX_XRPC_ANSWER_BYTES).await;
+            return read_body(url, response, "an XRPC answer", self.answer_limit).await;
         }
         // The status is the error; a body too long or broken only loses its details.
         let body: Value = read_body(url, response, "an XRPC error", MAX_ERROR_ANSWER_BYTES)
@@ -69,8 +108,8 @@ impl Xrpc {
         })
     }
 
-    fn url(service: &str, method: &str) -> String {
-        format!("{}/xrpc/{method}", service.trim_end_matches('/'))
+    fn url(service: &str, method: Method) -> String {
+        format!("{}/xrpc/{}", service.trim_end_matches('/'), method.0)
     }
 
     /// Decoded straight from the bytes: a page of records is never held twice, as text and as
@@ -84,13 +123,13 @@ impl Xrpc {
     pub async fn query<T: DeserializeOwned>(
         &self,
         service: &str,
-        method: &str,
+        method: Method,
         params: &[(&str, &str)],
     ) -> AtprotoResult<T> {
         let url = Self::url(service, method);
         let address = reqwest::Url::parse_with_params(&url, params)
             .map_err(|e| AtprotoError::Invalid(format!("{url}: {e}")))?;
-        let body = Self::answer(&url, self.http.get(address)).await?;
+        let body = self.answer(&url, self.http.get(address)).await?;
         Self::decode(&url, &body)
     }
 
@@ -99,7 +138,7 @@ impl Xrpc {
     pub async fn procedure(
         &self,
         service: &str,
-        method: &str,
+        method: Method,
         input: &Value,
         bearer: Option<&str>,
     ) -> AtprotoResult<Value> {
@@ -108,7 +147,7 @@ impl Xrpc {
         if let Some(token) = bearer {
             request = request.bearer_auth(token);
         }
-        let body = Self::answer(&url, request).await?;
+        let body = self.answer(&url, request).await?;
         // A procedure may answer nothing at all.
         Ok(serde_json::from_slice(&body).unwrap_or(Value::Null))
     }
@@ -117,53 +156,58 @@ impl Xrpc {
     pub async fn get_record(
         &self,
         service: &str,
-        repo: &str,
-        collection: &str,
-        rkey: &str,
+        repo: &Did,
+        collection: &Nsid,
+        rkey: &RecordKey,
     ) -> AtprotoResult<FetchedRecord> {
-        let params = [("repo", repo), ("collection", collection), ("rkey", rkey)];
-        self.query(service, "com.atproto.repo.getRecord", &params)
-            .await
+        let params = [
+            ("repo", repo.as_str()),
+            ("collection", collection),
+            ("rkey", rkey),
+        ];
+        self.query(service, Method::GET_RECORD, &params).await
     }
 
     pub async fn create_session(
         &self,
         service: &str,
-        identifier: &str,
-        password: &str,
+        login: Login<'_>,
     ) -> AtprotoResult<SessionTokens> {
-        let method = "com.atproto.server.createSession";
-        let input = json!({"identifier": identifier, "password": password});
-        let url = Self::url(service, method);
-        let body = Self::answer(&url, self.http.post(&url).json(&input)).await?;
+        let input = json!({"identifier": login.identifier, "password": login.password});
+        let url = Self::url(service, Method::CREATE_SESSION);
+        let body = self.answer(&url, self.http.post(&url).json(&input)).await?;
         Self::decode(&url, &body)
     }
 
-    pub async fn refresh_session(
-        &self,
-        service: &str,
-        refresh_jwt: &str,
-    ) -> AtprotoResult<SessionTokens> {
-        let method = "com.atproto.server.refreshSession";
-        let url = Self::url(service, method);
-        let body = Self::answer(&url, self.http.post(&url).bearer_auth(refresh_jwt)).await?;
+    /// New tokens for a stored session, from its PDS.
+    pub async fn refresh_session(&self, session: &Session) -> AtprotoResult<SessionTokens> {
+        let url = Self::url(&session.pds_url, Method::REFRESH_SESSION);
+        let request = self.http.post(&url).bearer_auth(&session.refresh_jwt);
+        let body = self.answer(&url, request).await?;
         Self::decode(&url, &body)
     }
 
+    /// Writes a record into the session's repository on its PDS.
     pub async fn create_record(
         &self,
-        service: &str,
-        access_jwt: &str,
-        repo: &str,
-        collection: &str,
-        rkey: &str,
+        session: &Session,
+        collection: &Nsid,
+        rkey: &RecordKey,
         record: &Value,
     ) -> AtprotoResult<CreatedRecord> {
-        let method = "com.atproto.repo.createRecord";
-        let input = json!({"repo": repo, "collection": collection, "rkey": rkey, "record": record});
-        let url = Self::url(service, method);
-        let request = self.http.post(&url).json(&input).bearer_auth(access_jwt);
-        let body = Self::answer(&url, request).await?;
+        let input = json!({
+            "repo": session.did,
+            "collection": collection.as_str(),
+            "rkey": rkey.as_str(),
+            "record": record,
+        });
+        let url = Self::url(&session.pds_url, Method::CREATE_RECORD);
+        let request = self
+            .http
+            .post(&url)
+            .json(&input)
+            .bearer_auth(&session.access_jwt);
+        let body = self.answer(&url, request).await?;
         Self::decode(&url, &body)
     }
 }

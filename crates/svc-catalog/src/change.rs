@@ -2,17 +2,18 @@
 //! and what a batch did.
 
 use svc_spec::IndexKeys;
+use svc_syntax::{AtUri, Cid, Did, Nsid, Tid, UnixMicros};
 
 /// A record version to store, already validated against its lexicon.
 #[derive(Debug, Clone)]
 pub struct Upsert {
-    pub uri: String,
-    pub collection: String,
-    /// The repository DID: the at-uri's authority.
-    pub author: String,
-    /// The repository revision (TID) of the commit that wrote this version.
-    pub rev: String,
-    pub cid: Option<String>,
+    pub uri: AtUri,
+    pub collection: Nsid,
+    /// The repository: the at-uri's authority.
+    pub author: Did,
+    /// The repository revision of the commit that wrote this version.
+    pub rev: Tid,
+    pub cid: Option<Cid>,
     /// The keys under which the record matches each query, from
     /// [`svc_spec::IndexSet::index_keys`] of the catalog's own indexes; computed by the
     /// producer, off the writer's thread. (A PostgreSQL bulk load files the record under them
@@ -26,17 +27,25 @@ pub struct Upsert {
 pub enum Change {
     Upsert(Upsert),
     Delete {
-        uri: String,
-        collection: String,
-        rev: String,
+        uri: AtUri,
+        collection: Nsid,
+        rev: Tid,
     },
 }
 
 impl Change {
     pub fn uri(&self) -> &str {
         match self {
-            Change::Upsert(u) => &u.uri,
-            Change::Delete { uri, .. } => uri,
+            Change::Upsert(u) => u.uri.as_str(),
+            Change::Delete { uri, .. } => uri.as_str(),
+        }
+    }
+
+    /// The revision of the commit that made the change.
+    pub fn rev(&self) -> &Tid {
+        match self {
+            Change::Upsert(u) => &u.rev,
+            Change::Delete { rev, .. } => rev,
         }
     }
 }
@@ -49,8 +58,8 @@ pub struct CursorPosition {
     /// The endpoint the cursor belongs to; a cursor is never reused against another.
     pub endpoint: String,
     pub cursor: String,
-    /// Time of the last event covered, microseconds since the epoch, when the source says.
-    pub event_time_us: Option<i64>,
+    /// Time of the last event covered, when the source says.
+    pub event_time: Option<UnixMicros>,
 }
 
 /// Why the store refused a change.

@@ -152,7 +152,7 @@ impl Follower {
             }
             last = row.seq;
             self.last = Some(last);
-            let delay = svc_syntax::now_unix_micros() / 1000 - row.at_ms;
+            let delay = crate::runtime::now_ms() - row.at_ms;
             self.delay_ms.store(delay.max(0), Ordering::Relaxed);
         }
         Ok(rows.len())

@@ -11,6 +11,7 @@ use crate::{
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use svc_spec::{IndexKeys, QueryId};
+use svc_syntax::UnixMillis;
 
 /// What an engine holds for a uri: a record version or a tombstone.
 #[derive(Debug, Clone)]
@@ -240,7 +241,7 @@ pub trait Engine: Send + 'static {
     fn last_logged(&mut self) -> CatalogResult<i64>;
     /// Inside the open transaction: stores the indexer's heartbeat and trims the change log
     /// (never its last entry, which numbers the next).
-    fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()>;
+    fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()>;
 }
 
 /// A staged version of a bulk load.
@@ -278,5 +279,5 @@ pub trait EngineReads: Send + Sync + 'static {
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
-    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>>;
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
 }

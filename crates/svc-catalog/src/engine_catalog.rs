@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 use svc_spec::{IndexSet, QueryId};
+use svc_syntax::Did;
+use svc_syntax::UnixMillis;
 use tokio::sync::watch;
 
 /// How often an indexer standing by tries the writer lock.
@@ -212,7 +214,7 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
         self.reads.get(uri)
     }
 
-    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         self.reads.indexer_heartbeat()
     }
 
@@ -234,7 +236,7 @@ impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
         self.reads.cursor(source)
     }
 
-    fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()> {
+    fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, ()> {
         through_writer!(self, set_account(did, status))
     }
 

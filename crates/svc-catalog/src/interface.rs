@@ -10,6 +10,8 @@ use crate::{
 use std::future::Future;
 use std::pin::Pin;
 use svc_spec::QueryId;
+use svc_syntax::Did;
+use svc_syntax::UnixMillis;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CatalogError {
@@ -58,8 +60,8 @@ pub trait CatalogRead: Send + Sync {
     /// The record stored at a uri, if any (tests and tools).
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
 
-    /// The indexer's last heartbeat, milliseconds since the epoch.
-    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>>;
+    /// The indexer's last heartbeat.
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
 
     /// Bumped after every commit for what it touched (by this process's writer, or read
     /// from the change log); answers may be cached against it.
@@ -82,7 +84,7 @@ pub trait CatalogWrite: Send + Sync {
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
 
     /// Records an account's status change, hiding, restoring or removing its records.
-    fn set_account(&self, did: String, status: AccountStatus) -> CatalogFuture<'_, ()>;
+    fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, ()>;
 
     /// Starts a bulk load if the catalog is empty (`false` otherwise, and nothing changes).
     /// Until [`CatalogWrite::finish_bulk`], `apply` stages changes: they are not visible, and

@@ -14,5 +14,5 @@ pub(crate) fn thread_runtime() -> CatalogResult<tokio::runtime::Runtime> {
 
 /// The time stored beside rows, milliseconds since the epoch.
 pub(crate) fn now_ms() -> i64 {
-    svc_syntax::now_unix_micros() / 1000
+    svc_syntax::UnixMillis::now().0
 }

@@ -17,6 +17,7 @@ use crate::{
 use bulk::BulkLoad;
 use std::sync::{Arc, mpsc};
 use svc_spec::IndexSet;
+use svc_syntax::{Did, UnixMillis};
 use tokio::sync::oneshot;
 use transactions::Transactions;
 
@@ -34,7 +35,7 @@ enum WriteJob {
         reply: oneshot::Sender<CatalogResult<ApplyReport>>,
     },
     Account {
-        did: String,
+        did: Did,
         status: AccountStatus,
         reply: oneshot::Sender<CatalogResult<()>>,
     },
@@ -105,7 +106,7 @@ impl WriterHandle {
         })
     }
 
-    pub fn set_account(&self, did: String, status: AccountStatus) -> crate::CatalogFuture<'_, ()> {
+    pub fn set_account(&self, did: Did, status: AccountStatus) -> crate::CatalogFuture<'_, ()> {
         self.ask(|reply| WriteJob::Account { did, status, reply })
     }
 
@@ -251,7 +252,7 @@ impl<E: Engine> Writer<E> {
                 }
                 WriteJob::Heartbeat { reply } => {
                     let beat = self.tx.run(|engine, _| {
-                        engine.heartbeat(crate::runtime::now_ms())?;
+                        engine.heartbeat(UnixMillis::now())?;
                         Ok((Plan::default(), ()))
                     });
                     let _ = reply.send(beat);
@@ -400,7 +401,7 @@ impl<E: Engine> Writer<E> {
         Ok(())
     }
 
-    fn set_account(&mut self, did: &str, status: &AccountStatus) -> CatalogResult<()> {
+    fn set_account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<()> {
         if self.bulk.is_some() {
             return Err(CatalogError::Storage(
                 "an account change cannot join a bulk load".into(),

@@ -18,8 +18,9 @@ use serde_json::value::RawValue;
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
-use svc_atproto::{AtprotoError, Resolver, Xrpc};
+use svc_atproto::{AtprotoError, Method, Resolver, Xrpc};
 use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change};
+use svc_syntax::{AtUri, Did};
 
 const SOURCE: &str = "backfill";
 /// A peer whose own failures (no answer in time, an answer too large or not understood, a
@@ -154,7 +155,7 @@ impl Client {
     /// relay's method): the caller tries another way.
     async fn get<T: DeserializeOwned>(
         &self,
-        method: &str,
+        method: Method,
         query: &[(&str, &str)],
     ) -> Result<Option<T>, BackfillError> {
         let mut retry = Retry::new();
@@ -382,7 +383,7 @@ impl PeerFailures {
 async fn own_pds(
     resolver: &Resolver,
     peers: &mut PeerFailures,
-    did: &str,
+    did: &Did,
     plc_url: &str,
 ) -> Result<String, BackfillError> {
     let chosen = did
@@ -418,7 +419,7 @@ struct Backfill<'a> {
 async fn backfill_repository(
     context: &Backfill<'_>,
     client: &Client,
-    did: &str,
+    did: &Did,
     rev: Option<&str>,
     summary: &mut BackfillSummary,
 ) -> Result<(), BackfillError> {
@@ -432,7 +433,7 @@ async fn backfill_repository(
     let rev = match rev {
         Some(rev) => rev.to_string(),
         None => match client
-            .get::<LatestCommit>("com.atproto.sync.getLatestCommit", &[("did", did)])
+            .get::<LatestCommit>(Method::GET_LATEST_COMMIT, &[("did", did)])
             .await?
         {
             Some(latest) => latest.rev,
@@ -443,7 +444,7 @@ async fn backfill_repository(
         let mut paging = Paging::new(format!("listRecords {did} {collection} at {}", client.base));
         loop {
             let mut query = vec![
-                ("repo", did),
+                ("repo", did.as_str()),
                 ("collection", collection.as_str()),
                 ("limit", "100"),
             ];
@@ -451,7 +452,7 @@ async fn backfill_repository(
                 query.push(("cursor", c));
             }
             let Some(page) = client
-                .get::<RecordPage>("com.atproto.repo.listRecords", &query)
+                .get::<RecordPage>(Method::LIST_RECORDS, &query)
                 .await?
             else {
                 break;
@@ -459,7 +460,8 @@ async fn backfill_repository(
             let mut changes = Vec::with_capacity(page.records.len());
             for record in &page.records {
                 summary.records += 1;
-                let Some(rkey) = record.uri.rsplit('/').next() else {
+                let Some(rkey) = asked_for(&record.uri, did, collection) else {
+                    summary.invalid += 1;
                     continue;
                 };
                 // Stored in the form it always was: compact, with sorted keys.
@@ -471,7 +473,7 @@ async fn backfill_repository(
                 let event = CommitEvent {
                     did: did.to_string(),
                     collection: collection.clone(),
-                    rkey: rkey.to_string(),
+                    rkey,
                     action: Action::Create,
                     rev: rev.clone(),
                     cid: record.cid.clone(),
@@ -498,14 +500,33 @@ async fn backfill_repository(
     Ok(())
 }
 
+/// The record key of a listed record's uri, when the uri is one of the repository and
+/// collection that were asked for: a server answering for another repository, or with
+/// another collection's records, is not believed.
+fn asked_for(uri: &str, did: &Did, collection: &str) -> Option<String> {
+    let parsed = AtUri::new(uri).ok();
+    let parts = parsed.as_ref().and_then(AtUri::record_parts);
+    match parts {
+        Some((from, of, rkey)) if from == *did && of.as_str() == collection => Some(rkey.into()),
+        _ => {
+            tracing::warn!(
+                %did,
+                %collection,
+                uri = %uri.chars().take(300).collect::<String>(),
+                "backfill: a listed record is not of the repository and collection asked for"
+            );
+            None
+        }
+    }
+}
+
 /// DIDs (with their revision when the listing gives it) of the active repositories, each
 /// once. An entry that is no DID is left out.
 async fn list_repositories(
     client: &Client,
     collections: &[String],
-) -> Result<Vec<(String, Option<String>)>, BackfillError> {
-    let is_did = |did: &str| svc_syntax::check_did(did).is_ok();
-    let mut by_collection: BTreeSet<String> = BTreeSet::new();
+) -> Result<Vec<(Did, Option<String>)>, BackfillError> {
+    let mut by_collection: BTreeSet<Did> = BTreeSet::new();
     let mut relay = true;
     'collections: for collection in collections {
         let mut paging = Paging::new(format!(
@@ -518,7 +539,7 @@ async fn list_repositories(
                 query.push(("cursor", c));
             }
             match client
-                .get::<RepoPage>("com.atproto.sync.listReposByCollection", &query)
+                .get::<RepoPage>(Method::LIST_REPOS_BY_COLLECTION, &query)
                 .await?
             {
                 None => {
@@ -528,7 +549,7 @@ async fn list_repositories(
                 Some(page) => {
                     let listed = page.repos.len();
                     by_collection
-                        .extend(page.repos.into_iter().map(|r| r.did).filter(|d| is_did(d)));
+                        .extend(page.repos.into_iter().filter_map(|r| Did::new(r.did).ok()));
                     if !paging.next(page.cursor, listed) {
                         break;
                     }
@@ -540,17 +561,14 @@ async fn list_repositories(
         return Ok(by_collection.into_iter().map(|did| (did, None)).collect());
     }
     let mut repos = Vec::new();
-    let mut listed: HashSet<String> = HashSet::new();
+    let mut listed: HashSet<Did> = HashSet::new();
     let mut paging = Paging::new(format!("listRepos at {}", client.base));
     loop {
         let mut query = vec![("limit", "1000")];
         if let Some(c) = paging.cursor() {
             query.push(("cursor", c));
         }
-        let Some(page) = client
-            .get::<RepoPage>("com.atproto.sync.listRepos", &query)
-            .await?
-        else {
+        let Some(page) = client.get::<RepoPage>(Method::LIST_REPOS, &query).await? else {
             return Err(BackfillError::Http {
                 url: client.base.clone(),
                 message: "neither listReposByCollection nor listRepos is available".into(),
@@ -558,8 +576,11 @@ async fn list_repositories(
         };
         let count = page.repos.len();
         for repo in page.repos {
-            if repo.active != Some(false) && is_did(&repo.did) && listed.insert(repo.did.clone()) {
-                repos.push((repo.did, repo.rev));
+            let Ok(did) = Did::new(repo.did) else {
+                continue;
+            };
+            if repo.active != Some(false) && listed.insert(did.clone()) {
+                repos.push((did, repo.rev));
             }
         }
         if !paging.next(page.cursor, count) {

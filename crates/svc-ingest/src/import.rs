@@ -429,7 +429,7 @@ fn prepare_batch(
             source: source.to_owned(),
             endpoint: endpoint.to_owned(),
             cursor: format!("{}:{}", raw.offset, raw.line_number),
-            event_time_us: None,
+            event_time: None,
         },
         summary,
         bytes_done: raw.offset,

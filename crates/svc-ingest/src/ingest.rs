@@ -12,6 +12,7 @@ use svc_catalog::{Change, Upsert};
 use svc_lexicon::Lexicons;
 use svc_spec::Json;
 use svc_spec::QuerySet;
+use svc_syntax::{AtUri, Cid, Did, Nsid, RecordKey, Tid};
 
 /// The longest record uri that is filed. Both engines index the uri, and PostgreSQL's B-tree
 /// entries hold at most about 2.7 KB (a longer one fails the whole commit); every DID method
@@ -78,39 +79,41 @@ impl Ingestor {
         if !self.wants(&event.collection) {
             return Prepared::Ignored;
         }
-        let uri = event.uri();
-        if let Err(reason) = check_source_fields(&event, &uri) {
-            return self.invalid(&uri, &reason);
-        }
+        let raw_uri = event.uri();
+        let fields = match SourceFields::check(&event, &raw_uri) {
+            Ok(fields) => fields,
+            Err(reason) => return self.invalid(&raw_uri, &reason),
+        };
+        let uri = fields.uri.as_str();
         let record_json = match (event.action, event.record_json) {
             (Action::Delete, _) => {
                 return Prepared::Change(Change::Delete {
-                    uri,
-                    collection: event.collection,
-                    rev: event.rev,
+                    uri: fields.uri,
+                    collection: fields.collection,
+                    rev: fields.rev,
                 });
             }
             (_, Some(json)) => json,
-            (_, None) => return self.invalid(&uri, "record: missing"),
+            (_, None) => return self.invalid(uri, "record: missing"),
         };
         // The tree borrows from the text, so it lives only until the keys are taken.
         let keys = {
             let record = match Json::parse(&record_json) {
                 Ok(record) => record,
-                Err(error) => return self.invalid(&uri, &format!("record: not JSON: {error}")),
+                Err(error) => return self.invalid(uri, &format!("record: not JSON: {error}")),
             };
-            if let Err(error) = self.lexicons.validate_json(&event.collection, &record) {
-                return self.invalid(&uri, &error.to_string());
+            if let Err(error) = self.lexicons.validate_json(&fields.collection, &record) {
+                return self.invalid(uri, &error.to_string());
             }
-            self.queries.index_keys(&event.collection, &record)
+            self.queries.index_keys(&fields.collection, &record)
         };
         Prepared::Change(Change::Upsert(Upsert {
             keys,
-            uri,
-            collection: event.collection,
-            author: event.did,
-            rev: event.rev,
-            cid: event.cid,
+            uri: fields.uri,
+            collection: fields.collection,
+            author: fields.did,
+            rev: fields.rev,
+            cid: fields.cid,
             record_json,
         }))
     }
@@ -123,41 +126,48 @@ impl Ingestor {
     }
 }
 
-/// What the source says of the record besides its body. The rev orders every version of a
-/// uri (the catalog keeps the greatest), so one that is not a TID (`~~~` sorts above them all)
-/// or is a TID of a time to come would pin the record against every later change; the others
-/// are stored and indexed as they come. Jetstream and the firehose check the repository and
-/// the key as they parse, but the backfill takes them from a server's listing: this is where
-/// every source passes.
-fn check_source_fields(event: &CommitEvent, uri: &str) -> Result<(), String> {
-    if uri.len() > MAX_RECORD_URI_BYTES {
-        return Err(format!(
-            "uri: {} bytes, longer than {MAX_RECORD_URI_BYTES}",
-            uri.len()
-        ));
-    }
-    svc_syntax::check_did(&event.did).map_err(|e| format!("repository: {e}"))?;
-    svc_syntax::check_record_key(&event.rkey).map_err(|e| format!("record key: {e}"))?;
-    svc_syntax::check_tid(&event.rev).map_err(|e| format!("rev: {e}"))?;
-    if !is_plausible_time(tid_micros(&event.rev)) {
-        return Err(format!("rev: {} is a time in the future", event.rev));
-    }
-    if let Some(cid) = &event.cid {
-        svc_syntax::check_cid(cid).map_err(|e| format!("cid: {e}"))?;
-    }
-    Ok(())
+/// What the source says of the record besides its body, checked and typed. The rev orders
+/// every version of a uri (the catalog keeps the greatest), so one that is not a TID (`~~~`
+/// sorts above them all) or is a TID of a time to come would pin the record against every
+/// later change; the others are stored and indexed as they come. Jetstream and the firehose
+/// check the repository and the key as they parse, but the backfill takes them from a server's
+/// listing: this is where every source passes.
+struct SourceFields {
+    uri: AtUri,
+    did: Did,
+    collection: Nsid,
+    rev: Tid,
+    cid: Option<Cid>,
 }
 
-/// The time in a TID (the value's bits above its 10-bit clock id); `tid` is one.
-fn tid_micros(tid: &str) -> i64 {
-    let value = tid.bytes().fold(0u64, |value, c| {
-        let digit = match c {
-            b'2'..=b'7' => c - b'2',
-            _ => c.wrapping_sub(b'a') + 6,
+impl SourceFields {
+    fn check(event: &CommitEvent, uri: &str) -> Result<SourceFields, String> {
+        if uri.len() > MAX_RECORD_URI_BYTES {
+            return Err(format!(
+                "uri: {} bytes, longer than {MAX_RECORD_URI_BYTES}",
+                uri.len()
+            ));
+        }
+        let did = Did::new(event.did.as_str()).map_err(|e| format!("repository: {e}"))?;
+        let collection =
+            Nsid::new(event.collection.as_str()).map_err(|e| format!("collection: {e}"))?;
+        let rkey = RecordKey::new(event.rkey.as_str()).map_err(|e| format!("record key: {e}"))?;
+        let rev = Tid::new(event.rev.as_str()).map_err(|e| format!("rev: {e}"))?;
+        if !is_plausible_time(rev.time().0) {
+            return Err(format!("rev: {rev} is a time in the future"));
+        }
+        let cid = match &event.cid {
+            Some(cid) => Some(Cid::new(cid.as_str()).map_err(|e| format!("cid: {e}"))?),
+            None => None,
         };
-        (value << 5) | u64::from(digit & 31)
-    });
-    (value >> 10) as i64
+        Ok(SourceFields {
+            uri: AtUri::of_record(&did, &collection, &rkey),
+            did,
+            collection,
+            rev,
+            cid,
+        })
+    }
 }
 
 /// `text` cut to at most `limit` bytes on a character boundary, marked when cut.
@@ -318,9 +328,10 @@ mod tests {
 
     #[test]
     fn a_tid_holds_its_time_above_the_clock_id() {
-        assert_eq!(tid_micros("2222222222222"), 0);
-        assert_eq!(tid_micros("3jzfcijpj2z2a"), 1_688_137_381_887_007);
-        assert_eq!(tid_micros("bzzzzzzzzzz22"), (1 << 53) - 1);
+        let micros = |tid: &str| Tid::new(tid).unwrap().time().0;
+        assert_eq!(micros("2222222222222"), 0);
+        assert_eq!(micros("3jzfcijpj2z2a"), 1_688_137_381_887_007);
+        assert_eq!(micros("bzzzzzzzzzz22"), (1 << 53) - 1);
         assert!(is_plausible_time(svc_syntax::now_unix_micros()));
         assert!(!is_plausible_time(-1));
         assert!(!is_plausible_time(i64::MAX));

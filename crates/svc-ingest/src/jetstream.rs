@@ -48,7 +48,7 @@ pub enum JetstreamLine {
     Commit(CommitEvent),
     /// An account's status changed.
     Account {
-        did: String,
+        did: svc_syntax::Did,
         status: svc_catalog::AccountStatus,
         time_us: Option<i64>,
     },
@@ -66,11 +66,11 @@ pub fn parse_jetstream_line(text: &str) -> Result<JetstreamLine, String> {
     let kind = line.kind.ok_or("missing kind")?;
     if kind == "account" {
         let did = line.did.ok_or("missing did")?;
-        svc_syntax::check_did(&did).map_err(|e| format!("did: {e}"))?;
+        let did = svc_syntax::Did::new(did).map_err(|e| format!("did: {e}"))?;
         let account = line.account.ok_or("missing account")?;
         let status = account_status(account.active.unwrap_or(true), account.status.as_deref());
         return Ok(JetstreamLine::Account {
-            did: did.into_owned(),
+            did,
             status,
             time_us: line.time_us,
         });

@@ -52,10 +52,7 @@ pub fn datetime_to_unix_micros(value: &str) -> Option<i64> {
 
 /// Now, in microseconds since the Unix epoch (0 on a clock set before it).
 pub fn now_unix_micros() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
+    crate::UnixMicros::now().0
 }
 
 /// An atproto datetime (UTC, microseconds) for a time since the Unix epoch.

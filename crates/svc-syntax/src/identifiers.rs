@@ -94,7 +94,7 @@ pub fn check_record_key(value: &str) -> Result<(), SyntaxError> {
 
 /// The parts of an AT-URI: `at://<authority>[/<collection>[/<rkey>]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AtUri<'a> {
+pub struct AtUriParts<'a> {
     /// A DID or a handle.
     pub authority: &'a str,
     pub collection: Option<&'a str>,
@@ -103,7 +103,7 @@ pub struct AtUri<'a> {
 
 /// The atproto AT-URI syntax: a DID or handle authority, then optionally an NSID collection and
 /// a record key. Query strings and fragments are not part of a record's address and are refused.
-pub fn check_at_uri(value: &str) -> Result<AtUri<'_>, SyntaxError> {
+pub fn check_at_uri(value: &str) -> Result<AtUriParts<'_>, SyntaxError> {
     if value.len() > 8192 {
         return Err(SyntaxError::new("at-uri"));
     }
@@ -113,7 +113,7 @@ pub fn check_at_uri(value: &str) -> Result<AtUri<'_>, SyntaxError> {
 /// The AT-URI grammar without the total-length limits of its handle (253) and NSID (317):
 /// exactly what a regular expression can state, for query parameters an API document
 /// describes by pattern. Such a value can name no stored record, so it finds nothing.
-pub fn check_at_uri_grammar(value: &str) -> Result<AtUri<'_>, SyntaxError> {
+pub fn check_at_uri_grammar(value: &str) -> Result<AtUriParts<'_>, SyntaxError> {
     at_uri_parts(value, false)
 }
 
@@ -131,7 +131,7 @@ pub fn at_uri_authority(value: &str) -> Option<&str> {
     Some(&rest[..end])
 }
 
-fn at_uri_parts(value: &str, part_limits: bool) -> Result<AtUri<'_>, SyntaxError> {
+fn at_uri_parts(value: &str, part_limits: bool) -> Result<AtUriParts<'_>, SyntaxError> {
     let err = || SyntaxError::new("at-uri");
     let rest = value.strip_prefix("at://").ok_or_else(err)?;
     let mut parts = rest.split('/');
@@ -156,7 +156,7 @@ fn at_uri_parts(value: &str, part_limits: bool) -> Result<AtUri<'_>, SyntaxError
     if parts.next().is_some() {
         return Err(err());
     }
-    Ok(AtUri {
+    Ok(AtUriParts {
         authority,
         collection,
         rkey,

@@ -8,14 +8,18 @@ mod cid;
 mod datetime;
 mod identifiers;
 mod tid;
+mod typed;
 
 pub use cid::{cid_to_string, is_cid};
 pub use datetime::{check_datetime, datetime_to_unix_micros, format_unix_micros, now_unix_micros};
 pub use identifiers::{
-    AtUri, at_uri_authority, check_at_uri, check_at_uri_grammar, check_cid, check_did,
+    AtUriParts, at_uri_authority, check_at_uri, check_at_uri_grammar, check_cid, check_did,
     check_handle, check_language, check_nsid, check_record_key, check_uri,
 };
 pub use tid::{TidGenerator, check_tid};
+pub use typed::{
+    AtUri, Cid, Did, Handle, Nsid, RecordKey, Tid, UnixMicros, UnixMillis, clock_noise,
+};
 
 /// A string that does not have the syntax of the named format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

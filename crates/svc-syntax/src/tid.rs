@@ -52,7 +52,7 @@ impl TidGenerator {
     }
 }
 
-fn encode(mut value: u64) -> String {
+pub(crate) fn encode(mut value: u64) -> String {
     let mut out = [b'2'; 13];
     for slot in out.iter_mut().rev() {
         *slot = ALPHABET[(value & 31) as usize];

@@ -64,10 +64,6 @@ impl IndexerWatch {
     }
 }
 
-fn now_ms() -> i64 {
-    svc_syntax::now_unix_micros() / 1000
-}
-
 /// Reads the indexer's heartbeat until stopped or until this process writes (a standby that
 /// took over judges readiness by its own sources): ready while it is younger than `ready_lag`.
 pub async fn watch_indexer(
@@ -81,7 +77,9 @@ pub async fn watch_indexer(
     while !*stopped.borrow() && !catalog.is_writer() {
         let reason = match catalog.indexer_heartbeat().await {
             Ok(Some(beat)) => {
-                let age = Duration::from_millis(u64::try_from(now_ms() - beat).unwrap_or(0));
+                let age = Duration::from_millis(
+                    u64::try_from(svc_syntax::UnixMillis::now().0 - beat.0).unwrap_or(0),
+                );
                 metrics.heartbeat_age.set(age.as_secs_f64());
                 (age > ready_lag).then(|| {
                     format!(

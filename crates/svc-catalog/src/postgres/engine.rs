@@ -14,6 +14,7 @@ use crate::runtime::now_ms;
 use crate::{CatalogError, CatalogResult, Change};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use svc_spec::QueryId;
+use svc_syntax::UnixMillis;
 use tokio_postgres::{Client, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -276,7 +277,7 @@ impl Link {
                 "INSERT INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES ($1, $2, $3, $4, $5) \
                  ON CONFLICT (source) DO UPDATE SET endpoint = excluded.endpoint, cursor = excluded.cursor, \
                    event_time_us = excluded.event_time_us, updated_at = excluded.updated_at",
-                &[&cursor.source, &cursor.endpoint, &cursor.cursor, &cursor.event_time_us, &now_ms()],
+                &[&cursor.source, &cursor.endpoint, &cursor.cursor, &cursor.event_time.map(|time| time.0), &now_ms()],
             )
             .await?;
         }
@@ -594,7 +595,8 @@ impl Engine for PostgresEngine {
         })
     }
 
-    fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()> {
+    fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()> {
+        let now_ms = now.0;
         self.run(async |link| {
             link.execute(
                 "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, $1) \

@@ -23,6 +23,7 @@ use crate::{
 use std::sync::Arc;
 use std::time::Duration;
 use svc_spec::IndexSet;
+use svc_syntax::UnixMillis;
 use tokio::sync::oneshot;
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -422,7 +423,7 @@ impl EngineReads for PostgresReads {
         Box::pin(async move { reader::get(&self.0, &uri).await })
     }
 
-    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         Box::pin(reader::indexer_heartbeat(&self.0))
     }
 }

@@ -9,6 +9,7 @@ use crate::{
 };
 use deadpool_postgres::{Object, Pool, PoolError};
 use std::error::Error;
+use svc_syntax::{UnixMicros, UnixMillis};
 use tokio_postgres::types::{FromSql, Type};
 
 pub(super) async fn connection(pool: &Pool) -> CatalogResult<Object> {
@@ -198,7 +199,7 @@ pub(super) async fn cursor(pool: &Pool, source: &str) -> CatalogResult<Option<Cu
         source: source.to_string(),
         endpoint: r.get(0),
         cursor: r.get(1),
-        event_time_us: r.get(2),
+        event_time: r.get::<_, Option<i64>>(2).map(UnixMicros),
     }))
 }
 
@@ -222,11 +223,11 @@ pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
     .transpose()
 }
 
-pub(super) async fn indexer_heartbeat(pool: &Pool) -> CatalogResult<Option<i64>> {
+pub(super) async fn indexer_heartbeat(pool: &Pool) -> CatalogResult<Option<UnixMillis>> {
     let client = connection(pool).await?;
     let row = client
         .query_opt("SELECT heartbeat_ms FROM indexer_state WHERE id = 1", &[])
         .await
         .map_err(storage)?;
-    Ok(row.map(|r| r.get(0)))
+    Ok(row.map(|r| UnixMillis(r.get(0))))
 }

@@ -12,6 +12,7 @@ use crate::{CatalogError, CatalogResult, Change};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use svc_spec::QueryId;
+use svc_syntax::UnixMillis;
 
 pub(crate) struct SqliteEngine {
     pub(super) conn: Connection,
@@ -113,7 +114,7 @@ impl SqliteEngine {
             self.conn.prepare_cached(
                 "INSERT OR REPLACE INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
-            .execute(params![cursor.source, cursor.endpoint, cursor.cursor, cursor.event_time_us, now_ms()])?;
+            .execute(params![cursor.source, cursor.endpoint, cursor.cursor, cursor.event_time.map(|time| time.0), now_ms()])?;
         }
         if let Some(account) = &plan.account {
             match &account.inactive {
@@ -414,7 +415,8 @@ impl Engine for SqliteEngine {
             })?)
     }
 
-    fn heartbeat(&mut self, now_ms: i64) -> CatalogResult<()> {
+    fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()> {
+        let now_ms = now.0;
         self.conn.execute(
             "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, ?1) \
              ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms",

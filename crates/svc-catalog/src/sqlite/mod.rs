@@ -22,6 +22,7 @@ pub use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use svc_spec::{IndexSet, QueryId};
+use svc_syntax::UnixMillis;
 
 impl From<rusqlite::Error> for CatalogError {
     fn from(error: rusqlite::Error) -> Self {
@@ -250,7 +251,7 @@ impl EngineReads for ReaderPool {
         Box::pin(self.run(move |conn| reader::get(conn, &uri)))
     }
 
-    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<i64>> {
+    fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         Box::pin(self.run(reader::indexer_heartbeat))
     }
 }

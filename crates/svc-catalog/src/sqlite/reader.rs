@@ -10,6 +10,7 @@ use crate::{
 use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
 use std::path::Path;
+use svc_syntax::{UnixMicros, UnixMillis};
 use tokio::sync::oneshot;
 
 /// The read side of an SQLite catalog: a fixed set of reader threads, each with its own
@@ -420,7 +421,7 @@ pub(crate) fn cursor(conn: &Connection, source: &str) -> CatalogResult<Option<Cu
                 source: source.to_string(),
                 endpoint: r.get(0)?,
                 cursor: r.get(1)?,
-                event_time_us: r.get(2)?,
+                event_time: r.get::<_, Option<i64>>(2)?.map(UnixMicros),
             })
         })
         .optional()?)
@@ -436,10 +437,10 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
         .transpose()
 }
 
-pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<i64>> {
+pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<UnixMillis>> {
     Ok(conn
         .prepare_cached("SELECT heartbeat_ms FROM indexer_state WHERE id = 1")?
-        .query_row([], |r| r.get(0))
+        .query_row([], |r| r.get(0).map(UnixMillis))
         .optional()?)
 }
 

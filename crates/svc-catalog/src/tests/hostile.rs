@@ -143,7 +143,7 @@ pub async fn a_refused_change_is_skipped_and_its_neighbours_applied(fresh: Fresh
         source: "test".into(),
         endpoint: "wss://example.test".into(),
         cursor: "42".into(),
-        event_time_us: None,
+        event_time: None,
     };
     // Two batches queued together share a commit: the refusal in the first holds back
     // neither its neighbours nor the second batch, nor its cursor.

@@ -8,6 +8,7 @@ use crate::sqlite::SqliteCatalog;
 use crate::{Catalog, Change, Upsert};
 use serde_json::{Value, json};
 use svc_spec::QuerySet;
+use svc_syntax::{AtUri, Did, Tid};
 
 pub(crate) struct Fresh {
     pub catalog: Box<dyn Catalog>,
@@ -79,40 +80,41 @@ pub(crate) fn sqlite() -> Fresh {
 
 pub(crate) fn upsert(uri: &str, rev: &str, record: Value) -> Change {
     let queries = QuerySet::embedded();
-    let collection = uri
-        .split('/')
-        .nth(3)
-        .expect("uri with collection")
-        .to_string();
-    let author = uri
-        .split('/')
-        .nth(2)
-        .expect("uri with authority")
-        .to_string();
+    let uri = AtUri::new(uri).expect("a record's uri");
+    let (author, collection, _) = uri.record_parts().expect("a record's uri");
     let mut record = record;
-    record["$type"] = json!(collection);
+    record["$type"] = json!(collection.as_str());
     let keys = queries.index_keys(&collection, &svc_spec::Json::from_value(&record));
     Change::Upsert(Upsert {
         keys,
-        uri: uri.to_string(),
+        uri,
         collection,
         author,
-        rev: rev.to_string(),
+        rev: tid(rev),
         cid: None,
         record_json: record.to_string(),
     })
 }
 
 pub(crate) fn delete(uri: &str, rev: &str) -> Change {
+    let uri = AtUri::new(uri).expect("a record's uri");
+    let (_, collection, _) = uri.record_parts().expect("a record's uri");
     Change::Delete {
-        uri: uri.to_string(),
-        collection: uri
-            .split('/')
-            .nth(3)
-            .expect("uri with collection")
-            .to_string(),
-        rev: rev.to_string(),
+        uri,
+        collection,
+        rev: tid(rev),
     }
+}
+
+/// A revision from the start of one (`3a`, `3b`...), padded with the TID alphabet's first
+/// character, so that revisions order as their starts do.
+pub(crate) fn tid(start: &str) -> Tid {
+    Tid::new(format!("{start:2<13}")).expect("a TID's start")
+}
+
+/// A DID for a test account.
+pub(crate) fn did(text: &str) -> Did {
+    Did::new(text).expect("a DID")
 }
 
 /// Runs every suite test against each backend.

@@ -1,4 +1,4 @@
-use super::{Fresh, delete, upsert};
+use super::{Fresh, delete, did, tid, upsert};
 use crate::{
     AccountStatus, ApplyReport, Change, CursorPosition, ItemRef, Page, PageRequest, PageWriter,
     write_page,
@@ -120,7 +120,7 @@ pub async fn upsert_list_and_count(fresh: Fresh) {
     );
     let item = fresh.catalog.get(a.to_string()).await.unwrap().unwrap();
     assert_eq!(item.author, "did:plc:a");
-    assert_eq!(item.rev, "3a");
+    assert_eq!(item.rev, tid("3a").as_str());
     let stored: serde_json::Value = serde_json::from_str(&item.record_json).unwrap();
     assert_eq!(stored["$type"], "dev.svc.bounty");
 }
@@ -311,7 +311,7 @@ pub async fn cursor_is_stored_with_records(fresh: Fresh) {
         source: "firehose".into(),
         endpoint: "wss://example.test/subscribe".into(),
         cursor: "1700000000000000".into(),
-        event_time_us: Some(1_700_000_000_000_000),
+        event_time: Some(svc_syntax::UnixMicros(1_700_000_000_000_000)),
     };
     fresh
         .catalog
@@ -397,7 +397,7 @@ pub async fn bulk_loads_only_into_an_empty_catalog(fresh: Fresh) {
         source: "import:x".into(),
         endpoint: "e".into(),
         cursor: "9".into(),
-        event_time_us: None,
+        event_time: None,
     };
     let report = fresh
         .catalog
@@ -510,7 +510,7 @@ pub async fn records_loaded_in_bulk_change_like_any_other(fresh: Fresh) {
     };
     fresh
         .catalog
-        .set_account("did:plc:h".into(), status(true))
+        .set_account(did("did:plc:h"), status(true))
         .await
         .unwrap();
     assert_eq!(by_requester(&fresh, "did:plc:r").await, vec![b2.clone()]);
@@ -520,7 +520,7 @@ pub async fn records_loaded_in_bulk_change_like_any_other(fresh: Fresh) {
     );
     fresh
         .catalog
-        .set_account("did:plc:h".into(), status(false))
+        .set_account(did("did:plc:h"), status(false))
         .await
         .unwrap();
     assert_eq!(
@@ -561,7 +561,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     fresh
         .catalog
         .set_account(
-            "did:plc:a".into(),
+            did("did:plc:a"),
             AccountStatus::Inactive("deactivated".into()),
         )
         .await
@@ -582,7 +582,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     );
     fresh
         .catalog
-        .set_account("did:plc:a".into(), AccountStatus::Active)
+        .set_account(did("did:plc:a"), AccountStatus::Active)
         .await
         .unwrap();
     assert_eq!(
@@ -596,7 +596,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     // Activating an active account changes nothing.
     fresh
         .catalog
-        .set_account("did:plc:a".into(), AccountStatus::Active)
+        .set_account(did("did:plc:a"), AccountStatus::Active)
         .await
         .unwrap();
     assert_eq!(
@@ -605,7 +605,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     );
     fresh
         .catalog
-        .set_account("did:plc:a".into(), AccountStatus::Deleted)
+        .set_account(did("did:plc:a"), AccountStatus::Deleted)
         .await
         .unwrap();
     assert_eq!(
@@ -664,7 +664,7 @@ pub async fn no_bulk_load_while_accounts_are_inactive(fresh: Fresh) {
     fresh
         .catalog
         .set_account(
-            "did:plc:a".into(),
+            did("did:plc:a"),
             AccountStatus::Inactive("suspended".into()),
         )
         .await
@@ -749,7 +749,7 @@ pub async fn queries_redefined_or_added_between_opens_are_rebuilt(fresh: Fresh) 
     fresh
         .catalog
         .set_account(
-            "did:plc:h".into(),
+            did("did:plc:h"),
             AccountStatus::Inactive("deactivated".into()),
         )
         .await
@@ -765,7 +765,7 @@ pub async fn queries_redefined_or_added_between_opens_are_rebuilt(fresh: Fresh) 
     );
     fresh
         .catalog
-        .set_account("did:plc:h".into(), AccountStatus::Active)
+        .set_account(did("did:plc:h"), AccountStatus::Active)
         .await
         .unwrap();
     assert_eq!(

@@ -6,14 +6,15 @@ use crate::engine::{AccountWrite, Engine, Plan};
 use crate::rules::Filing;
 use crate::{AccountStatus, CatalogResult};
 use svc_spec::IndexKeys;
+use svc_syntax::Did;
 
 /// Stores an account's new status, filing its records again or taking them out as it changes.
 pub(super) fn set_account<E: Engine>(
     tx: &mut Transactions<E>,
-    did: &str,
+    did: &Did,
     status: &AccountStatus,
 ) -> CatalogResult<()> {
-    let was_inactive = tx.filing.inactive.contains(did);
+    let was_inactive = tx.filing.inactive.contains(did.as_str());
     let now_inactive = !matches!(status, AccountStatus::Active);
     tx.run(|engine, filing| {
         let mut plan = Plan::default();
@@ -39,7 +40,7 @@ pub(super) fn set_account<E: Engine>(
     if now_inactive {
         tx.filing.inactive.insert(did.to_string());
     } else {
-        tx.filing.inactive.remove(did);
+        tx.filing.inactive.remove(did.as_str());
     }
     Ok(())
 }

@@ -40,7 +40,7 @@ impl BulkLoad {
         for change in staging {
             self.staged += 1;
             if let Change::Upsert(u) = change {
-                *self.kinds.entry(u.collection.clone()).or_default() += 1;
+                *self.kinds.entry(u.collection.to_string()).or_default() += 1;
             }
         }
         Ok(())

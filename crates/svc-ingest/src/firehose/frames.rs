@@ -47,8 +47,7 @@ pub fn decode_frame(bytes: &[u8], wanted: impl Fn(&str) -> bool) -> Result<Sourc
             let active = body.get("active").and_then(Cbor::as_bool).unwrap_or(true);
             let status = account_status(active, body.get("status").and_then(Cbor::as_str));
             // The did is stored with the status, so it is checked as a commit's repo is.
-            let did = did()?;
-            svc_syntax::check_did(&did).map_err(|e| format!("account did: {e}"))?;
+            let did = svc_syntax::Did::new(did()?).map_err(|e| format!("account did: {e}"))?;
             vec![SourceEvent::Account { did, status }]
         }
         Some("#identity") => vec![SourceEvent::Identity { did: did()? }],

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change, CursorPosition};
 use svc_syntax::now_unix_micros;
 use tokio::sync::watch;
@@ -109,11 +109,7 @@ pub enum LiveError {
 
 /// A pseudo-random factor in [0.5, 1.5) for backoff jitter; no cryptographic need.
 fn jitter() -> f64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    0.5 + f64::from(nanos % 1000) / 1000.0
+    0.5 + f64::from(svc_syntax::clock_noise() % 1000) / 1000.0
 }
 
 fn connect_url(kind: SourceKind, endpoint: &str, cursor: Option<i64>, compress: bool) -> String {
@@ -625,7 +621,7 @@ impl Session<'_> {
             source: LIVE_SOURCE.to_string(),
             endpoint: self.source.endpoint.to_string(),
             cursor: cursor.to_string(),
-            event_time_us,
+            event_time: event_time_us.map(svc_syntax::UnixMicros),
         }
     }
 
@@ -812,7 +808,7 @@ mod tests {
             source: LIVE_SOURCE.into(),
             endpoint: "ws://host/subscribe".into(),
             cursor: cursor.into(),
-            event_time_us: None,
+            event_time: None,
         };
         let resume = |kind, cursor: &str| {
             resume_from(Some(&stored(cursor)), kind, "ws://host/subscribe", false)

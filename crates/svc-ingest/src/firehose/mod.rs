@@ -19,7 +19,7 @@ use svc_catalog::AccountStatus;
 pub enum SourceEvent {
     Commit(CommitEvent),
     Account {
-        did: String,
+        did: svc_syntax::Did,
         status: AccountStatus,
     },
     Identity {

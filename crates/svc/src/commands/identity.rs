@@ -4,14 +4,15 @@
 use super::{UsageError, http, plc_url, print_json};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use svc_atproto::{FetchedRecord, Resolver, Xrpc};
+use svc_atproto::{FetchedRecord, Located, Resolver, Xrpc};
+use svc_syntax::{AtUri, Did, Handle};
 
 pub async fn resolve(did: &str) -> anyhow::Result<()> {
-    if svc_syntax::check_did(did).is_err() {
+    let Ok(did) = Did::new(did) else {
         return Err(UsageError(format!("{did} is not a DID (did:plc:... or did:web:...)")).into());
-    }
+    };
     let resolver = Resolver::new(http()?, &plc_url());
-    print_json(&resolver.resolve_did(did).await?)
+    print_json(&resolver.resolve_did(&did).await?)
 }
 
 /// Fetches records by at-uri from their authors' PDSes (`$SVC_PLC_URL` resolves DIDs), or
@@ -20,7 +21,7 @@ pub struct RecordFetcher {
     resolver: Resolver,
     xrpc: Xrpc,
     pds: Option<String>,
-    located: RefCell<HashMap<String, (String, String)>>,
+    located: RefCell<HashMap<String, Located>>,
 }
 
 impl RecordFetcher {
@@ -39,16 +40,22 @@ impl RecordFetcher {
     }
 
     /// The DID and PDS of an at-uri's authority.
-    async fn locate(&self, authority: &str) -> anyhow::Result<(String, String)> {
+    async fn locate(&self, authority: &str) -> anyhow::Result<Located> {
         if let Some(found) = self.located.borrow().get(authority).cloned() {
             return Ok(found);
         }
         let found = match &self.pds {
-            Some(pds) if authority.starts_with("did:") => (authority.to_string(), pds.clone()),
-            Some(pds) => (
-                self.resolver.resolve_handle(authority, Some(pds)).await?,
-                pds.clone(),
-            ),
+            Some(pds) => Located {
+                did: match Did::new(authority) {
+                    Ok(did) => did,
+                    Err(_) => {
+                        let handle = Handle::new(authority)
+                            .map_err(|e| UsageError(format!("{authority}: {e}")))?;
+                        self.resolver.resolve_handle(&handle, Some(pds)).await?
+                    }
+                },
+                pds: pds.clone(),
+            },
             None => self.resolver.locate(authority).await?,
         };
         self.located
@@ -59,19 +66,17 @@ impl RecordFetcher {
 
     /// The record at an at-uri: its uri, CID and value.
     pub async fn fetch(&self, uri: &str) -> anyhow::Result<FetchedRecord> {
-        let parsed =
-            svc_syntax::check_at_uri(uri).map_err(|e| UsageError(format!("{uri}: {e}")))?;
-        let (Some(collection), Some(rkey)) = (parsed.collection, parsed.rkey) else {
+        let parsed = AtUri::new(uri).map_err(|e| UsageError(format!("{uri}: {e}")))?;
+        let (Some(collection), Some(rkey)) = (parsed.collection(), parsed.rkey()) else {
             return Err(UsageError(format!(
                 "{uri}: a record's at-uri has a collection and a record key"
             ))
             .into());
         };
-        let (did, service) = self.locate(parsed.authority).await?;
-        Ok(self
-            .xrpc
-            .get_record(&service, &did, collection, rkey)
-            .await?)
+        // Checked as parts of the at-uri already.
+        let (collection, rkey) = (collection.parse()?, rkey.parse()?);
+        let Located { did, pds } = self.locate(parsed.authority()).await?;
+        Ok(self.xrpc.get_record(&pds, &did, &collection, &rkey).await?)
     }
 }
 

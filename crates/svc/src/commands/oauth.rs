@@ -4,7 +4,7 @@
 use super::{UsageError, http, plc_url, print_json};
 use anyhow::Context;
 use std::io::IsTerminal;
-use svc_atproto::{Resolver, Session, SessionStore, Xrpc};
+use svc_atproto::{Login, Resolver, Session, SessionStore, Xrpc};
 
 fn app_password(flag: Option<String>) -> anyhow::Result<String> {
     if let Some(password) = flag.filter(|p| !p.is_empty()) {
@@ -132,18 +132,27 @@ pub async fn login(
             url
         }
         None => {
-            let (did, pds) = Resolver::new(http.clone(), &plc_url())
+            let located = Resolver::new(http.clone(), &plc_url())
                 .locate(identifier)
                 .await?;
             if let Asked::Handle(handle) = asked {
-                asked = Asked::Resolved { handle, did };
+                asked = Asked::Resolved {
+                    handle,
+                    did: located.did.into(),
+                };
             }
-            pds
+            located.pds
         }
     };
     let pds = pds.trim_end_matches('/').to_string();
     let tokens = Xrpc::new(http)
-        .create_session(&pds, identifier, &password)
+        .create_session(
+            &pds,
+            Login {
+                identifier,
+                password: &password,
+            },
+        )
         .await
         .map_err(|e| match e.xrpc_error() {
             Some(_) => anyhow::anyhow!("login failed: {e}"),

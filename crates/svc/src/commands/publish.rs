@@ -26,11 +26,8 @@ pub async fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     let collection = collection_of(&args.kind)?;
     let record = prepare(&collection, read_record(&args.record)?)?;
     let rkey = match &args.rkey {
-        Some(rkey) => {
-            svc_syntax::check_record_key(rkey)
-                .map_err(|e| UsageError(format!("--rkey {rkey}: {e}")))?;
-            rkey.clone()
-        }
+        Some(rkey) => svc_syntax::RecordKey::new(rkey.as_str())
+            .map_err(|e| UsageError(format!("--rkey {rkey}: {e}")))?,
         None => new_rkey(),
     };
     let store = SessionStore::from_env();

@@ -7,14 +7,17 @@ use anyhow::Context;
 use serde_json::Value;
 use svc_atproto::{AtprotoError, CreatedRecord, Session, SessionStore, Xrpc};
 use svc_lexicon::Lexicons;
+use svc_syntax::{Nsid, RecordKey};
 
 /// `bounty`, `dev.svc.bounty` and (for vocabularies) `vocabulary` name the same kind.
-pub fn collection_of(kind: &str) -> Result<String, UsageError> {
+pub fn collection_of(kind: &str) -> Result<Nsid, UsageError> {
     let lexicons = Lexicons::embedded();
     let name = kind.strip_prefix("dev.svc.").unwrap_or(kind);
     let name = if name == "vocabulary" { "vocab" } else { name };
     let nsid = format!("dev.svc.{name}");
-    if lexicons.is_record_collection(&nsid) {
+    if lexicons.is_record_collection(&nsid)
+        && let Ok(nsid) = Nsid::new(nsid)
+    {
         return Ok(nsid);
     }
     let known: Vec<&str> = lexicons
@@ -59,60 +62,39 @@ pub fn session_for(store: &SessionStore, did: Option<&str>) -> anyhow::Result<Se
 
 /// A TID clock id that differs between processes.
 fn clock_id() -> u16 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    ((nanos ^ std::process::id()) & 0x3ff) as u16
+    ((svc_syntax::clock_noise() ^ std::process::id()) & 0x3ff) as u16
 }
 
 /// A new record key: a TID, with a clock id that differs between processes.
-pub fn new_rkey() -> String {
-    svc_syntax::TidGenerator::new(clock_id()).next_tid()
+pub fn new_rkey() -> RecordKey {
+    let tid = svc_syntax::TidGenerator::new(clock_id()).next_tid();
+    RecordKey::new(tid).expect("a TID is a record key")
 }
 
 /// Publishes a prepared record into the session's repository.
 pub async fn create(
     store: &SessionStore,
     mut session: Session,
-    collection: &str,
-    rkey: &str,
+    collection: &Nsid,
+    rkey: &RecordKey,
     record: &Value,
 ) -> anyhow::Result<CreatedRecord> {
     let xrpc = Xrpc::new(super::http()?);
-    match create_as(&xrpc, &session, collection, rkey, record).await {
+    match xrpc.create_record(&session, collection, rkey, record).await {
         // An expired (or otherwise refused) access token: refresh once, store, retry.
         Err(AtprotoError::Xrpc { error, .. })
             if error == "ExpiredToken" || error == "InvalidToken" =>
         {
             let tokens = xrpc
-                .refresh_session(&session.pds_url, &session.refresh_jwt)
+                .refresh_session(&session)
                 .await
                 .context("refreshing the session")?;
             session.access_jwt = tokens.access_jwt;
             session.refresh_jwt = tokens.refresh_jwt;
             store.save(&session)?;
-            create_as(&xrpc, &session, collection, rkey, record).await
+            xrpc.create_record(&session, collection, rkey, record).await
         }
         other => other,
     }
     .map_err(|e| anyhow::anyhow!("the PDS refused the record: {e}"))
-}
-
-async fn create_as(
-    xrpc: &Xrpc,
-    session: &Session,
-    collection: &str,
-    rkey: &str,
-    record: &Value,
-) -> svc_atproto::AtprotoResult<CreatedRecord> {
-    xrpc.create_record(
-        &session.pds_url,
-        &session.access_jwt,
-        &session.did,
-        collection,
-        rkey,
-        record,
-    )
-    .await
 }

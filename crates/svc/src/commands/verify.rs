@@ -20,7 +20,8 @@ use svc_verify::{
 
 const LENS_COLLECTION: &str = "dev.panproto.schema.lens";
 const VERIFICATION: &str = "dev.svc.verification";
-const COERCION_METHOD: &str = "dev.panproto.translate.verifyCoercionLaws";
+const COERCION_METHOD: svc_atproto::Method =
+    svc_atproto::Method("dev.panproto.translate.verifyCoercionLaws");
 
 /// What a runner concluded, and what stderr should say about it.
 struct Verdict {
@@ -148,7 +149,8 @@ async fn report(
     if args.publish {
         let store = SessionStore::from_env();
         let session = session_for(&store, Some(verifier))?;
-        let created = create(&store, session, VERIFICATION, &new_rkey(), &record).await?;
+        let collection = svc_syntax::Nsid::new(VERIFICATION)?;
+        let created = create(&store, session, &collection, &new_rkey(), &record).await?;
         eprintln!("{}", serde_json::to_string(&created)?);
     }
     Ok(if verdict.result == "holds" {
