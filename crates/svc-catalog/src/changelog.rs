@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use svc_spec::IndexKeys;
+use svc_syntax::UnixMillis;
 
 /// Entries kept at least this long, so that a follower that was briefly away catches up
 /// entry by entry instead of dropping its whole cache.
@@ -63,16 +64,32 @@ pub struct LogRow {
 }
 
 impl LogRow {
-    pub fn of(seq: i64, at_ms: i64, entry: &LogEntry<'_>, ids: &QueryIds) -> LogRow {
+    pub fn of(seq: i64, at: UnixMillis, entry: &LogEntry<'_>, ids: &QueryIds) -> LogRow {
         LogRow {
             seq,
-            at_ms,
+            at_ms: at.0,
             keys: ids.encode(entry.keys),
             uris: serde_json::to_string(&entry.uris).unwrap_or_else(|_| "[]".into()),
             kinds: entry.kinds,
             everything: entry.everything,
         }
     }
+}
+
+/// The change log's statements, the same in both engines' dialects (SQLite reads `$1` as its
+/// first parameter, as PostgreSQL does).
+pub(crate) mod sql {
+    pub const APPEND: &str = "INSERT INTO change_log (seq, at_ms, keys, uris, kinds, everything) \
+         VALUES ($1, $2, $3, $4, $5, $6)";
+    pub const LAST: &str = "SELECT coalesce(max(seq), 0) FROM change_log";
+    pub const AFTER: &str = "SELECT seq, at_ms, keys, uris, kinds, everything FROM change_log \
+         WHERE seq > $1 ORDER BY seq LIMIT $2";
+    /// Keeps the last entry (it numbers the next), and the others while they are young and few.
+    pub const TRIM: &str = "DELETE FROM change_log WHERE seq < (SELECT max(seq) FROM change_log) \
+         AND (at_ms < $1 OR seq <= (SELECT max(seq) FROM change_log) - $2)";
+    pub const BEAT: &str = "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, $1) \
+         ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms";
+    pub const HEARTBEAT: &str = "SELECT heartbeat_ms FROM indexer_state WHERE id = 1";
 }
 
 /// How often a follower reads the log when nothing woke it.

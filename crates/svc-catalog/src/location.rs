@@ -153,17 +153,26 @@ pub(crate) fn read_pgpass(path: &Path) -> Pgpass {
     }
 }
 
+/// What a `.pgpass` line is matched against: the connection's own fields.
+#[derive(Clone, Copy)]
+pub(crate) struct PgpassFields<'a> {
+    pub host: &'a str,
+    pub port: &'a str,
+    pub database: &'a str,
+    pub user: &'a str,
+}
+
 /// The password a `.pgpass` file's text gives one connection: the first line whose
 /// `hostname:port:database:username` fields match (`*` matches anything; `\:` and `\\` stand
 /// for `:` and `\`), as libpq reads it. Lines starting with `#` are comments. An empty
 /// password is none.
-pub(crate) fn pgpass_password(
-    text: &str,
-    host: &str,
-    port: &str,
-    database: &str,
-    user: &str,
-) -> Option<String> {
+pub(crate) fn pgpass_password(text: &str, connection: &PgpassFields<'_>) -> Option<String> {
+    let PgpassFields {
+        host,
+        port,
+        database,
+        user,
+    } = *connection;
     'lines: for line in text.lines() {
         if line.is_empty() || line.starts_with('#') {
             continue;
@@ -390,8 +399,15 @@ db.example:*:catalog:*:any-port-and-user
 
 other:5432:svc:svc:other-host
 ";
-        let password =
-            |host, port, database, user| pgpass_password(text, host, port, database, user);
+        let password = |host, port, database, user| {
+            let fields = PgpassFields {
+                host,
+                port,
+                database,
+                user,
+            };
+            pgpass_password(text, &fields)
+        };
         assert_eq!(
             password("db.example", "5432", "svc", "svc").as_deref(),
             Some("first")
@@ -414,7 +430,18 @@ other:5432:svc:svc:other-host
         assert_eq!(password("db.example.org", "5432", "svc", "svc"), None);
         assert_eq!(password("DB.example", "5432", "svc", "svc"), None);
         assert_eq!(password("db.example", "5432", "svc", "sv"), None);
-        assert_eq!(pgpass_password("", "h", "1", "d", "u"), None);
+        assert_eq!(
+            pgpass_password(
+                "",
+                &PgpassFields {
+                    host: "h",
+                    port: "1",
+                    database: "d",
+                    user: "u"
+                }
+            ),
+            None
+        );
     }
 
     #[test]
@@ -428,7 +455,17 @@ h:5432:svc:trailing:ends\\
 h:5432:svc:empty:
 h:5432:svc:crlf:windows\r
 ";
-        let password = |host, user| pgpass_password(text, host, "5432", "svc", user);
+        let password = |host, user| {
+            pgpass_password(
+                text,
+                &PgpassFields {
+                    host,
+                    port: "5432",
+                    database: "svc",
+                    user,
+                },
+            )
+        };
         assert_eq!(password("/run/pg:x", "svc").as_deref(), Some("socket"));
         assert_eq!(
             password("h", "we\\ird").as_deref(),
@@ -441,14 +478,42 @@ h:5432:svc:crlf:windows\r
         assert_eq!(password("h", "crlf").as_deref(), Some("windows"));
         // A literal `*` is not a wildcard: `\*` matches only `*`.
         let starred = "\\*:5432:svc:svc:star-host\n";
-        assert_eq!(pgpass_password(starred, "h", "5432", "svc", "svc"), None);
         assert_eq!(
-            pgpass_password(starred, "*", "5432", "svc", "svc").as_deref(),
+            pgpass_password(
+                starred,
+                &PgpassFields {
+                    host: "h",
+                    port: "5432",
+                    database: "svc",
+                    user: "svc"
+                }
+            ),
+            None
+        );
+        assert_eq!(
+            pgpass_password(
+                starred,
+                &PgpassFields {
+                    host: "*",
+                    port: "5432",
+                    database: "svc",
+                    user: "svc"
+                }
+            )
+            .as_deref(),
             Some("star-host")
         );
         // Too few fields is no match.
         assert_eq!(
-            pgpass_password("h:5432:svc\n", "h", "5432", "svc", "svc"),
+            pgpass_password(
+                "h:5432:svc\n",
+                &PgpassFields {
+                    host: "h",
+                    port: "5432",
+                    database: "svc",
+                    user: "svc"
+                }
+            ),
             None
         );
     }

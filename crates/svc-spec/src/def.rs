@@ -19,10 +19,32 @@ pub struct ParamDef {
     pub param_type: ParamType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<Vec<String>>,
+    /// A list of values the service keeps, in place of `values`.
+    #[serde(default, skip_serializing)]
+    pub values_of: Option<ValueList>,
     #[serde(default)]
     pub required: bool,
     #[serde(default)]
     pub description: String,
+}
+
+/// A list of values kept in one place in the service, which a parameter may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ValueList {
+    /// The kinds of [`crate::VERIFICATION_KINDS`].
+    VerificationKinds,
+}
+
+impl ValueList {
+    pub fn values(self) -> Vec<String> {
+        match self {
+            ValueList::VerificationKinds => crate::VERIFICATION_KINDS
+                .iter()
+                .map(|(kind, _)| kind.to_string())
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,8 +2,9 @@
 //! files records under; and the set of indexes a catalog keeps.
 
 use crate::def::{ConditionDef, IndexDef, IndexParam};
-use crate::keys::{self, KEY_FORMAT, encode_key};
+use crate::keys::{self, KEY_FORMAT, encode_key, fold, keys_of_tuples};
 use crate::{IndexKeys, Json, JsonPath, QueryId, SpecError};
+use std::borrow::Cow;
 
 #[derive(Debug, Clone)]
 pub(crate) enum Bound {
@@ -172,59 +173,32 @@ fn compile_filter(def: &IndexDef) -> Result<(Vec<Condition>, Vec<usize>), String
     let mut conditions = Vec::new();
     let mut param_conditions = vec![usize::MAX; def.params.len()];
     for condition in &def.filter {
-        let (path, param, value, fold_case) = match condition {
-            ConditionDef::Eq { path, param, value }
-            | ConditionDef::Contains { path, param, value } => {
-                (JsonPath::parse(path)?, param, value, false)
+        let (path, test) = match compile_condition(condition)? {
+            Compiled::Unbound(condition) => {
+                conditions.push(condition);
+                continue;
             }
-            ConditionDef::EqAsciiCi { path, param, value } => {
-                (JsonPath::parse(path)?, param, value, true)
-            }
-            ConditionDef::RefUri { path, param, value } => {
-                (JsonPath::parse(path)?.child("uri"), param, value, false)
-            }
-            ConditionDef::In {
+            Compiled::Compares {
                 path,
-                values,
-                or_absent,
+                param,
+                value,
+                fold_case,
             } => {
-                let test = Test::OneOf {
-                    values: values.clone(),
-                    or_absent: *or_absent,
+                let bound = match (param, value) {
+                    (Some(name), None) => {
+                        let index = bind_param(def, name, &mut param_conditions, conditions.len())?;
+                        Bound::Param(index)
+                    }
+                    (None, Some(constant)) if fold_case => {
+                        Bound::Const(constant.to_ascii_lowercase())
+                    }
+                    (None, Some(constant)) => Bound::Const(constant.clone()),
+                    _ => return Err("a condition takes exactly one of param and value".into()),
                 };
-                conditions.push(Condition {
-                    path: JsonPath::parse(path)?,
-                    test,
-                });
-                continue;
-            }
-            ConditionDef::Present { path } => {
-                conditions.push(Condition {
-                    path: JsonPath::parse(path)?,
-                    test: Test::Present,
-                });
-                continue;
+                (path, Test::Equals { bound, fold_case })
             }
         };
-        let bound = match (param, value) {
-            (Some(name), None) => {
-                let Some(index) = def.params.iter().position(|p| &p.name == name) else {
-                    return Err(format!("filter uses undeclared parameter {name}"));
-                };
-                if param_conditions[index] != usize::MAX {
-                    return Err(format!("parameter {name} is used by two conditions"));
-                }
-                param_conditions[index] = conditions.len();
-                Bound::Param(index)
-            }
-            (None, Some(constant)) if fold_case => Bound::Const(constant.to_ascii_lowercase()),
-            (None, Some(constant)) => Bound::Const(constant.clone()),
-            _ => return Err("a condition takes exactly one of param and value".into()),
-        };
-        conditions.push(Condition {
-            path,
-            test: Test::Equals { bound, fold_case },
-        });
+        conditions.push(Condition { path, test });
     }
     if let Some(unused) = param_conditions.iter().position(|c| *c == usize::MAX) {
         return Err(format!(
@@ -235,10 +209,156 @@ fn compile_filter(def: &IndexDef) -> Result<(Vec<Condition>, Vec<usize>), String
     Ok((conditions, param_conditions))
 }
 
+/// A condition as declared: one that compares with a parameter or a constant, or one that
+/// binds nothing.
+enum Compiled<'d> {
+    Compares {
+        path: JsonPath,
+        param: &'d Option<String>,
+        value: &'d Option<String>,
+        fold_case: bool,
+    },
+    Unbound(Condition),
+}
+
+fn compile_condition(condition: &ConditionDef) -> Result<Compiled<'_>, String> {
+    let compares = |path: JsonPath, param, value, fold_case| Compiled::Compares {
+        path,
+        param,
+        value,
+        fold_case,
+    };
+    Ok(match condition {
+        ConditionDef::Eq { path, param, value } | ConditionDef::Contains { path, param, value } => {
+            compares(JsonPath::parse(path)?, param, value, false)
+        }
+        ConditionDef::EqAsciiCi { path, param, value } => {
+            compares(JsonPath::parse(path)?, param, value, true)
+        }
+        ConditionDef::RefUri { path, param, value } => {
+            compares(JsonPath::parse(path)?.child("uri"), param, value, false)
+        }
+        ConditionDef::In {
+            path,
+            values,
+            or_absent,
+        } => Compiled::Unbound(Condition {
+            path: JsonPath::parse(path)?,
+            test: Test::OneOf {
+                values: values.clone(),
+                or_absent: *or_absent,
+            },
+        }),
+        ConditionDef::Present { path } => Compiled::Unbound(Condition {
+            path: JsonPath::parse(path)?,
+            test: Test::Present,
+        }),
+    })
+}
+
+/// Records that the parameter `name` is bound by condition `at`; its position.
+fn bind_param(
+    def: &IndexDef,
+    name: &str,
+    param_conditions: &mut [usize],
+    at: usize,
+) -> Result<usize, String> {
+    let Some(index) = def.params.iter().position(|p| p.name == name) else {
+        return Err(format!("filter uses undeclared parameter {name}"));
+    };
+    if param_conditions[index] != usize::MAX {
+        return Err(format!("parameter {name} is used by two conditions"));
+    }
+    param_conditions[index] = at;
+    Ok(index)
+}
+
 /// Strings at a path, for key extraction and evaluation.
 pub(crate) fn strings_at<'v>(
     path: &JsonPath,
     record: &'v Json<'v>,
 ) -> impl Iterator<Item = &'v str> {
     path.values(record).into_iter().filter_map(Json::as_str)
+}
+
+fn guard_holds(condition: &Condition, record: &Json) -> bool {
+    match &condition.test {
+        Test::Equals {
+            bound: Bound::Const(constant),
+            fold_case,
+        } => strings_at(&condition.path, record).any(|s| fold(s, *fold_case) == *constant),
+        Test::Equals {
+            bound: Bound::Param(_),
+            ..
+        } => true,
+        Test::OneOf { values, or_absent } => {
+            let found = condition.path.values(record);
+            if found.is_empty() {
+                *or_absent
+            } else {
+                found
+                    .iter()
+                    .filter_map(|v| v.as_str())
+                    .any(|s| values.iter().any(|v| v == s))
+            }
+        }
+        Test::Present => condition.path.values(record).iter().any(|v| match v {
+            Json::Null => false,
+            Json::String(s) => !s.is_empty(),
+            Json::Object(map) => !map.is_empty(),
+            Json::Array(elements) => !elements.is_empty(),
+            _ => true,
+        }),
+    }
+}
+
+impl Index {
+    /// The keys under which `record` (of this query's kind) matches, sorted and distinct.
+    pub fn index_keys(&self, record: &Json) -> Vec<String> {
+        if !self.conditions.iter().all(|c| guard_holds(c, record)) {
+            return Vec::new();
+        }
+        let mut choices: Vec<Vec<Option<Cow<str>>>> = Vec::with_capacity(self.params().len());
+        for (index, (param, &condition)) in
+            self.params().iter().zip(&self.param_conditions).enumerate()
+        {
+            let condition = &self.conditions[condition];
+            let fold_case = self.folds_case(index);
+            let mut values: Vec<Option<Cow<str>>> = strings_at(&condition.path, record)
+                .map(|s| Some(fold(s, fold_case)))
+                .collect();
+            values.sort();
+            values.dedup();
+            if !param.required {
+                values.insert(0, None);
+            }
+            if values.is_empty() {
+                return Vec::new();
+            }
+            choices.push(values);
+        }
+        let mut keys = keys_of_tuples(&choices);
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Evaluates the filter on one record directly, with bound parameter values.
+    pub fn matches(&self, record: &Json, args: &[Option<&str>]) -> bool {
+        self.conditions
+            .iter()
+            .all(|condition| match &condition.test {
+                Test::Equals {
+                    bound: Bound::Param(i),
+                    fold_case,
+                } => match args.get(*i).copied().flatten() {
+                    None => true,
+                    Some(wanted) => {
+                        let wanted = fold(wanted, *fold_case);
+                        strings_at(&condition.path, record).any(|s| fold(s, *fold_case) == wanted)
+                    }
+                },
+                _ => guard_holds(condition, record),
+            })
+    }
 }

@@ -2,9 +2,7 @@
 //! matches; a request looks its bound parameters up as one key. `matches` is the same filter
 //! evaluated directly, the reference the index is tested against.
 
-use crate::index::{Bound, Condition, Index, Test, strings_at};
 use std::borrow::Cow;
-use svc_json::Json;
 
 /// More keys than this from one record for one query means a pathological record (the
 /// lexicons bound every array well below it); its extra keys are not indexed.
@@ -92,7 +90,7 @@ pub(crate) fn fold(value: &str, fold_case: bool) -> Cow<'_, str> {
 
 /// The key of every tuple of one value per parameter (the last parameter's turning fastest),
 /// the first `MAX_KEYS_PER_RECORD` of them; no parameters: one empty tuple, whose key is "".
-fn keys_of_tuples(choices: &[Vec<Option<Cow<str>>>]) -> Vec<String> {
+pub(crate) fn keys_of_tuples(choices: &[Vec<Option<Cow<str>>>]) -> Vec<String> {
     let mut keys = Vec::new();
     let mut chosen = vec![0; choices.len()];
     let mut tuple: Vec<Option<&str>> = Vec::with_capacity(choices.len());
@@ -115,86 +113,4 @@ fn keys_of_tuples(choices: &[Vec<Option<Cow<str>>>]) -> Vec<String> {
         chosen[turned + 1..].fill(0);
     }
     keys
-}
-
-fn guard_holds(condition: &Condition, record: &Json) -> bool {
-    match &condition.test {
-        Test::Equals {
-            bound: Bound::Const(constant),
-            fold_case,
-        } => strings_at(&condition.path, record).any(|s| fold(s, *fold_case) == *constant),
-        Test::Equals {
-            bound: Bound::Param(_),
-            ..
-        } => true,
-        Test::OneOf { values, or_absent } => {
-            let found = condition.path.values(record);
-            if found.is_empty() {
-                *or_absent
-            } else {
-                found
-                    .iter()
-                    .filter_map(|v| v.as_str())
-                    .any(|s| values.iter().any(|v| v == s))
-            }
-        }
-        Test::Present => condition.path.values(record).iter().any(|v| match v {
-            Json::Null => false,
-            Json::String(s) => !s.is_empty(),
-            Json::Object(map) => !map.is_empty(),
-            Json::Array(elements) => !elements.is_empty(),
-            _ => true,
-        }),
-    }
-}
-
-impl Index {
-    /// The keys under which `record` (of this query's kind) matches, sorted and distinct.
-    pub fn index_keys(&self, record: &Json) -> Vec<String> {
-        if !self.conditions.iter().all(|c| guard_holds(c, record)) {
-            return Vec::new();
-        }
-        let mut choices: Vec<Vec<Option<Cow<str>>>> = Vec::with_capacity(self.params().len());
-        for (index, (param, &condition)) in
-            self.params().iter().zip(&self.param_conditions).enumerate()
-        {
-            let condition = &self.conditions[condition];
-            let fold_case = self.folds_case(index);
-            let mut values: Vec<Option<Cow<str>>> = strings_at(&condition.path, record)
-                .map(|s| Some(fold(s, fold_case)))
-                .collect();
-            values.sort();
-            values.dedup();
-            if !param.required {
-                values.insert(0, None);
-            }
-            if values.is_empty() {
-                return Vec::new();
-            }
-            choices.push(values);
-        }
-        let mut keys = keys_of_tuples(&choices);
-        keys.sort();
-        keys.dedup();
-        keys
-    }
-
-    /// Evaluates the filter on one record directly, with bound parameter values.
-    pub fn matches(&self, record: &Json, args: &[Option<&str>]) -> bool {
-        self.conditions
-            .iter()
-            .all(|condition| match &condition.test {
-                Test::Equals {
-                    bound: Bound::Param(i),
-                    fold_case,
-                } => match args.get(*i).copied().flatten() {
-                    None => true,
-                    Some(wanted) => {
-                        let wanted = fold(wanted, *fold_case);
-                        strings_at(&condition.path, record).any(|s| fold(s, *fold_case) == wanted)
-                    }
-                },
-                _ => guard_holds(condition, record),
-            })
-    }
 }

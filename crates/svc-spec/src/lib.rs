@@ -9,7 +9,9 @@ mod keys;
 mod path;
 mod query;
 
-pub use def::{CliDef, ConditionDef, IndexDef, IndexParam, ParamDef, ParamType, QueryDef};
+pub use def::{
+    CliDef, ConditionDef, IndexDef, IndexParam, ParamDef, ParamType, QueryDef, ValueList,
+};
 pub use index::{Index, IndexSet};
 pub use keys::encode_key;
 pub use path::JsonPath;
@@ -91,16 +93,23 @@ pub fn check_at_uri_parameter(value: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// The verification kinds `svc verify` runs.
+pub const ROUNDTRIP_TEST: &str = "roundtrip-test";
+pub const PROPERTY_TEST: &str = "property-test";
+pub const STATIC_CHECK: &str = "static-check";
+pub const COERCION_LAW: &str = "coercion-law";
+
 /// Each verification kind and the `lensProperty` variant that evidences it: what a
-/// verification of that kind carries as `property`, and what sufficiency looks for.
+/// verification of that kind carries as `property`, and what sufficiency looks for. The
+/// specification's `"values_of": "verification-kinds"` lists these kinds.
 pub const VERIFICATION_KINDS: &[(&str, &str)] = &[
-    ("roundtrip-test", "dev.svc.defs#lpRoundtrip"),
-    ("property-test", "dev.svc.defs#lpGenerator"),
+    (ROUNDTRIP_TEST, "dev.svc.defs#lpRoundtrip"),
+    (PROPERTY_TEST, "dev.svc.defs#lpGenerator"),
     ("formal-proof", "dev.svc.defs#lpTheorem"),
     ("conformance-test", "dev.svc.defs#lpConformance"),
-    ("static-check", "dev.svc.defs#lpChecker"),
+    (STATIC_CHECK, "dev.svc.defs#lpChecker"),
     ("convergence-preserving", "dev.svc.defs#lpConvergence"),
-    ("coercion-law", "dev.svc.defs#lpCoercionLaw"),
+    (COERCION_LAW, "dev.svc.defs#lpCoercionLaw"),
 ];
 
 /// The `lensProperty` variant of a verification kind.

@@ -114,7 +114,9 @@ impl QuerySet {
             return Err(SpecError(format!("unsupported version {}", file.version)));
         }
         let mut queries: Vec<Query> = Vec::new();
-        for def in file.queries {
+        for mut def in file.queries {
+            name_values(&mut def)
+                .map_err(|message| SpecError(format!("query {}: {message}", def.name)))?;
             if queries.iter().any(|q| q.def.name == def.name) {
                 return Err(SpecError(format!("query {} is declared twice", def.name)));
             }
@@ -166,6 +168,22 @@ impl QuerySet {
     pub fn position(&self, name: &str) -> Option<usize> {
         self.queries.iter().position(|q| q.def.name == name)
     }
+}
+
+/// Fills in the values a parameter names with `values_of`.
+fn name_values(def: &mut QueryDef) -> Result<(), String> {
+    for param in &mut def.params {
+        if let Some(list) = param.values_of {
+            if param.values.is_some() {
+                return Err(format!(
+                    "parameter {} takes values or values_of, not both",
+                    param.name
+                ));
+            }
+            param.values = Some(list.values());
+        }
+    }
+    Ok(())
 }
 
 /// The query's path and parameter values, each checked on its own.

@@ -134,7 +134,7 @@ pub struct EncounterArgs {
 #[derive(Debug, Subcommand)]
 pub enum VerifyCommand {
     /// Every corpus record survives get then put (the view written as JSON and read back).
-    #[command(name = "roundtrip-test")]
+    #[command(name = svc_spec::ROUNDTRIP_TEST)]
     RoundtripTest {
         #[command(flatten)]
         lens: LensArgs,
@@ -143,7 +143,7 @@ pub enum VerifyCommand {
         corpus: Option<PathBuf>,
     },
     /// `--budget` round-trip cases, case i on corpus record i mod (corpus size).
-    #[command(name = "property-test")]
+    #[command(name = svc_spec::PROPERTY_TEST)]
     PropertyTest {
         #[command(flatten)]
         lens: LensArgs,
@@ -156,7 +156,7 @@ pub enum VerifyCommand {
     },
     /// The lens derives the published target schema, the object hashes match, and both schemas
     /// satisfy their protocol.
-    #[command(name = "static-check")]
+    #[command(name = svc_spec::STATIC_CHECK)]
     StaticCheck {
         #[command(flatten)]
         lens: LensArgs,
@@ -166,7 +166,7 @@ pub enum VerifyCommand {
         protocol: Option<PathBuf>,
     },
     /// Ask a version-control service whether the lens keeps a standard's coercion laws.
-    #[command(name = "coercion-law")]
+    #[command(name = svc_spec::COERCION_LAW)]
     CoercionLaw {
         #[command(flatten)]
         lens: LensArgs,

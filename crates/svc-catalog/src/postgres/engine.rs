@@ -5,7 +5,7 @@
 
 use super::link::{Link, connect};
 use super::storage;
-use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow};
+use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow, sql};
 use crate::engine::{
     Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
 };
@@ -567,10 +567,9 @@ impl Engine for PostgresEngine {
 
     fn log(&mut self, seq: i64, entry: &LogEntry<'_>) -> CatalogResult<()> {
         self.run(async |link| {
-            let row = LogRow::of(seq, now_ms(), entry, &link.ids);
+            let row = LogRow::of(seq, UnixMillis::now(), entry, &link.ids);
             link.execute(
-                "INSERT INTO change_log (seq, at_ms, keys, uris, kinds, everything) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                sql::APPEND,
                 &[
                     &row.seq,
                     &row.at_ms,
@@ -588,9 +587,7 @@ impl Engine for PostgresEngine {
 
     fn last_logged(&mut self) -> CatalogResult<i64> {
         self.run(async |link| {
-            let rows = link
-                .query("SELECT coalesce(max(seq), 0)::bigint FROM change_log", &[])
-                .await?;
+            let rows = link.query(sql::LAST, &[]).await?;
             Ok(rows.first().map(|r| r.get(0)).unwrap_or(0))
         })
     }
@@ -598,19 +595,10 @@ impl Engine for PostgresEngine {
     fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()> {
         let now_ms = now.0;
         self.run(async |link| {
-            link.execute(
-                "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, $1) \
-                 ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms",
-                &[&now_ms],
-            )
-            .await?;
-            link.execute(
-                "DELETE FROM change_log WHERE seq < (SELECT max(seq) FROM change_log) \
-                 AND (at_ms < $1 OR seq <= (SELECT max(seq) FROM change_log) - $2)",
-                &[&(now_ms - KEEP_FOR_MS), &KEEP_AT_MOST],
-            )
-            .await
-            .map(|_| ())
+            link.execute(sql::BEAT, &[&now_ms]).await?;
+            link.execute(sql::TRIM, &[&(now_ms - KEEP_FOR_MS), &KEEP_AT_MOST])
+                .await
+                .map(|_| ())
         })
     }
 }

@@ -12,7 +12,7 @@ mod reader;
 mod schema;
 mod staging;
 
-use crate::changelog::{LogRow, LogSource};
+use crate::changelog::{self, LogRow, LogSource};
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
@@ -157,10 +157,18 @@ fn supply_password(
         config.password(password.into_encoded_bytes());
         return PasswordSource::Environment;
     }
+    from_pgpass(config, &env)
+}
+
+/// The password of the first line of the `.pgpass` file that matches the connection.
+fn from_pgpass(
+    config: &mut tokio_postgres::Config,
+    env: &impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> PasswordSource {
     let Some(user) = config.get_user().map(str::to_string) else {
         return PasswordSource::Nowhere { ignored: None };
     };
-    let Some(path) = crate::location::pgpass_path(&env) else {
+    let Some(path) = crate::location::pgpass_path(env) else {
         return PasswordSource::Nowhere { ignored: None };
     };
     let text = match crate::location::read_pgpass(&path) {
@@ -179,6 +187,25 @@ fn supply_password(
         }
     };
     let database = config.get_dbname().unwrap_or(&user).to_string();
+    for (host, port) in &pgpass_hosts(config) {
+        if let Some(password) = crate::location::pgpass_password(
+            &text,
+            &crate::location::PgpassFields {
+                host,
+                port,
+                database: &database,
+                user: &user,
+            },
+        ) {
+            config.password(password);
+            return PasswordSource::Pgpass(path);
+        }
+    }
+    PasswordSource::Nowhere { ignored: None }
+}
+
+/// The (host, port) pairs a `.pgpass` line may name for this connection, in order.
+fn pgpass_hosts(config: &tokio_postgres::Config) -> Vec<(String, String)> {
     let ports = config.get_ports();
     let port = |i: usize| {
         let port = match ports {
@@ -206,15 +233,7 @@ fn supply_password(
     if hosts.is_empty() {
         hosts.push(("localhost".to_string(), port(0)));
     }
-    for (host, port) in &hosts {
-        if let Some(password) =
-            crate::location::pgpass_password(&text, host, port, &database, &user)
-        {
-            config.password(password);
-            return PasswordSource::Pgpass(path);
-        }
-    }
-    PasswordSource::Nowhere { ignored: None }
+    hosts
 }
 
 /// A pool of at most `size` connections, made when reads need them.
@@ -351,11 +370,7 @@ impl LogSource for PostgresLog {
     fn entries_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<LogRow>> {
         Box::pin(async move {
             let rows = self
-                .query(
-                    "SELECT seq, at_ms, keys, uris, kinds, everything FROM change_log \
-                     WHERE seq > $1 ORDER BY seq LIMIT $2",
-                    &[&seq, &(limit as i64)],
-                )
+                .query(changelog::sql::AFTER, &[&seq, &(limit as i64)])
                 .await?;
             Ok(rows
                 .iter()
@@ -373,9 +388,7 @@ impl LogSource for PostgresLog {
 
     fn last_entry(&self) -> CatalogFuture<'_, i64> {
         Box::pin(async move {
-            let rows = self
-                .query("SELECT coalesce(max(seq), 0)::bigint FROM change_log", &[])
-                .await?;
+            let rows = self.query(changelog::sql::LAST, &[]).await?;
             Ok(rows.first().map(|r| r.get(0)).unwrap_or(0))
         })
     }

@@ -226,7 +226,7 @@ pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
 pub(super) async fn indexer_heartbeat(pool: &Pool) -> CatalogResult<Option<UnixMillis>> {
     let client = connection(pool).await?;
     let row = client
-        .query_opt("SELECT heartbeat_ms FROM indexer_state WHERE id = 1", &[])
+        .query_opt(crate::changelog::sql::HEARTBEAT, &[])
         .await
         .map_err(storage)?;
     Ok(row.map(|r| UnixMillis(r.get(0))))

@@ -2,7 +2,7 @@
 //! one write connection. Index entries point at record rowids, so a read joins on integers.
 
 use super::record_row::row_values;
-use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow};
+use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow, sql};
 use crate::engine::{
     Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
 };
@@ -390,43 +390,27 @@ impl Engine for SqliteEngine {
     }
 
     fn log(&mut self, seq: i64, entry: &LogEntry<'_>) -> CatalogResult<()> {
-        let row = LogRow::of(seq, now_ms(), entry, &self.ids);
-        self.conn
-            .prepare_cached(
-                "INSERT INTO change_log (seq, at_ms, keys, uris, kinds, everything) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
-                row.seq,
-                row.at_ms,
-                row.keys,
-                row.uris,
-                row.kinds,
-                row.everything
-            ])?;
+        let row = LogRow::of(seq, UnixMillis::now(), entry, &self.ids);
+        self.conn.prepare_cached(sql::APPEND)?.execute(params![
+            row.seq,
+            row.at_ms,
+            row.keys,
+            row.uris,
+            row.kinds,
+            row.everything
+        ])?;
         Ok(())
     }
 
     fn last_logged(&mut self) -> CatalogResult<i64> {
-        Ok(self
-            .conn
-            .query_row("SELECT coalesce(max(seq), 0) FROM change_log", [], |r| {
-                r.get(0)
-            })?)
+        Ok(self.conn.query_row(sql::LAST, [], |r| r.get(0))?)
     }
 
     fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()> {
         let now_ms = now.0;
-        self.conn.execute(
-            "INSERT INTO indexer_state (id, heartbeat_ms) VALUES (1, ?1) \
-             ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms",
-            [now_ms],
-        )?;
-        self.conn.execute(
-            "DELETE FROM change_log WHERE seq < (SELECT max(seq) FROM change_log) \
-             AND (at_ms < ?1 OR seq <= (SELECT max(seq) FROM change_log) - ?2)",
-            params![now_ms - KEEP_FOR_MS, KEEP_AT_MOST],
-        )?;
+        self.conn.execute(sql::BEAT, [now_ms])?;
+        self.conn
+            .execute(sql::TRIM, params![now_ms - KEEP_FOR_MS, KEEP_AT_MOST])?;
         Ok(())
     }
 }

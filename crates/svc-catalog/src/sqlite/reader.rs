@@ -2,7 +2,7 @@
 //! order, joined to `records` by rowid; totals come from `query_counts`, never from counting.
 
 use super::page_statement::{PageStatement, Parameter, Rows};
-use crate::changelog::LogRow;
+use crate::changelog::{self, LogRow};
 use crate::{
     CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
     PageWriter,
@@ -439,16 +439,13 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
 
 pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<UnixMillis>> {
     Ok(conn
-        .prepare_cached("SELECT heartbeat_ms FROM indexer_state WHERE id = 1")?
+        .prepare_cached(changelog::sql::HEARTBEAT)?
         .query_row([], |r| r.get(0).map(UnixMillis))
         .optional()?)
 }
 
 pub(crate) fn log_after(conn: &Connection, seq: i64, limit: usize) -> CatalogResult<Vec<LogRow>> {
-    let mut statement = conn.prepare_cached(
-        "SELECT seq, at_ms, keys, uris, kinds, everything FROM change_log \
-         WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-    )?;
+    let mut statement = conn.prepare_cached(changelog::sql::AFTER)?;
     let rows = statement.query_map(params![seq, limit as i64], |r| {
         Ok(LogRow {
             seq: r.get(0)?,
@@ -463,11 +460,7 @@ pub(crate) fn log_after(conn: &Connection, seq: i64, limit: usize) -> CatalogRes
 }
 
 pub(crate) fn last_logged(conn: &Connection) -> CatalogResult<i64> {
-    Ok(
-        conn.query_row("SELECT coalesce(max(seq), 0) FROM change_log", [], |r| {
-            r.get(0)
-        })?,
-    )
+    Ok(conn.query_row(changelog::sql::LAST, [], |r| r.get(0))?)
 }
 
 #[cfg(test)]

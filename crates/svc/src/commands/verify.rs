@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use svc_atproto::{FetchedRecord, SessionStore, Xrpc};
-use svc_spec::property_of_kind;
+use svc_spec::{COERCION_LAW, PROPERTY_TEST, ROUNDTRIP_TEST, STATIC_CHECK, property_of_kind};
 use svc_verify::{
     CorpusPlace, CorpusRecord, LensBlob, Protocol, PublishedLens, Roundtrip, SchemaBlob,
     parse_corpus, resolve_protocol, static_check,
@@ -42,10 +42,10 @@ pub async fn run(command: &VerifyCommand) -> anyhow::Result<ExitCode> {
 
 fn lens_args(command: &VerifyCommand) -> (&LensArgs, &'static str) {
     match command {
-        VerifyCommand::RoundtripTest { lens, .. } => (lens, "roundtrip-test"),
-        VerifyCommand::PropertyTest { lens, .. } => (lens, "property-test"),
-        VerifyCommand::StaticCheck { lens, .. } => (lens, "static-check"),
-        VerifyCommand::CoercionLaw { lens, .. } => (lens, "coercion-law"),
+        VerifyCommand::RoundtripTest { lens, .. } => (lens, ROUNDTRIP_TEST),
+        VerifyCommand::PropertyTest { lens, .. } => (lens, PROPERTY_TEST),
+        VerifyCommand::StaticCheck { lens, .. } => (lens, STATIC_CHECK),
+        VerifyCommand::CoercionLaw { lens, .. } => (lens, COERCION_LAW),
     }
 }
 
@@ -377,7 +377,7 @@ fn static_verdict(published: &Published, supplied: Option<&Protocol>) -> anyhow:
     )?;
     Ok(Verdict {
         property: json!({
-            "$type": property_variant("static-check")?,
+            "$type": property_variant(STATIC_CHECK)?,
             "checker": "svc-verify/static-check",
             "ruleset": "derived target schema digest, objectHash, protocol validation",
             "version": env!("CARGO_PKG_VERSION"),
@@ -415,7 +415,7 @@ impl CoercionLaw<'_> {
     async fn ask(&self, vcs_url: &str, lens: &str) -> anyhow::Result<Verdict> {
         let mut input = json!({"lens": lens, "standard": self.standard});
         let mut property = json!({
-            "$type": property_variant("coercion-law")?,
+            "$type": property_variant(COERCION_LAW)?,
             "standard": self.standard,
         });
         if let Some(version) = self.version {
