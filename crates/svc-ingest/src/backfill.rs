@@ -19,7 +19,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
 use svc_atproto::{AtprotoError, Method, Resolver, Xrpc};
-use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change};
+use svc_catalog::{ApplyReport, Catalog, CatalogError, Change};
 use svc_syntax::{AtUri, Did};
 
 const SOURCE: &str = "backfill";
@@ -238,7 +238,7 @@ impl Retry {
 /// Applies a page of changes, waiting out a failing catalog (a full disk) for as long as it
 /// fails: the changes carry no cursor, so applying them again is harmless.
 async fn apply_until_written(
-    catalog: &dyn CatalogWrite,
+    catalog: &dyn Catalog,
     ingestor: &Ingestor,
     changes: Vec<Change>,
 ) -> ApplyReport {
@@ -279,19 +279,14 @@ fn lacks_method(error: &AtprotoError) -> bool {
 /// Backfills every family collection of every active repository of the server at `url`.
 /// `progress(done, total)` follows the repositories.
 pub async fn run_backfill(
-    catalog: &dyn CatalogWrite,
+    catalog: &dyn Catalog,
     ingestor: &Ingestor,
     url: &str,
     plc_url: &str,
     collections: &[String],
     progress: impl Fn(u64, u64),
 ) -> Result<BackfillSummary, BackfillError> {
-    let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)?;
-    let resolver = Resolver::new(http.clone(), plc_url);
-    let client = Client {
-        xrpc: Xrpc::new(http),
-        base: url.trim_end_matches('/').to_string(),
-    };
+    let (resolver, client) = clients(url, plc_url)?;
     let skips = ingestor.writes().backfill_skips();
     skips.clear();
     let repos = list_repositories(&client, collections).await?;
@@ -307,19 +302,7 @@ pub async fn run_backfill(
     };
     let mut peers = PeerFailures::default();
     for (done, (did, rev)) in repos.iter().enumerate() {
-        // Records are read from the repository's own PDS (a relay lists repositories but does
-        // not serve their records); the given server when the DID document cannot be read.
-        let own = match own_pds(&resolver, &mut peers, did, plc_url).await {
-            Ok(host) => Some(client.at(host)),
-            Err(error) => {
-                tracing::warn!(
-                    %did,
-                    "backfill: no PDS from the DID document ({error}); asking {}",
-                    client.base
-                );
-                None
-            }
-        };
+        let own = own_client(&resolver, &mut peers, &client, did, plc_url).await;
         let peer = own.as_ref().unwrap_or(&client);
         let outcome = match peers.given_up(&peer.base) {
             Some(error) => Err(error),
@@ -348,6 +331,40 @@ pub async fn run_backfill(
         tracing::warn!("backfill: {skipped} (each logged above with its reason)");
     }
     Ok(summary)
+}
+
+/// The DID resolver, and the client of the server at `url`.
+fn clients(url: &str, plc_url: &str) -> Result<(Resolver, Client), BackfillError> {
+    let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)?;
+    let resolver = Resolver::new(http.clone(), plc_url);
+    let client = Client {
+        xrpc: Xrpc::new(http),
+        base: url.trim_end_matches('/').to_string(),
+    };
+    Ok((resolver, client))
+}
+
+/// A client of the repository's own PDS, or `None` to ask `client`. Records are read from the
+/// repository's own PDS (a relay lists repositories but does not serve their records); the
+/// given server when the DID document cannot be read.
+async fn own_client(
+    resolver: &Resolver,
+    peers: &mut PeerFailures,
+    client: &Client,
+    did: &Did,
+    plc_url: &str,
+) -> Option<Client> {
+    match own_pds(resolver, peers, did, plc_url).await {
+        Ok(host) => Some(client.at(host)),
+        Err(error) => {
+            tracing::warn!(
+                %did,
+                "backfill: no PDS from the DID document ({error}); asking {}",
+                client.base
+            );
+            None
+        }
+    }
 }
 
 /// Failures of each peer that were its own, in one backfill. A peer is an origin (scheme,
@@ -410,7 +427,7 @@ async fn own_pds(
 
 /// What every repository of one backfill shares.
 struct Backfill<'a> {
-    catalog: &'a dyn CatalogWrite,
+    catalog: &'a dyn Catalog,
     ingestor: &'a Ingestor,
     collections: &'a [String],
 }
@@ -423,12 +440,6 @@ async fn backfill_repository(
     rev: Option<&str>,
     summary: &mut BackfillSummary,
 ) -> Result<(), BackfillError> {
-    let Backfill {
-        catalog,
-        ingestor,
-        collections,
-    } = *context;
-    let metrics = ingestor.metrics();
     // The revision is taken before listing: every listed record is at most that new.
     let rev = match rev {
         Some(rev) => rev.to_string(),
@@ -440,61 +451,46 @@ async fn backfill_repository(
             None => return Ok(()),
         },
     };
-    for collection in collections {
-        let mut paging = Paging::new(format!("listRecords {did} {collection} at {}", client.base));
-        loop {
-            let mut query = vec![
-                ("repo", did.as_str()),
-                ("collection", collection.as_str()),
-                ("limit", "100"),
-            ];
-            if let Some(c) = paging.cursor() {
-                query.push(("cursor", c));
-            }
-            let Some(page) = client
-                .get::<RecordPage>(Method::LIST_RECORDS, &query)
-                .await?
-            else {
-                break;
-            };
-            let mut changes = Vec::with_capacity(page.records.len());
-            for record in &page.records {
-                summary.records += 1;
-                let Some(rkey) = asked_for(&record.uri, did, collection) else {
-                    summary.invalid += 1;
-                    continue;
-                };
-                // Stored in the form it always was: compact, with sorted keys.
-                let Ok(value) = serde_json::from_str::<serde_json::Value>(record.value.get())
-                else {
-                    summary.invalid += 1;
-                    continue;
-                };
-                let event = CommitEvent {
-                    did: did.to_string(),
-                    collection: collection.clone(),
-                    rkey,
-                    action: Action::Create,
-                    rev: rev.clone(),
-                    cid: record.cid.clone(),
-                    record_json: Some(value.to_string()),
-                    time_us: None,
-                };
-                match ingestor.prepare(event) {
-                    Prepared::Change(change) => changes.push(change),
-                    Prepared::Invalid => summary.invalid += 1,
-                    Prepared::Ignored => {}
-                }
-            }
-            if !changes.is_empty() {
-                let report = apply_until_written(catalog, ingestor, changes).await;
-                summary.applied += report.applied;
-                summary.stale += report.stale;
-                metrics.count_report(SOURCE, &report);
-            }
-            if !paging.next(page.cursor, page.records.len()) {
-                break;
-            }
+    for collection in context.collections {
+        backfill_collection(context, client, did, collection, &rev, summary).await?;
+    }
+    Ok(())
+}
+
+/// Pages through one collection of a repository, applying each page's records.
+async fn backfill_collection(
+    context: &Backfill<'_>,
+    client: &Client,
+    did: &Did,
+    collection: &str,
+    rev: &str,
+    summary: &mut BackfillSummary,
+) -> Result<(), BackfillError> {
+    let mut paging = Paging::new(format!("listRecords {did} {collection} at {}", client.base));
+    loop {
+        let mut query = vec![
+            ("repo", did.as_str()),
+            ("collection", collection),
+            ("limit", "100"),
+        ];
+        if let Some(c) = paging.cursor() {
+            query.push(("cursor", c));
+        }
+        let Some(page) = client
+            .get::<RecordPage>(Method::LIST_RECORDS, &query)
+            .await?
+        else {
+            break;
+        };
+        let changes = page_changes(context.ingestor, did, collection, rev, &page, summary);
+        if !changes.is_empty() {
+            let report = apply_until_written(context.catalog, context.ingestor, changes).await;
+            summary.applied += report.applied;
+            summary.stale += report.stale;
+            context.ingestor.metrics().count_report(SOURCE, &report);
+        }
+        if !paging.next(page.cursor, page.records.len()) {
+            break;
         }
     }
     Ok(())
@@ -520,15 +516,66 @@ fn asked_for(uri: &str, did: &Did, collection: &str) -> Option<String> {
     }
 }
 
+/// The changes a page of records makes, counting the records and the invalid ones.
+fn page_changes(
+    ingestor: &Ingestor,
+    did: &Did,
+    collection: &str,
+    rev: &str,
+    page: &RecordPage,
+    summary: &mut BackfillSummary,
+) -> Vec<Change> {
+    let mut changes = Vec::with_capacity(page.records.len());
+    for record in &page.records {
+        summary.records += 1;
+        let Some(rkey) = asked_for(&record.uri, did, collection) else {
+            summary.invalid += 1;
+            continue;
+        };
+        // Stored in the form it always was: compact, with sorted keys.
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(record.value.get()) else {
+            summary.invalid += 1;
+            continue;
+        };
+        let event = CommitEvent {
+            did: did.to_string(),
+            collection: collection.to_string(),
+            rkey,
+            action: Action::Create,
+            rev: rev.to_string(),
+            cid: record.cid.clone(),
+            record_json: Some(value.to_string()),
+            time_us: None,
+        };
+        match ingestor.prepare(event) {
+            Prepared::Change(change) => changes.push(change),
+            Prepared::Invalid => summary.invalid += 1,
+            Prepared::Ignored => {}
+        }
+    }
+    changes
+}
+
 /// DIDs (with their revision when the listing gives it) of the active repositories, each
 /// once. An entry that is no DID is left out.
 async fn list_repositories(
     client: &Client,
     collections: &[String],
 ) -> Result<Vec<(Did, Option<String>)>, BackfillError> {
+    if let Some(by_collection) = list_by_collection(client, collections).await? {
+        return Ok(by_collection.into_iter().map(|did| (did, None)).collect());
+    }
+    list_all_repositories(client).await
+}
+
+/// The DIDs a relay lists for the collections; `None` when the server is no relay (it lacks
+/// `listReposByCollection`).
+async fn list_by_collection(
+    client: &Client,
+    collections: &[String],
+) -> Result<Option<BTreeSet<Did>>, BackfillError> {
     let mut by_collection: BTreeSet<Did> = BTreeSet::new();
-    let mut relay = true;
-    'collections: for collection in collections {
+    for collection in collections {
         let mut paging = Paging::new(format!(
             "listReposByCollection {collection} at {}",
             client.base
@@ -538,28 +585,26 @@ async fn list_repositories(
             if let Some(c) = paging.cursor() {
                 query.push(("cursor", c));
             }
-            match client
+            let Some(page) = client
                 .get::<RepoPage>(Method::LIST_REPOS_BY_COLLECTION, &query)
                 .await?
-            {
-                None => {
-                    relay = false;
-                    break 'collections;
-                }
-                Some(page) => {
-                    let listed = page.repos.len();
-                    by_collection
-                        .extend(page.repos.into_iter().filter_map(|r| Did::new(r.did).ok()));
-                    if !paging.next(page.cursor, listed) {
-                        break;
-                    }
-                }
+            else {
+                return Ok(None);
+            };
+            let listed = page.repos.len();
+            by_collection.extend(page.repos.into_iter().filter_map(|r| Did::new(r.did).ok()));
+            if !paging.next(page.cursor, listed) {
+                break;
             }
         }
     }
-    if relay {
-        return Ok(by_collection.into_iter().map(|did| (did, None)).collect());
-    }
+    Ok(Some(by_collection))
+}
+
+/// Every active repository `listRepos` names, with its revision.
+async fn list_all_repositories(
+    client: &Client,
+) -> Result<Vec<(Did, Option<String>)>, BackfillError> {
     let mut repos = Vec::new();
     let mut listed: HashSet<Did> = HashSet::new();
     let mut paging = Paging::new(format!("listRepos at {}", client.base));

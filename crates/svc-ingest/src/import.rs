@@ -86,16 +86,7 @@ pub async fn import_file(
     let absolute = std::fs::canonicalize(path).map_err(io_error(path))?;
     let source = format!("import:{}", absolute.display());
     let (endpoint, size) = file_identity(&absolute)?;
-    let (mut offset, mut line_number) = (0u64, 0u64);
-    // A cursor stored for another version of the file is not reused: that file starts over.
-    let stored = catalog
-        .cursor(source.clone())
-        .await?
-        .filter(|c| c.endpoint == endpoint);
-    if let Some((o, l)) = stored.as_ref().and_then(|c| c.cursor.split_once(':')) {
-        offset = o.parse().unwrap_or(0);
-        line_number = l.parse().unwrap_or(0);
-    }
+    let (offset, line_number) = resume_point(catalog, &source, &endpoint).await?;
     let mut total = ImportSummary {
         resumed_from_line: line_number,
         ..ImportSummary::default()
@@ -105,25 +96,13 @@ pub async fn import_file(
         return Ok(total);
     }
     let (sender, mut receiver) = mpsc::channel::<Result<Batch, ImportError>>(4);
-    let reader_ingestor = ingestor.clone();
-    let reader_path = absolute.clone();
-    let reader = std::thread::Builder::new()
-        .name("import-reader".into())
-        .spawn(move || {
-            let outcome = read_batches(
-                &reader_path,
-                &reader_ingestor,
-                source,
-                endpoint,
-                offset,
-                line_number,
-                &sender,
-            );
-            if let Err(error) = outcome {
-                let _ = sender.blocking_send(Err(error));
-            }
-        })
-        .map_err(io_error(path))?;
+    let start = ReadFrom {
+        source,
+        endpoint,
+        offset,
+        line_number,
+    };
+    let reader = spawn_reader(ingestor.clone(), absolute, start, sender).map_err(io_error(path))?;
     // Into an empty catalog, the import is a bulk load: staged, then merged in key order.
     let bulk = catalog.begin_bulk().await?;
     let mut last_cursor = None;
@@ -144,6 +123,60 @@ pub async fn import_file(
     streamed?;
     let _ = reader.join();
     Ok(total)
+}
+
+/// The byte offset and line number an earlier run of this file stopped at; the start when
+/// there was none. A cursor stored for another version of the file is not reused: that file
+/// starts over.
+async fn resume_point(
+    catalog: &dyn CatalogWrite,
+    source: &str,
+    endpoint: &str,
+) -> Result<(u64, u64), ImportError> {
+    let stored = catalog
+        .cursor(source.to_string())
+        .await?
+        .filter(|c| c.endpoint == endpoint);
+    Ok(
+        match stored.as_ref().and_then(|c| c.cursor.split_once(':')) {
+            Some((o, l)) => (o.parse().unwrap_or(0), l.parse().unwrap_or(0)),
+            None => (0, 0),
+        },
+    )
+}
+
+/// Where the reader starts, and what it stores its cursors as.
+struct ReadFrom {
+    source: String,
+    endpoint: String,
+    offset: u64,
+    line_number: u64,
+}
+
+/// Starts the thread that reads and prepares the batches; a failure of its own is sent as the
+/// last batch.
+fn spawn_reader(
+    ingestor: Ingestor,
+    path: PathBuf,
+    start: ReadFrom,
+    sender: mpsc::Sender<Result<Batch, ImportError>>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("import-reader".into())
+        .spawn(move || {
+            let outcome = read_batches(
+                &path,
+                &ingestor,
+                start.source,
+                start.endpoint,
+                start.offset,
+                start.line_number,
+                &sender,
+            );
+            if let Err(error) = outcome {
+                let _ = sender.blocking_send(Err(error));
+            }
+        })
 }
 
 async fn stream_batches(

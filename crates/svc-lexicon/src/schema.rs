@@ -103,47 +103,14 @@ impl Context<'_> {
             .and_then(Value::as_str)
             .ok_or_else(|| self.invalid("a definition needs a type"))?;
         Ok(match kind {
-            "record" => {
-                let record = obj
-                    .get("record")
-                    .ok_or_else(|| self.invalid("record without record"))?;
-                match self.parse(record)? {
-                    Def::Object(object) => Def::Record(object),
-                    _ => return Err(self.invalid("a record's record must be an object")),
-                }
-            }
+            "record" => self.record(obj)?,
             "object" => Def::Object(self.object(obj)?),
-            "string" => Def::String(StringDef {
-                format: str_field(obj, "format"),
-                min_length: obj.get("minLength").and_then(Value::as_u64),
-                max_length: obj.get("maxLength").and_then(Value::as_u64),
-                min_graphemes: obj.get("minGraphemes").and_then(Value::as_u64),
-                max_graphemes: obj.get("maxGraphemes").and_then(Value::as_u64),
-                closed_values: obj.get("enum").map(strings),
-                constant: str_field(obj, "const"),
-            }),
-            "integer" => Def::Integer(IntegerDef {
-                minimum: obj.get("minimum").and_then(Value::as_i64),
-                maximum: obj.get("maximum").and_then(Value::as_i64),
-                closed_values: obj
-                    .get("enum")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_i64).collect()),
-                constant: obj.get("const").and_then(Value::as_i64),
-            }),
+            "string" => Def::String(string_def(obj)),
+            "integer" => Def::Integer(integer_def(obj)),
             "boolean" => Def::Boolean {
                 constant: obj.get("const").and_then(Value::as_bool),
             },
-            "array" => Def::Array {
-                items: Box::new(
-                    self.parse(
-                        obj.get("items")
-                            .ok_or_else(|| self.invalid("array without items"))?,
-                    )?,
-                ),
-                min_length: obj.get("minLength").and_then(Value::as_u64),
-                max_length: obj.get("maxLength").and_then(Value::as_u64),
-            },
+            "array" => self.array(obj)?,
             "ref" => Def::Ref(
                 self.absolute_ref(
                     obj.get("ref")
@@ -151,16 +118,7 @@ impl Context<'_> {
                         .ok_or_else(|| self.invalid("ref without ref"))?,
                 ),
             ),
-            "union" => Def::Union {
-                refs: obj
-                    .get("refs")
-                    .map(strings)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|r| self.absolute_ref(r))
-                    .collect(),
-                closed: obj.get("closed").and_then(Value::as_bool).unwrap_or(false),
-            },
+            "union" => self.union(obj),
             "unknown" => Def::Unknown,
             "cid-link" => Def::CidLink,
             "bytes" => Def::Bytes {
@@ -172,6 +130,42 @@ impl Context<'_> {
             "null" => Def::Null,
             other => return Err(self.invalid(format!("unsupported definition type {other}"))),
         })
+    }
+
+    fn record(&self, obj: &Map<String, Value>) -> Result<Def, LexiconError> {
+        let record = obj
+            .get("record")
+            .ok_or_else(|| self.invalid("record without record"))?;
+        match self.parse(record)? {
+            Def::Object(object) => Ok(Def::Record(object)),
+            _ => Err(self.invalid("a record's record must be an object")),
+        }
+    }
+
+    fn array(&self, obj: &Map<String, Value>) -> Result<Def, LexiconError> {
+        Ok(Def::Array {
+            items: Box::new(
+                self.parse(
+                    obj.get("items")
+                        .ok_or_else(|| self.invalid("array without items"))?,
+                )?,
+            ),
+            min_length: obj.get("minLength").and_then(Value::as_u64),
+            max_length: obj.get("maxLength").and_then(Value::as_u64),
+        })
+    }
+
+    fn union(&self, obj: &Map<String, Value>) -> Def {
+        Def::Union {
+            refs: obj
+                .get("refs")
+                .map(strings)
+                .unwrap_or_default()
+                .iter()
+                .map(|r| self.absolute_ref(r))
+                .collect(),
+            closed: obj.get("closed").and_then(Value::as_bool).unwrap_or(false),
+        }
     }
 
     fn object(&self, obj: &Map<String, Value>) -> Result<ObjectDef, LexiconError> {
@@ -186,6 +180,30 @@ impl Context<'_> {
             required: obj.get("required").map(strings).unwrap_or_default(),
             nullable: obj.get("nullable").map(strings).unwrap_or_default(),
         })
+    }
+}
+
+fn string_def(obj: &Map<String, Value>) -> StringDef {
+    StringDef {
+        format: str_field(obj, "format"),
+        min_length: obj.get("minLength").and_then(Value::as_u64),
+        max_length: obj.get("maxLength").and_then(Value::as_u64),
+        min_graphemes: obj.get("minGraphemes").and_then(Value::as_u64),
+        max_graphemes: obj.get("maxGraphemes").and_then(Value::as_u64),
+        closed_values: obj.get("enum").map(strings),
+        constant: str_field(obj, "const"),
+    }
+}
+
+fn integer_def(obj: &Map<String, Value>) -> IntegerDef {
+    IntegerDef {
+        minimum: obj.get("minimum").and_then(Value::as_i64),
+        maximum: obj.get("maximum").and_then(Value::as_i64),
+        closed_values: obj
+            .get("enum")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_i64).collect()),
+        constant: obj.get("const").and_then(Value::as_i64),
     }
 }
 

@@ -105,33 +105,12 @@ impl<'v> Walker<'_, 'v> {
                 None => Err(self.fail("must be a string")),
             },
             Def::Integer(integer) => self.integer(integer, value),
-            Def::Boolean { constant } => match value.as_bool() {
-                Some(b) if constant.is_some_and(|c| c != b) => {
-                    Err(self.fail(format!("must be {}", !b)))
-                }
-                Some(_) => Ok(()),
-                None => Err(self.fail("must be a boolean")),
-            },
+            Def::Boolean { constant } => self.boolean(*constant, value),
             Def::Array {
                 items,
                 min_length,
                 max_length,
-            } => {
-                let Some(elements) = value.as_array() else {
-                    return Err(self.fail("must be an array"));
-                };
-                let len = elements.len() as u64;
-                if let Some(max) = max_length.filter(|m| len > *m) {
-                    return Err(self.fail(format!("must not have more than {max} elements")));
-                }
-                if let Some(min) = min_length.filter(|m| len < *m) {
-                    return Err(self.fail(format!("must have at least {min} elements")));
-                }
-                for (i, element) in elements.iter().enumerate() {
-                    self.nested(Segment::Index(i), |w| w.value(items, element))?;
-                }
-                Ok(())
-            }
+            } => self.array(items, *min_length, *max_length, value),
             Def::Ref(id) => {
                 let lexicons = self.lexicons;
                 match lexicons.def(id) {
@@ -160,6 +139,39 @@ impl<'v> Walker<'_, 'v> {
                 _ => Err(self.fail("must be null")),
             },
         }
+    }
+
+    fn boolean(&mut self, constant: Option<bool>, value: &'v Json<'v>) -> Outcome {
+        match value.as_bool() {
+            Some(b) if constant.is_some_and(|c| c != b) => {
+                Err(self.fail(format!("must be {}", !b)))
+            }
+            Some(_) => Ok(()),
+            None => Err(self.fail("must be a boolean")),
+        }
+    }
+
+    fn array(
+        &mut self,
+        items: &Def,
+        min_length: Option<u64>,
+        max_length: Option<u64>,
+        value: &'v Json<'v>,
+    ) -> Outcome {
+        let Some(elements) = value.as_array() else {
+            return Err(self.fail("must be an array"));
+        };
+        let len = elements.len() as u64;
+        if let Some(max) = max_length.filter(|m| len > *m) {
+            return Err(self.fail(format!("must not have more than {max} elements")));
+        }
+        if let Some(min) = min_length.filter(|m| len < *m) {
+            return Err(self.fail(format!("must have at least {min} elements")));
+        }
+        for (i, element) in elements.iter().enumerate() {
+            self.nested(Segment::Index(i), |w| w.value(items, element))?;
+        }
+        Ok(())
     }
 
     fn object(&mut self, def: &ObjectDef, map: &'v Object<'v>) -> Outcome {

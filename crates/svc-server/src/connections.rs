@@ -135,21 +135,7 @@ async fn accept(
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.head_timeout)
         .max_buf_size(limits.max_head_bytes);
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = stopped(&mut stop) => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(connection) => connection,
-            Err(error) => {
-                // Out of descriptors (EMFILE/ENFILE) or a connection reset before it was
-                // taken: wait a little rather than spin, and go on.
-                tracing::warn!("accepting a connection failed: {error}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    while let Some((stream, peer)) = next_connection(&listener, &mut stop).await {
         let Some(slot) = take_slot(&slots, &open).await else {
             // Full of connections that are all being served and reading their answers:
             // closing at once keeps the descriptor free for them.
@@ -167,19 +153,55 @@ async fn accept(
             slot,
         };
         let lanes = Arc::clone(&lanes);
-        tokio::spawn(async move {
-            let mut evicted = evicted;
-            let lane = match first_bytes(&stream, limits.head_timeout, &mut evicted).await {
-                Some(Lane::Probes) => &lanes.probes,
-                Some(Lane::Queries) => &lanes.queries,
-                None => return,
-            };
-            hand_over(connection, stream, evicted, lane);
-        });
+        tokio::spawn(serve_on_its_lane(
+            connection,
+            stream,
+            evicted,
+            lanes,
+            limits.head_timeout,
+        ));
     }
     // Every slot back means every connection has ended.
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(drain, slots.acquire_many(all)).await;
+}
+
+/// The next connection taken; `None` once asked to stop.
+async fn next_connection(
+    listener: &TcpListener,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<(TcpStream, SocketAddr)> {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped(stop) => return None,
+        };
+        match accepted {
+            Ok(connection) => return Some(connection),
+            Err(error) => {
+                // Out of descriptors (EMFILE/ENFILE) or a connection reset before it was
+                // taken: wait a little rather than spin, and go on.
+                tracing::warn!("accepting a connection failed: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Hands a connection to the lane its first bytes pick.
+async fn serve_on_its_lane(
+    connection: Connection,
+    stream: TcpStream,
+    mut evicted: oneshot::Receiver<GiveWay>,
+    lanes: Arc<Lanes>,
+    head_timeout: Duration,
+) {
+    let lane = match first_bytes(&stream, head_timeout, &mut evicted).await {
+        Some(Lane::Probes) => &lanes.probes,
+        Some(Lane::Queries) => &lanes.queries,
+        None => return,
+    };
+    hand_over(connection, stream, evicted, lane);
 }
 
 /// Where a connection is answered.

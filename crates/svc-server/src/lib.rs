@@ -13,6 +13,7 @@ mod metrics;
 mod openapi;
 mod params;
 mod plain;
+mod routes;
 mod stats;
 mod sufficiency;
 
@@ -87,12 +88,18 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         gate: limits::Gate::new(config.limits),
         request_timeout: config.request_timeout,
     });
-    let mut router = Router::new()
-        .route(health::HEALTHZ, get(health::healthz))
-        .route(health::READYZ, get(health::readyz))
-        .route("/metrics", get(health::metrics));
+    let mut router = Router::new();
+    for route in routes::ROUTES
+        .iter()
+        .filter(|route| config.api || !route.api)
+    {
+        router = router.route(route.path, route.endpoint.handler());
+        if route.xrpc {
+            router = router.route(&routes::xrpc_path(route.name), route.endpoint.handler());
+        }
+    }
     if config.api {
-        router = api_routes(router, &state);
+        router = query_routes(router, &state);
     }
     router
         .fallback(error::not_found)
@@ -113,22 +120,14 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         .with_state(state)
 }
 
-/// The query API's routes.
-fn api_routes(router: Router<Arc<AppState>>, state: &AppState) -> Router<Arc<AppState>> {
-    let mut router = router
-        .route("/openapi.json", get(openapi::serve))
-        .route("/v1/stats", get(stats::serve))
-        .route("/v1/verifications/sufficient", get(sufficiency::serve))
-        .route(
-            "/xrpc/dev.svc.query.verificationsSufficient",
-            get(sufficiency::serve),
-        );
+/// The list queries' routes, from the specification.
+fn query_routes(router: Router<Arc<AppState>>, state: &AppState) -> Router<Arc<AppState>> {
+    let mut router = router;
     for (position, query) in state.queries.public() {
         let handler = move |state, headers, query| list::serve(state, position, headers, query);
-        router = router.route(&query.def().path, get(handler)).route(
-            &format!("/xrpc/dev.svc.query.{}", query.name()),
-            get(handler),
-        );
+        router = router
+            .route(&query.def().path, get(handler))
+            .route(&routes::xrpc_path(query.name()), get(handler));
     }
     router
 }

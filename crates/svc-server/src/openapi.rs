@@ -5,12 +5,15 @@ use crate::AppState;
 use crate::RequestLimits;
 use crate::list::json_response;
 use crate::params::{CURSOR_PATTERN, DEFAULT_LIMIT, MAX_CURSOR_CHARS, MAX_LIMIT};
+use crate::routes::{Endpoint, ROUTES, Route, xrpc_operation_id, xrpc_path};
 use axum::extract::State;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
-use svc_spec::QuerySet;
-use svc_spec::{MAX_AT_URI_PARAM_BYTES, MAX_TEXT_CHARS, ParamDef, ParamType, VERIFICATION_KINDS};
+use svc_spec::{
+    MAX_AT_URI_PARAM_BYTES, MAX_TEXT_CHARS, ParamDef, ParamType, Query, QuerySet,
+    VERIFICATION_KINDS,
+};
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>) -> Response {
     json_response(state.openapi.clone())
@@ -109,82 +112,105 @@ fn text_response(description: &str) -> Value {
 pub(crate) fn document(queries: &QuerySet, version: &str, limits: &RequestLimits) -> Value {
     let mut paths = Map::new();
     for (_, query) in queries.public() {
-        let mut parameters: Vec<Value> = query.params().iter().map(parameter).collect();
-        parameters.extend(paging_parameters());
-        let mut responses = errors(limits);
-        responses["200"] = json!({"description": "A page of matching records, in uri order.",
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ListResponse"}}}});
-        let operation = |id: String| {
-            json!({"get": {
-                "operationId": id,
-                "summary": query.def().description,
-                "tags": [query.kind()],
-                "parameters": parameters,
-                "responses": responses,
-            }})
-        };
-        paths.insert(
-            query.def().path.clone(),
-            operation(query.name().to_string()),
-        );
-        paths.insert(
-            format!("/xrpc/dev.svc.query.{}", query.name()),
-            operation(format!("xrpc.{}", query.name())),
-        );
+        let operation = |id: String| query_operation(query, id, limits);
+        let name = query.name();
+        paths.insert(query.def().path.clone(), operation(name.to_string()));
+        paths.insert(xrpc_path(name), operation(xrpc_operation_id(name)));
     }
-    let sufficiency = |id: &str| {
-        let mut responses = errors(limits);
-        responses["200"] = json!({"description": "Whether the lens has the listed verifications.",
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Sufficiency"}}}});
-        json!({"get": {
-            "operationId": id,
-            "summary": "Whether every listed verification kind has a verification of the lens (that holds).",
-            "parameters": [
-                {"name": "lens_uri", "in": "query", "required": true, "schema": at_uri_schema()},
-                {"name": "kinds", "in": "query", "required": true, "description": "Comma-separated verification kinds.",
-                 "schema": {"type": "string", "pattern": kinds_pattern()}},
-                {"name": "hold", "in": "query", "required": false, "schema": {"type": "boolean", "default": true}}
-            ],
-            "responses": responses,
-        }})
-    };
-    paths.insert(
-        "/v1/verifications/sufficient".into(),
-        sufficiency("verificationsSufficient"),
-    );
-    paths.insert(
-        "/xrpc/dev.svc.query.verificationsSufficient".into(),
-        sufficiency("xrpc.verificationsSufficient"),
-    );
-    paths.insert("/v1/stats".into(), json!({"get": {"operationId": "stats", "summary": "Record counts per kind.",
-        "responses": {"200": {"description": "Counts.", "content": {"application/json": {"schema": {"type": "object", "additionalProperties": {"type": "integer"}}}}}}}}));
-    paths.insert(crate::health::HEALTHZ.into(), json!({"get": {"operationId": "healthz", "responses": {"200": text_response("The process runs.")}}}));
-    paths.insert(crate::health::READYZ.into(), json!({"get": {"operationId": "readyz", "responses": {
-        "200": text_response("The catalog has caught up."), "503": text_response("Still catching up.")}}}));
-    paths.insert("/metrics".into(), json!({"get": {"operationId": "metrics", "responses": {"200": {
-        "description": "Prometheus metrics: the classic text format, or OpenMetrics when Accept asks for it.",
-        "content": {
-            crate::health::PROMETHEUS_TEXT: {"schema": {"type": "string"}},
-            crate::health::OPENMETRICS: {"schema": {"type": "string"}}
-        }}}}}));
+    for route in ROUTES.iter().filter(|route| route.listed) {
+        let operation = |id: String| route_operation(route, id, limits);
+        paths.insert(route.path.into(), operation(route.name.to_string()));
+        if route.xrpc {
+            paths.insert(
+                xrpc_path(route.name),
+                operation(xrpc_operation_id(route.name)),
+            );
+        }
+    }
     json!({
         "openapi": "3.1.0",
         "info": {"title": "svc record catalog", "version": version,
                  "description": "Read-only queries over the catalog of dev.svc.* records."},
         "paths": paths,
-        "components": {"schemas": {
-            "Error": {"type": "object", "required": ["error", "message"], "properties": {
-                "error": {"type": "string"}, "message": {"type": "string"}}},
-            "ListItem": {"type": "object", "required": ["uri", "author", "rev", "record"], "properties": {
-                "uri": {"type": "string", "format": "at-uri"}, "author": {"type": "string", "format": "did"},
-                "rev": {"type": "string"}, "record": {"type": "object"}}},
-            "ListResponse": {"type": "object", "required": ["items", "total", "limit", "offset"], "properties": {
-                "items": {"type": "array", "items": {"$ref": "#/components/schemas/ListItem"}},
-                "total": {"type": "integer"}, "limit": {"type": "integer"}, "offset": {"type": "integer"},
-                "cursor": {"type": "string", "description": "Present when more items follow."}}},
-            "Sufficiency": {"type": "object", "required": ["sufficient", "required_kinds", "require_holds"], "properties": {
-                "sufficient": {"type": "boolean"}, "required_kinds": {"type": "array", "items": {"type": "string"}},
-                "require_holds": {"type": "boolean"}}}
-        }}
+        "components": {"schemas": schemas()},
+    })
+}
+
+/// A list query's operation, named `id`.
+fn query_operation(query: &Query, id: String, limits: &RequestLimits) -> Value {
+    let mut parameters: Vec<Value> = query.params().iter().map(parameter).collect();
+    parameters.extend(paging_parameters());
+    let mut responses = errors(limits);
+    responses["200"] = json!({"description": "A page of matching records, in uri order.",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ListResponse"}}}});
+    json!({"get": {
+        "operationId": id,
+        "summary": query.def().description,
+        "tags": [query.kind()],
+        "parameters": parameters,
+        "responses": responses,
+    }})
+}
+
+/// A hand-written route's operation, named `id`.
+fn route_operation(route: &Route, id: String, limits: &RequestLimits) -> Value {
+    let mut operation = json!({
+        "operationId": id,
+        "responses": route_responses(route.endpoint, limits),
+    });
+    if let Some(summary) = route.summary {
+        operation["summary"] = summary.into();
+    }
+    if route.endpoint == Endpoint::Sufficiency {
+        operation["parameters"] = json!([
+            {"name": "lens_uri", "in": "query", "required": true, "schema": at_uri_schema()},
+            {"name": "kinds", "in": "query", "required": true, "description": "Comma-separated verification kinds.",
+             "schema": {"type": "string", "pattern": kinds_pattern()}},
+            {"name": "hold", "in": "query", "required": false, "schema": {"type": "boolean", "default": true}}
+        ]);
+    }
+    json!({"get": operation})
+}
+
+fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
+    match endpoint {
+        Endpoint::Sufficiency => {
+            let mut responses = errors(limits);
+            responses["200"] = json!({"description": "Whether the lens has the listed verifications.",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Sufficiency"}}}});
+            responses
+        }
+        Endpoint::Stats => {
+            json!({"200": {"description": "Counts.", "content": {"application/json": {
+            "schema": {"type": "object", "additionalProperties": {"type": "integer"}}}}}})
+        }
+        Endpoint::Healthz => json!({"200": text_response("The process runs.")}),
+        Endpoint::Readyz => json!({"200": text_response("The catalog has caught up."),
+            "503": text_response("Still catching up.")}),
+        Endpoint::Metrics => json!({"200": {
+        "description": "Prometheus metrics: the classic text format, or OpenMetrics when Accept asks for it.",
+        "content": {
+            crate::health::PROMETHEUS_TEXT: {"schema": {"type": "string"}},
+            crate::health::OPENMETRICS: {"schema": {"type": "string"}}
+        }}}),
+        Endpoint::OpenApi => json!({"200": {"description": "This document.",
+            "content": {"application/json": {"schema": {"type": "object"}}}}}),
+    }
+}
+
+fn schemas() -> Value {
+    json!({
+        "Error": {"type": "object", "required": ["error", "message"], "properties": {
+            "error": {"type": "string"}, "message": {"type": "string"}}},
+        "ListItem": {"type": "object", "required": ["uri", "author", "rev", "record"], "properties": {
+            "uri": {"type": "string", "format": "at-uri"}, "author": {"type": "string", "format": "did"},
+            "rev": {"type": "string"}, "record": {"type": "object"}}},
+        "ListResponse": {"type": "object", "required": ["items", "total", "limit", "offset"], "properties": {
+            "items": {"type": "array", "items": {"$ref": "#/components/schemas/ListItem"}},
+            "total": {"type": "integer"}, "limit": {"type": "integer"}, "offset": {"type": "integer"},
+            "cursor": {"type": "string", "description": "Present when more items follow."}}},
+        "Sufficiency": {"type": "object", "required": ["sufficient", "required_kinds", "require_holds"], "properties": {
+            "sufficient": {"type": "boolean"}, "required_kinds": {"type": "array", "items": {"type": "string"}},
+            "require_holds": {"type": "boolean"}}}
     })
 }

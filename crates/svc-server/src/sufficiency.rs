@@ -12,7 +12,7 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use svc_spec::{QueryId, SUFFICIENCY_INDEX, VERIFICATION_KINDS, check_at_uri_parameter};
+use svc_spec::{Index, QueryId, SUFFICIENCY_INDEX, VERIFICATION_KINDS, check_at_uri_parameter};
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
     match answer(&state, raw.as_deref()).await {
@@ -21,8 +21,55 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, RawQuery(raw): Raw
     }
 }
 
+/// What one request asks: each kind token as its place in VERIFICATION_KINDS, in order and
+/// with repeats, since the answer echoes every token given.
+struct Question<'a> {
+    lens: &'a str,
+    tokens: Vec<usize>,
+    /// Which kinds were named at all: the catalog is asked once for each.
+    asked: [bool; VERIFICATION_KINDS.len()],
+    require_holds: bool,
+}
+
 async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> {
     let params = Params::parse(raw);
+    let question = read_question(&params)?;
+    let index = state
+        .queries
+        .indexes()
+        .get(&QueryId::new(SUFFICIENCY_INDEX))
+        .ok_or_else(|| ApiError::Internal("the sufficiency index is missing".into()))?;
+    let result = question.require_holds.then_some("holds");
+    let keys: Vec<String> = VERIFICATION_KINDS
+        .iter()
+        .zip(question.asked)
+        .filter(|(_, asked)| *asked)
+        .map(|((_, variant), _)| index.lookup_key(&[Some(question.lens), Some(variant), result]))
+        .collect();
+    // Versions only grow, so their sum moves whenever any of the keys changed.
+    let clock = state.catalog.clock();
+    let version = keys
+        .iter()
+        .map(|k| clock.key_version(index.id(), k))
+        .fold(0u64, u64::wrapping_add);
+    let cache_key = cache_key_of(state, index, &question);
+    if let Some(answer) = cache_key
+        .as_ref()
+        .and_then(|key| state.cache.get(key, version))
+    {
+        return answer.identity();
+    }
+    let counts = state.catalog.count_keys(index.id().clone(), keys).await?;
+    let body = encode_answer(&question, &counts)?;
+    if let Some(key) = cache_key {
+        state
+            .cache
+            .put(key, version, Arc::new(Answer::new(body.clone())));
+    }
+    Ok(body)
+}
+
+fn read_question<'a>(params: &'a Params) -> Result<Question<'a>, ApiError> {
     let lens = params
         .get("lens_uri")?
         .ok_or_else(|| ApiError::InvalidRequest("lens_uri: required parameter missing".into()))?;
@@ -39,8 +86,6 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
             )));
         }
     };
-    // Each token, as its place in VERIFICATION_KINDS: the answer echoes every token given, in
-    // order (repeats too), and the catalog is asked once for each distinct kind.
     let mut tokens = Vec::new();
     let mut asked = [false; VERIFICATION_KINDS.len()];
     for token in kinds_text
@@ -58,62 +103,49 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> 
         tokens.push(kind);
         asked[kind] = true;
     }
-    let index = state
-        .queries
-        .indexes()
-        .get(&QueryId::new(SUFFICIENCY_INDEX))
-        .ok_or_else(|| ApiError::Internal("the sufficiency index is missing".into()))?;
-    let result = require_holds.then_some("holds");
-    let keys: Vec<String> = VERIFICATION_KINDS
-        .iter()
-        .zip(asked)
-        .filter(|(_, asked)| *asked)
-        .map(|((_, variant), _)| index.lookup_key(&[Some(lens), Some(variant), result]))
-        .collect();
-    // Versions only grow, so their sum moves whenever any of the keys changed.
-    let clock = state.catalog.clock();
-    let version = keys
-        .iter()
-        .map(|k| clock.key_version(index.id(), k))
-        .fold(0u64, u64::wrapping_add);
-    // The question in a byte a token: whether results must hold, each token's kind as a
-    // digit, then the lens. Built only when short enough to keep.
-    let key_len = 2 + tokens.len() + lens.len();
-    let cache_key = state.cache.keeps_key_of(key_len).then(|| {
+    Ok(Question {
+        lens,
+        tokens,
+        asked,
+        require_holds,
+    })
+}
+
+/// The question in a byte a token: whether results must hold, each token's kind as a digit,
+/// then the lens. Built only when short enough to keep.
+fn cache_key_of(state: &AppState, index: &Index, question: &Question) -> Option<CacheKey> {
+    let key_len = 2 + question.tokens.len() + question.lens.len();
+    state.cache.keeps_key_of(key_len).then(|| {
         let mut key = String::with_capacity(key_len);
-        key.push(if require_holds { 'h' } else { 'a' });
-        key.extend(tokens.iter().map(|kind| char::from(b'0' + *kind as u8)));
+        key.push(if question.require_holds { 'h' } else { 'a' });
+        key.extend(
+            question
+                .tokens
+                .iter()
+                .map(|kind| char::from(b'0' + *kind as u8)),
+        );
         key.push('|');
-        key.push_str(lens);
+        key.push_str(question.lens);
         CacheKey {
             query: index.id().clone(),
             key,
             page: None,
         }
-    });
-    if let Some(answer) = cache_key
-        .as_ref()
-        .and_then(|key| state.cache.get(key, version))
-    {
-        return answer.identity();
-    }
-    let counts = state.catalog.count_keys(index.id().clone(), keys).await?;
-    let required: Vec<&str> = tokens
+    })
+}
+
+fn encode_answer(question: &Question, counts: &[u64]) -> Result<Bytes, ApiError> {
+    let required: Vec<&str> = question
+        .tokens
         .iter()
         .map(|kind| VERIFICATION_KINDS[*kind].0)
         .collect();
     let json = serde_json::to_vec(&serde_json::json!({
         "sufficient": counts.iter().all(|n| *n > 0),
         "required_kinds": required,
-        "require_holds": require_holds,
+        "require_holds": question.require_holds,
     }))
     .map_err(|e| ApiError::Internal(format!("the answer does not encode: {e}")))?;
     // Exactly its length: the cache charges an answer its length.
-    let body = Bytes::from(json.into_boxed_slice());
-    if let Some(key) = cache_key {
-        state
-            .cache
-            .put(key, version, Arc::new(Answer::new(body.clone())));
-    }
-    Ok(body)
+    Ok(Bytes::from(json.into_boxed_slice()))
 }

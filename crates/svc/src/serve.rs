@@ -156,13 +156,26 @@ fn plan_start(
         std::fs::metadata(path).with_context(|| format!("--import {}", path.display()))?;
     }
     let connection_limits = connection_limits(args, descriptors)?;
+    let db = catalog_location(args)?;
+    Ok(StartPlan {
+        role,
+        live_url,
+        queries,
+        connection_limits,
+        db,
+    })
+}
+
+/// The catalog `--db` names (the default one without it), with the password
+/// `--db-password-file` gives a PostgreSQL catalog.
+fn catalog_location(args: &ServeArgs) -> anyhow::Result<Location> {
     let db = match &args.db {
         Some(text) => text
             .parse::<Location>()
             .map_err(|e| crate::commands::UsageError(format!("--db: {e}")))?,
         None => default_db(),
     };
-    let db = match (db, &args.db_password_file) {
+    Ok(match (db, &args.db_password_file) {
         (Location::Postgres(url), Some(_)) if url.has_password() => {
             return Err(crate::commands::UsageError(format!(
                 "--db {url} carries a password, and --db-password-file gives another: drop one"
@@ -182,13 +195,6 @@ fn plan_start(
             .into());
         }
         (db, None) => db,
-    };
-    Ok(StartPlan {
-        role,
-        live_url,
-        queries,
-        connection_limits,
-        db,
     })
 }
 
@@ -384,30 +390,16 @@ async fn index(
         started = catalog.writer_started() => started?,
         _ = stopped.wait_for(|stop| *stop) => return Ok(()),
     }
-    for path in &args.imports {
-        tokio::select! {
-            outcome = import_one(catalog.as_ref(), &shared.ingestor, path) => outcome?,
-            _ = stopped.wait_for(|stop| *stop) => return Ok(()),
-        }
-    }
-    if *stopped.borrow() {
+    if !run_imports(args, catalog.as_ref(), &shared.ingestor, &mut stopped).await? {
         return Ok(());
     }
     shared.readiness.imports_finished();
     // The live stream starts before the backfill, so no event falls between the two.
     let live = live_url.map(|url| {
-        let config = LiveConfig {
-            url,
-            force_cursor: args.force_cursor,
-            liveness: args.liveness,
-            ready_lag: args.ready_lag,
-            max_backoff: std::time::Duration::from_secs(30),
-            compress: args.jetstream_zstd,
-        };
         tokio::spawn(run_live(
             Arc::clone(&catalog) as Arc<dyn svc_catalog::CatalogWrite>,
             shared.ingestor.clone(),
-            config,
+            live_config(args, url),
             Arc::clone(&shared.live_status),
             stopped.clone(),
         ))
@@ -430,6 +422,33 @@ async fn index(
             .context("following the live source")?;
     }
     Ok(())
+}
+
+/// Runs the imports one after another; `false` when the process was told to stop meanwhile.
+async fn run_imports(
+    args: &ServeArgs,
+    catalog: &dyn Catalog,
+    ingestor: &Ingestor,
+    stopped: &mut watch::Receiver<bool>,
+) -> anyhow::Result<bool> {
+    for path in &args.imports {
+        tokio::select! {
+            outcome = import_one(catalog, ingestor, path) => outcome?,
+            _ = stopped.wait_for(|stop| *stop) => return Ok(false),
+        }
+    }
+    Ok(!*stopped.borrow())
+}
+
+fn live_config(args: &ServeArgs, url: String) -> LiveConfig {
+    LiveConfig {
+        url,
+        force_cursor: args.force_cursor,
+        liveness: args.liveness,
+        ready_lag: args.ready_lag,
+        max_backoff: std::time::Duration::from_secs(30),
+        compress: args.jetstream_zstd,
+    }
 }
 
 /// A backfill that cannot list repositories is reported, not fatal: the live stream goes on.

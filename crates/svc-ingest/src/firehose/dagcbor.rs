@@ -101,59 +101,71 @@ impl<'a> Reader<'a> {
                 let n = self.length(info)?;
                 Ok(Cbor::Bytes(self.take(n)?.to_vec()))
             }
-            3 => {
-                let n = self.length(info)?;
-                let text = std::str::from_utf8(self.take(n)?)
-                    .map_err(|_| CborError("text is not UTF-8".into()))?;
-                Ok(Cbor::Text(text.to_string()))
+            3 => self.text(info),
+            4 => self.array(info),
+            5 => self.map(info),
+            6 => self.link(info),
+            _ => self.simple(info),
+        }
+    }
+
+    fn text(&mut self, info: u8) -> Result<Cbor, CborError> {
+        let n = self.length(info)?;
+        let text = std::str::from_utf8(self.take(n)?)
+            .map_err(|_| CborError("text is not UTF-8".into()))?;
+        Ok(Cbor::Text(text.to_string()))
+    }
+
+    fn array(&mut self, info: u8) -> Result<Cbor, CborError> {
+        let n = self.length(info)?;
+        self.nested(|r| {
+            // A declared length is only a claim: grow as elements actually decode.
+            let mut items = Vec::with_capacity(n.min(256));
+            for _ in 0..n {
+                items.push(r.value()?);
             }
-            4 => {
-                let n = self.length(info)?;
-                self.nested(|r| {
-                    // A declared length is only a claim: grow as elements actually decode.
-                    let mut items = Vec::with_capacity(n.min(256));
-                    for _ in 0..n {
-                        items.push(r.value()?);
-                    }
-                    Ok(Cbor::Array(items))
-                })
+            Ok(Cbor::Array(items))
+        })
+    }
+
+    fn map(&mut self, info: u8) -> Result<Cbor, CborError> {
+        let n = self.length(info)?;
+        self.nested(|r| {
+            let mut entries = Vec::with_capacity(n.min(256));
+            for _ in 0..n {
+                let Cbor::Text(key) = r.value()? else {
+                    return fail("map key is not a string");
+                };
+                entries.push((key, r.value()?));
             }
-            5 => {
-                let n = self.length(info)?;
-                self.nested(|r| {
-                    let mut entries = Vec::with_capacity(n.min(256));
-                    for _ in 0..n {
-                        let Cbor::Text(key) = r.value()? else {
-                            return fail("map key is not a string");
-                        };
-                        entries.push((key, r.value()?));
-                    }
-                    Ok(Cbor::Map(entries))
-                })
+            Ok(Cbor::Map(entries))
+        })
+    }
+
+    /// A tag, of which DAG-CBOR has one: 42, a CID link.
+    fn link(&mut self, info: u8) -> Result<Cbor, CborError> {
+        let tag = self.argument(info)?;
+        if tag != 42 {
+            return fail(format!("unsupported tag {tag}"));
+        }
+        // Through `nested`, so a chain of tags cannot exhaust the stack.
+        match self.nested(Self::value)? {
+            Cbor::Bytes(bytes) if bytes.first() == Some(&0) => Ok(Cbor::Link(bytes[1..].to_vec())),
+            _ => fail("tag 42 must hold bytes starting with 0x00"),
+        }
+    }
+
+    /// Major type 7: the simple values and floats DAG-CBOR allows.
+    fn simple(&mut self, info: u8) -> Result<Cbor, CborError> {
+        match info {
+            20 => Ok(Cbor::Bool(false)),
+            21 => Ok(Cbor::Bool(true)),
+            22 => Ok(Cbor::Null),
+            27 => {
+                let bits = self.argument(27)?;
+                Ok(Cbor::Float(f64::from_bits(bits)))
             }
-            6 => {
-                let tag = self.argument(info)?;
-                if tag != 42 {
-                    return fail(format!("unsupported tag {tag}"));
-                }
-                // Through `nested`, so a chain of tags cannot exhaust the stack.
-                match self.nested(Self::value)? {
-                    Cbor::Bytes(bytes) if bytes.first() == Some(&0) => {
-                        Ok(Cbor::Link(bytes[1..].to_vec()))
-                    }
-                    _ => fail("tag 42 must hold bytes starting with 0x00"),
-                }
-            }
-            _ => match info {
-                20 => Ok(Cbor::Bool(false)),
-                21 => Ok(Cbor::Bool(true)),
-                22 => Ok(Cbor::Null),
-                27 => {
-                    let bits = self.argument(27)?;
-                    Ok(Cbor::Float(f64::from_bits(bits)))
-                }
-                _ => fail(format!("unsupported simple value {info}")),
-            },
+            _ => fail(format!("unsupported simple value {info}")),
         }
     }
 

@@ -5,6 +5,7 @@ use super::car;
 use super::dagcbor::{self, Cbor};
 use super::{SourceEvent, SourceMessage};
 use crate::event::{Action, CommitEvent, account_status};
+use std::collections::HashMap;
 
 fn time_of(body: &Cbor) -> Option<i64> {
     body.get("time")
@@ -90,28 +91,44 @@ fn commit_events(
         Some(Cbor::Bytes(bytes)) => car::blocks(bytes).map_err(|e| e.to_string())?,
         _ => Default::default(),
     };
-    let mut events = Vec::new();
-    for op in ops {
-        let Some((collection, rkey)) = op
+    let commit = Commit {
+        repo,
+        rev,
+        blocks: &blocks,
+        time_us,
+    };
+    Ok(ops
+        .iter()
+        .filter_map(|op| commit.op_event(op, &wanted))
+        .collect())
+}
+
+/// What every op of one commit shares.
+struct Commit<'a> {
+    repo: &'a str,
+    rev: &'a str,
+    /// The CAR slice's blocks by CID.
+    blocks: &'a HashMap<Vec<u8>, Vec<u8>>,
+    time_us: Option<i64>,
+}
+
+impl Commit<'_> {
+    /// The event of one op; `None` for an op that names no record or no action.
+    fn op_event(&self, op: &Cbor, wanted: &impl Fn(&str) -> bool) -> Option<SourceEvent> {
+        let (collection, rkey) = op
             .get("path")
             .and_then(Cbor::as_str)
-            .and_then(|p| p.split_once('/'))
-        else {
-            continue;
-        };
+            .and_then(|p| p.split_once('/'))?;
         // An op path that is not `<nsid>/<record key>` cannot name a record.
         if svc_syntax::check_nsid(collection).is_err()
             || svc_syntax::check_record_key(rkey).is_err()
         {
-            continue;
+            return None;
         }
-        let Some(action) = op
+        let action = op
             .get("action")
             .and_then(Cbor::as_str)
-            .and_then(Action::from_operation)
-        else {
-            continue;
-        };
+            .and_then(Action::from_operation)?;
         let cid = match op.get("cid") {
             Some(Cbor::Link(cid)) => Some(cid.clone()),
             _ => None,
@@ -121,24 +138,24 @@ fn commit_events(
             _ if !wanted(collection) => None,
             // A record missing from the slice (a `tooBig` commit) reaches validation as
             // invalid rather than being dropped unseen.
-            (_, Some(cid)) => blocks
+            (_, Some(cid)) => self
+                .blocks
                 .get(cid)
                 .and_then(|block| dagcbor::decode(block).ok())
                 .map(|(record, _)| record.to_json().to_string()),
             (_, None) => None,
         };
-        events.push(SourceEvent::Commit(CommitEvent {
-            did: repo.to_string(),
+        Some(SourceEvent::Commit(CommitEvent {
+            did: self.repo.to_string(),
             collection: collection.to_string(),
             rkey: rkey.to_string(),
             action,
-            rev: rev.to_string(),
+            rev: self.rev.to_string(),
             cid: cid.as_deref().map(svc_syntax::cid_to_string),
             record_json,
-            time_us,
-        }));
+            time_us: self.time_us,
+        }))
     }
-    Ok(events)
 }
 
 #[cfg(test)]

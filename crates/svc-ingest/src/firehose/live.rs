@@ -2,11 +2,13 @@
 //! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
 
 use super::{SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
+use crate::event::CommitEvent;
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
 use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -205,7 +207,7 @@ pub async fn run_live(
     let stored = catalog.cursor(LIVE_SOURCE.to_string()).await?;
     // With no cursor stored at all, a source that starts far in the past is a catch-up into
     // an empty catalog: it is bulk-loaded (see `Session::catch_up`).
-    let mut may_catch_up = stored.is_none();
+    let may_catch_up = stored.is_none();
     if let Some(other) = stored
         .as_ref()
         .filter(|s| s.endpoint != endpoint && !config.force_cursor)
@@ -215,11 +217,7 @@ pub async fn run_live(
             "the stored cursor belongs to another endpoint; starting from the live tail (--force-cursor reuses it)"
         );
     }
-    let mut cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
-    let mut backoff = Duration::from_millis(250);
-    // After a failed write, the catalog's cursor is the only safe place to resume from: what
-    // was read past it was never acknowledged.
-    let mut reread_cursor = false;
+    let cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
     let connection = Connection {
         catalog: catalog.as_ref(),
         ingestor: &ingestor,
@@ -228,42 +226,10 @@ pub async fn run_live(
         status: &status,
         config: &config,
     };
-    loop {
-        if *shutdown.borrow() {
-            return Ok(());
-        }
-        if reread_cursor {
-            match catalog.cursor(LIVE_SOURCE.to_string()).await {
-                Ok(stored) => {
-                    cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
-                    reread_cursor = false;
-                }
-                Err(error) => {
-                    tracing::warn!("reading the stored cursor failed; waiting: {error}");
-                    if !back_off(&mut backoff, config.max_backoff, &mut shutdown).await {
-                        return Ok(());
-                    }
-                    continue;
-                }
-            }
-        }
-        let connected_at = Instant::now();
-        match connection
-            .follow(&mut cursor, &mut may_catch_up, &mut shutdown)
-            .await
-        {
-            ConnectionEnd::Stopped => return Ok(()),
-            ConnectionEnd::Reconnect => {}
-            ConnectionEnd::ResumeFromCatalog => reread_cursor = true,
-        }
-        if connected_at.elapsed() >= STABLE_AFTER {
-            backoff = Duration::from_millis(250);
-        }
-        ingestor.metrics().reconnects.inc();
-        if !back_off(&mut backoff, config.max_backoff, &mut shutdown).await {
-            return Ok(());
-        }
-    }
+    connection
+        .reconnect_until_stopped(cursor, may_catch_up, &mut shutdown)
+        .await;
+    Ok(())
 }
 
 /// How one connection to the live source ended.
@@ -287,6 +253,57 @@ struct Connection<'a> {
 }
 
 impl Connection<'_> {
+    /// Follows the source over one connection after another, backing off between them,
+    /// until shutdown.
+    async fn reconnect_until_stopped(
+        &self,
+        mut cursor: Option<i64>,
+        mut may_catch_up: bool,
+        shutdown: &mut watch::Receiver<bool>,
+    ) {
+        let mut backoff = Duration::from_millis(250);
+        // After a failed write, the catalog's cursor is the only safe place to resume from: what
+        // was read past it was never acknowledged.
+        let mut reread_cursor = false;
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            if reread_cursor {
+                match self.catalog.cursor(LIVE_SOURCE.to_string()).await {
+                    Ok(stored) => {
+                        cursor = self.resume_from(stored.as_ref());
+                        reread_cursor = false;
+                    }
+                    Err(error) => {
+                        tracing::warn!("reading the stored cursor failed; waiting: {error}");
+                        if !back_off(&mut backoff, self.config.max_backoff, shutdown).await {
+                            return;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let connected_at = Instant::now();
+            match self.follow(&mut cursor, &mut may_catch_up, shutdown).await {
+                ConnectionEnd::Stopped => return,
+                ConnectionEnd::Reconnect => {}
+                ConnectionEnd::ResumeFromCatalog => reread_cursor = true,
+            }
+            if connected_at.elapsed() >= STABLE_AFTER {
+                backoff = Duration::from_millis(250);
+            }
+            self.ingestor.metrics().reconnects.inc();
+            if !back_off(&mut backoff, self.config.max_backoff, shutdown).await {
+                return;
+            }
+        }
+    }
+
+    fn resume_from(&self, stored: Option<&CursorPosition>) -> Option<i64> {
+        resume_from(stored, self.kind, self.endpoint, self.config.force_cursor)
+    }
+
     /// Connects from `cursor` and follows the source until the connection ends, moving
     /// `cursor` along what was applied.
     async fn follow(
@@ -295,36 +312,9 @@ impl Connection<'_> {
         may_catch_up: &mut bool,
         shutdown: &mut watch::Receiver<bool>,
     ) -> ConnectionEnd {
-        let url = connect_url(self.kind, self.endpoint, *cursor, self.config.compress);
-        tracing::info!(%url, "connecting to the live source");
-        // Firehose frames are small (a commit carries a bounded CAR slice): a limit keeps a
-        // hostile server from making the process buffer huge messages.
-        let limits = WebSocketConfig::default()
-            .max_message_size(Some(MAX_MESSAGE_BYTES))
-            .max_frame_size(Some(MAX_MESSAGE_BYTES));
-        // Connecting and the upgrade are timed like a silent connection: a source that
-        // accepts and never answers would otherwise hold the follow loop forever.
-        let connecting = tokio::time::timeout(
-            self.config.liveness,
-            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false),
-        );
-        let socket = tokio::select! {
-            connected = connecting => match connected {
-                Ok(Ok((socket, _))) => socket,
-                Ok(Err(error)) => {
-                    tracing::warn!(%url, "cannot connect to the live source: {error}");
-                    return ConnectionEnd::Reconnect;
-                }
-                Err(_) => {
-                    let within = self.config.liveness.as_secs_f64();
-                    tracing::warn!(
-                        %url,
-                        "no WebSocket handshake from the live source in {within} s; reconnecting"
-                    );
-                    return ConnectionEnd::Reconnect;
-                }
-            },
-            _ = stop_requested(shutdown) => return ConnectionEnd::Stopped,
+        let socket = match self.connect(*cursor, shutdown).await {
+            Ok(socket) => socket,
+            Err(end) => return end,
         };
         let status = self.status;
         // Quiet is shown by this connection's first pong (a ping goes out at once), not
@@ -353,6 +343,54 @@ impl Connection<'_> {
         drop(session);
         status.connected.store(false, Ordering::Release);
         status.pending.store(false, Ordering::Release);
+        self.ended(outcome, shutdown)
+    }
+
+    /// Opens the WebSocket from `cursor`; how the connection ended when it cannot.
+    async fn connect(
+        &self,
+        cursor: Option<i64>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<Socket, ConnectionEnd> {
+        let url = connect_url(self.kind, self.endpoint, cursor, self.config.compress);
+        tracing::info!(%url, "connecting to the live source");
+        // Firehose frames are small (a commit carries a bounded CAR slice): a limit keeps a
+        // hostile server from making the process buffer huge messages.
+        let limits = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE_BYTES))
+            .max_frame_size(Some(MAX_MESSAGE_BYTES));
+        // Connecting and the upgrade are timed like a silent connection: a source that
+        // accepts and never answers would otherwise hold the follow loop forever.
+        let connecting = tokio::time::timeout(
+            self.config.liveness,
+            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false),
+        );
+        tokio::select! {
+            connected = connecting => match connected {
+                Ok(Ok((socket, _))) => Ok(socket),
+                Ok(Err(error)) => {
+                    tracing::warn!(%url, "cannot connect to the live source: {error}");
+                    Err(ConnectionEnd::Reconnect)
+                }
+                Err(_) => {
+                    let within = self.config.liveness.as_secs_f64();
+                    tracing::warn!(
+                        %url,
+                        "no WebSocket handshake from the live source in {within} s; reconnecting"
+                    );
+                    Err(ConnectionEnd::Reconnect)
+                }
+            },
+            _ = stop_requested(shutdown) => Err(ConnectionEnd::Stopped),
+        }
+    }
+
+    /// How the connection ended, from how following it ended.
+    fn ended(
+        &self,
+        outcome: Result<(), FollowError>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> ConnectionEnd {
         match outcome {
             Ok(()) if *shutdown.borrow() => ConnectionEnd::Stopped,
             Ok(()) => {
@@ -436,6 +474,9 @@ struct Session<'a> {
     zstd: Option<JetstreamDecompressor>,
 }
 
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 type Applying<'a> =
     Pin<Box<dyn Future<Output = Result<(ApplyReport, Option<i64>), CatalogError>> + Send + 'a>>;
 
@@ -450,9 +491,7 @@ impl Session<'_> {
 
     async fn follow(
         &mut self,
-        socket: tokio_tungstenite::WebSocketStream<
-            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-        >,
+        socket: Socket,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), FollowError> {
         let config = self.source.config;
@@ -475,44 +514,8 @@ impl Session<'_> {
                         Some(Ok(message)) => message,
                     };
                     last_heard = Instant::now();
-                    let decoded = match (&message, self.source.kind) {
-                        (Message::Binary(bytes), SourceKind::Repos) => Some(decode_frame(bytes, |c| self.source.ingestor.wants(c))),
-                        (Message::Text(text), SourceKind::Jetstream) => Some(jetstream_message(text.as_str())),
-                        (Message::Binary(bytes), SourceKind::Jetstream) => {
-                            Some(self.decompress(bytes).and_then(|text| jetstream_message(&text)))
-                        }
-                        (Message::Ping(payload), _) => {
-                            let pong = Message::Pong(payload.clone());
-                            if !sent_in_time(&mut sink, pong, config.liveness).await {
-                                self.flush().await?;
-                                return Err(FollowError::Connection("pong failed".into()));
-                            }
-                            None
-                        }
-                        (Message::Pong(_), _) => {
-                            self.source.status.last_pong_us.store(now_unix_micros(), Ordering::Release);
-                            None
-                        }
-                        (Message::Close(_), _) => return self.flush().await,
-                        _ => None,
-                    };
-                    match decoded {
-                        Some(Ok(message)) => self.take(message).await?,
-                        Some(Err(reason)) => {
-                            self.source.ingestor.metrics().malformed_events.inc();
-                            tracing::warn!("malformed live event skipped: {reason}");
-                        }
-                        None => {}
-                    }
-                    if self.batch.len() >= BATCH_EVENTS {
-                        self.send();
-                        // Back-pressure: a bounded number of batches wait for the writer.
-                        if self.in_flight.len() >= MAX_IN_FLIGHT
-                            && let Some(done) = self.in_flight.next().await
-                        {
-                            let (report, time) = done?;
-                            self.committed(report, time);
-                        }
+                    if self.received(message, &mut sink).await?.is_break() {
+                        return Ok(());
                     }
                 }
                 Some(done) = self.in_flight.next(), if !self.in_flight.is_empty() => {
@@ -526,23 +529,100 @@ impl Session<'_> {
                     }
                     self.send();
                 }
-                _ = ping_tick.tick() => {
-                    if last_heard.elapsed() > config.liveness {
-                        self.flush().await?;
-                        return Err(FollowError::Connection(format!(
-                            "nothing heard for {} s; reconnecting",
-                            last_heard.elapsed().as_secs()
-                        )));
-                    }
-                    let ping = Message::Ping(Vec::new().into());
-                    if !sent_in_time(&mut sink, ping, config.liveness).await {
-                        self.flush().await?;
-                        return Err(FollowError::Connection("ping failed".into()));
-                    }
-                }
+                _ = ping_tick.tick() => self.keep_alive(&mut sink, last_heard).await?,
                 _ = stop_requested(shutdown) => return self.flush().await,
             }
         }
+    }
+
+    /// Handles one message of the source; `Break` once the source closed the connection and
+    /// what was read is flushed.
+    async fn received<S>(
+        &mut self,
+        message: Message,
+        sink: &mut S,
+    ) -> Result<ControlFlow<()>, FollowError>
+    where
+        S: futures_util::Sink<Message> + Unpin,
+    {
+        let decoded = match &message {
+            Message::Ping(payload) => {
+                let pong = Message::Pong(payload.clone());
+                if !sent_in_time(sink, pong, self.source.config.liveness).await {
+                    self.flush().await?;
+                    return Err(FollowError::Connection("pong failed".into()));
+                }
+                None
+            }
+            Message::Pong(_) => {
+                self.source
+                    .status
+                    .last_pong_us
+                    .store(now_unix_micros(), Ordering::Release);
+                None
+            }
+            Message::Close(_) => {
+                self.flush().await?;
+                return Ok(ControlFlow::Break(()));
+            }
+            _ => self.decode(&message),
+        };
+        match decoded {
+            Some(Ok(message)) => self.take(message).await?,
+            Some(Err(reason)) => {
+                self.source.ingestor.metrics().malformed_events.inc();
+                tracing::warn!("malformed live event skipped: {reason}");
+            }
+            None => {}
+        }
+        if self.batch.len() >= BATCH_EVENTS {
+            self.send();
+            // Back-pressure: a bounded number of batches wait for the writer.
+            if self.in_flight.len() >= MAX_IN_FLIGHT
+                && let Some(done) = self.in_flight.next().await
+            {
+                let (report, time) = done?;
+                self.committed(report, time);
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// A data message as the source's message; `None` for a kind of message this source
+    /// does not send data in.
+    fn decode(&mut self, message: &Message) -> Option<Result<SourceMessage, String>> {
+        match (message, self.source.kind) {
+            (Message::Binary(bytes), SourceKind::Repos) => {
+                Some(decode_frame(bytes, |c| self.source.ingestor.wants(c)))
+            }
+            (Message::Text(text), SourceKind::Jetstream) => Some(jetstream_message(text.as_str())),
+            (Message::Binary(bytes), SourceKind::Jetstream) => Some(
+                self.decompress(bytes)
+                    .and_then(|text| jetstream_message(&text)),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Pings the source, or gives up on a connection that has been silent too long.
+    async fn keep_alive<S>(&mut self, sink: &mut S, last_heard: Instant) -> Result<(), FollowError>
+    where
+        S: futures_util::Sink<Message> + Unpin,
+    {
+        let liveness = self.source.config.liveness;
+        if last_heard.elapsed() > liveness {
+            self.flush().await?;
+            return Err(FollowError::Connection(format!(
+                "nothing heard for {} s; reconnecting",
+                last_heard.elapsed().as_secs()
+            )));
+        }
+        let ping = Message::Ping(Vec::new().into());
+        if !sent_in_time(sink, ping, liveness).await {
+            self.flush().await?;
+            return Err(FollowError::Connection("ping failed".into()));
+        }
+        Ok(())
     }
 
     async fn take(&mut self, mut message: SourceMessage) -> Result<(), FollowError> {
@@ -559,51 +639,7 @@ impl Session<'_> {
             self.end_catch_up().await?;
         }
         for event in message.events {
-            match event {
-                SourceEvent::Commit(commit) => match self.source.ingestor.prepare(commit) {
-                    Prepared::Change(change) => {
-                        self.batch.push(change);
-                        self.source.status.pending.store(true, Ordering::Release);
-                    }
-                    Prepared::Invalid => {
-                        self.source
-                            .ingestor
-                            .metrics()
-                            .count(LIVE_SOURCE, "invalid", 1)
-                    }
-                    Prepared::Ignored => {
-                        self.source
-                            .ingestor
-                            .metrics()
-                            .count(LIVE_SOURCE, "ignored", 1)
-                    }
-                },
-                SourceEvent::Account { did, status } => {
-                    // Changes read before the account event apply before it.
-                    self.end_catch_up().await?;
-                    self.flush().await?;
-                    tracing::info!(%did, ?status, "account status");
-                    self.source.catalog.set_account(did, status).await?;
-                }
-                SourceEvent::Identity { .. } => {}
-                SourceEvent::Info { name, message } => {
-                    tracing::warn!(%name, "live source says: {message}");
-                }
-                SourceEvent::Error { error, message } => {
-                    self.flush().await?;
-                    if error == "FutureCursor" {
-                        // The server has not reached our cursor (it was reset, or another
-                        // server answers at this address): start over from its live tail.
-                        tracing::warn!(
-                            "the live source is behind the stored cursor; resuming from its live tail"
-                        );
-                        *self.cursor = None;
-                    }
-                    return Err(FollowError::Connection(format!(
-                        "error frame {error}: {message}"
-                    )));
-                }
-            }
+            self.take_event(event).await?;
         }
         if let Some(cursor) = message.cursor {
             *self.cursor = Some(cursor);
@@ -613,6 +649,51 @@ impl Session<'_> {
             self.batch_time = message.time_us;
         }
         Ok(())
+    }
+
+    async fn take_event(&mut self, event: SourceEvent) -> Result<(), FollowError> {
+        match event {
+            SourceEvent::Commit(commit) => self.stage(commit),
+            SourceEvent::Account { did, status } => {
+                // Changes read before the account event apply before it.
+                self.end_catch_up().await?;
+                self.flush().await?;
+                tracing::info!(%did, ?status, "account status");
+                self.source.catalog.set_account(did, status).await?;
+            }
+            SourceEvent::Identity { .. } => {}
+            SourceEvent::Info { name, message } => {
+                tracing::warn!(%name, "live source says: {message}");
+            }
+            SourceEvent::Error { error, message } => {
+                self.flush().await?;
+                if error == "FutureCursor" {
+                    // The server has not reached our cursor (it was reset, or another
+                    // server answers at this address): start over from its live tail.
+                    tracing::warn!(
+                        "the live source is behind the stored cursor; resuming from its live tail"
+                    );
+                    *self.cursor = None;
+                }
+                return Err(FollowError::Connection(format!(
+                    "error frame {error}: {message}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a commit's change to the batch, or counts why it has none.
+    fn stage(&mut self, commit: CommitEvent) {
+        let metrics = self.source.ingestor.metrics();
+        match self.source.ingestor.prepare(commit) {
+            Prepared::Change(change) => {
+                self.batch.push(change);
+                self.source.status.pending.store(true, Ordering::Release);
+            }
+            Prepared::Invalid => metrics.count(LIVE_SOURCE, "invalid", 1),
+            Prepared::Ignored => metrics.count(LIVE_SOURCE, "ignored", 1),
+        }
     }
 
     /// The stored form of a live cursor.

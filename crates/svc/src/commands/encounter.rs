@@ -51,77 +51,11 @@ pub async fn record(args: &EncounterArgs) -> anyhow::Result<()> {
     let mut prompter = Prompter {
         input: stdin.lock(),
     };
-    let mut usage = Map::new();
-    if args.text_only {
-        let text = prompter
-            .ask("describe the use in one line")?
-            .ok_or_else(|| UsageError("a description of the use is required".into()))?;
-        usage.insert("action".into(), Value::String(text));
+    let usage = if args.text_only {
+        text_use(&mut prompter)?
     } else {
-        let action = match &args.action_vocab {
-            Some(vocab) => {
-                check_uri("action-vocab", vocab)?;
-                let record = super::identity::RecordFetcher::new(None)?
-                    .fetch(vocab)
-                    .await?
-                    .value;
-                let actions: Vec<(String, String)> = record
-                    .get("actions")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|entry| {
-                                let id = entry.get("id")?.as_str()?.to_string();
-                                let about = entry
-                                    .get("description")
-                                    .and_then(Value::as_str)
-                                    .unwrap_or("")
-                                    .to_string();
-                                Some((id, about))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if actions.is_empty() {
-                    anyhow::bail!("{vocab} offers no actions");
-                }
-                for (i, (id, about)) in actions.iter().enumerate() {
-                    eprintln!(
-                        "  {}) {id}{}",
-                        i + 1,
-                        if about.is_empty() {
-                            String::new()
-                        } else {
-                            format!(": {about}")
-                        }
-                    );
-                }
-                let answer = prompter
-                    .ask("action (number or id)")?
-                    .ok_or_else(|| UsageError("an action is required".into()))?;
-                let id = choose_action(&actions, &answer).ok_or_else(|| {
-                    UsageError(format!(
-                        "{answer:?} is neither a number from the list nor an action id"
-                    ))
-                })?;
-                usage.insert("actionVocabulary".into(), json!({"uri": vocab}));
-                id
-            }
-            None => prompter
-                .ask("action")?
-                .ok_or_else(|| UsageError("an action is required".into()))?,
-        };
-        usage.insert("action".into(), Value::String(action));
-        if let Some(scope) = prompter.ask("material scope (blank to skip)")? {
-            usage.insert("material".into(), json!({"scope": scope}));
-        }
-        if let Some(purpose) = prompter.ask("purpose (blank to skip)")? {
-            usage.insert("purpose".into(), Value::String(purpose));
-        }
-        if let Some(actor) = prompter.ask("actor (blank to skip)")? {
-            usage.insert("actor".into(), Value::String(actor));
-        }
-    }
+        structured_use(args, &mut prompter).await?
+    };
     let now = svc_syntax::now_unix_micros();
     let mut encounter = json!({
         "$type": "dev.svc.encounter",
@@ -137,6 +71,102 @@ pub async fn record(args: &EncounterArgs) -> anyhow::Result<()> {
     }
     let encounter = super::record::prepare("dev.svc.encounter", encounter)?;
     print_json(&encounter)
+}
+
+/// A use told in one line of free text, kept as its action.
+fn text_use<R: BufRead>(prompter: &mut Prompter<R>) -> anyhow::Result<Map<String, Value>> {
+    let text = prompter
+        .ask("describe the use in one line")?
+        .ok_or_else(|| UsageError("a description of the use is required".into()))?;
+    let mut usage = Map::new();
+    usage.insert("action".into(), Value::String(text));
+    Ok(usage)
+}
+
+/// A use asked field by field; the optional fields are left out when answered blank.
+async fn structured_use<R: BufRead>(
+    args: &EncounterArgs,
+    prompter: &mut Prompter<R>,
+) -> anyhow::Result<Map<String, Value>> {
+    let mut usage = Map::new();
+    let action = match &args.action_vocab {
+        Some(vocab) => {
+            let id = action_from_vocabulary(vocab, prompter).await?;
+            usage.insert("actionVocabulary".into(), json!({"uri": vocab}));
+            id
+        }
+        None => prompter
+            .ask("action")?
+            .ok_or_else(|| UsageError("an action is required".into()))?,
+    };
+    usage.insert("action".into(), Value::String(action));
+    if let Some(scope) = prompter.ask("material scope (blank to skip)")? {
+        usage.insert("material".into(), json!({"scope": scope}));
+    }
+    if let Some(purpose) = prompter.ask("purpose (blank to skip)")? {
+        usage.insert("purpose".into(), Value::String(purpose));
+    }
+    if let Some(actor) = prompter.ask("actor (blank to skip)")? {
+        usage.insert("actor".into(), Value::String(actor));
+    }
+    Ok(usage)
+}
+
+/// Fetches the vocabulary, lists its actions and asks for one of them.
+async fn action_from_vocabulary<R: BufRead>(
+    vocab: &str,
+    prompter: &mut Prompter<R>,
+) -> anyhow::Result<String> {
+    check_uri("action-vocab", vocab)?;
+    let record = super::identity::RecordFetcher::new(None)?
+        .fetch(vocab)
+        .await?
+        .value;
+    let actions = vocabulary_actions(&record);
+    if actions.is_empty() {
+        anyhow::bail!("{vocab} offers no actions");
+    }
+    for (i, (id, about)) in actions.iter().enumerate() {
+        eprintln!(
+            "  {}) {id}{}",
+            i + 1,
+            if about.is_empty() {
+                String::new()
+            } else {
+                format!(": {about}")
+            }
+        );
+    }
+    let answer = prompter
+        .ask("action (number or id)")?
+        .ok_or_else(|| UsageError("an action is required".into()))?;
+    let id = choose_action(&actions, &answer).ok_or_else(|| {
+        UsageError(format!(
+            "{answer:?} is neither a number from the list nor an action id"
+        ))
+    })?;
+    Ok(id)
+}
+
+/// The (id, description) pairs of a vocabulary record; entries without an id are skipped.
+fn vocabulary_actions(record: &Value) -> Vec<(String, String)> {
+    record
+        .get("actions")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|entry| {
+                    let id = entry.get("id")?.as_str()?.to_string();
+                    let about = entry
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    Some((id, about))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

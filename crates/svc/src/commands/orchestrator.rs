@@ -104,44 +104,7 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
     let (path, mut pairs) = if name == "stats" {
         ("/v1/stats".to_string(), Vec::new())
     } else {
-        let groups = by_command(queries);
-        let group = groups
-            .get(name)
-            .with_context(|| format!("unknown subcommand {name}"))?;
-        let mut given = Vec::new();
-        let mut pairs = Vec::new();
-        for query in group {
-            for param in query.params() {
-                if let Some(value) = sub.get_one::<String>(&param.name)
-                    && !given.contains(&param.name.as_str())
-                {
-                    given.push(param.name.as_str());
-                    pairs.push((param.name.clone(), value.clone()));
-                }
-            }
-        }
-        let Some(query) = pick(group, &given) else {
-            let forms: Vec<String> = group
-                .iter()
-                .map(|q| {
-                    let flags: Vec<String> = q
-                        .params()
-                        .iter()
-                        .filter(|p| p.required)
-                        .map(|p| format!("--{} <{}>", p.name, p.name.to_uppercase()))
-                        .collect();
-                    format!("svc orchestrator {name} {}", flags.join(" "))
-                        .trim_end()
-                        .to_string()
-                })
-                .collect();
-            return Err(UsageError(format!(
-                "these flags match no query; use one of: {}",
-                forms.join(" | ")
-            ))
-            .into());
-        };
-        (query.def().path.clone(), pairs)
+        query_request(queries, name, sub)?
     };
     for (name, _) in PAGING {
         if let Some(value) = matches
@@ -151,9 +114,69 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
             pairs.push((name.to_string(), value.clone()));
         }
     }
+    let body = get_json(base_url, &path, &pairs).await?;
+    print_json(&body)
+}
+
+/// The path of the query a subcommand's flags pick, and the flags as its parameters.
+fn query_request(
+    queries: &QuerySet,
+    name: &str,
+    sub: &ArgMatches,
+) -> anyhow::Result<(String, Vec<(String, String)>)> {
+    let groups = by_command(queries);
+    let group = groups
+        .get(name)
+        .with_context(|| format!("unknown subcommand {name}"))?;
+    let mut given = Vec::new();
+    let mut pairs = Vec::new();
+    for query in group {
+        for param in query.params() {
+            if let Some(value) = sub.get_one::<String>(&param.name)
+                && !given.contains(&param.name.as_str())
+            {
+                given.push(param.name.as_str());
+                pairs.push((param.name.clone(), value.clone()));
+            }
+        }
+    }
+    let Some(query) = pick(group, &given) else {
+        return Err(no_query_matches(name, group).into());
+    };
+    Ok((query.def().path.clone(), pairs))
+}
+
+/// The refusal of flags that pick no query, with the forms that would.
+fn no_query_matches(name: &str, group: &[&Query]) -> UsageError {
+    let forms: Vec<String> = group
+        .iter()
+        .map(|q| {
+            let flags: Vec<String> = q
+                .params()
+                .iter()
+                .filter(|p| p.required)
+                .map(|p| format!("--{} <{}>", p.name, p.name.to_uppercase()))
+                .collect();
+            format!("svc orchestrator {name} {}", flags.join(" "))
+                .trim_end()
+                .to_string()
+        })
+        .collect();
+    UsageError(format!(
+        "these flags match no query; use one of: {}",
+        forms.join(" | ")
+    ))
+}
+
+/// The service's JSON answer to a GET; its error, as the service words it, when refused.
+async fn get_json(
+    base_url: &str,
+    path: &str,
+    pairs: &[(String, String)],
+) -> anyhow::Result<serde_json::Value> {
     let url = svc_atproto::Url::parse_with_params(
         &format!("{}{path}", base_url.trim_end_matches('/')),
-        &pairs,
+        pairs,
     )
     .map_err(|e| UsageError(format!("--url {base_url}: {e}")))?;
     let response = super::http()?
@@ -176,7 +199,7 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
             _ => anyhow::bail!("{} {body}", status.as_u16()),
         }
     }
-    print_json(&body)
+    Ok(body)
 }
 
 fn root_cause(error: &dyn std::error::Error) -> String {

@@ -66,34 +66,10 @@ async fn check(
     let (args, kind) = lens_args(command);
     Ok(match command {
         VerifyCommand::RoundtripTest { corpus, .. } => {
-            let corpus = match corpus {
-                Some(path) => read_corpus(path)?,
-                None => default_corpus(),
-            };
-            let property = json!({
-                "$type": property_variant(kind)?,
-                "domain": format!("corpus of {} record(s)", corpus.len()),
-            });
-            let published = Published::fetch(fetcher, &args.lens).await?;
-            let verdict = roundtrip_test(&published, &corpus, corpus.len() as u64, property)?;
-            (published.lens, verdict)
+            roundtrip_command(fetcher, &args.lens, kind, corpus.as_deref()).await?
         }
         VerifyCommand::PropertyTest { corpus, budget, .. } => {
-            if *budget == 0 {
-                return Err(UsageError("--budget must be at least 1".into()).into());
-            }
-            let corpus = read_corpus(corpus)?;
-            let property = json!({
-                "$type": property_variant(kind)?,
-                "spec": format!(
-                    "budget {budget}: case i round-trips corpus record i mod {}",
-                    corpus.len()
-                ),
-                "runner": "svc-verify",
-            });
-            let published = Published::fetch(fetcher, &args.lens).await?;
-            let verdict = roundtrip_test(&published, &corpus, *budget, property)?;
-            (published.lens, verdict)
+            property_command(fetcher, &args.lens, kind, corpus, *budget).await?
         }
         VerifyCommand::StaticCheck { protocol, .. } => {
             let supplied = protocol.as_deref().map(read_protocol).transpose()?;
@@ -119,6 +95,51 @@ async fn check(
             (lens, verdict)
         }
     })
+}
+
+/// `roundtrip-test`: one case per corpus record.
+async fn roundtrip_command(
+    fetcher: &RecordFetcher,
+    lens: &str,
+    kind: &str,
+    corpus: Option<&Path>,
+) -> anyhow::Result<(FetchedRecord, Verdict)> {
+    let corpus = match corpus {
+        Some(path) => read_corpus(path)?,
+        None => default_corpus(),
+    };
+    let property = json!({
+        "$type": property_variant(kind)?,
+        "domain": format!("corpus of {} record(s)", corpus.len()),
+    });
+    let published = Published::fetch(fetcher, lens).await?;
+    let verdict = roundtrip_test(&published, &corpus, corpus.len() as u64, property)?;
+    Ok((published.lens, verdict))
+}
+
+/// `property-test`: `budget` cases over the corpus.
+async fn property_command(
+    fetcher: &RecordFetcher,
+    lens: &str,
+    kind: &str,
+    corpus: &Path,
+    budget: u64,
+) -> anyhow::Result<(FetchedRecord, Verdict)> {
+    if budget == 0 {
+        return Err(UsageError("--budget must be at least 1".into()).into());
+    }
+    let corpus = read_corpus(corpus)?;
+    let property = json!({
+        "$type": property_variant(kind)?,
+        "spec": format!(
+            "budget {budget}: case i round-trips corpus record i mod {}",
+            corpus.len()
+        ),
+        "runner": "svc-verify",
+    });
+    let published = Published::fetch(fetcher, lens).await?;
+    let verdict = roundtrip_test(&published, &corpus, budget, property)?;
+    Ok((published.lens, verdict))
 }
 
 /// Prints the verification record and the verdict's notes, publishes it when asked; the exit
@@ -319,22 +340,7 @@ fn roundtrip_test(
         .len()
         .min(usize::try_from(cases).unwrap_or(usize::MAX));
     let (misfit_records, mut notes) = misfit_notes(&roundtrip, &corpus[..checked]);
-    let progress = Progress::new(cases);
-    let mut falsified = None;
-    let mut ran = 0;
-    for case in 0..cases {
-        let record = &corpus[(case % corpus.len() as u64) as usize];
-        ran += 1;
-        if let Some(difference) = roundtrip.check(record.place, &record.value)? {
-            falsified = Some(format!(
-                "falsified by {} (case {case}): {difference}",
-                record.place
-            ));
-            break;
-        }
-        progress.tick(ran);
-    }
-    progress.finish();
+    let (ran, falsified) = run_cases(&roundtrip, corpus, cases)?;
     notes.insert(
         0,
         format!(
@@ -360,6 +366,31 @@ fn roundtrip_test(
         result,
         notes,
     })
+}
+
+/// Runs the cases until one falsifies the round trip: how many ran, and what falsified it.
+fn run_cases(
+    roundtrip: &Roundtrip,
+    corpus: &[CorpusRecord],
+    cases: u64,
+) -> anyhow::Result<(u64, Option<String>)> {
+    let progress = Progress::new(cases);
+    let mut falsified = None;
+    let mut ran = 0;
+    for case in 0..cases {
+        let record = &corpus[(case % corpus.len() as u64) as usize];
+        ran += 1;
+        if let Some(difference) = roundtrip.check(record.place, &record.value)? {
+            falsified = Some(format!(
+                "falsified by {} (case {case}): {difference}",
+                record.place
+            ));
+            break;
+        }
+        progress.tick(ran);
+    }
+    progress.finish();
+    Ok((ran, falsified))
 }
 
 fn property_variant(kind: &str) -> anyhow::Result<&'static str> {

@@ -1,0 +1,115 @@
+//! The hand-written routes, in one table that both the router and the OpenAPI document read,
+//! so that a path, its operation's name and its summary are each written once. Every route
+//! answers GET alone: the API is read-only (the CORS layer allows GET alone too).
+
+use crate::{AppState, health, openapi, stats, sufficiency};
+use axum::routing::{MethodRouter, get};
+use std::sync::Arc;
+
+/// What answers a hand-written route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Healthz,
+    Readyz,
+    Metrics,
+    OpenApi,
+    Stats,
+    Sufficiency,
+}
+
+pub(crate) struct Route {
+    pub path: &'static str,
+    /// The OpenAPI operationId, and with `xrpc` the name of the XRPC method.
+    pub name: &'static str,
+    pub endpoint: Endpoint,
+    /// Also served as the XRPC method `dev.svc.query.<name>`, as every list query is.
+    pub xrpc: bool,
+    /// Served only with the query API: an indexer that leaves queries to replicas still
+    /// answers the probes and `/metrics`.
+    pub api: bool,
+    /// Listed in the OpenAPI document; the document does not list itself.
+    pub listed: bool,
+    pub summary: Option<&'static str>,
+}
+
+pub(crate) const ROUTES: &[Route] = &[
+    Route {
+        path: health::HEALTHZ,
+        name: "healthz",
+        endpoint: Endpoint::Healthz,
+        xrpc: false,
+        api: false,
+        listed: true,
+        summary: None,
+    },
+    Route {
+        path: health::READYZ,
+        name: "readyz",
+        endpoint: Endpoint::Readyz,
+        xrpc: false,
+        api: false,
+        listed: true,
+        summary: None,
+    },
+    Route {
+        path: "/metrics",
+        name: "metrics",
+        endpoint: Endpoint::Metrics,
+        xrpc: false,
+        api: false,
+        listed: true,
+        summary: None,
+    },
+    Route {
+        path: "/openapi.json",
+        name: "openapi",
+        endpoint: Endpoint::OpenApi,
+        xrpc: false,
+        api: true,
+        listed: false,
+        summary: None,
+    },
+    Route {
+        path: "/v1/stats",
+        name: "stats",
+        endpoint: Endpoint::Stats,
+        xrpc: false,
+        api: true,
+        listed: true,
+        summary: Some("Record counts per kind."),
+    },
+    Route {
+        path: "/v1/verifications/sufficient",
+        name: "verificationsSufficient",
+        endpoint: Endpoint::Sufficiency,
+        xrpc: true,
+        api: true,
+        listed: true,
+        summary: Some(
+            "Whether every listed verification kind has a verification of the lens (that holds).",
+        ),
+    },
+];
+
+/// The path of the XRPC method `dev.svc.query.<name>`.
+pub(crate) fn xrpc_path(name: &str) -> String {
+    format!("/xrpc/dev.svc.query.{name}")
+}
+
+/// The operationId of the XRPC form of the operation `name`.
+pub(crate) fn xrpc_operation_id(name: &str) -> String {
+    format!("xrpc.{name}")
+}
+
+impl Endpoint {
+    pub(crate) fn handler(self) -> MethodRouter<Arc<AppState>> {
+        match self {
+            Endpoint::Healthz => get(health::healthz),
+            Endpoint::Readyz => get(health::readyz),
+            Endpoint::Metrics => get(health::metrics),
+            Endpoint::OpenApi => get(openapi::serve),
+            Endpoint::Stats => get(stats::serve),
+            Endpoint::Sufficiency => get(sufficiency::serve),
+        }
+    }
+}
