@@ -93,9 +93,9 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         .iter()
         .filter(|route| config.api || !route.api)
     {
-        router = router.route(route.path, route.endpoint.handler());
+        router = router.route(route.path, handler(route.endpoint));
         if route.xrpc {
-            router = router.route(&routes::xrpc_path(route.name), route.endpoint.handler());
+            router = router.route(&routes::xrpc_path(route.name), handler(route.endpoint));
         }
     }
     if config.api {
@@ -130,4 +130,17 @@ fn query_routes(router: Router<Arc<AppState>>, state: &AppState) -> Router<Arc<A
             .route(&routes::xrpc_path(query.name()), get(handler));
     }
     router
+}
+
+/// What answers each hand-written route.
+fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppState>> {
+    use routes::Endpoint;
+    match endpoint {
+        Endpoint::Healthz => get(health::healthz),
+        Endpoint::Readyz => get(health::readyz),
+        Endpoint::Metrics => get(health::metrics),
+        Endpoint::OpenApi => get(openapi::serve),
+        Endpoint::Stats => get(stats::serve),
+        Endpoint::Sufficiency => get(sufficiency::serve),
+    }
 }

@@ -2,9 +2,7 @@
 //! so that a path, its operation's name and its summary are each written once. Every route
 //! answers GET alone: the API is read-only (the CORS layer allows GET alone too).
 
-use crate::{AppState, health, openapi, stats, sufficiency};
-use axum::routing::{MethodRouter, get};
-use std::sync::Arc;
+use crate::health;
 
 /// What answers a hand-written route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,17 +97,4 @@ pub(crate) fn xrpc_path(name: &str) -> String {
 /// The operationId of the XRPC form of the operation `name`.
 pub(crate) fn xrpc_operation_id(name: &str) -> String {
     format!("xrpc.{name}")
-}
-
-impl Endpoint {
-    pub(crate) fn handler(self) -> MethodRouter<Arc<AppState>> {
-        match self {
-            Endpoint::Healthz => get(health::healthz),
-            Endpoint::Readyz => get(health::readyz),
-            Endpoint::Metrics => get(health::metrics),
-            Endpoint::OpenApi => get(openapi::serve),
-            Endpoint::Stats => get(stats::serve),
-            Endpoint::Sufficiency => get(sufficiency::serve),
-        }
-    }
 }
