@@ -498,8 +498,14 @@ fn paging_by_limit_offset_and_cursor(backend: Backend) {
     assert_eq!(seen, all);
     let (_, first) = s.get("/v1/bounties/open?limit=1");
     let cursor = first["cursor"].as_str().unwrap();
-    let (status, body) = s.get(&format!(
+    // `offset=0` beside a cursor is the default spelled out; any other offset is refused.
+    let (status, with_zero) = s.get(&format!(
         "/v1/bounties/open?limit=1&cursor={cursor}&offset=0"
+    ));
+    assert_eq!(status, 200, "{with_zero}");
+    assert_eq!(with_zero["items"][0]["uri"].as_str(), Some(all[1].as_str()));
+    let (status, body) = s.get(&format!(
+        "/v1/bounties/open?limit=1&cursor={cursor}&offset=1"
     ));
     assert_eq!(
         (status, body["error"].as_str()),
