@@ -1,5 +1,6 @@
 //! The `svc` command. Errors from every layer become one `error: <message>` line here; usage
-//! errors exit 2, failures 1.
+//! errors exit 2, failures 1. A reader of standard output that goes away (`svc ... | head`)
+//! ends the command quietly, with 0.
 
 mod cli;
 mod commands;
@@ -7,9 +8,8 @@ mod process;
 mod roles;
 mod serve;
 
-use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
-use commands::{RunnerError, UsageError, block_on};
+use commands::{RunnerError, StdoutClosed, UsageError, block_on};
 use std::process::ExitCode;
 use svc_catalog::QuerySet;
 
@@ -71,16 +71,12 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
         cli::Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut command(queries), "svc", &mut script);
-            done(
-                std::io::Write::write_all(&mut std::io::stdout(), &script)
-                    .context("writing the completion script"),
-            )
+            done(commands::print_bytes(&script))
         }
         cli::Command::Orchestrator => Ok(ExitCode::SUCCESS),
-        cli::Command::Version => {
-            println!("svc {}", env!("CARGO_PKG_VERSION"));
-            Ok(ExitCode::SUCCESS)
-        }
+        cli::Command::Version => done(commands::print_bytes(
+            format!("svc {}\n", env!("CARGO_PKG_VERSION")).as_bytes(),
+        )),
     }
 }
 
@@ -105,6 +101,7 @@ fn main() -> ExitCode {
     };
     match run(&queries) {
         Ok(code) => code,
+        Err(error) if error.is::<StdoutClosed>() => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
             let usage_or_no_verdict = error.is::<UsageError>() || error.is::<RunnerError>();

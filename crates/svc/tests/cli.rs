@@ -486,6 +486,43 @@ fn a_query_added_to_the_specification_becomes_a_subcommand() {
     assert!(text.contains("--top_id"), "{text}");
 }
 
+/// Runs `svc <args>` as `svc <args> | head -c 16` would: reads 16 bytes of its standard output,
+/// then closes it. Its exit status and standard error.
+fn with_reader_gone(args: &[&str]) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let mut child = svc()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("svc");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 16];
+    stdout.read_exact(&mut first).expect("the first bytes");
+    drop(stdout);
+    let output = child.wait_with_output().expect("svc ends");
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_reader_that_stops_reading_ends_a_command_quietly() {
+    // Each prints more than a pipe holds (64 KiB), so the reader leaves while it writes.
+    let items: Vec<Value> = (0..2_000)
+        .map(|i| serde_json::json!({"uri": format!("at://did:plc:a/dev.svc.bounty/{i}")}))
+        .collect();
+    let server = FakePds::answering(serde_json::json!({"items": items, "total": 2_000}));
+    let completions = ["completions", "bash"];
+    let query = ["orchestrator", "bounties", "--url", &server.url];
+    for args in [&completions[..], &query[..]] {
+        let (status, stderr) = with_reader_gone(args);
+        assert!(status.success(), "{args:?}: {status:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}
+
 /// A PDS that answers every request, whatever it asks, with `answer`, and keeps each request
 /// it was sent (head and body).
 struct FakePds {
