@@ -612,9 +612,9 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
     assert_eq!(stats.as_object().unwrap().len(), 17);
     assert_eq!(
         s.get_raw("/healthz"),
-        (200, "text/plain; charset=utf-8".into(), "ok".into())
+        (200, "text/plain; charset=utf-8".into(), "ok\n".into())
     );
-    assert_eq!(s.get_raw("/readyz").2, "ready");
+    assert_eq!(s.get_raw("/readyz").2, "ready\n");
     assert_eq!(s.get_raw("/v1/bounties/open?limit=0").0, 400);
     assert_eq!(s.get_raw("/no/such/route").0, 404);
     let (_, content_type, metrics) = s.get_raw("/metrics");
