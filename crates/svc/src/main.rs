@@ -8,6 +8,7 @@ mod process;
 mod roles;
 mod serve;
 
+use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use commands::{RunnerError, StdoutClosed, UsageError, block_on};
 use std::process::ExitCode;
@@ -34,14 +35,25 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
             std::process::exit(if error.use_stderr() { 2 } else { 0 });
         }
     };
+    let url_before_command = matches
+        .try_get_one::<String>(cli::URL_BEFORE_COMMAND)
+        .ok()
+        .flatten();
     if let Some(("orchestrator", sub)) = matches.subcommand() {
-        // `--url` is global: it may be given before or after `orchestrator`.
-        let url = [sub, &matches]
-            .iter()
-            .find_map(|m| m.try_get_one::<String>("url").ok().flatten().cloned())
-            .unwrap_or_else(|| cli::DEFAULT_URL.to_string());
+        // `--url` after `orchestrator` (or its subcommand) first, then before it, then
+        // `SVC_URL` and the default.
+        let given_after = sub.value_source("url") == Some(ValueSource::CommandLine);
+        let url = match (given_after, url_before_command) {
+            (false, Some(before)) => Some(before),
+            _ => sub.try_get_one::<String>("url").ok().flatten(),
+        }
+        .cloned()
+        .unwrap_or_else(|| cli::DEFAULT_URL.to_string());
         return block_on(commands::orchestrator::run(&url, queries, sub))
             .map(|()| ExitCode::SUCCESS);
+    }
+    if url_before_command.is_some() {
+        return Err(UsageError("--url is an option of `svc orchestrator` only".into()).into());
     }
     let cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
     let done = |outcome: anyhow::Result<()>| outcome.map(|()| ExitCode::SUCCESS);
@@ -73,7 +85,7 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut command(queries), "svc", &mut script);
             done(commands::print_bytes(&script))
         }
-        cli::Command::Orchestrator => Ok(ExitCode::SUCCESS),
+        cli::Command::Orchestrator(_) => Ok(ExitCode::SUCCESS),
         cli::Command::Version => done(commands::print_bytes(
             format!("svc {}\n", env!("CARGO_PKG_VERSION")).as_bytes(),
         )),
