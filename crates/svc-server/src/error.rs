@@ -105,7 +105,9 @@ pub(crate) fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 
 /// A connection's bytes, with hyper's own answers to requests it cannot read written as JSON
 /// errors like every other answer: a malformed request line or header, an HTTP version other
-/// than 1.0 and 1.1 (`GET / HTTP/2.0` sent as text), a URI or head beyond its limits. hyper
+/// than 1.0 and 1.1 (`GET / HTTP/2.0` sent as text), a URI or head beyond its limits (a first
+/// request line longer than hyper's whole buffer is a 414, not hyper's 431: the URI is what
+/// is too long, and hyper, which never saw the line end, cannot tell). hyper
 /// answers these before any service runs, with a bodiless head, and offers no hook to change
 /// it; it then closes the connection, so that head is the last thing it writes, whole in one
 /// buffer. A head of its shape (a 4xx or 5xx status, `content-length: 0`, no `content-type`)
@@ -118,6 +120,8 @@ pub(crate) struct JsonHeadErrors<S> {
     first_len: usize,
     /// Whether anything has been written: a refused head is then not the first request's.
     wrote: bool,
+    /// Whether a line break has been read: until then the first request line is unfinished.
+    line_ended: bool,
     replacing: Option<Replacement>,
 }
 
@@ -144,6 +148,7 @@ impl<S> JsonHeadErrors<S> {
             first: [0; FIRST_BYTES],
             first_len: 0,
             wrote: false,
+            line_ended: false,
             replacing: None,
         }
     }
@@ -165,9 +170,16 @@ impl<S> JsonHeadErrors<S> {
             .then(|| String::from_utf8_lossy(version).into_owned())
     }
 
-    fn replacement(&self, head: &[u8]) -> Replacement {
-        let status = head.get(9..12).unwrap_or_default();
-        let (code, message) = match status {
+    fn replacement(&self, bare: &[u8]) -> Replacement {
+        let line_unfinished =
+            bare.get(9..12) == Some(&b"431"[..]) && !self.wrote && !self.line_ended;
+        let head = if line_unfinished {
+            with_status_line(bare, b"HTTP/1.1 414 URI Too Long")
+        } else {
+            bare.to_vec()
+        };
+        let head = head.as_slice();
+        let (code, message) = match head.get(9..12).unwrap_or_default() {
             b"414" => (
                 "uri_too_long",
                 "the request URI is longer than the server reads".to_string(),
@@ -210,9 +222,15 @@ impl<S> JsonHeadErrors<S> {
         Replacement {
             bytes,
             sent: 0,
-            replaces: head.len(),
+            replaces: bare.len(),
         }
     }
+}
+
+/// `head` with its first line replaced by `line`.
+fn with_status_line(head: &[u8], line: &[u8]) -> Vec<u8> {
+    let rest = find(head, b"\r\n").map_or(&head[head.len()..], |end| &head[end..]);
+    [line, rest].concat()
 }
 
 const BARE_LENGTH: &[u8] = b"\r\ncontent-length: 0\r\n";
@@ -247,8 +265,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for JsonHeadErrors<S> {
         let this = self.get_mut();
         let before = buf.filled().len();
         let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let new = &buf.filled()[before..];
+        if !this.line_ended {
+            this.line_ended = new.contains(&b'\n');
+        }
         if this.first_len < FIRST_BYTES {
-            let new = &buf.filled()[before..];
             let take = new.len().min(FIRST_BYTES - this.first_len);
             this.first[this.first_len..this.first_len + take].copy_from_slice(&new[..take]);
             this.first_len += take;

@@ -15,17 +15,22 @@ pub(crate) fn is_probe(path: &str) -> bool {
     PROBES.contains(&path)
 }
 
+// Plain-text answers end with a line break, as a terminal and line-reading tools expect.
 pub(crate) async fn healthz() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "ok\n",
+    )
+        .into_response()
 }
 
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     // The reason follows the contract's word, for an operator reading it.
     let (status, body) = match (state.not_ready)() {
-        None => (StatusCode::OK, "ready".to_string()),
+        None => (StatusCode::OK, "ready\n".to_string()),
         Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("warming: {reason}"),
+            format!("warming: {reason}\n"),
         ),
     };
     (

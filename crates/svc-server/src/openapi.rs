@@ -71,10 +71,10 @@ fn paging_parameters() -> Vec<Value> {
         json!({"name": "limit", "in": "query", "required": false, "description": "Items per page.",
                "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}}),
         json!({"name": "offset", "in": "query", "required": false,
-               "description": "Items to skip. Not with cursor (400).",
+               "description": "Items to skip. With cursor only 0 (any other offset is a 400).",
                "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "default": 0}}),
         json!({"name": "cursor", "in": "query", "required": false,
-               "description": "Opaque cursor from a previous answer: the page after it (keyset paging). Not with offset (400).",
+               "description": "Opaque cursor from a previous answer: the page after it (keyset paging). With offset only 0 (any other offset is a 400).",
                "schema": {"type": "string", "minLength": 3, "maxLength": MAX_CURSOR_CHARS, "pattern": CURSOR_PATTERN}}),
     ]
 }

@@ -112,9 +112,11 @@ pub(crate) fn paging(params: &Params) -> Result<PageRequest, ApiError> {
         .transpose()?;
     let after = match params.get("cursor")? {
         None => None,
-        Some(_) if offset.is_some() => {
+        // `offset=0` is the default spelled out (clients and generators send it beside a
+        // cursor); only an offset that would move the page conflicts with the cursor.
+        Some(_) if offset.is_some_and(|n| n != 0) => {
             return Err(ApiError::InvalidRequest(
-                "cursor: cannot be combined with offset".into(),
+                "cursor: cannot be combined with a non-zero offset".into(),
             ));
         }
         Some(cursor) => Some(decode_cursor(cursor)?),
@@ -218,8 +220,15 @@ mod tests {
                 .as_deref(),
             Some("at://did:plc:a/dev.svc.bounty/1")
         );
-        assert!(
+        assert_eq!(
             paging_of(&format!("cursor={cursor}&offset=0"))
+                .unwrap()
+                .after
+                .as_deref(),
+            Some("at://did:plc:a/dev.svc.bounty/1")
+        );
+        assert!(
+            paging_of(&format!("offset=1&cursor={cursor}"))
                 .unwrap_err()
                 .contains("offset")
         );

@@ -163,9 +163,11 @@ fn at_uri_parts(value: &str, part_limits: bool) -> Result<AtUriParts<'_>, Syntax
     })
 }
 
-/// The lexicon `cid` format is a syntax check only: 8-256 characters of `[A-Za-z0-9+=]`.
+/// The lexicon `cid` format is a syntax check only: 8-256 characters of `[A-Za-z0-9+=]`, but
+/// not a CIDv0 (`Qm` and base58btc), which this version of atproto does not use.
 pub fn check_cid(value: &str) -> Result<(), SyntaxError> {
     let ok = (8..=256).contains(&value.len())
+        && !value.starts_with("Qm")
         && value
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'=');
@@ -176,23 +178,47 @@ pub fn check_cid(value: &str) -> Result<(), SyntaxError> {
     }
 }
 
-/// A BCP 47 tag, checked for shape: a 2-3 letter primary language (or `i`/`x` for
-/// grandfathered and private-use tags), then subtags of 1-8 letters or digits.
+/// A BCP 47 tag, checked for shape: a 2-3 lowercase letter primary language (or `i` for
+/// grandfathered tags, `x` or `X` for private use), then subtags of 1-8 letters or digits; no
+/// variant and no extension singleton twice, in any case (RFC 5646 §4.1).
 pub fn check_language(value: &str) -> Result<(), SyntaxError> {
     let err = || SyntaxError::new("language");
     let mut subtags = value.split('-');
     let primary = subtags.next().ok_or_else(err)?;
-    let primary_ok = matches!(primary, "i" | "x")
-        || ((2..=3).contains(&primary.len()) && primary.bytes().all(|b| b.is_ascii_alphabetic()));
+    let private_use = matches!(primary, "x" | "X");
+    let primary_ok = primary == "i"
+        || private_use
+        || ((2..=3).contains(&primary.len()) && primary.bytes().all(|b| b.is_ascii_lowercase()));
     if !primary_ok {
         return Err(err());
     }
+    // Variants stand before the first singleton, extensions after it, and everything after
+    // `x` is private use, where repeats mean nothing.
+    let (mut seen, mut in_extensions, mut checking) = (Vec::new(), false, !private_use);
     for subtag in subtags {
         if subtag.is_empty()
             || subtag.len() > 8
             || !subtag.bytes().all(|b| b.is_ascii_alphanumeric())
         {
             return Err(err());
+        }
+        if !checking {
+            continue;
+        }
+        let singleton = subtag.len() == 1;
+        if singleton && subtag.eq_ignore_ascii_case("x") {
+            checking = false;
+            continue;
+        }
+        in_extensions |= singleton;
+        let variant = !in_extensions
+            && (subtag.len() >= 5 || (subtag.len() == 4 && subtag.as_bytes()[0].is_ascii_digit()));
+        if singleton || variant {
+            let folded = subtag.to_ascii_lowercase();
+            if seen.contains(&folded) {
+                return Err(err());
+            }
+            seen.push(folded);
         }
     }
     Ok(())

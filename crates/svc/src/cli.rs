@@ -17,18 +17,17 @@ pub const DEFAULT_FIREHOSE: &str = "wss://jetstream2.us-east.bsky.network/subscr
     about = "A catalog of dev.svc.* AT Protocol records: indexer, query API and tools"
 )]
 pub struct Cli {
-    /// Base address of the query API, for `orchestrator`.
-    #[arg(
-        long,
-        global = true,
-        env = "SVC_URL",
-        default_value = DEFAULT_URL
-    )]
-    pub url: String,
+    /// `--url` given before the command (`svc --url URL orchestrator ...`): hidden, since only
+    /// `orchestrator` reads it and its own `--url` is the one documented.
+    #[arg(long = "url", id = URL_BEFORE_COMMAND, hide = true)]
+    pub url: Option<String>,
 
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The id of `--url` given before the command.
+pub const URL_BEFORE_COMMAND: &str = "url_before_command";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -51,7 +50,7 @@ pub enum Command {
     Publish(PublishArgs),
     /// Query a running `svc serve` (subcommands come from the query specification).
     #[command(subcommand_required = true, arg_required_else_help = true)]
-    Orchestrator,
+    Orchestrator(OrchestratorArgs),
     /// Build encounter records.
     #[command(subcommand)]
     Encounter(EncounterCommand),
@@ -63,6 +62,13 @@ pub enum Command {
     Completions { shell: clap_complete::Shell },
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Args)]
+pub struct OrchestratorArgs {
+    /// Base address of the query API.
+    #[arg(long, global = true, env = "SVC_URL", default_value = DEFAULT_URL)]
+    pub url: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -113,17 +119,25 @@ pub enum EncounterCommand {
 
 #[derive(Debug, Args)]
 pub struct EncounterArgs {
+    /// at-uri of the dev.panproto.schema.lens record that was applied.
     #[arg(long)]
     pub lens: String,
+    /// at-uri of the schema record of the data the lens read.
     #[arg(long = "source-schema", alias = "source_schema")]
     pub source_schema: String,
+    /// at-uri of the schema record of the data the lens produced.
     #[arg(long = "target-schema", alias = "target_schema")]
     pub target_schema: Option<String>,
-    /// A vocabulary record whose actions are offered.
+    /// at-uri of a vocabulary record whose actions are offered to choose from [default: the
+    /// action is asked as free text].
     #[arg(long = "action-vocab", alias = "action_vocab")]
     pub action_vocab: Option<String>,
+    /// Kind of encounter: invocation-log, curated, roundtrip-verified, production,
+    /// adversarial, or another word.
     #[arg(long, default_value = "invocation-log")]
     pub kind: String,
+    /// Audience the record is meant for: public-detailed, public-minimal,
+    /// public-aggregate-only, community-scoped or private.
     #[arg(long, default_value = "public-detailed")]
     pub visibility: String,
     /// Ask one free-text line instead of the structured use.

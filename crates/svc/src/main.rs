@@ -1,5 +1,6 @@
 //! The `svc` command. Errors from every layer become one `error: <message>` line here; usage
-//! errors exit 2, failures 1.
+//! errors exit 2, failures 1. A reader of standard output that goes away (`svc ... | head`)
+//! ends the command quietly, with 0.
 
 mod cli;
 mod commands;
@@ -7,9 +8,9 @@ mod process;
 mod roles;
 mod serve;
 
-use anyhow::Context;
+use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
-use commands::{RunnerError, UsageError, block_on};
+use commands::{RunnerError, StdoutClosed, UsageError, block_on};
 use std::process::ExitCode;
 use svc_spec::QuerySet;
 
@@ -34,14 +35,25 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
             std::process::exit(if error.use_stderr() { 2 } else { 0 });
         }
     };
+    let url_before_command = matches
+        .try_get_one::<String>(cli::URL_BEFORE_COMMAND)
+        .ok()
+        .flatten();
     if let Some(("orchestrator", sub)) = matches.subcommand() {
-        // `--url` is global: it may be given before or after `orchestrator`.
-        let url = [sub, &matches]
-            .iter()
-            .find_map(|m| m.try_get_one::<String>("url").ok().flatten().cloned())
-            .unwrap_or_else(|| cli::DEFAULT_URL.to_string());
+        // `--url` after `orchestrator` (or its subcommand) first, then before it, then
+        // `SVC_URL` and the default.
+        let given_after = sub.value_source("url") == Some(ValueSource::CommandLine);
+        let url = match (given_after, url_before_command) {
+            (false, Some(before)) => Some(before),
+            _ => sub.try_get_one::<String>("url").ok().flatten(),
+        }
+        .cloned()
+        .unwrap_or_else(|| cli::DEFAULT_URL.to_string());
         return block_on(commands::orchestrator::run(&url, queries, sub))
             .map(|()| ExitCode::SUCCESS);
+    }
+    if url_before_command.is_some() {
+        return Err(UsageError("--url is an option of `svc orchestrator` only".into()).into());
     }
     let cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
     let done = |outcome: anyhow::Result<()>| outcome.map(|()| ExitCode::SUCCESS);
@@ -71,16 +83,12 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
         cli::Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut command(queries), "svc", &mut script);
-            done(
-                std::io::Write::write_all(&mut std::io::stdout(), &script)
-                    .context("writing the completion script"),
-            )
+            done(commands::print_bytes(&script))
         }
-        cli::Command::Orchestrator => Ok(ExitCode::SUCCESS),
-        cli::Command::Version => {
-            println!("svc {}", env!("CARGO_PKG_VERSION"));
-            Ok(ExitCode::SUCCESS)
-        }
+        cli::Command::Orchestrator(_) => Ok(ExitCode::SUCCESS),
+        cli::Command::Version => done(commands::print_bytes(
+            format!("svc {}\n", env!("CARGO_PKG_VERSION")).as_bytes(),
+        )),
     }
 }
 
@@ -105,6 +113,7 @@ fn main() -> ExitCode {
     };
     match run(&queries) {
         Ok(code) => code,
+        Err(error) if error.is::<StdoutClosed>() => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
             let usage_or_no_verdict = error.is::<UsageError>() || error.is::<RunnerError>();

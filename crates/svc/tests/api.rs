@@ -498,8 +498,14 @@ fn paging_by_limit_offset_and_cursor(backend: Backend) {
     assert_eq!(seen, all);
     let (_, first) = s.get("/v1/bounties/open?limit=1");
     let cursor = first["cursor"].as_str().unwrap();
-    let (status, body) = s.get(&format!(
+    // `offset=0` beside a cursor is the default spelled out; any other offset is refused.
+    let (status, with_zero) = s.get(&format!(
         "/v1/bounties/open?limit=1&cursor={cursor}&offset=0"
+    ));
+    assert_eq!(status, 200, "{with_zero}");
+    assert_eq!(with_zero["items"][0]["uri"].as_str(), Some(all[1].as_str()));
+    let (status, body) = s.get(&format!(
+        "/v1/bounties/open?limit=1&cursor={cursor}&offset=1"
     ));
     assert_eq!(
         (status, body["error"].as_str()),
@@ -606,9 +612,9 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
     assert_eq!(stats.as_object().unwrap().len(), 17);
     assert_eq!(
         s.get_raw("/healthz"),
-        (200, "text/plain; charset=utf-8".into(), "ok".into())
+        (200, "text/plain; charset=utf-8".into(), "ok\n".into())
     );
-    assert_eq!(s.get_raw("/readyz").2, "ready");
+    assert_eq!(s.get_raw("/readyz").2, "ready\n");
     assert_eq!(s.get_raw("/v1/bounties/open?limit=0").0, 400);
     assert_eq!(s.get_raw("/no/such/route").0, 404);
     let (_, content_type, metrics) = s.get_raw("/metrics");

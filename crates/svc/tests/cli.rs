@@ -638,6 +638,115 @@ fn a_query_added_to_the_specification_becomes_a_subcommand() {
     assert!(text.contains("--top_id"), "{text}");
 }
 
+/// The flags a help text lists, each with its description (empty when it has none).
+fn flags_in_help(args: &[&str]) -> Vec<(String, String)> {
+    let output = svc().args(args).output().expect("svc");
+    assert!(output.status.success(), "{args:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with('-'))
+        .map(|line| {
+            let (flag, about) = line.split_once("  ").unwrap_or((line, ""));
+            (flag.to_string(), about.trim().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_flag_is_described_and_url_is_only_where_it_is_read() {
+    let encounter = flags_in_help(&["encounter", "record", "--help"]);
+    for flag in [
+        "--lens",
+        "--source-schema",
+        "--target-schema",
+        "--action-vocab",
+        "--kind",
+        "--visibility",
+        "--text-only",
+    ] {
+        assert!(
+            encounter
+                .iter()
+                .any(|(f, _)| f.starts_with(&format!("{flag} ")) || f == flag),
+            "{flag} missing: {encounter:?}"
+        );
+    }
+    for (flag, about) in &encounter {
+        assert!(!about.is_empty(), "{flag} has no description");
+    }
+    let has_url = |args: &[&str]| {
+        flags_in_help(args)
+            .iter()
+            .any(|(flag, _)| flag.starts_with("--url "))
+    };
+    for args in [
+        &["--help"][..],
+        &["resolve", "--help"],
+        &["fetch", "--help"],
+        &["publish", "--help"],
+        &["oauth", "login", "--help"],
+        &["encounter", "record", "--help"],
+        &["verify", "roundtrip-test", "--help"],
+        &["serve", "--help"],
+    ] {
+        assert!(!has_url(args), "{args:?} lists --url");
+    }
+    assert!(has_url(&["orchestrator", "--help"]));
+    assert!(has_url(&["orchestrator", "bounties", "--help"]));
+    // Given before the command, it still reaches the orchestrator, and is refused elsewhere.
+    let server = FakePds::answering(serde_json::json!({"bounties": 0}));
+    let stats = svc()
+        .args(["--url", &server.url, "orchestrator", "stats"])
+        .output()
+        .unwrap();
+    assert!(stats.status.success(), "{stats:?}");
+    assert!(server.requests()[0].starts_with("GET /v1/stats"));
+    let elsewhere = svc()
+        .args(["--url", &server.url, "resolve", "did:plc:x"])
+        .output()
+        .unwrap();
+    assert_eq!(elsewhere.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&elsewhere.stderr).contains("orchestrator"));
+}
+
+/// Runs `svc <args>` as `svc <args> | head -c 16` would: reads 16 bytes of its standard output,
+/// then closes it. Its exit status and standard error.
+fn with_reader_gone(args: &[&str]) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let mut child = svc()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("svc");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 16];
+    stdout.read_exact(&mut first).expect("the first bytes");
+    drop(stdout);
+    let output = child.wait_with_output().expect("svc ends");
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_reader_that_stops_reading_ends_a_command_quietly() {
+    // Each prints more than a pipe holds (64 KiB), so the reader leaves while it writes.
+    let items: Vec<Value> = (0..2_000)
+        .map(|i| serde_json::json!({"uri": format!("at://did:plc:a/dev.svc.bounty/{i}")}))
+        .collect();
+    let server = FakePds::answering(serde_json::json!({"items": items, "total": 2_000}));
+    let completions = ["completions", "bash"];
+    let query = ["orchestrator", "bounties", "--url", &server.url];
+    for args in [&completions[..], &query[..]] {
+        let (status, stderr) = with_reader_gone(args);
+        assert!(status.success(), "{args:?}: {status:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}
+
 /// A PDS that answers every request, whatever it asks, with `answer`, and keeps each request
 /// it was sent (head and body).
 struct FakePds {

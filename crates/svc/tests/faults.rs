@@ -87,7 +87,7 @@ fn a_full_disk_is_waited_out_and_nothing_acknowledged_is_lost() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    eprintln!("while the disk is full, /readyz: {reason}");
+    eprint!("while the disk is full, /readyz: {reason}");
     // Up, answering, and holding everything it had acknowledged.
     std::thread::sleep(Duration::from_secs(1));
     let mut server = server;

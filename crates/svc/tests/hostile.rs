@@ -268,7 +268,7 @@ fn answers(
         );
     }
     let (status, _, body) = server.get_raw("/readyz");
-    if (status, body.as_str()) != (200, "ready") {
+    if (status, body.as_str()) != (200, "ready\n") {
         let log = log_of(server);
         panic!("{backend:?}: /readyz answered {status} {body:?}\nserver log:\n{log}");
     }
@@ -520,7 +520,7 @@ fn a_refused_record_is_skipped_counted_and_logged(backend: Backend) {
         metrics.contains("svc_catalog_refused_total{reason=\"constraint\"} 1"),
         "{metrics}"
     );
-    assert_eq!(server.get_raw("/readyz").2, "ready");
+    assert_eq!(server.get_raw("/readyz").2, "ready\n");
     // And the writer goes on.
     replay.publish([line(now_us(), "3kaaaaaaab2ae", "after")]);
     server.wait_for(&by_name("after"), WITHIN, |b| b["total"] == 1);

@@ -74,7 +74,7 @@ fn records_appear_change_and_vanish_within_two_seconds() {
         metrics.contains("svc_ingest_events_total{source=\"firehose\",outcome=\"invalid\"} 1"),
         "{metrics}"
     );
-    assert_eq!(server.get_raw("/readyz").2, "ready");
+    assert_eq!(server.get_raw("/readyz").2, "ready\n");
 }
 
 #[test]

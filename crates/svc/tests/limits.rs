@@ -372,6 +372,91 @@ fn oversized_and_badly_encoded_requests_get_json_answers() {
     );
 }
 
+/// The status and JSON body of the answer to `raw`, sent on a connection of its own. The
+/// server may stop reading an oversized head and close the connection before all of it is
+/// sent, so a write that fails is not a failure: the answer is what counts.
+fn raw_answer(server: &Server, raw: &[u8]) -> (u16, serde_json::Value) {
+    let mut stream = TcpStream::connect(address(server)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let _ = stream.write_all(raw);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no answer: {answer:?}"));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("\r\ncontent-type: application/json\r\n"),
+        "{head}"
+    );
+    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
+    (status, body)
+}
+
+#[test]
+fn heads_of_any_size_get_json_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path().join("catalog.db"), &[]);
+    let line = |target_bytes: usize| {
+        format!(
+            "GET /v1/stats?x={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "a".repeat(target_bytes)
+        )
+    };
+    let headers = |header_bytes: usize, count: usize| {
+        let one = format!("X-Large: {}\r\n", "b".repeat(header_bytes / count));
+        format!(
+            "GET /v1/stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{}\r\n",
+            one.repeat(count)
+        )
+    };
+    let cases = [
+        // Within the bytes the server reads: its own limits answer.
+        ("a 100 KB request line", line(100_000), 414, "uri_too_long"),
+        (
+            "a 100 KB header",
+            headers(100_000, 1),
+            431,
+            "headers_too_large",
+        ),
+        (
+            "1,000 headers",
+            headers(100_000, 1_000),
+            431,
+            "headers_too_large",
+        ),
+        // Beyond them: hyper stops reading and answers before the head ends.
+        ("a 2 MB request line", line(2_000_000), 414, "uri_too_long"),
+        (
+            "a 2 MB header",
+            headers(2_000_000, 1),
+            431,
+            "headers_too_large",
+        ),
+    ];
+    for (what, raw, status, code) in cases {
+        let (got, body) = raw_answer(&server, raw.as_bytes());
+        assert_eq!(
+            (got, body["error"].as_str()),
+            (status, Some(code)),
+            "{what}: {body}"
+        );
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{what}: {body}"
+        );
+    }
+    assert_eq!(server.get("/v1/stats").0, 200);
+}
+
 #[test]
 fn a_client_over_its_rate_gets_429_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();

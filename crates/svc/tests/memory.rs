@@ -188,7 +188,7 @@ fn requests_hyper_cannot_read_get_json_errors() {
         .unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
-    let (first, second) = answer.split_at(answer.find("ok").expect("the probe's answer") + 2);
+    let (first, second) = answer.split_at(answer.find("ok\n").expect("the probe's answer") + 3);
     assert!(first.starts_with("HTTP/1.1 200 OK\r\n"), "{first}");
     assert!(
         second.starts_with("HTTP/1.1 400 Bad Request\r\n"),

@@ -464,7 +464,7 @@ fn endless_answers_are_cut_at_their_cap_and_the_repository_skipped_and_named() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    eprintln!("/readyz while backfilling: {reason}");
+    eprint!("/readyz while backfilling: {reason}");
     let skipped = server.wait_log("backfill skipped a repository", Duration::from_secs(5));
     eprintln!("{skipped}");
     assert!(
@@ -551,7 +551,7 @@ fn an_answer_that_never_finishes_times_out_and_the_backfill_goes_on() {
     );
     // Meanwhile svc answers.
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(readyz(&server), (503, "warming: backfilling".to_string()));
+    assert_eq!(readyz(&server), (503, "warming: backfilling\n".to_string()));
     assert_eq!(server.get_raw("/v1/stats").0, 200);
     let timed_out = server.wait_log("no PDS from the DID document", Duration::from_secs(60));
     let waited = started.elapsed();

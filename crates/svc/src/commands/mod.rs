@@ -10,7 +10,7 @@ pub mod verify;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 /// The HTTP client of a command (the ring TLS provider, the network's limit per request).
 pub fn http() -> anyhow::Result<svc_atproto::Client> {
@@ -50,12 +50,25 @@ pub fn plc_url() -> String {
 }
 
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).context("encoding the output")?
-    );
-    Ok(())
+    let mut text = serde_json::to_string_pretty(value).context("encoding the output")?;
+    text.push('\n');
+    print_bytes(text.as_bytes())
 }
+
+/// Writes `bytes` to standard output; a reader that has gone is [`StdoutClosed`].
+pub fn print_bytes(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        written => written.context("writing to standard output"),
+    }
+}
+
+/// Standard output's reader has gone (`svc ... | head`): it has read all it wanted, which is
+/// a normal end for a command-line tool, not a failure.
+#[derive(Debug, thiserror::Error)]
+#[error("standard output was closed")]
+pub struct StdoutClosed;
 
 /// A usage error: printed as `error: ...`, exit status 2.
 #[derive(Debug, thiserror::Error)]

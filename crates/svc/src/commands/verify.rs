@@ -163,7 +163,11 @@ async fn report(
             "occurredAt": svc_syntax::format_unix_micros(svc_syntax::now_unix_micros()),
         }),
     )?;
-    print_json(&record)?;
+    match print_json(&record) {
+        // The verdict stands, and is still published and told by the exit status.
+        Err(error) if error.is::<super::StdoutClosed>() => {}
+        printed => printed?,
+    }
     for note in &verdict.notes {
         eprintln!("{kind}: {note}");
     }
