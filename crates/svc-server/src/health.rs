@@ -25,7 +25,7 @@ pub(crate) async fn healthz() -> Response {
 }
 
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    // The reason follows the contract's word, for an operator reading it.
+    // The reason is the word the readiness rules use, for an operator reading it.
     let (status, body) = match (state.not_ready)() {
         None => (StatusCode::OK, "ready\n".to_string()),
         Some(reason) => (

@@ -2,7 +2,7 @@
 //! generated catalog: every query kind, page sizes, offsets and cursors) is answered, and each
 //! answer's status and body hash compared with those committed in `tests/answers.txt`, on both
 //! engines. A change to how answers are computed (statements, serialization, caching) must
-//! move none of them; `SVC_BLESS=1` rewrites the file when the contract itself changes.
+//! move none of them; `SVC_BLESS=1` rewrites the file when the specification or the rules change on purpose.
 
 mod common;
 

@@ -221,7 +221,7 @@ fn fixture(backend: Backend) -> Option<Fixture> {
 }
 
 each_backend!(
-    every_query_answers_at_both_paths_with_the_contract_filters,
+    every_query_answers_at_both_paths_with_its_filter,
     bad_parameters_are_400_with_a_json_body_naming_them,
     paging_by_limit_offset_and_cursor,
     unknown_paths_and_methods_answer_json,
@@ -232,7 +232,7 @@ each_backend!(
     without_the_cache_every_answer_is_built_and_goes_out_plain,
 );
 
-fn every_query_answers_at_both_paths_with_the_contract_filters(backend: Backend) {
+fn every_query_answers_at_both_paths_with_its_filter(backend: Backend) {
     let Some(f) = fixture(backend) else { return };
     let s = &f.server;
     let cases: Vec<(&str, &str, String, Vec<&str>)> = vec![

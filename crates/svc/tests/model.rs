@@ -1,6 +1,6 @@
-//! Every answer of every query, checked against the contract evaluated independently of the
+//! Every answer of every query, checked against the specification evaluated independently of the
 //! index: a generated file of events (creates, then updates, deletes and stale replays) is
-//! imported, a model applies the same events under the contract's rules (the newest revision
+//! imported, a model applies the same events under the catalog's rules (the newest revision
 //! wins, a delete removes), and each query's filter is evaluated directly over the model's
 //! records. Runs on both engines.
 
@@ -51,7 +51,7 @@ fn delete(commit: &mut Value, rev: &str) {
     fields.insert("rev".into(), json!(rev));
 }
 
-/// The catalog under the contract's rules: per uri, the newest revision's record or nothing.
+/// The catalog under the catalog's rules: per uri, the newest revision's record or nothing.
 fn model(events: &[Value]) -> BTreeMap<String, (String, String, Option<Value>)> {
     let mut model: BTreeMap<String, (String, String, Option<Value>)> = BTreeMap::new();
     for event in events {
@@ -110,7 +110,7 @@ fn all_pages(server: &Server, path: &str) -> (Vec<String>, u64) {
     }
 }
 
-fn every_answer_equals_the_contract_evaluated_directly(backend: Backend) {
+fn every_answer_equals_the_specification_evaluated_directly(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = backend.fresh_db(dir.path()) else {
         return;
@@ -175,4 +175,4 @@ fn every_answer_equals_the_contract_evaluated_directly(backend: Backend) {
     assert!(checked > 100, "only {checked} requests checked");
 }
 
-each_backend!(every_answer_equals_the_contract_evaluated_directly);
+each_backend!(every_answer_equals_the_specification_evaluated_directly);
