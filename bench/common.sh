@@ -59,13 +59,20 @@ fresh_catalog() { # URL-or-empty N
   fi
 }
 
+# The svc the benchmarks run: SVC_BIN, a build made elsewhere (to compare two builds side by
+# side), or this checkout's release build, made by `build_svc`.
+svc_bin="${SVC_BIN:-$root/target/release/svc}"
+build_svc() {
+  [ -n "${SVC_BIN:-}" ] || (cd "$root" && cargo build --release -j2 -q -p svc --bin svc)
+}
+
 # Starts the release `svc serve` on `db` with no live source, logging to LOG, and waits until
 # it is ready: sets `pid` and `url`. The caller kills it (`stop_server`). SVC_LAUNCHER, when
 # set, is a command the server runs under (valgrind, for bench/instructions.sh).
 start_server() { # LOG [flags...]
   local log="$1"; shift
   # shellcheck disable=SC2086 # the launcher is a command and its arguments
-  ${SVC_LAUNCHER:-} "$root/target/release/svc" serve --firehose none --listen 127.0.0.1:0 --db "$db" "$@" 2>"$log" &
+  ${SVC_LAUNCHER:-} "$svc_bin" serve --firehose none --listen 127.0.0.1:0 --db "$db" "$@" 2>"$log" &
   pid=$!
   url=""
   for _ in $(seq 1 600000); do

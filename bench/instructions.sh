@@ -6,7 +6,7 @@
 # Uses the SQLite catalog bench/run.sh or bench/mix.sh left for N records (imports one if
 # there is none), starts the release `svc serve` under callgrind with --cache-mb 0 twice,
 # answering 20 warm-up requests and then REQUESTS (1000) more or none, and prints the
-# difference per request. Environment: REQUESTS, BENCH_DIR (bench-data/).
+# difference per request. Environment: REQUESTS, BENCH_DIR (bench-data/), SVC_BIN.
 set -euo pipefail
 REQUESTS="${REQUESTS:-1000}"
 source "$(dirname "$0")/common.sh"
@@ -16,7 +16,7 @@ command -v valgrind >/dev/null || {
   echo "installing valgrind (Debian package)" >&2
   if [ "$(id -u)" = 0 ]; then apt-get install -y -q valgrind >/dev/null; else sudo apt-get install -y -q valgrind >/dev/null; fi
 }
-(cd "$root" && cargo build --release -j2 -q -p svc)
+build_svc
 
 db="$work/catalog-$N.db"
 if [ ! -s "$db" ]; then

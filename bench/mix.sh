@@ -11,7 +11,7 @@
 # times single requests at deep offsets of the largest key (open bounties) and a cursor at its
 # middle, and states what skipping one row costs.
 # Environment: DURATION (per wrk run, default 30s), CONNECTIONS (32), MIX_LINES (12000),
-# BENCH_DIR (bench-data/).
+# BENCH_DIR (bench-data/), SVC_BIN (a build to measure instead of this checkout's).
 set -euo pipefail
 DURATION="${DURATION:-30s}"
 CONNECTIONS="${CONNECTIONS:-32}"
@@ -19,7 +19,7 @@ MIX_LINES="${MIX_LINES:-12000}"
 source "$(dirname "$0")/common.sh"
 bench_args "$@"
 need_wrk
-(cd "$root" && cargo build --release -j2 -q -p svc)
+build_svc
 
 need_events "$N"
 fresh_catalog "$DB_URL" "$N"

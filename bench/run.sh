@@ -15,7 +15,7 @@ CONNECTIONS="${CONNECTIONS:-32}"
 source "$(dirname "$0")/common.sh"
 bench_args "$@"
 need_wrk
-(cd "$root" && cargo build --release -j2 -q -p svc)
+build_svc
 
 need_events "$N"
 hot() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$events.hot.json" "$1"; }

@@ -11,7 +11,7 @@ set -euo pipefail
 CONNECTIONS="${1:-20000}"
 HEAD_TIMEOUT="${HEAD_TIMEOUT:-10s}"
 source "$(dirname "$0")/common.sh"
-(cd "$root" && cargo build --release -j2 -q -p svc --bin svc)
+build_svc
 ulimit -n "$(ulimit -Hn)"
 db="$work/stalled.db"
 rm -f "$db" "$db"-*
