@@ -3,7 +3,7 @@
 //! only after a commit.
 
 mod accounts;
-mod bulk;
+mod bulk_load;
 mod queries;
 mod transactions;
 
@@ -14,7 +14,7 @@ use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
     Refusal,
 };
-use bulk::BulkLoad;
+use bulk_load::BulkLoad;
 use std::sync::{Arc, mpsc};
 use svc_spec::IndexSet;
 use svc_syntax::{Did, UnixMillis};

@@ -5,8 +5,7 @@ use crate::ApiError;
 use base64::Engine;
 use svc_catalog::PageRequest;
 
-pub(crate) const DEFAULT_LIMIT: u32 = 100;
-pub(crate) const MAX_LIMIT: u32 = 1000;
+pub(crate) use svc_spec::{DEFAULT_LIMIT, MAX_LIMIT};
 
 pub(crate) struct Params {
     /// Each pair's decoded name, and its decoded value or the reason it does not decode.

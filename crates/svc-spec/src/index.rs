@@ -154,7 +154,10 @@ fn check_index(def: &IndexDef) -> Result<(), String> {
         return Err(format!("kind {} is not an NSID", def.kind));
     }
     for (i, param) in def.params.iter().enumerate() {
-        if ["limit", "offset", "cursor"].contains(&param.name.as_str()) {
+        if crate::paging_parameters()
+            .iter()
+            .any(|(name, _)| *name == param.name)
+        {
             return Err(format!(
                 "parameter name {} is reserved for paging",
                 param.name

@@ -75,6 +75,25 @@ impl std::fmt::Display for QueryId {
 /// (query, key) pairs: where a record is found.
 pub type IndexKeys = BTreeSet<(QueryId, String)>;
 
+/// Items per page when a request gives no `limit`, and the most it may ask for.
+pub const DEFAULT_LIMIT: u32 = 100;
+pub const MAX_LIMIT: u32 = 1000;
+
+/// The paging parameters every list query takes, beside its own, and what each does.
+pub fn paging_parameters() -> [(&'static str, String); 3] {
+    [
+        (
+            "limit",
+            format!("Items per page (1-{MAX_LIMIT}, default {DEFAULT_LIMIT})"),
+        ),
+        ("offset", "Items to skip".to_string()),
+        (
+            "cursor",
+            "Cursor from a previous answer (the next page)".to_string(),
+        ),
+    ]
+}
+
 /// The longest value a text parameter takes, in characters.
 pub const MAX_TEXT_CHARS: usize = 1024;
 /// The longest at-uri a parameter takes: the at-uri grammar's own limit, so that every at-uri a

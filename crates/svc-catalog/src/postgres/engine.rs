@@ -43,7 +43,7 @@ impl PostgresEngine {
     pub fn connect(config: Config, tls: MakeRustlsConnect) -> CatalogResult<PostgresEngine> {
         let runtime = crate::runtime::thread_runtime()?;
         let mut client = runtime.block_on(connect(&config, &tls))?;
-        runtime.block_on(super::schema::migrate(&mut client))?;
+        runtime.block_on(super::migrations::migrate(&mut client))?;
         let ids = runtime.block_on(load_ids(&client))?;
         Ok(PostgresEngine {
             runtime,

@@ -8,8 +8,8 @@ mod bulk;
 mod engine;
 mod id_index;
 mod link;
+mod migrations;
 mod reader;
-mod schema;
 mod staging;
 
 use crate::changelog::{self, LogRow, LogSource};
@@ -292,7 +292,7 @@ impl EngineCatalog<PostgresReads> {
         let (config, tls) = settings(url)?;
         let pool = reader_pool(&config, &tls, readers)?;
         let client = reader::connection(&pool).await?;
-        schema::check_current(&client).await?;
+        migrations::check_current(&client).await?;
         let ids = engine::load_ids(&client).await?;
         drop(client);
         EngineCatalog::reader(ids, PostgresReads(pool), PostgresLog::shared(config, tls))

@@ -13,12 +13,6 @@ use svc_spec::{Query, QuerySet};
 /// reference PDS takes) fits, and a server cannot make the command hold more.
 const MAX_ANSWER_BYTES: usize = 256 << 20;
 
-const PAGING: [(&str, &str); 3] = [
-    ("limit", "Items per page (1-1000, default 100)"),
-    ("offset", "Items to skip"),
-    ("cursor", "Cursor from a previous answer (the next page)"),
-];
-
 fn command_name(query: &Query) -> String {
     query
         .def()
@@ -69,7 +63,7 @@ pub fn subcommands(orchestrator: Command, queries: &QuerySet) -> Command {
                 command = command.arg(arg);
             }
         }
-        for (name, help) in PAGING {
+        for (name, help) in svc_spec::paging_parameters() {
             command = command.arg(Arg::new(name).long(name).help(help));
         }
         orchestrator = orchestrator.subcommand(command);
@@ -106,7 +100,7 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
     } else {
         query_request(queries, name, sub)?
     };
-    for (name, _) in PAGING {
+    for (name, _) in svc_spec::paging_parameters() {
         if let Some(value) = matches
             .subcommand()
             .and_then(|(_, sub)| sub.try_get_one::<String>(name).ok().flatten())
