@@ -87,24 +87,125 @@ fn in_units(bytes: usize) -> String {
 }
 
 /// A transport failure (no connection, no answer in time, a broken body) as an error naming
-/// the peer once, with every cause. A timeout says so: reqwest's own text does not.
+/// the peer once, and what failed ([`transport_failure`]).
 pub(crate) fn http_error(url: &str, error: reqwest::Error) -> AtprotoError {
-    let message = if error.is_timeout() {
-        "timed out before the whole answer came".to_string()
-    } else {
-        let error = error.without_url();
-        let mut message = error.to_string();
-        let mut source = std::error::Error::source(&error);
-        while let Some(cause) = source {
-            message.push_str(&format!(": {cause}"));
-            source = cause.source();
-        }
-        message
-    };
     AtprotoError::Http {
         url: url.to_string(),
-        message,
+        message: transport_failure(url, error),
     }
+}
+
+/// What failed in a request to `url` that got no whole answer, in the words a person acts on,
+/// naming the host: `resolving no-such-host.invalid: name not found`, `connecting to
+/// 127.0.0.1:9: connection refused`, `connecting to 10.0.0.1:443: timed out`, `TLS with
+/// example.com:443: invalid peer certificate: UnknownIssuer`. reqwest's own text is "error
+/// sending request", with the cause several sources down.
+pub fn transport_failure(url: &str, error: reqwest::Error) -> String {
+    let parsed = error.url().cloned().or_else(|| Url::parse(url).ok());
+    let host = parsed
+        .as_ref()
+        .and_then(Url::host_str)
+        .unwrap_or("the host")
+        .to_string();
+    let address = match parsed.as_ref().and_then(Url::port_or_known_default) {
+        Some(port) => format!("{host}:{port}"),
+        None => host.clone(),
+    };
+    let causes = causes(&error);
+    // A failed handshake reaches reqwest as an I/O error carrying the TLS error.
+    if let Some(tls) = causes
+        .iter()
+        .find_map(|cause| cause.downcast_ref::<rustls::Error>())
+    {
+        return format!("TLS with {address}: {tls}");
+    }
+    if error.is_dns() {
+        return format!("resolving {host}: {}", name_failure(&causes));
+    }
+    if error.is_connect() {
+        let io = causes
+            .iter()
+            .find_map(|cause| cause.downcast_ref::<std::io::Error>());
+        return match io {
+            Some(io) => format!("connecting to {address}: {}", io_failure(io)),
+            None if error.is_timeout() => format!("connecting to {address}: timed out"),
+            None => format!("connecting to {address}: {}", innermost(&causes)),
+        };
+    }
+    if error.is_timeout() {
+        return "timed out before the whole answer came".to_string();
+    }
+    let error = error.without_url();
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    message
+}
+
+/// Every cause below `error`, the errors an I/O error wraps included: its `source` skips
+/// them, giving the wrapped error's own source instead (a TLS error arrives as an I/O error
+/// wrapped in another).
+fn causes(error: &reqwest::Error) -> Vec<&(dyn std::error::Error + 'static)> {
+    let mut causes = Vec::new();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        causes.push(cause);
+        let mut wrapped = cause;
+        while let Some(inner) = wrapped
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            let inner: &(dyn std::error::Error + 'static) = inner;
+            causes.push(inner);
+            wrapped = inner;
+        }
+        source = cause.source();
+    }
+    causes
+}
+
+fn innermost(causes: &[&(dyn std::error::Error + 'static)]) -> String {
+    causes
+        .last()
+        .map_or_else(|| "failed".to_string(), |cause| cause.to_string())
+}
+
+/// Why a host name did not resolve, from the system resolver's words.
+fn name_failure(causes: &[&(dyn std::error::Error + 'static)]) -> String {
+    let said = innermost(causes);
+    let said = said
+        .strip_prefix("failed to lookup address information: ")
+        .unwrap_or(&said);
+    // getaddrinfo's EAI_NONAME and EAI_NODATA, as glibc and the BSDs word them.
+    let not_found = [
+        "Name or service not known",
+        "No address associated with hostname",
+        "nodename nor servname provided",
+    ];
+    if not_found.iter().any(|words| said.contains(words)) {
+        "name not found".to_string()
+    } else {
+        said.to_string()
+    }
+}
+
+fn io_failure(io: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    let said = match io.kind() {
+        ErrorKind::ConnectionRefused => "connection refused",
+        ErrorKind::ConnectionReset => "connection reset",
+        ErrorKind::ConnectionAborted => "connection aborted",
+        ErrorKind::TimedOut => "timed out",
+        ErrorKind::HostUnreachable => "host unreachable",
+        ErrorKind::NetworkUnreachable => "network unreachable",
+        ErrorKind::AddrNotAvailable => "address not available",
+        ErrorKind::PermissionDenied => "not permitted",
+        _ => return io.to_string(),
+    };
+    said.to_string()
 }
 
 /// Reads an answer's body in chunks, refusing it as soon as it passes `limit` bytes (or

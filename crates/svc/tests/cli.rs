@@ -710,6 +710,99 @@ fn every_flag_is_described_and_url_is_only_where_it_is_read() {
     assert!(String::from_utf8_lossy(&elsewhere.stderr).contains("orchestrator"));
 }
 
+/// A loopback port nothing listens on: bound, then let go.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A loopback server that answers any bytes with plain HTTP, and its port: TLS to it fails.
+fn plain_http_port() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 4096];
+                let _ = stream.read(&mut buffer);
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}");
+                // Open until the client hangs up, so that it reads the answer first.
+                while matches!(stream.read(&mut buffer), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_peer_that_cannot_be_reached_is_named_with_what_failed() {
+    let closed = closed_port();
+    let tls = plain_http_port();
+    let did = "did:plc:aaaaaaaaaaaaaaaaaaaaaaaa";
+    let cases: [(&[&str], Option<String>, String); 6] = [
+        (
+            &[
+                "orchestrator",
+                "stats",
+                "--url",
+                &format!("http://127.0.0.1:{closed}"),
+            ],
+            None,
+            format!("connecting to 127.0.0.1:{closed}: connection refused"),
+        ),
+        (
+            &["resolve", did],
+            Some(format!("http://127.0.0.1:{closed}")),
+            format!("connecting to 127.0.0.1:{closed}: connection refused"),
+        ),
+        (
+            &[
+                "orchestrator",
+                "stats",
+                "--url",
+                "http://no-such-host.invalid",
+            ],
+            None,
+            "resolving no-such-host.invalid: ".to_string(),
+        ),
+        (
+            &["resolve", "did:web:no-such-host.invalid"],
+            None,
+            "resolving no-such-host.invalid: ".to_string(),
+        ),
+        (
+            &[
+                "orchestrator",
+                "stats",
+                "--url",
+                &format!("https://127.0.0.1:{tls}"),
+            ],
+            None,
+            format!("TLS with 127.0.0.1:{tls}: "),
+        ),
+        (
+            &["resolve", did],
+            Some(format!("https://127.0.0.1:{tls}")),
+            format!("TLS with 127.0.0.1:{tls}: "),
+        ),
+    ];
+    for (args, plc, said) in cases {
+        let mut command = svc();
+        command.args(args);
+        if let Some(plc) = plc {
+            command.env("SVC_PLC_URL", plc);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(stderr.contains(&said), "{args:?}: {stderr}");
+        assert!(!stderr.contains("error sending request"), "{stderr}");
+    }
+}
+
 /// Runs `svc <args>` as `svc <args> | head -c 16` would: reads 16 bytes of its standard output,
 /// then closes it. Its exit status and standard error.
 fn with_reader_gone(args: &[&str]) -> (std::process::ExitStatus, String) {

@@ -173,11 +173,12 @@ async fn get_json(
         pairs,
     )
     .map_err(|e| UsageError(format!("--url {base_url}: {e}")))?;
-    let response = super::http()?
-        .get(url.clone())
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach {base_url}: {}", root_cause(&e)))?;
+    let response = super::http()?.get(url.clone()).send().await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach {base_url}: {}",
+            svc_atproto::transport_failure(url.as_str(), e)
+        )
+    })?;
     let status = response.status();
     let text =
         svc_atproto::read_body(url.as_str(), response, "svc answer", MAX_ANSWER_BYTES).await?;
@@ -194,12 +195,4 @@ async fn get_json(
         }
     }
     Ok(body)
-}
-
-fn root_cause(error: &dyn std::error::Error) -> String {
-    let mut current = error;
-    while let Some(source) = current.source() {
-        current = source;
-    }
-    current.to_string()
 }
