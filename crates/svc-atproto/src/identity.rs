@@ -184,6 +184,11 @@ impl Resolver {
         })
     }
 
+    /// Where this resolver reads the DID document of `did`.
+    pub fn document_url(&self, did: &Did) -> AtprotoResult<String> {
+        did_document_url(did, &self.plc_url)
+    }
+
     /// The PDS of a DID: its document's `#atproto_pds` service endpoint.
     pub async fn pds_of(&self, did: &Did) -> AtprotoResult<String> {
         self.resolve_did(did)

@@ -19,7 +19,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
 use svc_atproto::{AtprotoError, Method, Resolver, Xrpc};
-use svc_catalog::{ApplyReport, Catalog, CatalogError, Change};
+use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change};
 use svc_syntax::{AtUri, Did};
 
 const SOURCE: &str = "backfill";
@@ -238,7 +238,7 @@ impl Retry {
 /// Applies a page of changes, waiting out a failing catalog (a full disk) for as long as it
 /// fails: the changes carry no cursor, so applying them again is harmless.
 async fn apply_until_written(
-    catalog: &dyn Catalog,
+    catalog: &dyn CatalogWrite,
     ingestor: &Ingestor,
     changes: Vec<Change>,
 ) -> ApplyReport {
@@ -276,17 +276,24 @@ fn lacks_method(error: &AtprotoError) -> bool {
     }
 }
 
-/// Backfills every family collection of every active repository of the server at `url`.
+/// Where a backfill reads: the server that lists the repositories, and the PLC directory that
+/// names each repository's own PDS.
+#[derive(Debug, Clone, Copy)]
+pub struct BackfillPeers<'a> {
+    pub server: &'a str,
+    pub plc_directory: &'a str,
+}
+
+/// Backfills every family collection of every active repository the server lists.
 /// `progress(done, total)` follows the repositories.
 pub async fn run_backfill(
-    catalog: &dyn Catalog,
+    catalog: &dyn CatalogWrite,
     ingestor: &Ingestor,
-    url: &str,
-    plc_url: &str,
+    peers: BackfillPeers<'_>,
     collections: &[String],
     progress: impl Fn(u64, u64),
 ) -> Result<BackfillSummary, BackfillError> {
-    let (resolver, client) = clients(url, plc_url)?;
+    let (resolver, client) = clients(peers)?;
     let skips = ingestor.writes().backfill_skips();
     skips.clear();
     let repos = list_repositories(&client, collections).await?;
@@ -300,11 +307,11 @@ pub async fn run_backfill(
         ingestor,
         collections,
     };
-    let mut peers = PeerFailures::default();
+    let mut failures = PeerFailures::default();
     for (done, (did, rev)) in repos.iter().enumerate() {
-        let own = own_client(&resolver, &mut peers, &client, did, plc_url).await;
+        let own = own_client(&resolver, &mut failures, &client, did).await;
         let peer = own.as_ref().unwrap_or(&client);
-        let outcome = match peers.given_up(&peer.base) {
+        let outcome = match failures.given_up(&peer.base) {
             Some(error) => Err(error),
             None => backfill_repository(&context, peer, did, rev.as_deref(), &mut summary).await,
         };
@@ -315,7 +322,7 @@ pub async fn run_backfill(
             Err(BackfillError::Catalog(error)) => return Err(BackfillError::Catalog(error)),
             Err(error) => {
                 if is_the_peers_fault(&error) {
-                    peers.failed(&peer.base);
+                    failures.failed(&peer.base);
                 }
                 summary.failed += 1;
                 skips.skipped(did);
@@ -333,13 +340,13 @@ pub async fn run_backfill(
     Ok(summary)
 }
 
-/// The DID resolver, and the client of the server at `url`.
-fn clients(url: &str, plc_url: &str) -> Result<(Resolver, Client), BackfillError> {
+/// The DID resolver, and the client of the server that lists the repositories.
+fn clients(peers: BackfillPeers<'_>) -> Result<(Resolver, Client), BackfillError> {
     let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)?;
-    let resolver = Resolver::new(http.clone(), plc_url);
+    let resolver = Resolver::new(http.clone(), peers.plc_directory);
     let client = Client {
         xrpc: Xrpc::new(http),
-        base: url.trim_end_matches('/').to_string(),
+        base: peers.server.trim_end_matches('/').to_string(),
     };
     Ok((resolver, client))
 }
@@ -352,9 +359,8 @@ async fn own_client(
     peers: &mut PeerFailures,
     client: &Client,
     did: &Did,
-    plc_url: &str,
 ) -> Option<Client> {
-    match own_pds(resolver, peers, did, plc_url).await {
+    match own_pds(resolver, peers, did).await {
         Ok(host) => Some(client.at(host)),
         Err(error) => {
             tracing::warn!(
@@ -401,11 +407,10 @@ async fn own_pds(
     resolver: &Resolver,
     peers: &mut PeerFailures,
     did: &Did,
-    plc_url: &str,
 ) -> Result<String, BackfillError> {
     let chosen = did
         .starts_with("did:web:")
-        .then(|| svc_atproto::did_document_url(did, plc_url).ok())
+        .then(|| resolver.document_url(did).ok())
         .flatten();
     if let Some(error) = chosen.as_deref().and_then(|url| peers.given_up(url)) {
         return Err(error);
@@ -427,7 +432,7 @@ async fn own_pds(
 
 /// What every repository of one backfill shares.
 struct Backfill<'a> {
-    catalog: &'a dyn Catalog,
+    catalog: &'a dyn CatalogWrite,
     ingestor: &'a Ingestor,
     collections: &'a [String],
 }

@@ -84,24 +84,22 @@ pub async fn import_file(
     progress: impl Fn(u64, u64),
 ) -> Result<ImportSummary, ImportError> {
     let absolute = std::fs::canonicalize(path).map_err(io_error(path))?;
-    let source = format!("import:{}", absolute.display());
     let (endpoint, size) = file_identity(&absolute)?;
-    let (offset, line_number) = resume_point(catalog, &source, &endpoint).await?;
+    let cursor_of = CursorOf {
+        source: format!("import:{}", absolute.display()),
+        endpoint,
+    };
+    let at = resume_point(catalog, &cursor_of).await?;
     let mut total = ImportSummary {
-        resumed_from_line: line_number,
+        resumed_from_line: at.line_number,
         ..ImportSummary::default()
     };
-    if offset >= size && size > 0 {
+    if at.offset >= size && size > 0 {
         progress(size, size);
         return Ok(total);
     }
     let (sender, mut receiver) = mpsc::channel::<Result<Batch, ImportError>>(4);
-    let start = ReadFrom {
-        source,
-        endpoint,
-        offset,
-        line_number,
-    };
+    let start = ReadFrom { cursor_of, at };
     let reader = spawn_reader(ingestor.clone(), absolute, start, sender).map_err(io_error(path))?;
     // Into an empty catalog, the import is a bulk load: staged, then merged in key order.
     let bulk = catalog.begin_bulk().await?;
@@ -130,27 +128,42 @@ pub async fn import_file(
 /// starts over.
 async fn resume_point(
     catalog: &dyn CatalogWrite,
-    source: &str,
-    endpoint: &str,
-) -> Result<(u64, u64), ImportError> {
+    cursor_of: &CursorOf,
+) -> Result<Position, ImportError> {
     let stored = catalog
-        .cursor(source.to_string())
+        .cursor(cursor_of.source.clone())
         .await?
-        .filter(|c| c.endpoint == endpoint);
+        .filter(|c| c.endpoint == cursor_of.endpoint);
     Ok(
         match stored.as_ref().and_then(|c| c.cursor.split_once(':')) {
-            Some((o, l)) => (o.parse().unwrap_or(0), l.parse().unwrap_or(0)),
-            None => (0, 0),
+            Some((o, l)) => Position {
+                offset: o.parse().unwrap_or(0),
+                line_number: l.parse().unwrap_or(0),
+            },
+            None => Position::default(),
         },
     )
 }
 
-/// Where the reader starts, and what it stores its cursors as.
-struct ReadFrom {
+/// What an import's cursors are stored as: its source (the file's path) and its endpoint (the
+/// file's identity).
+#[derive(Clone)]
+struct CursorOf {
     source: String,
     endpoint: String,
+}
+
+/// A place in the file: the byte offset of a line's start, and the number of lines before it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Position {
     offset: u64,
     line_number: u64,
+}
+
+/// Where the reader starts, and what it stores its cursors as.
+struct ReadFrom {
+    cursor_of: CursorOf,
+    at: Position,
 }
 
 /// Starts the thread that reads and prepares the batches; a failure of its own is sent as the
@@ -164,15 +177,7 @@ fn spawn_reader(
     std::thread::Builder::new()
         .name("import-reader".into())
         .spawn(move || {
-            let outcome = read_batches(
-                &path,
-                &ingestor,
-                start.source,
-                start.endpoint,
-                start.offset,
-                start.line_number,
-                &sender,
-            );
+            let outcome = read_batches(&path, &ingestor, start, &sender);
             if let Err(error) = outcome {
                 let _ = sender.blocking_send(Err(error));
             }
@@ -299,10 +304,7 @@ fn preparing_threads() -> usize {
 fn read_batches(
     path: &Path,
     ingestor: &Ingestor,
-    source: String,
-    endpoint: String,
-    start: u64,
-    line_number: u64,
+    start: ReadFrom,
     sender: &mpsc::Sender<Result<Batch, ImportError>>,
 ) -> Result<(), ImportError> {
     let threads = preparing_threads();
@@ -312,12 +314,12 @@ fn read_batches(
         for index in 0..threads {
             let (raw_sender, raw_receiver) = std::sync::mpsc::sync_channel::<RawBatch>(1);
             let (done_sender, done_receiver) = std::sync::mpsc::sync_channel::<Batch>(1);
-            let (source, endpoint) = (source.clone(), endpoint.clone());
+            let cursor_of = start.cursor_of.clone();
             std::thread::Builder::new()
                 .name(format!("import-parse-{index}"))
                 .spawn_scoped(scope, move || {
                     for raw in raw_receiver {
-                        let batch = prepare_batch(path, ingestor, raw, &source, &endpoint);
+                        let batch = prepare_batch(path, ingestor, raw, &cursor_of);
                         if done_sender.send(batch).is_err() {
                             return;
                         }
@@ -342,7 +344,7 @@ fn read_batches(
                 }
             })
             .map_err(io_error(path))?;
-        read_lines(path, start, line_number, |turn, raw| {
+        read_lines(path, start.at, |turn, raw| {
             to_preparers[turn % threads].send(raw).is_ok()
         })
     })
@@ -352,18 +354,20 @@ fn read_batches(
 /// says stop or the file ends.
 fn read_lines(
     path: &Path,
-    start: u64,
-    line_number: u64,
+    start: Position,
     mut hand_over: impl FnMut(usize, RawBatch) -> bool,
 ) -> Result<(), ImportError> {
     let mut file = std::fs::File::open(path).map_err(io_error(path))?;
-    file.seek(SeekFrom::Start(start)).map_err(io_error(path))?;
+    file.seek(SeekFrom::Start(start.offset))
+        .map_err(io_error(path))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let (mut offset, mut line_number) = (start, line_number);
+    let mut at = start;
     for turn in 0.. {
-        let (raw, finished) =
-            read_batch(&mut reader, offset, line_number).map_err(io_error(path))?;
-        (offset, line_number) = (raw.offset, raw.line_number);
+        let (raw, finished) = read_batch(&mut reader, at).map_err(io_error(path))?;
+        at = Position {
+            offset: raw.offset,
+            line_number: raw.line_number,
+        };
         if !raw.ends.is_empty() && !hand_over(turn, raw) {
             return Ok(());
         }
@@ -375,19 +379,15 @@ fn read_lines(
 }
 
 /// Reads lines until the batch is full, in lines or in bytes, or the file ends; says which.
-fn read_batch(
-    reader: &mut impl BufRead,
-    start: u64,
-    line_number: u64,
-) -> std::io::Result<(RawBatch, bool)> {
+fn read_batch(reader: &mut impl BufRead, at: Position) -> std::io::Result<(RawBatch, bool)> {
     let mut raw = RawBatch {
         bytes: Vec::with_capacity(BATCH_TEXT),
         ends: Vec::with_capacity(BATCH_LINES),
         too_long: Vec::new(),
-        start,
-        first_line: line_number + 1,
-        offset: start,
-        line_number,
+        start: at.offset,
+        first_line: at.line_number + 1,
+        offset: at.offset,
+        line_number: at.line_number,
     };
     while raw.ends.len() < BATCH_LINES && raw.bytes.len() < BATCH_TEXT {
         if !read_line(reader, &mut raw)? {
@@ -422,13 +422,7 @@ fn read_line(reader: &mut impl BufRead, raw: &mut RawBatch) -> std::io::Result<b
 }
 
 /// Parses, validates and indexes one batch of lines.
-fn prepare_batch(
-    path: &Path,
-    ingestor: &Ingestor,
-    raw: RawBatch,
-    source: &str,
-    endpoint: &str,
-) -> Batch {
+fn prepare_batch(path: &Path, ingestor: &Ingestor, raw: RawBatch, cursor_of: &CursorOf) -> Batch {
     let mut changes = Vec::with_capacity(raw.ends.len());
     let mut summary = ImportSummary {
         lines: raw.ends.len() as u64,
@@ -459,8 +453,8 @@ fn prepare_batch(
     Batch {
         changes,
         cursor: CursorPosition {
-            source: source.to_owned(),
-            endpoint: endpoint.to_owned(),
+            source: cursor_of.source.clone(),
+            endpoint: cursor_of.endpoint.clone(),
             cursor: format!("{}:{}", raw.offset, raw.line_number),
             event_time: None,
         },

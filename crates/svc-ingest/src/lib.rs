@@ -11,7 +11,7 @@ mod jetstream;
 mod metrics;
 mod readiness;
 
-pub use backfill::{BackfillError, BackfillSummary, run_backfill};
+pub use backfill::{BackfillError, BackfillPeers, BackfillSummary, run_backfill};
 pub use event::{Action, CommitEvent};
 pub use import::{ImportError, ImportSummary, import_file};
 pub use ingest::{Ingestor, Prepared};

@@ -13,7 +13,7 @@ use svc_catalog::postgres::PostgresCatalog;
 use svc_catalog::sqlite::SqliteCatalog;
 use svc_catalog::{Catalog, Location, Role};
 use svc_ingest::firehose::{LiveConfig, LiveStatus, run_live};
-use svc_ingest::{IngestMetrics, Ingestor, Readiness, import_file, run_backfill};
+use svc_ingest::{BackfillPeers, IngestMetrics, Ingestor, Readiness, import_file, run_backfill};
 use svc_lexicon::Lexicons;
 use svc_spec::QuerySet;
 use tokio::sync::watch;
@@ -406,7 +406,14 @@ async fn index(
     });
     if let Some(url) = &args.backfill {
         tokio::select! {
-            outcome = backfill(catalog.as_ref(), &shared.ingestor, url, &args.plc_url) => {
+            outcome = backfill(
+                catalog.as_ref(),
+                &shared.ingestor,
+                BackfillPeers {
+                    server: url,
+                    plc_directory: &args.plc_url,
+                },
+            ) => {
                 fail_on_storage_error(outcome)?;
             }
             _ = stopped.wait_for(|stop| *stop) => return Ok(()),
@@ -593,9 +600,9 @@ async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> 
 async fn backfill(
     catalog: &dyn Catalog,
     ingestor: &Ingestor,
-    url: &str,
-    plc_url: &str,
+    peers: BackfillPeers<'_>,
 ) -> anyhow::Result<()> {
+    let url = peers.server;
     let bar = progress_bar(
         "{msg} [{bar:40}] {pos}/{len} repositories eta {eta}",
         format!("backfilling from {url}"),
@@ -603,20 +610,13 @@ async fn backfill(
     let collections = record_kinds();
     let started = std::time::Instant::now();
     tracing::info!(%url, "backfill started");
-    let summary = run_backfill(
-        catalog,
-        ingestor,
-        url,
-        plc_url,
-        &collections,
-        |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-            if done % 100 == 0 || done == total {
-                tracing::info!("backfill: {done}/{total} repositories");
-            }
-        },
-    )
+    let summary = run_backfill(catalog, ingestor, peers, &collections, |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+        if done % 100 == 0 || done == total {
+            tracing::info!("backfill: {done}/{total} repositories");
+        }
+    })
     .await
     .with_context(|| format!("backfilling from {url}"))?;
     bar.finish_and_clear();
