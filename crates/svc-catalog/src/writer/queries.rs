@@ -35,8 +35,14 @@ pub(super) fn register(
                 .iter()
                 .any(|(id, known)| id == query.id() && *known == fingerprint);
             if !current {
+                let started = std::time::Instant::now();
                 engine.define_query(query.id(), &fingerprint)?;
                 rebuild(engine, query, filing)?;
+                tracing::info!(
+                    query = %query.id(),
+                    "filed the stored records under a new or changed query in {:.1}s",
+                    started.elapsed().as_secs_f64()
+                );
                 changed = true;
             }
         }
