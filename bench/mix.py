@@ -28,6 +28,17 @@ import sys
 import urllib.parse
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def enum_values(param):
+    """An enum parameter's values: listed, or named with `values_of` (the verification kinds,
+    which the record family's lexicon lists as the kinds it knows)."""
+    if "values" in param:
+        return param["values"]
+    if param.get("values_of") == "verification-kinds":
+        with open(os.path.join(ROOT, "lexicons", "dev", "svc", "verification.json"), encoding="utf-8") as f:
+            return json.load(f)["defs"]["main"]["record"]["properties"]["kind"]["knownValues"]
+    sys.exit("mix: parameter %s names values this script does not know" % param["name"])
 STEP = re.compile(r"([^.\[\]]+)(?:\[\$type=([^\]]+)\])?(?:\.|$)")
 PAGE_SIZES = [(10, 45), (25, 35), (100, 20)]
 DEEP_SHARE = 0.1
@@ -200,7 +211,7 @@ def main(argv):
         params = q.get("params", [])
         required = [p for p in params if p.get("required")]
         ranked = Ranked(keys[q["name"]], rng) if keys[q["name"]] else None
-        enums = {p["name"]: p["values"] for p in params if p.get("type") == "enum"}
+        enums = {p["name"]: enum_values(p) for p in params if p.get("type") == "enum"}
         if required and ranked is None and not all(p["name"] in enums for p in required):
             print("mix: no records give %s its parameters; left out" % q["name"], file=sys.stderr)
             continue
@@ -218,7 +229,7 @@ def main(argv):
 
         routes.append((q["path"], make, 1.0))
 
-    verification_kinds = next((p["values"] for q in queries if q["name"] == "verificationsByKind"
+    verification_kinds = next((enum_values(p) for q in queries if q["name"] == "verificationsByKind"
                                for p in q["params"] if p["name"] == "kind"), [])
     if lens_counts and verification_kinds:
         lenses = Ranked(lens_counts, rng)
