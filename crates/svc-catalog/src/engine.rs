@@ -11,6 +11,7 @@ use crate::{
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use svc_spec::{IndexKeys, QueryId};
+use svc_syntax::Nsid;
 use svc_syntax::UnixMillis;
 
 /// What an engine holds for a uri: a record version or a tombstone.
@@ -194,7 +195,7 @@ pub trait Engine: Send + 'static {
     /// JSON text, at most `limit`.
     fn records_of_kind(
         &mut self,
-        collection: &str,
+        collection: &Nsid,
         after: &str,
         limit: usize,
     ) -> CatalogResult<Vec<(Filed, String)>>;

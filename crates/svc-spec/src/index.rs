@@ -4,6 +4,7 @@
 use crate::def::{ConditionDef, IndexDef, IndexParam};
 use crate::keys::{self, KEY_FORMAT, encode_key, fold, keys_of_tuples};
 use crate::{IndexKeys, Json, JsonPath, QueryId, SpecError};
+use svc_syntax::Nsid;
 use std::borrow::Cow;
 
 #[derive(Debug, Clone)]
@@ -37,6 +38,8 @@ pub(crate) struct Condition {
 pub struct Index {
     id: QueryId,
     def: IndexDef,
+    /// The collection it files, checked.
+    kind: Nsid,
     pub(crate) conditions: Vec<Condition>,
     /// For each parameter, the condition that binds it.
     pub(crate) param_conditions: Vec<usize>,
@@ -45,11 +48,12 @@ pub struct Index {
 impl Index {
     /// Compiles a definition, checking it.
     pub fn compile(def: IndexDef) -> Result<Index, SpecError> {
-        let compiled = check_index(&def).and_then(|()| compile_filter(&def));
-        let (conditions, param_conditions) =
+        let compiled = check_index(&def).and_then(|kind| Ok((kind, compile_filter(&def)?)));
+        let (kind, (conditions, param_conditions)) =
             compiled.map_err(|message| SpecError(format!("query {}: {message}", def.name)))?;
         Ok(Index {
             id: QueryId::new(&def.name),
+            kind,
             def,
             conditions,
             param_conditions,
@@ -64,8 +68,8 @@ impl Index {
         &self.def.name
     }
 
-    pub fn kind(&self) -> &str {
-        &self.def.kind
+    pub fn kind(&self) -> &Nsid {
+        &self.kind
     }
 
     pub fn params(&self) -> &[IndexParam] {
@@ -145,14 +149,13 @@ impl IndexSet {
     }
 }
 
-/// The index's name, kind and parameter names, each checked on its own.
-fn check_index(def: &IndexDef) -> Result<(), String> {
+/// The index's name, kind and parameter names, each checked on its own; the kind.
+fn check_index(def: &IndexDef) -> Result<Nsid, String> {
     if def.name.is_empty() || !def.name.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Err("name must be letters and digits (it becomes an XRPC method name)".into());
     }
-    if svc_syntax::check_nsid(&def.kind).is_err() {
-        return Err(format!("kind {} is not an NSID", def.kind));
-    }
+    let kind =
+        Nsid::new(def.kind.as_str()).map_err(|_| format!("kind {} is not an NSID", def.kind))?;
     for (i, param) in def.params.iter().enumerate() {
         if crate::paging_parameters()
             .iter()
@@ -167,7 +170,7 @@ fn check_index(def: &IndexDef) -> Result<(), String> {
             return Err(format!("parameter {} is declared twice", param.name));
         }
     }
-    Ok(())
+    Ok(kind)
 }
 
 /// The filter's conditions, and for each parameter the position of the one condition that

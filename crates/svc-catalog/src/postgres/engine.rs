@@ -14,6 +14,7 @@ use crate::runtime::now_ms;
 use crate::{CatalogError, CatalogResult, Change};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use svc_spec::QueryId;
+use svc_syntax::Nsid;
 use svc_syntax::UnixMillis;
 use tokio_postgres::{Client, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -397,7 +398,7 @@ impl Engine for PostgresEngine {
 
     fn records_of_kind(
         &mut self,
-        collection: &str,
+        collection: &Nsid,
         after: &str,
         limit: usize,
     ) -> CatalogResult<Vec<(Filed, String)>> {
@@ -407,7 +408,7 @@ impl Engine for PostgresEngine {
                 .query(
                     "SELECT uri, keys, record FROM records WHERE uri > $1 AND collection = $2 AND record IS NOT NULL \
                      ORDER BY uri LIMIT $3",
-                    &[&after, &collection, &limit],
+                    &[&after, &collection.as_str(), &limit],
                 )
                 .await?;
             Ok(rows

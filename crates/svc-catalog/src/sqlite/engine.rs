@@ -12,6 +12,7 @@ use crate::{CatalogError, CatalogResult, Change};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use svc_spec::QueryId;
+use svc_syntax::Nsid;
 use svc_syntax::UnixMillis;
 
 pub(crate) struct SqliteEngine {
@@ -222,14 +223,14 @@ impl Engine for SqliteEngine {
 
     fn records_of_kind(
         &mut self,
-        collection: &str,
+        collection: &Nsid,
         after: &str,
         limit: usize,
     ) -> CatalogResult<Vec<(Filed, String)>> {
         let mut scan = self.conn.prepare_cached(
             "SELECT uri, keys, record FROM records WHERE uri > ?1 AND collection = ?2 AND record IS NOT NULL ORDER BY uri LIMIT ?3",
         )?;
-        let rows = scan.query_map(params![after, collection, limit as i64], |r| {
+        let rows = scan.query_map(params![after, collection.as_str(), limit as i64], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
