@@ -1,18 +1,13 @@
-//! CIDs as strings. Reading: the CID behind a cid-link, as `CID.parse` of the JavaScript
-//! `multiformats` does it (which is what @atproto/lexicon and the reference PDS use): CIDv1 in
-//! multibase base32 (`b`), base36 (`k`) or base58btc (`z`), or a bare base58btc CIDv0
-//! (`Qm...`). The lexicon `cid` string format, by contrast, is only a syntax check
-//! ([`crate::check_cid`]). Writing: a binary CID in the form the network prints it.
+//! CIDs as strings. Reading: the CID behind a cid-link, which the atproto data model makes a
+//! CIDv1: multibase base32 (`b`), base36 (`k`) or base58btc (`z`), then the version, codec and
+//! multihash. A bare base58btc CIDv0 (`Qm...`), which `CID.parse` of the JavaScript
+//! `multiformats` also takes, is refused. The lexicon `cid` string format, by contrast, is
+//! only a syntax check ([`crate::check_cid`]). Writing: a binary CID in the form the network
+//! prints it.
 
-/// Whether `text` is a CID: a known multibase, then version, codec and a multihash whose
+/// Whether `text` is a CIDv1: a known multibase, then version, codec and a multihash whose
 /// digest has exactly the length it declares, with nothing after it.
 pub fn is_cid(text: &str) -> bool {
-    if text.starts_with('Q') {
-        // CIDv0: a bare sha2-256 multihash.
-        return base_x(text, BASE58).is_some_and(|b| {
-            multihash(&b).is_some_and(|(code, rest)| code == 0x12 && rest.is_empty())
-        });
-    }
     let Some(bytes) = (match text.as_bytes().first() {
         Some(b'b') => base32(&text[1..]),
         Some(b'k') => base_x(&text[1..], BASE36),
