@@ -318,6 +318,16 @@ fn redact(text: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The `svc` user's connection to its `svc` database on `host`, port 5432.
+    fn svc_on(host: &str) -> PgpassFields<'_> {
+        PgpassFields {
+            host,
+            port: "5432",
+            database: "svc",
+            user: "svc",
+        }
+    }
+
     fn parse(text: &str) -> Result<Location, String> {
         text.parse::<Location>().map_err(|e| e.to_string())
     }
@@ -478,44 +488,13 @@ h:5432:svc:crlf:windows\r
         assert_eq!(password("h", "crlf").as_deref(), Some("windows"));
         // A literal `*` is not a wildcard: `\*` matches only `*`.
         let starred = "\\*:5432:svc:svc:star-host\n";
+        assert_eq!(pgpass_password(starred, &svc_on("h")), None);
         assert_eq!(
-            pgpass_password(
-                starred,
-                &PgpassFields {
-                    host: "h",
-                    port: "5432",
-                    database: "svc",
-                    user: "svc"
-                }
-            ),
-            None
-        );
-        assert_eq!(
-            pgpass_password(
-                starred,
-                &PgpassFields {
-                    host: "*",
-                    port: "5432",
-                    database: "svc",
-                    user: "svc"
-                }
-            )
-            .as_deref(),
+            pgpass_password(starred, &svc_on("*")).as_deref(),
             Some("star-host")
         );
         // Too few fields is no match.
-        assert_eq!(
-            pgpass_password(
-                "h:5432:svc\n",
-                &PgpassFields {
-                    host: "h",
-                    port: "5432",
-                    database: "svc",
-                    user: "svc"
-                }
-            ),
-            None
-        );
+        assert_eq!(pgpass_password("h:5432:svc\n", &svc_on("h")), None);
     }
 
     #[cfg(unix)]

@@ -4,8 +4,8 @@
 use crate::def::{ConditionDef, IndexDef, IndexParam};
 use crate::keys::{self, KEY_FORMAT, encode_key, fold, keys_of_tuples};
 use crate::{IndexKeys, Json, JsonPath, QueryId, SpecError};
-use svc_syntax::Nsid;
 use std::borrow::Cow;
+use svc_syntax::Nsid;
 
 #[derive(Debug, Clone)]
 pub(crate) enum Bound {

@@ -376,28 +376,9 @@ fn oversized_and_badly_encoded_requests_get_json_answers() {
 /// server may stop reading an oversized head and close the connection before all of it is
 /// sent, so a write that fails is not a failure: the answer is what counts.
 fn raw_answer(server: &Server, raw: &[u8]) -> (u16, serde_json::Value) {
-    let mut stream = TcpStream::connect(address(server)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let _ = stream.write_all(raw);
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer);
-    let (head, body) = answer
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no answer: {answer:?}"));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("\r\ncontent-type: application/json\r\n"),
-        "{head}"
-    );
-    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
+    let (status, content_type, body) = answer_to(server, raw);
+    assert_eq!(content_type, "application/json", "{body}");
+    let body = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
     (status, body)
 }
 

@@ -7,7 +7,6 @@ mod common;
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
 /// The server's resident memory, in KiB.
 fn rss_kib(server: &Server) -> u64 {
@@ -117,35 +116,6 @@ fn hostile_requests_hold_no_memory_beyond_the_cache_budget(backend: Backend) {
 }
 
 each_backend!(hostile_requests_hold_no_memory_beyond_the_cache_budget);
-
-/// The status, the `content-type` and the body of the one answer a connection gets to `raw`
-/// before the server closes it.
-fn answer_to(server: &Server, raw: &[u8]) -> (u16, String, String) {
-    let address = server.url.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(address).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    // A server that answers before the whole request is sent may reset the rest.
-    let _ = stream.write_all(raw);
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8(answer).expect("a UTF-8 answer");
-    let (head, body) = answer
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no head in {answer:?}"));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    let content_type = head
-        .lines()
-        .find_map(|line| line.strip_prefix("content-type: "))
-        .unwrap_or_default()
-        .to_string();
-    (status, content_type, body.to_string())
-}
 
 #[test]
 fn requests_hyper_cannot_read_get_json_errors() {

@@ -542,3 +542,32 @@ pub fn http() -> &'static reqwest::blocking::Client {
             .expect("an HTTP client")
     })
 }
+
+/// The status, the `content-type` and the body of the one answer a connection gets to `raw`
+/// before the server closes it.
+pub fn answer_to(server: &Server, raw: &[u8]) -> (u16, String, String) {
+    let address = server.url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // A server that answers before the whole request is sent may reset the rest.
+    let _ = stream.write_all(raw);
+    let mut answer = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut stream, &mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head in {answer:?}"));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    let content_type = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-type: "))
+        .unwrap_or_default()
+        .to_string();
+    (status, content_type, body.to_string())
+}
