@@ -1,0 +1,1 @@
+//! Signing keys (`did:key`, multikey) and signatures.

@@ -1,0 +1,1 @@
+//! DAG-CBOR, the encoding of repository blocks.

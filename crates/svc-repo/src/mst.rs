@@ -1,0 +1,1 @@
+//! The Merkle Search Tree of a repository.
