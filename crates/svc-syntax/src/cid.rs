@@ -52,6 +52,39 @@ const BASE32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 const BASE58: &[u8] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
 const BASE36: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
 
+/// Multibase base58btc text after its `z`: the bytes, or `None` for an empty text or a
+/// character outside the alphabet. Public because did:key and multikey strings use it too.
+pub fn decode_base58btc(text: &str) -> Option<Vec<u8>> {
+    base_x(text, BASE58)
+}
+
+/// Bytes as base58btc, without the multibase `z`; each leading zero byte becomes a `1`.
+pub fn encode_base58btc(bytes: &[u8]) -> String {
+    let zeros = bytes.iter().take_while(|&&b| b == 0).count();
+    let mut digits: Vec<u8> = Vec::with_capacity(bytes.len() * 138 / 100 + 1); // little-endian
+    for &byte in &bytes[zeros..] {
+        let mut carry = u32::from(byte);
+        for digit in digits.iter_mut() {
+            carry += u32::from(*digit) << 8;
+            *digit = (carry % 58) as u8;
+            carry /= 58;
+        }
+        while carry > 0 {
+            digits.push((carry % 58) as u8);
+            carry /= 58;
+        }
+    }
+    let mut out = String::with_capacity(zeros + digits.len());
+    out.extend(std::iter::repeat_n('1', zeros));
+    out.extend(
+        digits
+            .iter()
+            .rev()
+            .map(|&d| char::from(BASE58[usize::from(d)])),
+    );
+    out
+}
+
 /// A multihash's code and what follows its digest.
 fn multihash(bytes: &[u8]) -> Option<(u64, &[u8])> {
     let (code, rest) = varint(bytes)?;
@@ -60,8 +93,9 @@ fn multihash(bytes: &[u8]) -> Option<(u64, &[u8])> {
     (rest.len() >= len).then(|| (code, &rest[len..]))
 }
 
-/// An unsigned LEB128 varint of at most 9 bytes (63 bits), as multiformats reads them.
-fn varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
+/// An unsigned LEB128 varint of at most 9 bytes (63 bits), as multiformats reads them, and
+/// the bytes after it. Public because multicodec key prefixes are varints too.
+pub fn varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
     let mut value = 0u64;
     for (i, byte) in bytes.iter().enumerate().take(9) {
         value |= u64::from(byte & 0x7f) << (7 * i);
@@ -116,4 +150,19 @@ fn base_x(text: &str, alphabet: &[u8]) -> Option<Vec<u8>> {
     let mut out = vec![0u8; zeros];
     out.extend(number);
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base58btc_round_trips_with_leading_zeros() {
+        assert_eq!(encode_base58btc(b"Hello World!"), "2NEpo7TZRRrLZSi2U");
+        let bytes = [0, 0, 0x28, 0x7f, 0xb4, 0xcd];
+        assert_eq!(encode_base58btc(&bytes), "11233QC4");
+        assert_eq!(decode_base58btc("11233QC4").as_deref(), Some(&bytes[..]));
+        assert_eq!(encode_base58btc(&[]), "");
+        assert_eq!(decode_base58btc("0OIl"), None);
+    }
 }

@@ -10,7 +10,7 @@ mod identifiers;
 mod tid;
 mod typed;
 
-pub use cid::{cid_to_string, is_cid};
+pub use cid::{cid_to_string, decode_base58btc, encode_base58btc, is_cid, varint};
 pub use datetime::{check_datetime, datetime_to_unix_micros, format_unix_micros, now_unix_micros};
 pub use identifiers::{
     AtUriParts, at_uri_authority, check_at_uri, check_at_uri_grammar, check_cid, check_did,
