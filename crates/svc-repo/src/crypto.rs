@@ -241,3 +241,182 @@ fn push_varint(out: &mut Vec<u8>, mut value: u64) {
     }
     out.push(value as u8);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k256::ecdsa::signature::Signer as _;
+
+    const MESSAGE: &[u8] = b"a commit's bytes";
+
+    fn k256_signer() -> k256::ecdsa::SigningKey {
+        k256::ecdsa::SigningKey::from_slice(&[7u8; 32]).expect("a scalar below the order")
+    }
+
+    fn p256_signer() -> p256::ecdsa::SigningKey {
+        p256::ecdsa::SigningKey::from_slice(&[7u8; 32]).expect("a scalar below the order")
+    }
+
+    /// A key and a low-S signature of MESSAGE on each curve; P-256 signers may give high S, so
+    /// theirs is normalised first.
+    fn signed() -> [(PublicKey, Vec<u8>); 2] {
+        let k = k256_signer();
+        let k_sig: k256::ecdsa::Signature = k.sign(MESSAGE);
+        let p = p256_signer();
+        let p_sig: p256::ecdsa::Signature = p.sign(MESSAGE);
+        let p_sig = p_sig.normalize_s().unwrap_or(p_sig);
+        [
+            (PublicKey::K256(*k.verifying_key()), k_sig.to_vec()),
+            (PublicKey::P256(*p.verifying_key()), p_sig.to_vec()),
+        ]
+    }
+
+    /// The same signature with s replaced by n - s: still valid ECDSA, refused by atproto.
+    fn high_s(key: &PublicKey, signature: &[u8]) -> Vec<u8> {
+        match key {
+            PublicKey::K256(_) => {
+                let sig = k256::ecdsa::Signature::from_slice(signature).expect("64 bytes");
+                k256::ecdsa::Signature::from_scalars(sig.r(), -sig.s())
+                    .expect("n - s is in range")
+                    .to_vec()
+            }
+            PublicKey::P256(_) => {
+                let sig = p256::ecdsa::Signature::from_slice(signature).expect("64 bytes");
+                p256::ecdsa::Signature::from_scalars(sig.r(), -sig.s())
+                    .expect("n - s is in range")
+                    .to_vec()
+            }
+        }
+    }
+
+    #[test]
+    fn low_s_signature_verifies_and_other_message_does_not() {
+        for (key, signature) in signed() {
+            assert_eq!(key.verify(MESSAGE, &signature), Ok(()), "{}", key.curve());
+            assert_eq!(
+                key.verify(b"another message", &signature),
+                Err(SignatureError::DoesNotVerify)
+            );
+        }
+    }
+
+    #[test]
+    fn high_s_signature_is_refused() {
+        for (key, signature) in signed() {
+            let high = high_s(&key, &signature);
+            assert_ne!(high, signature);
+            assert_eq!(
+                key.verify(MESSAGE, &high),
+                Err(SignatureError::HighS),
+                "{}",
+                key.curve()
+            );
+        }
+        // The P-256 library alone would accept it: the refusal is ours, and needed.
+        let p = p256_signer();
+        let (key, signature) = (PublicKey::P256(*p.verifying_key()), &signed()[1].1);
+        let high = high_s(&key, signature);
+        let high = p256::ecdsa::Signature::from_slice(&high).expect("64 bytes");
+        assert!(p.verifying_key().verify(MESSAGE, &high).is_ok());
+    }
+
+    #[test]
+    fn der_signature_is_refused() {
+        let k_der = k256::ecdsa::Signature::from_slice(&signed()[0].1)
+            .expect("64 bytes")
+            .to_der();
+        let p_der = p256::ecdsa::Signature::from_slice(&signed()[1].1)
+            .expect("64 bytes")
+            .to_der();
+        for (key, der) in [
+            (signed()[0].0, k_der.as_bytes().to_vec()),
+            (signed()[1].0, p_der.as_bytes().to_vec()),
+        ] {
+            assert_eq!(
+                key.verify(MESSAGE, &der),
+                Err(SignatureError::NotCompact(der.len()))
+            );
+        }
+    }
+
+    #[test]
+    fn zero_scalars_are_refused() {
+        for (key, _) in signed() {
+            assert_eq!(
+                key.verify(MESSAGE, &[0; 64]),
+                Err(SignatureError::OutOfRange)
+            );
+        }
+    }
+
+    #[test]
+    fn keys_round_trip_through_did_key_and_multikey() {
+        for (key, _) in signed() {
+            let did = key.did_key();
+            assert_eq!(PublicKey::from_did_key(&did), Ok(key));
+            assert_eq!(PublicKey::from_multikey(&key.multikey()), Ok(key));
+            assert_eq!(
+                PublicKey::from_verification_method("Multikey", &key.multikey()),
+                Ok(key)
+            );
+            let bare = format!("z{}", svc_syntax::encode_base58btc(&key.compressed()));
+            assert_eq!(
+                PublicKey::from_legacy_multibase(&bare, key.curve()),
+                Ok(key)
+            );
+            assert_eq!(key.to_string(), did);
+        }
+        let [(k, _), (p, _)] = signed();
+        assert!(k.did_key().starts_with("did:key:zQ3s"));
+        assert!(p.did_key().starts_with("did:key:zDna"));
+    }
+
+    #[test]
+    fn malformed_keys_are_refused_by_name() {
+        let [(k, _), _] = signed();
+        let multikey = k.multikey();
+        assert_eq!(PublicKey::from_did_key(&multikey), Err(KeyError::NotDidKey));
+        assert_eq!(
+            PublicKey::from_multikey(&multikey[1..]),
+            Err(KeyError::NotMultibase)
+        );
+        assert_eq!(PublicKey::from_multikey("z0OIl"), Err(KeyError::NotBase58));
+        assert_eq!(PublicKey::from_multikey("z"), Err(KeyError::NotBase58));
+
+        let mut ed25519 = vec![0xed, 0x01];
+        ed25519.extend([1u8; 32]);
+        let ed25519 = format!("z{}", svc_syntax::encode_base58btc(&ed25519));
+        assert_eq!(
+            PublicKey::from_multikey(&ed25519),
+            Err(KeyError::UnknownMulticodec(0xed))
+        );
+        assert!(
+            KeyError::UnknownMulticodec(0xed)
+                .to_string()
+                .contains("0xed")
+        );
+
+        let uncompressed = k256_signer().verifying_key().to_encoded_point(false);
+        assert_eq!(
+            PublicKey::from_compressed(Curve::K256, uncompressed.as_bytes()),
+            Err(KeyError::NotCompressed(65))
+        );
+        // x = 5 has no y on secp256k1 and x = 1 none on P-256.
+        let mut point = [0u8; 33];
+        point[0] = 0x02;
+        point[32] = 5;
+        assert_eq!(
+            PublicKey::from_compressed(Curve::K256, &point),
+            Err(KeyError::NotOnCurve(Curve::K256))
+        );
+        point[32] = 1;
+        assert_eq!(
+            PublicKey::from_compressed(Curve::P256, &point),
+            Err(KeyError::NotOnCurve(Curve::P256))
+        );
+        assert_eq!(
+            PublicKey::from_verification_method("JsonWebKey2020", &multikey),
+            Err(KeyError::UnknownMethodType("JsonWebKey2020".into()))
+        );
+    }
+}
