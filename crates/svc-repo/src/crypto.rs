@@ -70,6 +70,8 @@ pub enum KeyError {
     NotBase58,
     #[error("no multicodec varint before the key")]
     NoMulticodec,
+    #[error("multicodec varint is not minimally encoded")]
+    NonMinimalVarint,
     #[error(
         "unknown multicodec 0x{0:x}: atproto keys are p256-pub (0x1200) or secp256k1-pub (0xe7)"
     )]
@@ -117,6 +119,12 @@ impl PublicKey {
         let bytes = decode_multibase(multibase)?;
         let (code, point) = svc_syntax::varint(&bytes).ok_or(KeyError::NoMulticodec)?;
         let curve = Curve::from_multicodec(code).ok_or(KeyError::UnknownMulticodec(code))?;
+        // A padded varint would give one key a second did:key.
+        let mut minimal = Vec::with_capacity(2);
+        push_varint(&mut minimal, code);
+        if bytes.len() - point.len() != minimal.len() {
+            return Err(KeyError::NonMinimalVarint);
+        }
         PublicKey::from_compressed(curve, point)
     }
 
@@ -394,6 +402,14 @@ mod tests {
             KeyError::UnknownMulticodec(0xed)
                 .to_string()
                 .contains("0xed")
+        );
+
+        let mut padded = vec![0xe7, 0x81, 0x00];
+        padded.extend(k.compressed());
+        let padded = format!("z{}", svc_syntax::encode_base58btc(&padded));
+        assert_eq!(
+            PublicKey::from_multikey(&padded),
+            Err(KeyError::NonMinimalVarint)
         );
 
         let uncompressed = k256_signer().verifying_key().to_encoded_point(false);
