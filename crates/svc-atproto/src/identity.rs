@@ -4,6 +4,7 @@
 use crate::dns::HandleDns;
 use crate::xrpc::{Method, Xrpc};
 use crate::{AtprotoError, AtprotoResult, MAX_IDENTITY_ANSWER_BYTES, http_error, read_body};
+use svc_repo::crypto::{KeyError, PublicKey};
 use svc_syntax::{Did, Handle};
 
 /// What the identity answers are called in an error about their size.
@@ -18,6 +19,9 @@ pub struct ResolvedDid {
     pub method: String,
     pub handle: Option<String>,
     pub pds_url: Option<String>,
+    /// The key that signs the repository's commits, as a did:key: the document's `#atproto`
+    /// verification method.
+    pub signing_key: Option<String>,
     pub also_known_as: Vec<String>,
 }
 
@@ -87,6 +91,31 @@ pub fn pds_endpoint(document: &Value, did: &str) -> Option<String> {
                 .then(|| service.get("serviceEndpoint")?.as_str().map(str::to_string))
                 .flatten()
         })
+}
+
+/// The key that signs a DID's repository commits: its document's `#atproto` verification
+/// method, in any form the network writes (`Multikey`, or the older named suites). `None`
+/// when the document names none; an error when the one it names is not a key svc can read.
+pub fn signing_key(document: &Value, did: &str) -> Option<Result<PublicKey, KeyError>> {
+    let method = document
+        .get("verificationMethod")?
+        .as_array()?
+        .iter()
+        .find(|method| {
+            method
+                .get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| id == "#atproto" || id == format!("{did}#atproto"))
+        })?;
+    let kind = method
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let multibase = method
+        .get("publicKeyMultibase")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Some(PublicKey::from_verification_method(kind, multibase))
 }
 
 /// An account found from a DID or a handle: its DID and the PDS that holds its repository.
@@ -175,11 +204,21 @@ impl Resolver {
             .find_map(|a| a.strip_prefix("at://"))
             .map(str::to_string);
         let pds_url = pds_endpoint(&document, did);
+        let signing_key = match signing_key(&document, did) {
+            Some(Ok(key)) => Some(key.did_key()),
+            Some(Err(error)) => {
+                return Err(AtprotoError::Invalid(format!(
+                    "{did}: the DID document's signing key: {error}"
+                )));
+            }
+            None => None,
+        };
         Ok(ResolvedDid {
             did: did.to_string(),
             method,
             handle,
             pds_url,
+            signing_key,
             also_known_as,
         })
     }
@@ -195,6 +234,21 @@ impl Resolver {
             .await?
             .pds_url
             .ok_or_else(|| AtprotoError::Invalid(format!("{did} names no PDS (#atproto_pds)")))
+    }
+
+    /// The key that signs a DID's repository commits, read from its DID document now.
+    pub async fn signing_key(&self, did: &Did) -> AtprotoResult<PublicKey> {
+        let url = self.document_url(did)?;
+        let document = self.get_json(&url).await?;
+        match signing_key(&document, did) {
+            Some(Ok(key)) => Ok(key),
+            Some(Err(error)) => Err(AtprotoError::Invalid(format!(
+                "{did}: the DID document's signing key: {error}"
+            ))),
+            None => Err(AtprotoError::Invalid(format!(
+                "{did} names no signing key (#atproto)"
+            ))),
+        }
     }
 
     /// The DID and PDS of an account named by a DID or a handle (an at-uri's authority).
@@ -263,6 +317,26 @@ impl Resolver {
 #[cfg(test)]
 mod tests {
     use super::did_document_url;
+
+    #[test]
+    fn the_signing_key_is_the_atproto_verification_method() {
+        let did = "did:plc:ewvi7nxzyoun6zhxrhs64oiz";
+        let key = "zQ3shXjHeiBuRCKmM36cuYnm7YEMzhGnCmCyW92sRJ9pribSF";
+        let document = serde_json::json!({
+            "id": did,
+            "verificationMethod": [
+                {"id": format!("{did}#other"), "type": "Multikey", "publicKeyMultibase": "zBad"},
+                {"id": format!("{did}#atproto"), "type": "Multikey", "publicKeyMultibase": key},
+            ],
+        });
+        let found = super::signing_key(&document, did).unwrap().unwrap();
+        assert_eq!(found.did_key(), format!("did:key:{key}"));
+        let unreadable = serde_json::json!({"verificationMethod": [
+            {"id": "#atproto", "type": "Multikey", "publicKeyMultibase": "zBad"}
+        ]});
+        assert!(super::signing_key(&unreadable, did).unwrap().is_err());
+        assert!(super::signing_key(&serde_json::json!({"id": did}), did).is_none());
+    }
 
     #[test]
     fn did_web_is_https_but_for_loopback_hosts() {

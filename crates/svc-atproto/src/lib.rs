@@ -9,7 +9,7 @@ mod xrpc;
 
 pub use dns::HandleDns;
 pub use identity::{
-    Located, ResolvedDid, Resolver, did_document_url, is_loopback_host, pds_endpoint,
+    Located, ResolvedDid, Resolver, did_document_url, is_loopback_host, pds_endpoint, signing_key,
 };
 pub use reqwest::{Client, Url};
 pub use session::{Session, SessionStore, SessionSummary};

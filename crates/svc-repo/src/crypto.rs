@@ -129,10 +129,15 @@ impl PublicKey {
     }
 
     /// The `publicKeyMultibase` of the older `EcdsaSecp256r1VerificationKey2019` and
-    /// `EcdsaSecp256k1VerificationKey2019` methods: the bare compressed point, with the curve
-    /// known only from the method's type.
+    /// `EcdsaSecp256k1VerificationKey2019` methods: the bare point, with the curve known only
+    /// from the method's type. The PLC directory writes it uncompressed (65 bytes, `0x04`
+    /// first), other documents compressed; both name one key.
     pub fn from_legacy_multibase(multibase: &str, curve: Curve) -> Result<PublicKey, KeyError> {
-        PublicKey::from_compressed(curve, &decode_multibase(multibase)?)
+        let point = decode_multibase(multibase)?;
+        if point.len() == 65 && point.first() == Some(&0x04) {
+            return PublicKey::from_sec1(curve, &point);
+        }
+        PublicKey::from_compressed(curve, &point)
     }
 
     /// A DID document verification method's `type` and `publicKeyMultibase`, in whichever of
@@ -159,6 +164,11 @@ impl PublicKey {
         if point.len() != 33 {
             return Err(KeyError::NotCompressed(point.len()));
         }
+        PublicKey::from_sec1(curve, point)
+    }
+
+    /// A SEC1 point of either form, checked to be on the curve.
+    fn from_sec1(curve: Curve, point: &[u8]) -> Result<PublicKey, KeyError> {
         let not_on_curve = |_| KeyError::NotOnCurve(curve);
         Ok(match curve {
             Curve::P256 => PublicKey::P256(
@@ -416,6 +426,12 @@ mod tests {
         assert_eq!(
             PublicKey::from_compressed(Curve::K256, uncompressed.as_bytes()),
             Err(KeyError::NotCompressed(65))
+        );
+        // The legacy method form names the same key uncompressed, as the PLC directory writes it.
+        let legacy = format!("z{}", svc_syntax::encode_base58btc(uncompressed.as_bytes()));
+        assert_eq!(
+            PublicKey::from_legacy_multibase(&legacy, Curve::K256),
+            Ok(PublicKey::K256(*k256_signer().verifying_key()))
         );
         // x = 5 has no y on secp256k1 and x = 1 none on P-256.
         let mut point = [0u8; 33];

@@ -144,6 +144,9 @@ fn resolve_names_the_did_method_handle_and_pds() {
     assert_eq!(resolved["method"], "plc");
     assert_eq!(resolved["handle"], alice.handle);
     assert_eq!(resolved["pds_url"], peers.pds);
+    // The reference PDS signs with a K-256 key, which a did:key writes as `zQ3s...`.
+    let key = resolved["signing_key"].as_str().expect("a signing key");
+    assert!(key.starts_with("did:key:zQ3s"), "{key}");
     assert_eq!(
         resolved["also_known_as"][0],
         format!("at://{}", alice.handle)
