@@ -4,6 +4,8 @@
 //! needed is small and the IPLD crates that do it bring a deep tree. Turning values into
 //! atproto JSON (`$link`, `$bytes`) belongs to the consumers that want JSON.
 
+use sha2::{Digest, Sha256};
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cbor {
     Null,
@@ -347,6 +349,52 @@ fn encode_into(value: &Cbor, out: &mut Vec<u8>, depth: usize) -> Result<(), Cbor
     Ok(())
 }
 
+/// The prefix of every CID this crate makes: version 1, codec dag-cbor (0x71), multihash
+/// sha2-256 (0x12) of 32 bytes.
+const CID_PREFIX: [u8; 4] = [0x01, 0x71, 0x12, 0x20];
+
+/// The binary CIDv1 of a DAG-CBOR block: dag-cbor codec, sha2-256 multihash.
+pub fn cid_of(block: &[u8]) -> Vec<u8> {
+    let mut cid = CID_PREFIX.to_vec();
+    cid.extend_from_slice(&Sha256::digest(block));
+    cid
+}
+
+/// Why a block is not the one its CID names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BlockError {
+    #[error("block {cid}: the CID is not a CIDv1 with a sha2-256 multihash")]
+    UnsupportedCid { cid: String },
+    #[error("block {cid}: its bytes hash to {actual}")]
+    HashMismatch { cid: String, actual: String },
+}
+
+/// Checks that `block` hashes to `cid`. Blocks arrive keyed by the CID their sender claims,
+/// so the claim is what must be checked before a block is believed. Any codec is taken (a
+/// record is dag-cbor, a blob raw), but only sha2-256, the one hash atproto uses.
+pub fn check_block(cid: &[u8], block: &[u8]) -> Result<(), BlockError> {
+    let unsupported = || BlockError::UnsupportedCid {
+        cid: svc_syntax::cid_to_string(cid),
+    };
+    // Version 1, a one-byte codec (0x55 raw, 0x71 dag-cbor), sha2-256, 32 bytes.
+    let [0x01, codec, 0x12, 0x20, digest @ ..] = cid else {
+        return Err(unsupported());
+    };
+    if codec & 0x80 != 0 || digest.len() != 32 {
+        return Err(unsupported());
+    }
+    let actual = Sha256::digest(block);
+    if actual[..] != *digest {
+        let mut actual_cid = vec![0x01, *codec, 0x12, 0x20];
+        actual_cid.extend_from_slice(&actual);
+        return Err(BlockError::HashMismatch {
+            cid: svc_syntax::cid_to_string(cid),
+            actual: svc_syntax::cid_to_string(&actual_cid),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,5 +533,31 @@ mod tests {
         assert!(encode(&Cbor::Float(f64::NAN)).is_err());
         let deep = (0..100).fold(Cbor::Null, |inner, _| Cbor::Array(vec![inner]));
         assert!(encode(&deep).is_err(), "too deep");
+    }
+
+    #[test]
+    fn a_block_hashes_to_its_cid() {
+        // The empty MST node, whose CID every empty repository shares.
+        let empty = Cbor::Map(vec![
+            ("e".into(), Cbor::Array(vec![])),
+            ("l".into(), Cbor::Null),
+        ]);
+        let bytes = encode(&empty).unwrap();
+        assert_eq!(bytes, [0xa2, 0x61, b'e', 0x80, 0x61, b'l', 0xf6]);
+        let cid = cid_of(&bytes);
+        assert_eq!(
+            svc_syntax::cid_to_string(&cid),
+            "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm"
+        );
+        assert_eq!(check_block(&cid, &bytes), Ok(()));
+        let error = check_block(&cid, &[0xa0]).unwrap_err();
+        assert!(
+            matches!(&error, BlockError::HashMismatch { cid: named, .. } if named.starts_with("bafyrei")),
+            "{error}"
+        );
+        assert!(matches!(
+            check_block(&cid[..10], &bytes),
+            Err(BlockError::UnsupportedCid { .. })
+        ));
     }
 }
