@@ -1,8 +1,8 @@
 //! CAR v1 slices, as carried in a `#commit` frame's `blocks`: a header, then blocks of
 //! `varint(length) CID data`. Only CIDv1 appears in atproto repositories.
 
-use super::dagcbor::CborError;
 use std::collections::HashMap;
+use svc_repo::dagcbor::CborError;
 
 fn varint(input: &mut &[u8]) -> Result<u64, CborError> {
     let mut value = 0u64;

@@ -2,10 +2,40 @@
 //! ops take their record from the frame's CAR slice, converted to atproto JSON.
 
 use super::car;
-use super::dagcbor::{self, Cbor};
 use super::{SourceEvent, SourceMessage};
 use crate::event::{Action, CommitEvent, account_status};
+use base64::Engine;
 use std::collections::HashMap;
+use svc_repo::dagcbor::{self, Cbor};
+
+/// The atproto JSON form of a record: links as `{"$link": cid}`, bytes as `{"$bytes": base64}`.
+/// Floats have no place in the data model; they come out as JSON numbers, and lexicon
+/// validation refuses them.
+fn to_json(value: &Cbor) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Cbor::Null => Value::Null,
+        Cbor::Bool(b) => Value::Bool(*b),
+        Cbor::Integer(n) => i64::try_from(*n)
+            .map(Value::from)
+            .unwrap_or_else(|_| Value::from(*n as f64)),
+        Cbor::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        Cbor::Bytes(bytes) => serde_json::json!({
+            "$bytes": base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
+        }),
+        Cbor::Text(text) => Value::String(text.clone()),
+        Cbor::Array(items) => Value::Array(items.iter().map(to_json).collect()),
+        Cbor::Map(entries) => Value::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect(),
+        ),
+        Cbor::Link(cid) => serde_json::json!({ "$link": svc_syntax::cid_to_string(cid) }),
+    }
+}
 
 fn time_of(body: &Cbor) -> Option<i64> {
     body.get("time")
@@ -142,7 +172,7 @@ impl Commit<'_> {
                 .blocks
                 .get(cid)
                 .and_then(|block| dagcbor::decode(block).ok())
-                .map(|(record, _)| record.to_json().to_string()),
+                .map(|(record, _)| to_json(&record).to_string()),
             (_, None) => None,
         };
         Some(SourceEvent::Commit(CommitEvent {
@@ -163,56 +193,18 @@ mod tests {
     use super::*;
     use svc_catalog::AccountStatus;
 
-    /// DAG-CBOR of the few shapes a frame's header and body need.
-    enum Value<'a> {
-        Int(i64),
-        Text(&'a str),
-        Bool(bool),
-        Map(Vec<(&'a str, Value<'a>)>),
+    fn text(text: &str) -> Cbor {
+        Cbor::Text(text.into())
     }
 
-    fn head(out: &mut Vec<u8>, major: u8, n: u64) {
-        let major = major << 5;
-        match n {
-            0..=23 => out.push(major | n as u8),
-            24..=0xff => out.extend([major | 24, n as u8]),
-            0x100..=0xffff => {
-                out.push(major | 25);
-                out.extend((n as u16).to_be_bytes());
-            }
-            _ => {
-                out.push(major | 27);
-                out.extend(n.to_be_bytes());
-            }
-        }
-    }
-
-    fn encode(value: &Value, out: &mut Vec<u8>) {
-        match value {
-            Value::Int(n) if *n >= 0 => head(out, 0, *n as u64),
-            Value::Int(n) => head(out, 1, (-1 - *n) as u64),
-            Value::Text(text) => {
-                head(out, 3, text.len() as u64);
-                out.extend(text.as_bytes());
-            }
-            Value::Bool(b) => out.push(if *b { 0xf5 } else { 0xf4 }),
-            Value::Map(entries) => {
-                head(out, 5, entries.len() as u64);
-                for (key, value) in entries {
-                    encode(&Value::Text(key), out);
-                    encode(value, out);
-                }
-            }
-        }
-    }
-
-    fn frame(kind: &str, body: Vec<(&str, Value)>) -> Vec<u8> {
-        let mut out = Vec::new();
-        encode(
-            &Value::Map(vec![("op", Value::Int(1)), ("t", Value::Text(kind))]),
-            &mut out,
-        );
-        encode(&Value::Map(body), &mut out);
+    fn frame(kind: &str, body: Vec<(&str, Cbor)>) -> Vec<u8> {
+        let header = Cbor::Map(vec![
+            ("op".into(), Cbor::Integer(1)),
+            ("t".into(), text(kind)),
+        ]);
+        let body = Cbor::Map(body.into_iter().map(|(k, v)| (k.into(), v)).collect());
+        let mut out = dagcbor::encode(&header).unwrap();
+        out.extend(dagcbor::encode(&body).unwrap());
         out
     }
 
@@ -220,11 +212,11 @@ mod tests {
         frame(
             "#account",
             vec![
-                ("seq", Value::Int(7)),
-                ("did", Value::Text(did)),
-                ("time", Value::Text("2024-01-02T03:04:05Z")),
-                ("active", Value::Bool(false)),
-                ("status", Value::Text(status)),
+                ("seq", Cbor::Integer(7)),
+                ("did", text(did)),
+                ("time", text("2024-01-02T03:04:05Z")),
+                ("active", Cbor::Bool(false)),
+                ("status", text(status)),
             ],
         )
     }
@@ -251,5 +243,26 @@ mod tests {
     fn an_account_event_of_no_did_is_malformed() {
         let error = decode_frame(&account("alice\0", "suspended"), |_| true).unwrap_err();
         assert_eq!(error, "account did: not a did");
+    }
+
+    #[test]
+    fn records_come_out_as_atproto_json() {
+        let record = Cbor::Map(vec![
+            ("a".into(), Cbor::Integer(1)),
+            (
+                "b".into(),
+                Cbor::Array(vec![Cbor::Bool(true), Cbor::Null, Cbor::Integer(-2)]),
+            ),
+            ("c".into(), Cbor::Bytes(vec![1, 2])),
+            ("d".into(), text("hé")),
+            ("e".into(), Cbor::Link(vec![0x01, 0x71])),
+        ]);
+        assert_eq!(
+            to_json(&record),
+            serde_json::json!({
+                "a": 1, "b": [true, null, -2], "c": {"$bytes": "AQI"}, "d": "hé",
+                "e": {"$link": "bafyq"}
+            })
+        );
     }
 }

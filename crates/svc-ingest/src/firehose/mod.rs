@@ -3,7 +3,6 @@
 //! liveness check.
 
 pub mod car;
-pub mod dagcbor;
 mod frames;
 mod live;
 
