@@ -2,6 +2,8 @@
 //! names and commit signatures (`crypto`), DAG-CBOR (`dagcbor`), and the Merkle Search Tree
 //! with Sync 1.1 commit proofs (`mst`). Pure functions over bytes, no IO.
 
+pub mod car;
+pub mod commit;
 pub mod crypto;
 pub mod dagcbor;
 pub mod mst;

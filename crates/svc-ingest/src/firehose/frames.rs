@@ -1,11 +1,11 @@
 //! `com.atproto.sync.subscribeRepos` frames: a DAG-CBOR header `{op, t}` then a body. Commit
 //! ops take their record from the frame's CAR slice, converted to atproto JSON.
 
-use super::car;
 use super::{SourceEvent, SourceMessage};
 use crate::event::{Action, CommitEvent, account_status};
 use base64::Engine;
 use std::collections::HashMap;
+use svc_repo::car;
 use svc_repo::dagcbor::{self, Cbor};
 
 /// The atproto JSON form of a record: links as `{"$link": cid}`, bytes as `{"$bytes": base64}`.

@@ -2,7 +2,6 @@
 //! picked by the shape of the `--firehose` URL, followed with cursors, reconnects and a
 //! liveness check.
 
-pub mod car;
 mod frames;
 mod live;
 

@@ -1,8 +1,9 @@
-//! CAR v1 slices, as carried in a `#commit` frame's `blocks`: a header, then blocks of
+//! CAR v1 files, as a `#commit` frame's `blocks` carries a slice of a repository and
+//! `com.atproto.sync.getRepo` a whole one: a DAG-CBOR header naming the roots, then blocks of
 //! `varint(length) CID data`. Only CIDv1 appears in atproto repositories.
 
+use crate::dagcbor::{Cbor, CborError, decode_block};
 use std::collections::HashMap;
-use svc_repo::dagcbor::CborError;
 
 fn varint(input: &mut &[u8]) -> Result<u64, CborError> {
     let mut value = 0u64;
@@ -38,14 +39,23 @@ fn cid_length(input: &[u8]) -> Result<usize, CborError> {
     Ok(input.len() - rest.len() + digest)
 }
 
+/// Blocks by binary CID.
+pub type Blocks = HashMap<Vec<u8>, Vec<u8>>;
+
 /// Every block of a CAR slice, by binary CID.
-pub fn blocks(car: &[u8]) -> Result<HashMap<Vec<u8>, Vec<u8>>, CborError> {
+pub fn blocks(car: &[u8]) -> Result<Blocks, CborError> {
+    Ok(read(car)?.1)
+}
+
+/// The roots a CAR's header names (binary CIDs), and every block by binary CID.
+pub fn read(car: &[u8]) -> Result<(Vec<Vec<u8>>, Blocks), CborError> {
     let mut rest = car;
     let header = usize::try_from(varint(&mut rest)?)
         .map_err(|_| CborError("CAR: header too long".into()))?;
     if rest.len() < header {
         return Err(CborError("CAR: truncated header".into()));
     }
+    let roots = roots(&rest[..header])?;
     rest = &rest[header..];
     let mut found = HashMap::new();
     while !rest.is_empty() {
@@ -59,7 +69,24 @@ pub fn blocks(car: &[u8]) -> Result<HashMap<Vec<u8>, Vec<u8>>, CborError> {
         found.insert(block[..cid].to_vec(), block[cid..].to_vec());
         rest = after;
     }
-    Ok(found)
+    Ok((roots, found))
+}
+
+/// The `roots` of a CAR header (`{version: 1, roots: [link...]}`); none when it names none.
+fn roots(header: &[u8]) -> Result<Vec<Vec<u8>>, CborError> {
+    let header = decode_block(header)?;
+    let links = header
+        .get("roots")
+        .and_then(Cbor::as_array)
+        .unwrap_or_default();
+    links
+        .iter()
+        .map(|link| {
+            link.as_link()
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| CborError("CAR: a root is not a link".into()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
