@@ -15,10 +15,30 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("corpus", corpus),
     ("list_paging", list_paging),
     ("writer", writer),
+    ("repository", repository),
 ];
 
 mod writer;
 pub use writer::{WriterBench, writer};
+
+/// A repository as CAR bytes (`getRepo`, a `#commit` event's slice): its header and blocks,
+/// each block's CID, DAG-CBOR and commit. Whatever decodes encodes canonically and decodes
+/// again.
+pub fn repository(data: &[u8]) {
+    use svc_repo::dagcbor::{check_block, decode_block, encode};
+    let Ok((_roots, blocks)) = svc_repo::car::read(data) else {
+        return;
+    };
+    for (cid, block) in &blocks {
+        let _ = check_block(cid, block);
+        if let Ok(value) = decode_block(block)
+            && let Ok(canonical) = encode(&value)
+        {
+            assert!(decode_block(&canonical).is_ok(), "{value:?}");
+        }
+        let _ = svc_repo::commit::Commit::decode(block);
+    }
+}
 
 /// The atproto string formats: DID, handle, NSID, TID, record key, AT-URI, datetime.
 pub fn syntax(data: &[u8]) {

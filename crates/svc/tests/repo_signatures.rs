@@ -16,7 +16,10 @@ fn repository(did: &str) -> Vec<u8> {
     let peers = peers().expect("peers");
     let response = peers
         .http()
-        .get(format!("{}/xrpc/com.atproto.sync.getRepo?did={did}", peers.pds))
+        .get(format!(
+            "{}/xrpc/com.atproto.sync.getRepo?did={did}",
+            peers.pds
+        ))
         .send()
         .expect("getRepo");
     assert_eq!(response.status(), 200);
