@@ -1,1 +1,837 @@
-//! The Merkle Search Tree of a repository.
+//! The Merkle Search Tree of a repository: record paths (keys) mapped to record CIDs, in a
+//! tree whose shape depends only on its keys, so that equal contents have one root CID.
+//! A key's height is the number of leading zero bits of its SHA-256 counted in pairs
+//! (fanout 4); each key sits in a node at its height, and a node at height `h` links only
+//! to nodes at `h - 1`.
+//!
+//! A tree can be partial: subtrees known only by CID. That is what a Sync 1.1 commit
+//! carries, and [`invert_commit`] checks such a commit by undoing its ops on the partial
+//! tree and comparing the result with the commit's `prevData`.
+
+use crate::dagcbor::{self, BlockError, Cbor, CborError};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeSet, HashMap};
+
+/// A binary CID, without a multibase prefix.
+pub type Cid = Vec<u8>;
+
+/// Blocks by binary CID, as a CAR slice carries them.
+pub type Blocks = HashMap<Cid, Vec<u8>>;
+
+/// No honest key is this high: reaching it takes a SHA-256 with 128 leading zero bits. It
+/// bounds the depth of every walk, and so the recursion, whatever a hostile tree claims.
+pub const MAX_HEIGHT: u32 = 64;
+
+/// Honest nodes hold a handful of entries (fanout 4); thousands would be an attack on memory.
+pub const MAX_ENTRIES: usize = 4096;
+
+/// A repository path (`collection/rkey`) fits in this many bytes.
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// The height of `key` in the tree: leading zero bits of its SHA-256, counted in 2-bit
+/// chunks.
+pub fn key_height(key: &[u8]) -> u32 {
+    let mut zeros = 0;
+    for byte in Sha256::digest(key) {
+        zeros += byte.leading_zeros();
+        if byte != 0 {
+            break;
+        }
+    }
+    zeros / 2
+}
+
+/// The number of leading bytes `a` and `b` share: how much of a key prefix compression
+/// takes from the entry before it.
+pub fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MstError {
+    #[error("block {cid} is missing")]
+    MissingBlock { cid: String },
+    #[error(transparent)]
+    Block(#[from] BlockError),
+    #[error("node {cid}: {source}")]
+    Cbor { cid: String, source: CborError },
+    #[error("node {cid}: {reason}")]
+    BadNode { cid: String, reason: String },
+    #[error("encoding a node: {0}")]
+    Encode(CborError),
+    #[error("key {key:?} is {reason}")]
+    BadKey { key: String, reason: &'static str },
+    #[error("the tree is deeper than {MAX_HEIGHT} levels")]
+    TooDeep,
+    #[error("keys out of order: {key:?} after {before:?}")]
+    Unsorted { key: String, before: String },
+    #[error("key {key:?} is not in the tree")]
+    NotFound { key: String },
+    #[error("key {key:?} is already in the tree")]
+    AlreadyPresent { key: String },
+    #[error("key {key:?} holds {found}, not {expected}")]
+    ValueMismatch {
+        key: String,
+        expected: String,
+        found: String,
+    },
+    #[error("key {key:?} has more than one op")]
+    DuplicateOp { key: String },
+    #[error("inverting the ops gives root {found}, not prevData {expected}")]
+    RootMismatch { expected: String, found: String },
+}
+
+fn key_text(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).into_owned()
+}
+
+fn cid_text(cid: &[u8]) -> String {
+    svc_syntax::cid_to_string(cid)
+}
+
+/// One node as its block encodes it, with keys uncompressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeData {
+    /// The subtree of keys before the first entry.
+    pub left: Option<Cid>,
+    pub entries: Vec<EntryData>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryData {
+    pub key: Vec<u8>,
+    pub value: Cid,
+    /// The subtree of keys between this entry and the next.
+    pub right: Option<Cid>,
+}
+
+fn link_or_null(link: &Option<Cid>) -> Cbor {
+    link.as_ref()
+        .map_or(Cbor::Null, |cid| Cbor::Link(cid.clone()))
+}
+
+impl NodeData {
+    /// The node's block: `{l, e: [{p, k, v, t}]}`, each key stored as the length of the
+    /// prefix it shares with the key before it (`p`) and the rest (`k`).
+    pub fn encode(&self) -> Result<Vec<u8>, MstError> {
+        let mut previous: &[u8] = &[];
+        let mut entries = Vec::with_capacity(self.entries.len());
+        for entry in &self.entries {
+            let shared = common_prefix_len(previous, &entry.key);
+            entries.push(Cbor::Map(vec![
+                ("p".into(), Cbor::Integer(shared as i128)),
+                ("k".into(), Cbor::Bytes(entry.key[shared..].to_vec())),
+                ("v".into(), Cbor::Link(entry.value.clone())),
+                ("t".into(), link_or_null(&entry.right)),
+            ]));
+            previous = &entry.key;
+        }
+        let node = Cbor::Map(vec![
+            ("l".into(), link_or_null(&self.left)),
+            ("e".into(), Cbor::Array(entries)),
+        ]);
+        dagcbor::encode(&node).map_err(MstError::Encode)
+    }
+
+    /// Reads a node block, refusing anything but the one canonical encoding of a node with
+    /// keys in strictly ascending order: two encodings of one node would be two CIDs.
+    pub fn decode(cid: &[u8], block: &[u8]) -> Result<NodeData, MstError> {
+        let bad = |reason: String| MstError::BadNode {
+            cid: cid_text(cid),
+            reason,
+        };
+        let value = dagcbor::decode_block(block).map_err(|source| MstError::Cbor {
+            cid: cid_text(cid),
+            source,
+        })?;
+        let fields = |value: &Cbor, names: &[&str], what: &str| match value {
+            Cbor::Map(entries)
+                if entries.len() == names.len()
+                    && names.iter().all(|name| value.get(name).is_some()) =>
+            {
+                Ok(())
+            }
+            _ => Err(bad(format!("{what} is not a map of {names:?}"))),
+        };
+        fields(&value, &["l", "e"], "the node")?;
+        let link = |value: Option<&Cbor>, what: &str| match value {
+            Some(Cbor::Null) => Ok(None),
+            Some(Cbor::Link(cid)) => Ok(Some(cid.clone())),
+            _ => Err(bad(format!("{what} is neither a link nor null"))),
+        };
+        let left = link(value.get("l"), "l")?;
+        let Some(items) = value.get("e").and_then(Cbor::as_array) else {
+            return Err(bad("e is not an array".into()));
+        };
+        if items.len() > MAX_ENTRIES {
+            return Err(bad(format!("{} entries, over {MAX_ENTRIES}", items.len())));
+        }
+        let mut entries: Vec<EntryData> = Vec::with_capacity(items.len());
+        for item in items {
+            fields(item, &["p", "k", "v", "t"], "an entry")?;
+            let previous = entries.last().map_or(&[][..], |e| &e.key[..]);
+            let shared = item
+                .get("p")
+                .and_then(Cbor::as_i64)
+                .and_then(|p| usize::try_from(p).ok())
+                .filter(|&p| p <= previous.len())
+                .ok_or_else(|| bad("p is not a prefix length of the key before".into()))?;
+            let Some(suffix) = item.get("k").and_then(Cbor::as_bytes) else {
+                return Err(bad("k is not bytes".into()));
+            };
+            let mut key = previous[..shared].to_vec();
+            key.extend_from_slice(suffix);
+            check_key(&key)?;
+            if key.as_slice() <= previous && !entries.is_empty() {
+                return Err(MstError::Unsorted {
+                    key: key_text(&key),
+                    before: key_text(previous),
+                });
+            }
+            let Some(value) = item.get("v").and_then(Cbor::as_link) else {
+                return Err(bad("v is not a link".into()));
+            };
+            entries.push(EntryData {
+                value: value.to_vec(),
+                right: link(item.get("t"), "t")?,
+                key,
+            });
+        }
+        let node = NodeData { left, entries };
+        if node.encode()? != block {
+            return Err(bad("not in canonical form".into()));
+        }
+        Ok(node)
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<(), MstError> {
+    let reason = if key.is_empty() {
+        "empty"
+    } else if key.len() > MAX_KEY_LEN {
+        "too long"
+    } else {
+        return Ok(());
+    };
+    Err(MstError::BadKey {
+        key: key_text(&key[..key.len().min(64)]),
+        reason,
+    })
+}
+
+/// Where a subtree is: nowhere, known only by CID, or in memory.
+#[derive(Debug, Clone, Default)]
+enum Link {
+    #[default]
+    Empty,
+    Stub(Cid),
+    Node(Box<Node>),
+}
+
+#[derive(Debug, Clone, Default)]
+struct Node {
+    left: Link,
+    entries: Vec<Entry>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    key: Vec<u8>,
+    value: Cid,
+    right: Link,
+}
+
+impl Node {
+    /// The link between `entries[i - 1]` and `entries[i]`.
+    fn gap(&mut self, i: usize) -> &mut Link {
+        match i.checked_sub(1) {
+            None => &mut self.left,
+            Some(before) => &mut self.entries[before].right,
+        }
+    }
+
+    fn last_gap(&mut self) -> &mut Link {
+        let last = self.entries.len();
+        self.gap(last)
+    }
+
+    fn into_link(self) -> Link {
+        if self.entries.is_empty() && matches!(self.left, Link::Empty) {
+            Link::Empty
+        } else {
+            Link::Node(Box::new(self))
+        }
+    }
+}
+
+/// Where nodes come from: a block map (or none, for a tree wholly in memory), and the CIDs
+/// of the blocks read, which are the blocks a proof needs.
+struct Store<'a> {
+    blocks: Option<&'a Blocks>,
+    read: BTreeSet<Cid>,
+}
+
+impl Store<'_> {
+    fn data(&mut self, cid: &[u8]) -> Result<NodeData, MstError> {
+        let block = self
+            .blocks
+            .and_then(|blocks| blocks.get(cid))
+            .ok_or_else(|| MstError::MissingBlock { cid: cid_text(cid) })?;
+        dagcbor::check_block(cid, block)?;
+        let node = NodeData::decode(cid, block)?;
+        self.read.insert(cid.to_vec());
+        Ok(node)
+    }
+
+    /// A node below the root, at `height`: every key of that height, no links below
+    /// height 0, and not empty, since an empty subtree is written as no link at all.
+    fn node(&mut self, cid: &[u8], height: u32) -> Result<NodeData, MstError> {
+        let data = self.data(cid)?;
+        check_node(cid, &data, height)?;
+        if data.entries.is_empty() && data.left.is_none() {
+            return Err(MstError::BadNode {
+                cid: cid_text(cid),
+                reason: "an empty node below the root".into(),
+            });
+        }
+        Ok(data)
+    }
+
+    fn load(&mut self, cid: &[u8], height: u32) -> Result<Node, MstError> {
+        Ok(into_node(self.node(cid, height)?))
+    }
+}
+
+fn check_node(cid: &[u8], data: &NodeData, height: u32) -> Result<(), MstError> {
+    let bad = |reason: String| MstError::BadNode {
+        cid: cid_text(cid),
+        reason,
+    };
+    if let Some(entry) = data.entries.iter().find(|e| key_height(&e.key) != height) {
+        return Err(bad(format!(
+            "key {:?} of height {} in a node of height {height}",
+            key_text(&entry.key),
+            key_height(&entry.key)
+        )));
+    }
+    let links_below = data.left.is_some() || data.entries.iter().any(|e| e.right.is_some());
+    if height == 0 && links_below {
+        return Err(bad("a node of height 0 links to a subtree".into()));
+    }
+    Ok(())
+}
+
+fn into_node(data: NodeData) -> Node {
+    let link = |cid: Option<Cid>| cid.map_or(Link::Empty, Link::Stub);
+    Node {
+        left: link(data.left),
+        entries: data
+            .entries
+            .into_iter()
+            .map(|e| Entry {
+                key: e.key,
+                value: e.value,
+                right: link(e.right),
+            })
+            .collect(),
+    }
+}
+
+/// The node a link below a node of `parent` height leads to, loaded if it was a stub;
+/// `None` for no subtree.
+fn resolve<'l>(
+    link: &'l mut Link,
+    parent: u32,
+    store: &mut Store,
+) -> Result<Option<&'l mut Node>, MstError> {
+    if let Link::Stub(cid) = link {
+        let height = parent.checked_sub(1).ok_or(MstError::TooDeep)?;
+        *link = Link::Node(Box::new(store.load(cid, height)?));
+    }
+    Ok(match link {
+        Link::Node(node) => Some(node),
+        _ => None,
+    })
+}
+
+fn take_node(link: Link, parent: u32, store: &mut Store) -> Result<Option<Node>, MstError> {
+    Ok(match link {
+        Link::Empty => None,
+        Link::Node(node) => Some(*node),
+        Link::Stub(cid) => {
+            let height = parent.checked_sub(1).ok_or(MstError::TooDeep)?;
+            Some(store.load(&cid, height)?)
+        }
+    })
+}
+
+/// Splits the subtree under a node of `parent` height around `key` (which is not in it):
+/// the part before the key and the part after.
+fn split(link: Link, key: &[u8], parent: u32, store: &mut Store) -> Result<(Link, Link), MstError> {
+    let Some(mut node) = take_node(link, parent, store)? else {
+        return Ok((Link::Empty, Link::Empty));
+    };
+    let height = parent.checked_sub(1).ok_or(MstError::TooDeep)?;
+    let i = node.entries.partition_point(|e| e.key.as_slice() < key);
+    let after = node.entries.split_off(i);
+    let gap = std::mem::take(node.gap(i));
+    let (low, high) = split(gap, key, height, store)?;
+    *node.gap(i) = low;
+    let right = Node {
+        left: high,
+        entries: after,
+    };
+    Ok((node.into_link(), right.into_link()))
+}
+
+/// Joins two adjacent subtrees under a node of `parent` height, `before` holding the lower
+/// keys: the seam between them merges all the way down.
+fn merge(before: Link, after: Link, parent: u32, store: &mut Store) -> Result<Link, MstError> {
+    let (before, after) = match (before, after) {
+        (Link::Empty, link) | (link, Link::Empty) => return Ok(link),
+        pair => pair,
+    };
+    let mut low = take_node(before, parent, store)?.unwrap_or_default();
+    let mut high = take_node(after, parent, store)?.unwrap_or_default();
+    let seam = merge(
+        std::mem::take(low.last_gap()),
+        std::mem::take(&mut high.left),
+        parent.checked_sub(1).ok_or(MstError::TooDeep)?,
+        store,
+    )?;
+    *low.last_gap() = seam;
+    low.entries.append(&mut high.entries);
+    Ok(low.into_link())
+}
+
+/// Puts `key` in the subtree rooted at `node` (at `height`, at least the key's), returning
+/// the value it replaced.
+fn insert_at(
+    node: &mut Node,
+    height: u32,
+    key: &[u8],
+    key_height: u32,
+    value: &[u8],
+    store: &mut Store,
+) -> Result<Option<Cid>, MstError> {
+    let i = node.entries.partition_point(|e| e.key.as_slice() < key);
+    if key_height == height {
+        if let Some(entry) = node.entries.get_mut(i).filter(|e| e.key == key) {
+            return Ok(Some(std::mem::replace(&mut entry.value, value.to_vec())));
+        }
+        let gap = std::mem::take(node.gap(i));
+        let (low, high) = split(gap, key, height, store)?;
+        *node.gap(i) = low;
+        node.entries.insert(
+            i,
+            Entry {
+                key: key.to_vec(),
+                value: value.to_vec(),
+                right: high,
+            },
+        );
+        return Ok(None);
+    }
+    let gap = node.gap(i);
+    if matches!(gap, Link::Empty) {
+        // A layer with no keys yet between this node and the key's.
+        *gap = Link::Node(Box::default());
+    }
+    let child = resolve(gap, height, store)?.ok_or(MstError::TooDeep)?;
+    insert_at(child, height - 1, key, key_height, value, store)
+}
+
+/// Takes `key` out of the subtree rooted at `node` (at `height`), returning its value.
+fn delete_at(
+    node: &mut Node,
+    height: u32,
+    key: &[u8],
+    key_height: u32,
+    store: &mut Store,
+) -> Result<Cid, MstError> {
+    let not_found = || MstError::NotFound { key: key_text(key) };
+    let i = node.entries.partition_point(|e| e.key.as_slice() < key);
+    if key_height >= height {
+        if node.entries.get(i).is_none_or(|e| e.key != key) {
+            return Err(not_found());
+        }
+        let entry = node.entries.remove(i);
+        let gap = std::mem::take(node.gap(i));
+        *node.gap(i) = merge(gap, entry.right, height, store)?;
+        return Ok(entry.value);
+    }
+    let gap = node.gap(i);
+    let child = resolve(gap, height, store)?.ok_or_else(not_found)?;
+    let value = delete_at(child, height - 1, key, key_height, store)?;
+    if child.entries.is_empty() && matches!(child.left, Link::Empty) {
+        *gap = Link::Empty;
+    }
+    Ok(value)
+}
+
+/// The CID of a subtree, computing those of nodes in memory; their blocks go to `out`.
+fn link_cid(link: &Link, mut out: Option<&mut Blocks>) -> Result<Option<Cid>, MstError> {
+    let node = match link {
+        Link::Empty => return Ok(None),
+        Link::Stub(cid) => return Ok(Some(cid.clone())),
+        Link::Node(node) => node,
+    };
+    let mut entries = Vec::with_capacity(node.entries.len());
+    for entry in &node.entries {
+        entries.push(EntryData {
+            key: entry.key.clone(),
+            value: entry.value.clone(),
+            right: link_cid(&entry.right, out.as_deref_mut())?,
+        });
+    }
+    let data = NodeData {
+        left: link_cid(&node.left, out.as_deref_mut())?,
+        entries,
+    };
+    let block = data.encode()?;
+    let cid = dagcbor::cid_of(&block);
+    if let Some(out) = out {
+        out.insert(cid.clone(), block);
+    }
+    Ok(Some(cid))
+}
+
+/// A tree in memory, whole or partial.
+#[derive(Debug, Clone, Default)]
+pub struct Tree {
+    root: Link,
+    height: u32,
+}
+
+impl Tree {
+    /// The empty tree.
+    pub fn new() -> Tree {
+        Tree::default()
+    }
+
+    /// The tree of `entries`, which must be in strictly ascending key order.
+    pub fn from_sorted(
+        entries: impl IntoIterator<Item = (Vec<u8>, Cid)>,
+    ) -> Result<Tree, MstError> {
+        let mut tree = Tree::new();
+        let mut last: Option<Vec<u8>> = None;
+        for (key, value) in entries {
+            if let Some(before) = last.as_ref().filter(|before| key <= **before) {
+                return Err(MstError::Unsorted {
+                    key: key_text(&key),
+                    before: key_text(before),
+                });
+            }
+            tree.insert(&key, &value)?;
+            last = Some(key);
+        }
+        Ok(tree)
+    }
+
+    /// The tree rooted at `root`, reading only the root node: the rest stays known by CID
+    /// until an operation needs it.
+    pub fn load(root: &[u8], blocks: &Blocks) -> Result<Tree, MstError> {
+        Self::load_from(
+            root,
+            &mut Store {
+                blocks: Some(blocks),
+                read: BTreeSet::new(),
+            },
+        )
+    }
+
+    fn load_from(root: &[u8], store: &mut Store) -> Result<Tree, MstError> {
+        let data = store.data(root)?;
+        let Some(first) = data.entries.first() else {
+            if data.left.is_some() {
+                return Err(MstError::BadNode {
+                    cid: cid_text(root),
+                    reason: "a root of no keys above a subtree".into(),
+                });
+            }
+            return Ok(Tree::new());
+        };
+        let height = key_height(&first.key);
+        if height > MAX_HEIGHT {
+            return Err(MstError::TooDeep);
+        }
+        check_node(root, &data, height)?;
+        Ok(Tree {
+            root: Link::Node(Box::new(into_node(data))),
+            height,
+        })
+    }
+
+    pub fn root_cid(&self) -> Result<Cid, MstError> {
+        self.root_and_blocks(None)
+    }
+
+    /// The blocks of the nodes in memory (all of them, for a whole tree), by CID.
+    pub fn blocks(&self) -> Result<Blocks, MstError> {
+        let mut out = Blocks::new();
+        self.root_and_blocks(Some(&mut out))?;
+        Ok(out)
+    }
+
+    fn root_and_blocks(&self, out: Option<&mut Blocks>) -> Result<Cid, MstError> {
+        match link_cid(&self.root, out)? {
+            Some(cid) => Ok(cid),
+            None => {
+                // The empty tree is one node of no entries, not no node.
+                let block = NodeData {
+                    left: None,
+                    entries: Vec::new(),
+                }
+                .encode()?;
+                Ok(dagcbor::cid_of(&block))
+            }
+        }
+    }
+
+    /// Sets `key` to `value`, returning the value it replaced. Fails on a stub in the way:
+    /// a partial tree changes only through [`invert_commit`].
+    pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Cid>, MstError> {
+        self.insert_with(
+            key,
+            value,
+            &mut Store {
+                blocks: None,
+                read: BTreeSet::new(),
+            },
+        )
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn delete(&mut self, key: &[u8]) -> Result<Cid, MstError> {
+        self.delete_with(
+            key,
+            &mut Store {
+                blocks: None,
+                read: BTreeSet::new(),
+            },
+        )
+    }
+
+    fn insert_with(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        store: &mut Store,
+    ) -> Result<Option<Cid>, MstError> {
+        check_key(key)?;
+        let height = key_height(key);
+        if height > MAX_HEIGHT {
+            return Err(MstError::TooDeep);
+        }
+        if matches!(self.root, Link::Empty) {
+            // A lone key needs no layers below it.
+            self.height = height;
+            self.root = Link::Node(Box::default());
+        }
+        while self.height < height {
+            let below = std::mem::take(&mut self.root);
+            self.root = Link::Node(Box::new(Node {
+                left: below,
+                entries: Vec::new(),
+            }));
+            self.height += 1;
+        }
+        let tree_height = self.height;
+        let root = self.root_node(store)?;
+        insert_at(root, tree_height, key, height, value, store)
+    }
+
+    fn delete_with(&mut self, key: &[u8], store: &mut Store) -> Result<Cid, MstError> {
+        let height = key_height(key);
+        if matches!(self.root, Link::Empty) {
+            return Err(MstError::NotFound { key: key_text(key) });
+        }
+        let tree_height = self.height;
+        let root = self.root_node(store)?;
+        let value = delete_at(root, tree_height, key, height, store)?;
+        self.trim(store)?;
+        Ok(value)
+    }
+
+    fn root_node(&mut self, store: &mut Store) -> Result<&mut Node, MstError> {
+        // The root is at the tree's height; `resolve` takes its parent's.
+        resolve(&mut self.root, self.height + 1, store)?.ok_or(MstError::TooDeep)
+    }
+
+    /// Drops root layers of no keys, which a canonical tree does not have. A stub reached
+    /// this way is loaded when its block is at hand; when it is not, its CID stands for the
+    /// tree, which is right unless it too has no keys.
+    fn trim(&mut self, store: &mut Store) -> Result<(), MstError> {
+        loop {
+            let Link::Node(node) = &mut self.root else {
+                return Ok(());
+            };
+            if !node.entries.is_empty() {
+                return Ok(());
+            }
+            let below = std::mem::take(&mut node.left);
+            if matches!(below, Link::Empty) {
+                self.root = Link::Empty;
+                self.height = 0;
+                return Ok(());
+            }
+            let height = self.height.checked_sub(1).ok_or(MstError::TooDeep)?;
+            self.height = height;
+            self.root = match below {
+                Link::Stub(cid) => match store.load(&cid, height) {
+                    Ok(node) => Link::Node(Box::new(node)),
+                    Err(MstError::MissingBlock { .. }) => {
+                        self.root = Link::Stub(cid);
+                        return Ok(());
+                    }
+                    Err(error) => return Err(error),
+                },
+                link => link,
+            };
+        }
+    }
+}
+
+/// Every (key, value) of the tree rooted at `root`, in key order. Every block must be there
+/// and hash to its CID; keys must ascend across the whole tree, which also keeps a block
+/// linked from many places from being walked more than once.
+pub fn walk(root: &[u8], blocks: &Blocks) -> Result<Vec<(Vec<u8>, Cid)>, MstError> {
+    let mut store = Store {
+        blocks: Some(blocks),
+        read: BTreeSet::new(),
+    };
+    let tree = Tree::load_from(root, &mut store)?;
+    let mut out = Vec::new();
+    if let Link::Node(node) = &tree.root {
+        walk_node(node, tree.height, &mut store, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn walk_node(
+    node: &Node,
+    height: u32,
+    store: &mut Store,
+    out: &mut Vec<(Vec<u8>, Cid)>,
+) -> Result<(), MstError> {
+    walk_link(&node.left, height, store, out)?;
+    for entry in &node.entries {
+        if let Some((before, _)) = out.last().filter(|(before, _)| entry.key <= *before) {
+            return Err(MstError::Unsorted {
+                key: key_text(&entry.key),
+                before: key_text(before),
+            });
+        }
+        out.push((entry.key.clone(), entry.value.clone()));
+        walk_link(&entry.right, height, store, out)?;
+    }
+    Ok(())
+}
+
+fn walk_link(
+    link: &Link,
+    parent: u32,
+    store: &mut Store,
+    out: &mut Vec<(Vec<u8>, Cid)>,
+) -> Result<(), MstError> {
+    let Link::Stub(cid) = link else {
+        return Ok(());
+    };
+    let height = parent.checked_sub(1).ok_or(MstError::TooDeep)?;
+    let node = store.load(cid, height)?;
+    walk_node(&node, height, store, out)
+}
+
+/// One write of a commit, as the firehose reports it: the key (`collection/rkey`), the
+/// record CID after it and the one before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Create { key: Vec<u8>, cid: Cid },
+    Update { key: Vec<u8>, cid: Cid, prev: Cid },
+    Delete { key: Vec<u8>, prev: Cid },
+}
+
+impl Op {
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Op::Create { key, .. } | Op::Update { key, .. } | Op::Delete { key, .. } => key,
+        }
+    }
+}
+
+/// What undoing a commit's ops found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inversion {
+    /// The root of the tree before the commit.
+    pub prev_data: Cid,
+    /// The blocks read to get there: the proof the commit had to carry.
+    pub blocks_read: BTreeSet<Cid>,
+}
+
+/// Undoes `ops` on the partial tree of `blocks` rooted at `root` (a commit's `data`). Each
+/// op is checked against the tree as it stands (a created key holds the created CID, and so
+/// on); an op whose part of the tree is not in `blocks` fails with the missing block.
+pub fn invert_commit(blocks: &Blocks, root: &[u8], ops: &[Op]) -> Result<Inversion, MstError> {
+    let mut seen = BTreeSet::new();
+    if let Some(op) = ops.iter().find(|op| !seen.insert(op.key())) {
+        return Err(MstError::DuplicateOp {
+            key: key_text(op.key()),
+        });
+    }
+    let mut store = Store {
+        blocks: Some(blocks),
+        read: BTreeSet::new(),
+    };
+    let mut tree = Tree::load_from(root, &mut store)?;
+    let mismatch = |key: &[u8], expected: Option<&[u8]>, found: Option<&[u8]>| {
+        let text = |cid: Option<&[u8]>| cid.map_or_else(|| "nothing".into(), cid_text);
+        MstError::ValueMismatch {
+            key: key_text(key),
+            expected: text(expected),
+            found: text(found),
+        }
+    };
+    for op in ops.iter().rev() {
+        match op {
+            Op::Create { key, cid } => {
+                let found = tree.delete_with(key, &mut store)?;
+                if found != *cid {
+                    return Err(mismatch(key, Some(cid), Some(&found)));
+                }
+            }
+            Op::Update { key, cid, prev } => {
+                let found = tree.insert_with(key, prev, &mut store)?;
+                if found.as_deref() != Some(cid) {
+                    return Err(mismatch(key, Some(cid), found.as_deref()));
+                }
+            }
+            Op::Delete { key, prev } => {
+                if tree.insert_with(key, prev, &mut store)?.is_some() {
+                    return Err(MstError::AlreadyPresent { key: key_text(key) });
+                }
+            }
+        }
+    }
+    Ok(Inversion {
+        prev_data: tree.root_cid()?,
+        blocks_read: store.read,
+    })
+}
+
+/// Checks a Sync 1.1 commit: its ops, undone on the tree its blocks show under `root`, give
+/// `prev_data`.
+pub fn check_commit_proof(
+    blocks: &Blocks,
+    root: &[u8],
+    prev_data: &[u8],
+    ops: &[Op],
+) -> Result<(), MstError> {
+    let found = invert_commit(blocks, root, ops)?.prev_data;
+    if found != prev_data {
+        return Err(MstError::RootMismatch {
+            expected: cid_text(prev_data),
+            found: cid_text(&found),
+        });
+    }
+    Ok(())
+}
