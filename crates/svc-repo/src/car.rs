@@ -2,7 +2,7 @@
 //! `com.atproto.sync.getRepo` a whole one: a DAG-CBOR header naming the roots, then blocks of
 //! `varint(length) CID data`. Only CIDv1 appears in atproto repositories.
 
-use crate::dagcbor::{Cbor, CborError, decode_block};
+use crate::dagcbor::{Blocks, Cbor, CborError, decode_block};
 use std::collections::HashMap;
 
 fn varint(input: &mut &[u8]) -> Result<u64, CborError> {
@@ -38,9 +38,6 @@ fn cid_length(input: &[u8]) -> Result<usize, CborError> {
     }
     Ok(input.len() - rest.len() + digest)
 }
-
-/// Blocks by binary CID.
-pub type Blocks = HashMap<Vec<u8>, Vec<u8>>;
 
 /// Every block of a CAR slice, by binary CID.
 pub fn blocks(car: &[u8]) -> Result<Blocks, CborError> {

@@ -5,6 +5,13 @@
 //! atproto JSON (`$link`, `$bytes`) belongs to the consumers that want JSON.
 
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+/// A CID in its binary form (without the multibase identity prefix).
+pub type Cid = Vec<u8>;
+
+/// Blocks by binary CID, as a CAR carries them.
+pub type Blocks = HashMap<Cid, Vec<u8>>;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cbor {

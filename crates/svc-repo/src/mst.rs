@@ -10,13 +10,10 @@
 
 use crate::dagcbor::{self, BlockError, Cbor, CborError};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// A binary CID, without a multibase prefix.
-pub type Cid = Vec<u8>;
-
-/// Blocks by binary CID, as a CAR slice carries them.
-pub type Blocks = HashMap<Cid, Vec<u8>>;
+pub use crate::dagcbor::{Blocks, Cid};
 
 /// No honest key is this high: reaching it takes a SHA-256 with 128 leading zero bits. It
 /// bounds the depth of every walk, and so the recursion, whatever a hostile tree claims.

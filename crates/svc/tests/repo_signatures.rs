@@ -1,6 +1,7 @@
 //! Repositories of the reference PDS, read whole (`com.atproto.sync.getRepo`) and checked as
-//! svc checks what it indexes: every block is its CID, the commit is the CAR's root, and its
-//! signature verifies with the key the author's DID document names; a changed byte does not.
+//! svc checks what it indexes: every block is its CID, the commit is the CAR's root, its tree
+//! walks whole to the records, and its signature verifies with the key the author's DID
+//! document names; a changed byte does not.
 //! Passes without running when the peers cannot start outside CI.
 
 mod common;
@@ -11,6 +12,7 @@ use svc_repo::car;
 use svc_repo::commit::Commit;
 use svc_repo::crypto::PublicKey;
 use svc_repo::dagcbor::check_block;
+use svc_repo::mst;
 
 fn repository(did: &str) -> Vec<u8> {
     let peers = peers().expect("peers");
@@ -61,6 +63,14 @@ fn a_repository_read_whole_is_signed_by_its_author() {
     }
     let commit = Commit::decode(&blocks[root]).expect("a commit");
     assert_eq!(commit.did.as_str(), alice.did);
+    // The whole tree walks from the commit's root, and each record it names is there.
+    let entries = mst::walk(&commit.data, &blocks).expect("the whole tree");
+    let records: Vec<&[u8]> = entries
+        .iter()
+        .filter(|(key, _)| key.starts_with(b"dev.svc.vocab/"))
+        .map(|(_, cid)| blocks[cid].as_slice())
+        .collect();
+    assert_eq!(records.len(), 2);
     let key = signing_key(&alice.did);
     commit.verify(&key).expect("signed by the author's key");
 
