@@ -10,6 +10,7 @@ mod ingest;
 mod jetstream;
 mod metrics;
 mod readiness;
+mod signing_keys;
 
 pub use backfill::{BackfillError, BackfillPeers, BackfillSummary, run_backfill};
 pub use event::{Action, CommitEvent};
@@ -18,3 +19,4 @@ pub use ingest::{Ingestor, Prepared};
 pub use jetstream::{JetstreamLine, parse_jetstream_line};
 pub use metrics::IngestMetrics;
 pub use readiness::{Readiness, WriteHealth};
+pub use signing_keys::{KeyCheckError, SigningKeys};

@@ -82,3 +82,43 @@ fn a_repository_read_whole_is_signed_by_its_author() {
     let bob = peers.create_account("other");
     assert!(commit.verify(&signing_key(&bob.did)).is_err());
 }
+
+/// The commit at the head of `did`'s repository.
+fn head_commit(did: &str) -> Commit {
+    let (roots, blocks) = car::read(&repository(did)).expect("a CAR");
+    Commit::decode(&blocks[&roots[0]]).expect("a commit")
+}
+
+#[test]
+fn signing_keys_are_read_once_and_read_again_when_a_signature_fails() {
+    let Some(peers) = peers() else { return };
+    let (alice, bob) = (peers.create_account("keys"), peers.create_account("keys"));
+    let theirs = head_commit(&alice.did);
+    // Bob's commit, claimed as Alice's.
+    let mut forged = head_commit(&bob.did);
+    forged.did = theirs.did.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let http = svc_atproto::http_client(std::time::Duration::from_secs(10)).unwrap();
+    let keys = svc_ingest::SigningKeys::new(svc_atproto::Resolver::new(http, &peers.plc));
+    let alices_key = signing_key(&alice.did);
+    runtime.block_on(async {
+        keys.verify(&theirs).await.expect("alice's own commit");
+        assert_eq!(keys.key(&theirs.did).await.unwrap(), alices_key);
+        let refused = keys.verify(&forged).await.unwrap_err();
+        assert!(
+            matches!(refused, svc_ingest::KeyCheckError::Signature(_)),
+            "{refused}"
+        );
+        // Forgotten (an #identity event), the key is read again and still verifies.
+        keys.forget(&theirs.did);
+        keys.verify(&theirs).await.expect("read again");
+        let nobody = svc_syntax::Did::new("did:plc:aaaaaaaaaaaaaaaaaaaaaaaa").unwrap();
+        assert!(matches!(
+            keys.key(&nobody).await,
+            Err(svc_ingest::KeyCheckError::Key { .. })
+        ));
+    });
+}
