@@ -7,3 +7,4 @@ pub mod commit;
 pub mod crypto;
 pub mod dagcbor;
 pub mod mst;
+pub mod sync;
