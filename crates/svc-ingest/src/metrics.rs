@@ -34,6 +34,10 @@ pub struct IngestMetrics {
     pub backfill_repos_total: Gauge,
     /// Repositories the backfill could not read and skipped.
     pub backfill_repos_skipped: Gauge,
+    /// Commits not applied because they could not be verified, by reason.
+    pub unverified: Family<ReasonLabel, Counter>,
+    /// Commits whose signature and proof were checked before they were applied.
+    pub verified: Counter,
 }
 
 impl IngestMetrics {
@@ -47,6 +51,17 @@ impl IngestMetrics {
             "svc_catalog_refused",
             "Changes the catalog's store refused for their content, skipped, by reason",
             self.refused.clone(),
+        );
+        registry.register(
+            "svc_ingest_unverified",
+            "Commits not applied because they could not be verified, by reason: \
+             cid, commit, proof, signature, key",
+            self.unverified.clone(),
+        );
+        registry.register(
+            "svc_ingest_verified",
+            "Commits whose signature and proof were checked before they were applied",
+            self.verified.clone(),
         );
         registry.register(
             "svc_ingest_invalid_records",

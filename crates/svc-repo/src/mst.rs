@@ -133,73 +133,94 @@ impl NodeData {
     /// Reads a node block, refusing anything but the one canonical encoding of a node with
     /// keys in strictly ascending order: two encodings of one node would be two CIDs.
     pub fn decode(cid: &[u8], block: &[u8]) -> Result<NodeData, MstError> {
-        let bad = |reason: String| MstError::BadNode {
-            cid: cid_text(cid),
-            reason,
-        };
         let value = dagcbor::decode_block(block).map_err(|source| MstError::Cbor {
             cid: cid_text(cid),
             source,
         })?;
-        let fields = |value: &Cbor, names: &[&str], what: &str| match value {
-            Cbor::Map(entries)
-                if entries.len() == names.len()
-                    && names.iter().all(|name| value.get(name).is_some()) =>
-            {
-                Ok(())
-            }
-            _ => Err(bad(format!("{what} is not a map of {names:?}"))),
-        };
-        fields(&value, &["l", "e"], "the node")?;
-        let link = |value: Option<&Cbor>, what: &str| match value {
-            Some(Cbor::Null) => Ok(None),
-            Some(Cbor::Link(cid)) => Ok(Some(cid.clone())),
-            _ => Err(bad(format!("{what} is neither a link nor null"))),
-        };
-        let left = link(value.get("l"), "l")?;
+        expect_fields(cid, &value, &["l", "e"], "the node")?;
+        let left = read_link(cid, value.get("l"), "l")?;
         let Some(items) = value.get("e").and_then(Cbor::as_array) else {
-            return Err(bad("e is not an array".into()));
+            return Err(bad_node(cid, "e is not an array".into()));
         };
         if items.len() > MAX_ENTRIES {
-            return Err(bad(format!("{} entries, over {MAX_ENTRIES}", items.len())));
+            let reason = format!("{} entries, over {MAX_ENTRIES}", items.len());
+            return Err(bad_node(cid, reason));
         }
         let mut entries: Vec<EntryData> = Vec::with_capacity(items.len());
         for item in items {
-            fields(item, &["p", "k", "v", "t"], "an entry")?;
-            let previous = entries.last().map_or(&[][..], |e| &e.key[..]);
-            let shared = item
-                .get("p")
-                .and_then(Cbor::as_i64)
-                .and_then(|p| usize::try_from(p).ok())
-                .filter(|&p| p <= previous.len())
-                .ok_or_else(|| bad("p is not a prefix length of the key before".into()))?;
-            let Some(suffix) = item.get("k").and_then(Cbor::as_bytes) else {
-                return Err(bad("k is not bytes".into()));
-            };
-            let mut key = previous[..shared].to_vec();
-            key.extend_from_slice(suffix);
-            check_key(&key)?;
-            if key.as_slice() <= previous && !entries.is_empty() {
-                return Err(MstError::Unsorted {
-                    key: key_text(&key),
-                    before: key_text(previous),
-                });
-            }
-            let Some(value) = item.get("v").and_then(Cbor::as_link) else {
-                return Err(bad("v is not a link".into()));
-            };
-            entries.push(EntryData {
-                value: value.to_vec(),
-                right: link(item.get("t"), "t")?,
-                key,
-            });
+            let entry = decode_entry(cid, item, entries.last())?;
+            entries.push(entry);
         }
         let node = NodeData { left, entries };
         if node.encode()? != block {
-            return Err(bad("not in canonical form".into()));
+            return Err(bad_node(cid, "not in canonical form".into()));
         }
         Ok(node)
     }
+}
+
+fn bad_node(cid: &[u8], reason: String) -> MstError {
+    MstError::BadNode {
+        cid: cid_text(cid),
+        reason,
+    }
+}
+
+/// `value` is a map of exactly these fields.
+fn expect_fields(cid: &[u8], value: &Cbor, names: &[&str], what: &str) -> Result<(), MstError> {
+    match value {
+        Cbor::Map(entries)
+            if entries.len() == names.len()
+                && names.iter().all(|name| value.get(name).is_some()) =>
+        {
+            Ok(())
+        }
+        _ => Err(bad_node(cid, format!("{what} is not a map of {names:?}"))),
+    }
+}
+
+fn read_link(cid: &[u8], value: Option<&Cbor>, what: &str) -> Result<Option<Cid>, MstError> {
+    match value {
+        Some(Cbor::Null) => Ok(None),
+        Some(Cbor::Link(link)) => Ok(Some(link.clone())),
+        _ => Err(bad_node(cid, format!("{what} is neither a link nor null"))),
+    }
+}
+
+/// One entry of a node, its key completed from the one `before` it, in ascending order.
+fn decode_entry(
+    cid: &[u8],
+    item: &Cbor,
+    before: Option<&EntryData>,
+) -> Result<EntryData, MstError> {
+    expect_fields(cid, item, &["p", "k", "v", "t"], "an entry")?;
+    let previous = before.map_or(&[][..], |e| &e.key[..]);
+    let shared = item
+        .get("p")
+        .and_then(Cbor::as_i64)
+        .and_then(|p| usize::try_from(p).ok())
+        .filter(|&p| p <= previous.len())
+        .ok_or_else(|| bad_node(cid, "p is not a prefix length of the key before".into()))?;
+    let Some(suffix) = item.get("k").and_then(Cbor::as_bytes) else {
+        return Err(bad_node(cid, "k is not bytes".into()));
+    };
+    let mut key = previous[..shared].to_vec();
+    key.extend_from_slice(suffix);
+    check_key(&key)?;
+    if key.as_slice() <= previous && before.is_some() {
+        return Err(MstError::Unsorted {
+            key: key_text(&key),
+            before: key_text(previous),
+        });
+    }
+    let Some(value) = item.get("v").and_then(Cbor::as_link) else {
+        return Err(bad_node(cid, "v is not a link".into()));
+    };
+    Ok(EntryData {
+        value: value.to_vec(),
+        right: read_link(cid, item.get("t"), "t")?,
+        key,
+    })
 }
 
 fn check_key(key: &[u8]) -> Result<(), MstError> {

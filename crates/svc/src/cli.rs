@@ -254,6 +254,12 @@ pub struct ServeArgs {
     )]
     pub plc_url: String,
 
+    /// Verify the repository firehose's commits before applying them: `all` (signatures,
+    /// blocks and Sync 1.1 proofs; keys from DID documents through --plc-url) or `none`.
+    /// Jetstream carries no proofs and is never verified.
+    #[arg(long, env = "SVC_VERIFY", default_value = "all", value_parser = ["all", "none"])]
+    pub verify: String,
+
     /// Ask Jetstream for zstd-compressed events (about a quarter of the bytes).
     #[arg(long = "jetstream-zstd", env = "SVC_JETSTREAM_ZSTD")]
     pub jetstream_zstd: bool,

@@ -40,15 +40,7 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
         .ok()
         .flatten();
     if let Some(("orchestrator", sub)) = matches.subcommand() {
-        // `--url` after `orchestrator` (or its subcommand) first, then before it, then
-        // `SVC_URL` and the default.
-        let given_after = sub.value_source("url") == Some(ValueSource::CommandLine);
-        let url = match (given_after, url_before_command) {
-            (false, Some(before)) => Some(before),
-            _ => sub.try_get_one::<String>("url").ok().flatten(),
-        }
-        .cloned()
-        .unwrap_or_else(|| cli::DEFAULT_URL.to_string());
+        let url = orchestrator_url(sub, url_before_command);
         return block_on(commands::orchestrator::run(&url, queries, sub))
             .map(|()| ExitCode::SUCCESS);
     }
@@ -90,6 +82,18 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
             format!("svc {}\n", env!("CARGO_PKG_VERSION")).as_bytes(),
         )),
     }
+}
+
+/// The API the orchestrator asks: `--url` after `orchestrator` (or its subcommand) first, then
+/// before it, then `SVC_URL` and the default.
+fn orchestrator_url(sub: &clap::ArgMatches, before_command: Option<&String>) -> String {
+    let given_after = sub.value_source("url") == Some(ValueSource::CommandLine);
+    match (given_after, before_command) {
+        (false, Some(before)) => Some(before),
+        _ => sub.try_get_one::<String>("url").ok().flatten(),
+    }
+    .cloned()
+    .unwrap_or_else(|| cli::DEFAULT_URL.to_string())
 }
 
 fn main() -> ExitCode {

@@ -455,6 +455,7 @@ fn live_config(args: &ServeArgs, url: String) -> LiveConfig {
         ready_lag: args.ready_lag,
         max_backoff: std::time::Duration::from_secs(30),
         compress: args.jetstream_zstd,
+        verify_with: (args.verify == "all").then(|| args.plc_url.clone()),
     }
 }
 

@@ -70,6 +70,14 @@ fn records_appear_change_and_vanish_within_two_seconds() {
     server.wait_for(&by_name("AfterBad"), WITHIN, |b| b["total"] == 1);
     assert_eq!(server.get(&by_name("Bad")).1["total"], 0);
     let metrics = server.get_raw("/metrics").2;
+    // Every commit was checked (its signature by the key the PLC directory names, its blocks
+    // and its Sync 1.1 proof) before it was applied, and none was refused.
+    let verified = metric(&metrics, "svc_ingest_verified_total");
+    assert!(verified >= 5.0, "{verified} commits verified: {metrics}");
+    assert!(
+        !metrics.contains("svc_ingest_unverified_total{"),
+        "{metrics}"
+    );
     assert!(
         metrics.contains("svc_ingest_events_total{source=\"firehose\",outcome=\"invalid\"} 1"),
         "{metrics}"
@@ -212,4 +220,11 @@ fn backfill_finds_what_the_pds_already_holds() {
     // And it keeps following the live stream afterwards.
     peers.create_record(&dave, "dev.svc.vocab", vocab_record("held-live"), None);
     server.wait_for(&by_name("held-live"), WITHIN, |b| b["total"] == 1);
+}
+
+/// The value of an unlabelled metric in Prometheus text.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
 }

@@ -4,9 +4,72 @@
 use super::{SourceEvent, SourceMessage};
 use crate::event::{Action, CommitEvent, account_status};
 use base64::Engine;
-use std::collections::HashMap;
 use svc_repo::car;
-use svc_repo::dagcbor::{self, Cbor};
+use svc_repo::dagcbor::{self, Blocks, Cbor, Cid};
+use svc_repo::mst::Op;
+use svc_repo::sync::{SyncError, check_commit_event};
+use svc_syntax::{Did, Tid};
+
+/// What a `#commit` frame carries to prove its ops, kept for a commit that touches a
+/// collection svc wants: the only commits it applies.
+#[derive(Debug, Clone)]
+pub struct CommitProof {
+    pub repo: Did,
+    pub rev: Tid,
+    pub commit: Cid,
+    pub roots: Vec<Cid>,
+    pub blocks: Blocks,
+    pub ops: Vec<Op>,
+    pub prev_data: Option<Cid>,
+}
+
+impl CommitProof {
+    /// Everything but the signature (see `svc_repo::sync`); the commit, to check it next.
+    pub fn check(&self) -> Result<svc_repo::commit::Commit, SyncError> {
+        check_commit_event(&svc_repo::sync::CommitEvent {
+            repo: &self.repo,
+            rev: &self.rev,
+            commit: &self.commit,
+            roots: &self.roots,
+            blocks: &self.blocks,
+            ops: &self.ops,
+            prev_data: self.prev_data.as_deref(),
+        })
+    }
+}
+
+/// What a message carries to prove what it would apply.
+#[derive(Debug, Clone, Default)]
+pub enum Proof {
+    /// Nothing of it is applied, or its source carries no proofs (Jetstream).
+    #[default]
+    NotNeeded,
+    Carried(Box<CommitProof>),
+    /// A commit svc would apply, whose frame lacks what proves it.
+    Missing(String),
+}
+
+/// An op as the tree sees it; `None` for one that names no action.
+fn tree_op(op: &Cbor) -> Option<Op> {
+    let key = op.get("path").and_then(Cbor::as_str)?.as_bytes().to_vec();
+    let link = |name: &str| op.get(name).and_then(Cbor::as_link).map(<[u8]>::to_vec);
+    match op.get("action").and_then(Cbor::as_str)? {
+        "create" => Some(Op::Create {
+            key,
+            cid: link("cid")?,
+        }),
+        "update" => Some(Op::Update {
+            key,
+            cid: link("cid")?,
+            prev: link("prev")?,
+        }),
+        "delete" => Some(Op::Delete {
+            key,
+            prev: link("prev")?,
+        }),
+        _ => None,
+    }
+}
 
 /// The atproto JSON form of a record: links as `{"$link": cid}`, bytes as `{"$bytes": base64}`.
 /// Floats have no place in the data model; they come out as JSON numbers, and lexicon
@@ -72,8 +135,13 @@ pub fn decode_frame(bytes: &[u8], wanted: impl Fn(&str) -> bool) -> Result<Sourc
             .map(str::to_string)
             .ok_or("event without did")
     };
+    let mut proof = Proof::NotNeeded;
     let events = match header.get("t").and_then(Cbor::as_str) {
-        Some("#commit") => commit_events(&body, time_us, wanted)?,
+        Some("#commit") => {
+            let (events, commit_proof) = commit_events(&body, time_us, wanted)?;
+            proof = commit_proof;
+            events
+        }
         Some("#account") => {
             let active = body.get("active").and_then(Cbor::as_bool).unwrap_or(true);
             let status = account_status(active, body.get("status").and_then(Cbor::as_str));
@@ -97,14 +165,16 @@ pub fn decode_frame(bytes: &[u8], wanted: impl Fn(&str) -> bool) -> Result<Sourc
         events,
         cursor: seq,
         time_us,
+        proof,
     })
 }
 
+/// The events of a commit's ops, and what proves them when one of them is wanted.
 fn commit_events(
     body: &Cbor,
     time_us: Option<i64>,
     wanted: impl Fn(&str) -> bool,
-) -> Result<Vec<SourceEvent>, String> {
+) -> Result<(Vec<SourceEvent>, Proof), String> {
     let repo = body
         .get("repo")
         .and_then(Cbor::as_str)
@@ -117,8 +187,8 @@ fn commit_events(
     let Some(Cbor::Array(ops)) = body.get("ops") else {
         return Err("commit without ops".into());
     };
-    let blocks = match body.get("blocks") {
-        Some(Cbor::Bytes(bytes)) => car::blocks(bytes).map_err(|e| e.to_string())?,
+    let (roots, blocks) = match body.get("blocks") {
+        Some(Cbor::Bytes(bytes)) => car::read(bytes).map_err(|e| e.to_string())?,
         _ => Default::default(),
     };
     let commit = Commit {
@@ -127,10 +197,48 @@ fn commit_events(
         blocks: &blocks,
         time_us,
     };
-    Ok(ops
+    let events: Vec<SourceEvent> = ops
         .iter()
         .filter_map(|op| commit.op_event(op, &wanted))
-        .collect())
+        .collect();
+    let touches_wanted = events
+        .iter()
+        .any(|event| matches!(event, SourceEvent::Commit(c) if wanted(&c.collection)));
+    let proof = match touches_wanted {
+        false => Proof::NotNeeded,
+        true => match commit_proof(body, repo, rev, roots, blocks, ops) {
+            Ok(proof) => Proof::Carried(Box::new(proof)),
+            Err(missing) => Proof::Missing(missing),
+        },
+    };
+    Ok((events, proof))
+}
+
+/// The proof of a commit, or what the frame lacks for one.
+fn commit_proof(
+    body: &Cbor,
+    repo: &str,
+    rev: &str,
+    roots: Vec<Cid>,
+    blocks: Blocks,
+    ops: &[Cbor],
+) -> Result<CommitProof, String> {
+    Ok(CommitProof {
+        repo: Did::new(repo).map_err(|e| format!("repo: {e}"))?,
+        rev: Tid::new(rev).map_err(|e| format!("rev: {e}"))?,
+        commit: body
+            .get("commit")
+            .and_then(Cbor::as_link)
+            .ok_or("no commit link")?
+            .to_vec(),
+        roots,
+        blocks,
+        ops: ops.iter().filter_map(tree_op).collect(),
+        prev_data: body
+            .get("prevData")
+            .and_then(Cbor::as_link)
+            .map(<[u8]>::to_vec),
+    })
 }
 
 /// What every op of one commit shares.
@@ -138,7 +246,7 @@ struct Commit<'a> {
     repo: &'a str,
     rev: &'a str,
     /// The CAR slice's blocks by CID.
-    blocks: &'a HashMap<Vec<u8>, Vec<u8>>,
+    blocks: &'a Blocks,
     time_us: Option<i64>,
 }
 

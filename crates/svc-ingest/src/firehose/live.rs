@@ -1,10 +1,13 @@
 //! Following a live source: connect, read, batch, apply with the cursor in the same
 //! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
 
-use super::{SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
+use super::{
+    CommitProof, Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind,
+};
 use crate::event::CommitEvent;
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
+use crate::signing_keys::{KeyCheckError, SigningKeys};
 use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};
 use std::future::Future;
@@ -44,6 +47,9 @@ pub struct LiveConfig {
     pub max_backoff: Duration,
     /// Ask Jetstream for zstd-compressed events (`compress=true`).
     pub compress: bool,
+    /// The PLC directory that names the authors' signing keys: the repository firehose's
+    /// commits are verified before they are applied. `None`: they are not.
+    pub verify_with: Option<String>,
 }
 
 /// The dictionary Jetstream compresses events with (see `data/README.md`).
@@ -218,6 +224,7 @@ pub async fn run_live(
         );
     }
     let cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
+    let keys = signing_keys(kind, &config)?;
     let connection = Connection {
         catalog: catalog.as_ref(),
         ingestor: &ingestor,
@@ -225,11 +232,50 @@ pub async fn run_live(
         endpoint: &endpoint,
         status: &status,
         config: &config,
+        keys: keys.as_ref(),
     };
     connection
         .reconnect_until_stopped(cursor, may_catch_up, &mut shutdown)
         .await;
     Ok(())
+}
+
+/// The keys the source's commits are verified with; `None` when they are not (said at start).
+fn signing_keys(kind: SourceKind, config: &LiveConfig) -> Result<Option<SigningKeys>, LiveError> {
+    match (kind, &config.verify_with) {
+        (SourceKind::Jetstream, _) => {
+            tracing::warn!(
+                "Jetstream carries no proofs: its events are applied unverified \
+                 (a relay's or a PDS's repository firehose is verified)"
+            );
+            Ok(None)
+        }
+        (SourceKind::Repos, None) => {
+            tracing::warn!("--verify none: the firehose's commits are applied unverified");
+            Ok(None)
+        }
+        (SourceKind::Repos, Some(plc)) => {
+            let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)
+                .map_err(|e| LiveError::Config(e.to_string()))?;
+            Ok(Some(SigningKeys::new(svc_atproto::Resolver::new(
+                http, plc,
+            ))))
+        }
+    }
+}
+
+/// Whether a commit's author signed it and its proof holds; the reason and the error if not.
+async fn verify(keys: &SigningKeys, proof: &Proof) -> Result<(), (&'static str, String)> {
+    let carried: &CommitProof = match proof {
+        Proof::NotNeeded => return Ok(()),
+        Proof::Missing(what) => return Err(("proof", what.clone())),
+        Proof::Carried(proof) => proof,
+    };
+    let commit = carried.check().map_err(|e| (e.label(), e.to_string()))?;
+    keys.verify(&commit).await.map_err(|error| match error {
+        KeyCheckError::Key { .. } => ("key", error.to_string()),
+        KeyCheckError::Signature(_) => ("signature", error.to_string()),
+    })
 }
 
 /// How one connection to the live source ended.
@@ -250,6 +296,8 @@ struct Connection<'a> {
     endpoint: &'a str,
     status: &'a LiveStatus,
     config: &'a LiveConfig,
+    /// The keys commits are verified with, when they are.
+    keys: Option<&'a SigningKeys>,
 }
 
 impl Connection<'_> {
@@ -627,6 +675,7 @@ impl Session<'_> {
 
     async fn take(&mut self, mut message: SourceMessage) -> Result<(), FollowError> {
         drop_implausible(self.source.kind, &mut message);
+        self.drop_unverified(&mut message).await;
         let recent = message.time_us.is_some_and(|time| {
             now_unix_micros() - time <= self.source.config.ready_lag.as_micros() as i64
         });
@@ -651,6 +700,34 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// Takes the commit events out of a message whose commit cannot be verified: counted by
+    /// reason and logged; the cursor moves on.
+    async fn drop_unverified(&mut self, message: &mut SourceMessage) {
+        let Some(keys) = self.source.keys else {
+            return;
+        };
+        let proof = std::mem::take(&mut message.proof);
+        let outcome = verify(keys, &proof).await;
+        if outcome.is_ok() && matches!(proof, Proof::Carried(_)) {
+            self.source.ingestor.metrics().verified.inc();
+        }
+        if let Err((reason, error)) = outcome {
+            let metrics = self.source.ingestor.metrics();
+            metrics
+                .unverified
+                .get_or_create(&crate::metrics::ReasonLabel { reason })
+                .inc();
+            let (did, rev) = match &proof {
+                Proof::Carried(carried) => (carried.repo.to_string(), carried.rev.to_string()),
+                _ => Default::default(),
+            };
+            tracing::warn!(%did, %rev, reason, "commit not applied: {error}");
+            message
+                .events
+                .retain(|event| !matches!(event, SourceEvent::Commit(_)));
+        }
+    }
+
     async fn take_event(&mut self, event: SourceEvent) -> Result<(), FollowError> {
         match event {
             SourceEvent::Commit(commit) => self.stage(commit),
@@ -661,7 +738,12 @@ impl Session<'_> {
                 tracing::info!(%did, ?status, "account status");
                 self.source.catalog.set_account(did, status).await?;
             }
-            SourceEvent::Identity { .. } => {}
+            SourceEvent::Identity { did } => {
+                // The account's key may have rotated: the next commit reads it again.
+                if let (Some(keys), Ok(did)) = (self.source.keys, svc_syntax::Did::new(did)) {
+                    keys.forget(&did);
+                }
+            }
             SourceEvent::Info { name, message } => {
                 tracing::warn!(%name, "live source says: {message}");
             }
@@ -814,6 +896,7 @@ fn jetstream_message(text: &str) -> Result<SourceMessage, String> {
                 events: vec![SourceEvent::Commit(commit)],
                 cursor: time,
                 time_us: time,
+                proof: Proof::NotNeeded,
             }
         }
         JetstreamLine::Account {
@@ -824,11 +907,13 @@ fn jetstream_message(text: &str) -> Result<SourceMessage, String> {
             events: vec![SourceEvent::Account { did, status }],
             cursor: time_us,
             time_us,
+            proof: Proof::NotNeeded,
         },
         JetstreamLine::Other { time_us, .. } => SourceMessage {
             events: Vec::new(),
             cursor: time_us,
             time_us,
+            proof: Proof::NotNeeded,
         },
     })
 }
@@ -842,6 +927,7 @@ mod tests {
             events: Vec::new(),
             cursor,
             time_us,
+            proof: Proof::NotNeeded,
         }
     }
 

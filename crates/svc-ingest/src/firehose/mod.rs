@@ -5,7 +5,7 @@
 mod frames;
 mod live;
 
-pub use frames::decode_frame;
+pub use frames::{CommitProof, Proof, decode_frame};
 pub(crate) use live::MAX_MESSAGE_BYTES;
 pub use live::{LiveConfig, LiveStatus, run_live};
 
@@ -41,6 +41,8 @@ pub struct SourceMessage {
     pub events: Vec<SourceEvent>,
     pub cursor: Option<i64>,
     pub time_us: Option<i64>,
+    /// What proves the commit events, for the source that carries proofs.
+    pub proof: Proof,
 }
 
 impl SourceMessage {
@@ -49,6 +51,7 @@ impl SourceMessage {
             events: vec![event],
             cursor: None,
             time_us: None,
+            proof: Proof::NotNeeded,
         }
     }
 }

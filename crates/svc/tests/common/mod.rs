@@ -121,8 +121,15 @@ pub struct Server {
     pub log: Vec<String>,
 }
 
+/// The `svc` binary. Once this test binary's peers run, DIDs resolve through their PLC
+/// directory (`SVC_PLC_URL`, which a `--plc-url` given overrides), as a deployment's do through
+/// its own: the signing keys that verify the PDS's commits are there.
 pub fn svc() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_svc"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_svc"));
+    if let Some(peers) = peers::started() {
+        command.env("SVC_PLC_URL", &peers.plc);
+    }
+    command
 }
 
 impl Server {

@@ -73,6 +73,11 @@ pub struct Account {
 
 static PEERS: OnceLock<Result<Peers, String>> = OnceLock::new();
 
+/// The peers of this test binary if they have started, without starting them.
+pub fn started() -> Option<&'static Peers> {
+    PEERS.get().and_then(|result| result.as_ref().ok())
+}
+
 /// The peers of this test binary, started on first use. `None` (after a message on stderr) when
 /// they cannot start, unless `CI=true`, where this panics with the reason instead.
 pub fn peers() -> Option<&'static Peers> {
