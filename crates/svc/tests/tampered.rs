@@ -1,0 +1,128 @@
+//! A proxy between the reference PDS's firehose and svc changes real frames in flight: a
+//! record's text altered inside the commit's blocks (the block no longer hashes to its CID),
+//! or the `prevData` the commit's proof must reach. svc refuses each such commit, counts it by
+//! reason and applies everything around it.
+//! Passes without running when the peers cannot start outside CI.
+
+mod common;
+
+use common::peers::peers;
+use common::replay::spawn_async;
+use common::*;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+
+/// A record whose text the proxy changes in its block: `Tampered` becomes `Xampered`.
+const CHANGED: &[u8] = b"Tampered";
+/// A record whose commit the proxy gives another `prevData`.
+const UNPROVEN: &[u8] = b"Unproven";
+
+fn position(frame: &[u8], bytes: &[u8]) -> Option<usize> {
+    frame.windows(bytes.len()).position(|w| w == bytes)
+}
+
+fn tampered(mut frame: Vec<u8>) -> Vec<u8> {
+    if let Some(at) = position(&frame, CHANGED) {
+        frame[at] = b'X';
+    }
+    if position(&frame, UNPROVEN).is_some()
+        && let Some(at) = position(&frame, b"prevData")
+    {
+        // After the key: tag 42, a 37-byte string, the multibase 0 and the CID's 4-byte
+        // prefix; the byte changed is in the digest.
+        let digest = at + "prevData".len() + 2 + 2 + 1 + 4;
+        frame[digest + 5] ^= 0x01;
+    }
+    frame
+}
+
+/// Starts the proxy to `upstream` (the PDS's `ws://` base); its `ws://` base.
+fn tampering_proxy(upstream: &str) -> String {
+    let upstream = upstream.trim_end_matches('/').to_string();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    spawn_async(async move {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        sender
+            .send(listener.local_addr().expect("address"))
+            .expect("port");
+        while let Ok((stream, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                let _ = relay(stream, &upstream).await;
+            });
+        }
+    });
+    format!("ws://{}", receiver.recv().expect("the proxy started"))
+}
+
+// The callback type is the handshake API's own.
+#[allow(clippy::result_large_err)]
+async fn relay(stream: tokio::net::TcpStream, upstream: &str) -> Option<()> {
+    let mut path = String::new();
+    let callback = |request: &Request, response: Response| {
+        path = request.uri().to_string();
+        Ok(response)
+    };
+    let client = tokio_tungstenite::accept_hdr_async(stream, callback)
+        .await
+        .ok()?;
+    let (server, _) = tokio_tungstenite::connect_async(format!("{upstream}{path}"))
+        .await
+        .ok()?;
+    let (mut to_client, mut from_client) = client.split();
+    let (mut to_server, mut from_server) = server.split();
+    loop {
+        tokio::select! {
+            message = from_server.next() => match message? .ok()? {
+                Message::Binary(frame) => {
+                    let frame = tampered(frame.to_vec());
+                    to_client.send(Message::Binary(frame.into())).await.ok()?;
+                }
+                other => to_client.send(other).await.ok()?,
+            },
+            message = from_client.next() => to_server.send(message?.ok()?).await.ok()?,
+        }
+    }
+}
+
+fn vocab(name: &str) -> serde_json::Value {
+    json!({"$type": "dev.svc.vocab", "name": name, "world": "open",
+           "occurredAt": "2026-01-01T00:00:00Z"})
+}
+
+#[test]
+fn commits_changed_in_flight_are_refused_and_the_rest_applied() {
+    let Some(peers) = peers() else { return };
+    let source = tampering_proxy(&peers.pds_ws);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", source.as_str(), "--ready-lag", "5s"],
+    );
+    let alice = peers.create_account("tampered");
+    peers.create_record(&alice, "dev.svc.vocab", vocab("Before"), None);
+    peers.create_record(&alice, "dev.svc.vocab", vocab("Tampered"), None);
+    peers.create_record(&alice, "dev.svc.vocab", vocab("Unproven"), None);
+    peers.create_record(&alice, "dev.svc.vocab", vocab("After"), None);
+    let by_name = |name: &str| format!("/v1/vocabularies/by-name?name={name}");
+    server.wait_for(&by_name("After"), Duration::from_secs(10), |b| {
+        b["total"] == 1
+    });
+    assert_eq!(server.get(&by_name("Before")).1["total"], 1);
+    for name in ["Tampered", "Xampered", "Unproven"] {
+        assert_eq!(server.get(&by_name(name)).1["total"], 0, "{name}");
+    }
+    let metrics = server.get_raw("/metrics").2;
+    for reason in ["cid", "proof"] {
+        assert!(
+            metrics.contains(&format!(
+                "svc_ingest_unverified_total{{reason=\"{reason}\"}} 1"
+            )),
+            "{reason}: {metrics}"
+        );
+    }
+}
