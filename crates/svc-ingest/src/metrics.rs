@@ -55,7 +55,7 @@ impl IngestMetrics {
         registry.register(
             "svc_ingest_unverified",
             "Commits not applied because they could not be verified, by reason: \
-             cid, commit, proof, signature, key",
+             cid, commit, proof, signature, key, rev",
             self.unverified.clone(),
         );
         registry.register(

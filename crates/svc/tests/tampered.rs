@@ -1,7 +1,7 @@
 //! A proxy between the reference PDS's firehose and svc changes real frames in flight: a
 //! record's text altered inside the commit's blocks (the block no longer hashes to its CID),
-//! or the `prevData` the commit's proof must reach. svc refuses each such commit, counts it by
-//! reason and applies everything around it.
+//! or the `prevData` the commit's proof must reach, or an earlier genuine frame sent again.
+//! svc refuses each such commit, counts it by reason and applies everything around it.
 //! Passes without running when the peers cannot start outside CI.
 
 mod common;
@@ -20,6 +20,9 @@ use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 const CHANGED: &[u8] = b"Tampered";
 /// A record whose commit the proxy gives another `prevData`.
 const UNPROVEN: &[u8] = b"Unproven";
+/// A record whose commit frame the proxy sends again, after the one holding `AFTER`.
+const REPLAYED: &[u8] = b"Replayed";
+const AFTER: &[u8] = b"After";
 
 fn position(frame: &[u8], bytes: &[u8]) -> Option<usize> {
     frame.windows(bytes.len()).position(|w| w == bytes)
@@ -75,12 +78,20 @@ async fn relay(stream: tokio::net::TcpStream, upstream: &str) -> Option<()> {
         .ok()?;
     let (mut to_client, mut from_client) = client.split();
     let (mut to_server, mut from_server) = server.split();
+    let mut kept: Option<Vec<u8>> = None;
     loop {
         tokio::select! {
             message = from_server.next() => match message? .ok()? {
                 Message::Binary(frame) => {
-                    let frame = tampered(frame.to_vec());
-                    to_client.send(Message::Binary(frame.into())).await.ok()?;
+                    let frame = frame.to_vec();
+                    if position(&frame, REPLAYED).is_some() {
+                        kept = Some(frame.clone());
+                    }
+                    let after = position(&frame, AFTER).is_some();
+                    to_client.send(Message::Binary(tampered(frame).into())).await.ok()?;
+                    if let Some(again) = kept.take_if(|_| after) {
+                        to_client.send(Message::Binary(again.into())).await.ok()?;
+                    }
                 }
                 other => to_client.send(other).await.ok()?,
             },
@@ -107,17 +118,23 @@ fn commits_changed_in_flight_are_refused_and_the_rest_applied() {
     peers.create_record(&alice, "dev.svc.vocab", vocab("Before"), None);
     peers.create_record(&alice, "dev.svc.vocab", vocab("Tampered"), None);
     peers.create_record(&alice, "dev.svc.vocab", vocab("Unproven"), None);
+    peers.create_record(&alice, "dev.svc.vocab", vocab("Replayed"), None);
     peers.create_record(&alice, "dev.svc.vocab", vocab("After"), None);
     let by_name = |name: &str| format!("/v1/vocabularies/by-name?name={name}");
     server.wait_for(&by_name("After"), Duration::from_secs(10), |b| {
         b["total"] == 1
     });
     assert_eq!(server.get(&by_name("Before")).1["total"], 1);
+    assert_eq!(server.get(&by_name("Replayed")).1["total"], 1);
     for name in ["Tampered", "Xampered", "Unproven"] {
         assert_eq!(server.get(&by_name(name)).1["total"], 0, "{name}");
     }
     let metrics = server.get_raw("/metrics").2;
-    for reason in ["cid", "proof"] {
+    // The replayed frame comes after "After"; wait for its refusal to be counted.
+    server.wait_for("/v1/stats", Duration::from_secs(10), |_| {
+        server_metrics_hold(&server, "svc_ingest_unverified_total{reason=\"rev\"} 1")
+    });
+    for reason in ["cid", "proof", "rev"] {
         assert!(
             metrics.contains(&format!(
                 "svc_ingest_unverified_total{{reason=\"{reason}\"}} 1"
@@ -125,4 +142,8 @@ fn commits_changed_in_flight_are_refused_and_the_rest_applied() {
             "{reason}: {metrics}"
         );
     }
+}
+
+fn server_metrics_hold(server: &Server, line: &str) -> bool {
+    server.get_raw("/metrics").2.contains(line)
 }

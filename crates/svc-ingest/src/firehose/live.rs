@@ -1,6 +1,7 @@
 //! Following a live source: connect, read, batch, apply with the cursor in the same
 //! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
 
+use super::revisions::Revisions;
 use super::{
     CommitProof, Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind,
 };
@@ -225,6 +226,7 @@ pub async fn run_live(
     }
     let cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
     let keys = signing_keys(kind, &config)?;
+    let revisions = Revisions::default();
     let connection = Connection {
         catalog: catalog.as_ref(),
         ingestor: &ingestor,
@@ -233,6 +235,7 @@ pub async fn run_live(
         status: &status,
         config: &config,
         keys: keys.as_ref(),
+        revisions: &revisions,
     };
     connection
         .reconnect_until_stopped(cursor, may_catch_up, &mut shutdown)
@@ -264,8 +267,13 @@ fn signing_keys(kind: SourceKind, config: &LiveConfig) -> Result<Option<SigningK
     }
 }
 
-/// Whether a commit's author signed it and its proof holds; the reason and the error if not.
-async fn verify(keys: &SigningKeys, proof: &Proof) -> Result<(), (&'static str, String)> {
+/// Whether a commit's author signed it, its proof holds and its revision is the repository's
+/// newest; the reason and the error if not.
+async fn verify(
+    keys: &SigningKeys,
+    revisions: &Revisions,
+    proof: &Proof,
+) -> Result<(), (&'static str, String)> {
     let carried: &CommitProof = match proof {
         Proof::NotNeeded => return Ok(()),
         Proof::Missing(what) => return Err(("proof", what.clone())),
@@ -275,7 +283,16 @@ async fn verify(keys: &SigningKeys, proof: &Proof) -> Result<(), (&'static str, 
     keys.verify(&commit).await.map_err(|error| match error {
         KeyCheckError::Key { .. } => ("key", error.to_string()),
         KeyCheckError::Signature(_) => ("signature", error.to_string()),
-    })
+    })?;
+    // Only a verified commit moves the repository's revision on.
+    revisions
+        .advance(&commit.did, &commit.rev)
+        .map_err(|newest| {
+            (
+                "rev",
+                format!("revision {} is not after {newest}", commit.rev),
+            )
+        })
 }
 
 /// How one connection to the live source ended.
@@ -298,6 +315,8 @@ struct Connection<'a> {
     config: &'a LiveConfig,
     /// The keys commits are verified with, when they are.
     keys: Option<&'a SigningKeys>,
+    /// The newest verified revision of each repository, over every connection.
+    revisions: &'a Revisions,
 }
 
 impl Connection<'_> {
@@ -707,7 +726,7 @@ impl Session<'_> {
             return;
         };
         let proof = std::mem::take(&mut message.proof);
-        let outcome = verify(keys, &proof).await;
+        let outcome = verify(keys, self.source.revisions, &proof).await;
         if outcome.is_ok() && matches!(proof, Proof::Carried(_)) {
             self.source.ingestor.metrics().verified.inc();
         }

@@ -4,6 +4,7 @@
 
 mod frames;
 mod live;
+mod revisions;
 
 pub use frames::{CommitProof, Proof, decode_frame};
 pub(crate) use live::MAX_MESSAGE_BYTES;
