@@ -9,19 +9,19 @@ use crate::dagcbor::{Blocks, Cid, check_block};
 use crate::mst::{MstError, Op, check_commit_proof};
 use svc_syntax::{Did, Tid};
 
-/// What a `#commit` event says, as read from its frame.
-#[derive(Debug, Clone, Copy)]
-pub struct CommitEvent<'a> {
-    pub repo: &'a Did,
-    pub rev: &'a Tid,
+/// What a `#commit` event carries to prove its ops, as read from its frame.
+#[derive(Debug, Clone)]
+pub struct CommitProof {
+    pub repo: Did,
+    pub rev: Tid,
     /// The event's `commit` link.
-    pub commit: &'a [u8],
+    pub commit: Cid,
     /// The roots the slice's header names.
-    pub roots: &'a [Cid],
-    pub blocks: &'a Blocks,
-    pub ops: &'a [Op],
+    pub roots: Vec<Cid>,
+    pub blocks: Blocks,
+    pub ops: Vec<Op>,
     /// The tree's root before the commit; absent from events before Sync 1.1.
-    pub prev_data: Option<&'a [u8]>,
+    pub prev_data: Option<Cid>,
 }
 
 /// Why an event is not applied; `label` names it in metrics.
@@ -57,36 +57,40 @@ impl From<MstError> for SyncError {
     }
 }
 
-/// Checks everything but the signature; the commit, for its signature to be checked next.
-pub fn check_commit_event(event: &CommitEvent<'_>) -> Result<Commit, SyncError> {
-    if event.roots != [event.commit] {
-        return Err(SyncError::Commit(
-            "the slice's root is not the event's commit".into(),
-        ));
+impl CommitProof {
+    /// Checks everything but the signature; the commit, for its signature to be checked next.
+    pub fn check(&self) -> Result<Commit, SyncError> {
+        let event = self;
+        if event.roots != [event.commit.clone()] {
+            return Err(SyncError::Commit(
+                "the slice's root is not the event's commit".into(),
+            ));
+        }
+        for (cid, block) in &event.blocks {
+            check_block(cid, block).map_err(|e| SyncError::Cid(e.to_string()))?;
+        }
+        let block = event
+            .blocks
+            .get(&event.commit)
+            .ok_or_else(|| SyncError::Commit("its block is not in the slice".into()))?;
+        let commit = Commit::decode(block)?;
+        if commit.did != *event.repo {
+            return Err(SyncError::Commit(format!(
+                "signed for {}, sent as {}",
+                commit.did, event.repo
+            )));
+        }
+        if commit.rev != *event.rev {
+            return Err(SyncError::Commit(format!(
+                "revision {}, sent as {}",
+                commit.rev, event.rev
+            )));
+        }
+        let prev_data = event
+            .prev_data
+            .as_deref()
+            .ok_or_else(|| SyncError::Proof("no prevData (an event before Sync 1.1)".into()))?;
+        check_commit_proof(&event.blocks, &commit.data, prev_data, &event.ops)?;
+        Ok(commit)
     }
-    for (cid, block) in event.blocks {
-        check_block(cid, block).map_err(|e| SyncError::Cid(e.to_string()))?;
-    }
-    let block = event
-        .blocks
-        .get(event.commit)
-        .ok_or_else(|| SyncError::Commit("its block is not in the slice".into()))?;
-    let commit = Commit::decode(block)?;
-    if commit.did != *event.repo {
-        return Err(SyncError::Commit(format!(
-            "signed for {}, sent as {}",
-            commit.did, event.repo
-        )));
-    }
-    if commit.rev != *event.rev {
-        return Err(SyncError::Commit(format!(
-            "revision {}, sent as {}",
-            commit.rev, event.rev
-        )));
-    }
-    let prev_data = event
-        .prev_data
-        .ok_or_else(|| SyncError::Proof("no prevData (an event before Sync 1.1)".into()))?;
-    check_commit_proof(event.blocks, &commit.data, prev_data, event.ops)?;
-    Ok(commit)
 }

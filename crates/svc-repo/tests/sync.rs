@@ -5,9 +5,9 @@ use k256::ecdsa::SigningKey;
 use k256::ecdsa::signature::Signer;
 use svc_repo::commit::Commit;
 use svc_repo::crypto::PublicKey;
-use svc_repo::dagcbor::{Blocks, Cbor, Cid, cid_of, encode};
+use svc_repo::dagcbor::{Cbor, Cid, cid_of, encode};
 use svc_repo::mst::{Op, Tree};
-use svc_repo::sync::{CommitEvent, SyncError, check_commit_event};
+use svc_repo::sync::{CommitProof, SyncError};
 use svc_syntax::{Did, Tid};
 
 const DID: &str = "did:plc:z72i7hdynmk6r22z27h6tvur";
@@ -44,16 +44,8 @@ fn signed_commit(data: &[u8]) -> (Cid, Vec<u8>) {
     (cid_of(&block), block)
 }
 
-/// A repository of two records, then a commit creating a third: the event's parts.
-struct Event {
-    repo: Did,
-    rev: Tid,
-    commit: Cid,
-    roots: Vec<Cid>,
-    blocks: Blocks,
-    ops: Vec<Op>,
-    prev_data: Option<Cid>,
-}
+/// A repository of two records, then a commit creating a third: the event's proof.
+struct Event(CommitProof);
 
 impl Event {
     fn new() -> Event {
@@ -70,7 +62,7 @@ impl Event {
         blocks.insert(created.clone(), block);
         let (commit, commit_block) = signed_commit(&tree.root_cid().unwrap());
         blocks.insert(commit.clone(), commit_block);
-        Event {
+        Event(CommitProof {
             repo: Did::new(DID).unwrap(),
             rev: Tid::new(REV).unwrap(),
             roots: vec![commit.clone()],
@@ -81,19 +73,11 @@ impl Event {
                 cid: created,
             }],
             prev_data: Some(prev_data),
-        }
+        })
     }
 
     fn check(&self) -> Result<Commit, SyncError> {
-        check_commit_event(&CommitEvent {
-            repo: &self.repo,
-            rev: &self.rev,
-            commit: &self.commit,
-            roots: &self.roots,
-            blocks: &self.blocks,
-            ops: &self.ops,
-            prev_data: self.prev_data.as_deref(),
-        })
+        self.0.check()
     }
 }
 
@@ -117,39 +101,39 @@ fn each_forgery_is_refused_with_its_reason() {
 
     let mut changed_record = Event::new();
     let (created, _) = record("c");
-    changed_record.blocks.insert(created, record("d").1);
+    changed_record.0.blocks.insert(created, record("d").1);
     assert_eq!(reason(changed_record), Err("cid"));
 
     let mut swapped_op = Event::new();
-    swapped_op.ops = vec![Op::Create {
+    swapped_op.0.ops = vec![Op::Create {
         key: b"dev.svc.vocab/c".to_vec(),
         cid: record("d").0,
     }];
     assert_eq!(reason(swapped_op), Err("proof"));
 
     let mut wrong_prev_data = Event::new();
-    wrong_prev_data.prev_data = Some(record("x").0);
+    wrong_prev_data.0.prev_data = Some(record("x").0);
     assert_eq!(reason(wrong_prev_data), Err("proof"));
 
     let mut no_prev_data = Event::new();
-    no_prev_data.prev_data = None;
+    no_prev_data.0.prev_data = None;
     assert_eq!(reason(no_prev_data), Err("proof"));
 
     let mut other_repo = Event::new();
-    other_repo.repo = Did::new("did:plc:ewvi7nxzyoun6zhxrhs64oiz").unwrap();
+    other_repo.0.repo = Did::new("did:plc:ewvi7nxzyoun6zhxrhs64oiz").unwrap();
     assert_eq!(reason(other_repo), Err("commit"));
 
     let mut other_rev = Event::new();
-    other_rev.rev = Tid::new("3lqlhxw5rslq5").unwrap();
+    other_rev.0.rev = Tid::new("3lqlhxw5rslq5").unwrap();
     assert_eq!(reason(other_rev), Err("commit"));
 
     let mut other_root = Event::new();
-    other_root.roots = vec![record("a").0];
+    other_root.0.roots = vec![record("a").0];
     assert_eq!(reason(other_root), Err("commit"));
 
     // An op the commit did not make: undoing it from the new tree finds nothing to undo.
     let mut extra_op = Event::new();
-    extra_op.ops.push(Op::Delete {
+    extra_op.0.ops.push(Op::Delete {
         key: b"dev.svc.vocab/z".to_vec(),
         prev: record("z").0,
     });

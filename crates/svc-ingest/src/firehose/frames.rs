@@ -7,36 +7,8 @@ use base64::Engine;
 use svc_repo::car;
 use svc_repo::dagcbor::{self, Blocks, Cbor, Cid};
 use svc_repo::mst::Op;
-use svc_repo::sync::{SyncError, check_commit_event};
+use svc_repo::sync::CommitProof;
 use svc_syntax::{Did, Tid};
-
-/// What a `#commit` frame carries to prove its ops, kept for a commit that touches a
-/// collection svc wants: the only commits it applies.
-#[derive(Debug, Clone)]
-pub struct CommitProof {
-    pub repo: Did,
-    pub rev: Tid,
-    pub commit: Cid,
-    pub roots: Vec<Cid>,
-    pub blocks: Blocks,
-    pub ops: Vec<Op>,
-    pub prev_data: Option<Cid>,
-}
-
-impl CommitProof {
-    /// Everything but the signature (see `svc_repo::sync`); the commit, to check it next.
-    pub fn check(&self) -> Result<svc_repo::commit::Commit, SyncError> {
-        check_commit_event(&svc_repo::sync::CommitEvent {
-            repo: &self.repo,
-            rev: &self.rev,
-            commit: &self.commit,
-            roots: &self.roots,
-            blocks: &self.blocks,
-            ops: &self.ops,
-            prev_data: self.prev_data.as_deref(),
-        })
-    }
-}
 
 /// What a message carries to prove what it would apply.
 #[derive(Debug, Clone, Default)]

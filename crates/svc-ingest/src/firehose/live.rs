@@ -2,9 +2,7 @@
 //! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
 
 use super::revisions::Revisions;
-use super::{
-    CommitProof, Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind,
-};
+use super::{Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
 use crate::event::CommitEvent;
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
@@ -18,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change, CursorPosition};
+use svc_repo::sync::CommitProof;
 use svc_syntax::now_unix_micros;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;

@@ -6,7 +6,7 @@ mod frames;
 mod live;
 mod revisions;
 
-pub use frames::{CommitProof, Proof, decode_frame};
+pub use frames::{Proof, decode_frame};
 pub(crate) use live::MAX_MESSAGE_BYTES;
 pub use live::{LiveConfig, LiveStatus, run_live};
 
