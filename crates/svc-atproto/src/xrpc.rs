@@ -48,6 +48,7 @@ impl Method {
     pub const LIST_RECORDS: Method = Method("com.atproto.repo.listRecords");
     pub const LIST_REPOS_BY_COLLECTION: Method = Method("com.atproto.sync.listReposByCollection");
     pub const GET_LATEST_COMMIT: Method = Method("com.atproto.sync.getLatestCommit");
+    pub const GET_REPO: Method = Method("com.atproto.sync.getRepo");
 }
 
 /// What a login sends: the account (handle, DID or email) and its app password.
@@ -126,11 +127,22 @@ impl Xrpc {
         method: Method,
         params: &[(&str, &str)],
     ) -> AtprotoResult<T> {
+        let body = self.query_bytes(service, method, params).await?;
+        Self::decode(&Self::url(service, method), &body)
+    }
+
+    /// An XRPC query whose answer is not JSON (`getRepo`'s CAR file): its bytes, at most the
+    /// client's limit.
+    pub async fn query_bytes(
+        &self,
+        service: &str,
+        method: Method,
+        params: &[(&str, &str)],
+    ) -> AtprotoResult<Vec<u8>> {
         let url = Self::url(service, method);
         let address = reqwest::Url::parse_with_params(&url, params)
             .map_err(|e| AtprotoError::Invalid(format!("{url}: {e}")))?;
-        let body = self.answer(&url, self.http.get(address)).await?;
-        Self::decode(&url, &body)
+        self.answer(&url, self.http.get(address)).await
     }
 
     /// Any XRPC procedure: POSTs `input` as JSON (with a bearer token when given) and returns

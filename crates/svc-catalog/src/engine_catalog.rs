@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 use svc_spec::{IndexSet, QueryId};
-use svc_syntax::Did;
 use svc_syntax::UnixMillis;
+use svc_syntax::{Did, Tid};
 use tokio::sync::watch;
 
 /// How often an indexer standing by tries the writer lock.
@@ -234,6 +234,15 @@ impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
 
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {
         self.reads.cursor(source)
+    }
+
+    fn replace_repository(
+        &self,
+        did: Did,
+        rev: Tid,
+        records: Vec<Change>,
+    ) -> CatalogFuture<'_, ApplyReport> {
+        through_writer!(self, replace_repository(did, rev, records))
     }
 
     fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, ()> {

@@ -10,8 +10,8 @@ use crate::{
 use std::future::Future;
 use std::pin::Pin;
 use svc_spec::QueryId;
-use svc_syntax::Did;
 use svc_syntax::UnixMillis;
+use svc_syntax::{Did, Tid};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CatalogError {
@@ -82,6 +82,17 @@ pub trait CatalogWrite: Send + Sync {
 
     /// Where a source stood after the last batch stored with its cursor: where it resumes.
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
+
+    /// Makes a repository's records those of `records` (a verified copy of the whole
+    /// repository at revision `rev`, one change per record), in one transaction: each live
+    /// record of the repository not among them is deleted at `rev`, then they are applied
+    /// under the rules of `apply`.
+    fn replace_repository(
+        &self,
+        did: Did,
+        rev: Tid,
+        records: Vec<Change>,
+    ) -> CatalogFuture<'_, ApplyReport>;
 
     /// Records an account's status change, hiding, restoring or removing its records.
     fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, ()>;

@@ -15,9 +15,10 @@ use crate::{
     Refusal,
 };
 use bulk_load::BulkLoad;
+use std::collections::HashSet;
 use std::sync::{Arc, mpsc};
 use svc_spec::IndexSet;
-use svc_syntax::{Did, UnixMillis};
+use svc_syntax::{AtUri, Did, Nsid, Tid, UnixMillis};
 use tokio::sync::oneshot;
 use transactions::Transactions;
 
@@ -32,6 +33,12 @@ enum WriteJob {
     },
     FinishBulk {
         cursor: Option<CursorPosition>,
+        reply: oneshot::Sender<CatalogResult<ApplyReport>>,
+    },
+    Replace {
+        did: Did,
+        rev: Tid,
+        records: Vec<Change>,
         reply: oneshot::Sender<CatalogResult<ApplyReport>>,
     },
     Account {
@@ -102,6 +109,20 @@ impl WriterHandle {
         self.ask(|reply| WriteJob::Apply {
             changes,
             cursor,
+            reply,
+        })
+    }
+
+    pub fn replace_repository(
+        &self,
+        did: Did,
+        rev: Tid,
+        records: Vec<Change>,
+    ) -> crate::CatalogFuture<'_, ApplyReport> {
+        self.ask(|reply| WriteJob::Replace {
+            did,
+            rev,
+            records,
             reply,
         })
     }
@@ -234,6 +255,14 @@ impl<E: Engine> Writer<E> {
                     if !self.apply_group(group) && held.is_none() {
                         held = fail_queued_applies(&jobs);
                     }
+                }
+                WriteJob::Replace {
+                    did,
+                    rev,
+                    records,
+                    reply,
+                } => {
+                    let _ = reply.send(self.replace_repository(&did, &rev, records));
                 }
                 WriteJob::Account { did, status, reply } => {
                     let outcome = match self.set_account(&did, &status) {
@@ -408,6 +437,45 @@ impl<E: Engine> Writer<E> {
             ));
         }
         accounts::set_account(&mut self.tx, did, status)
+    }
+
+    /// The repository's live records not among `records` are deleted at `rev`, in the same
+    /// commit as `records`: readers see the old repository or the new, never a mix.
+    fn replace_repository(
+        &mut self,
+        did: &Did,
+        rev: &Tid,
+        mut records: Vec<Change>,
+    ) -> CatalogResult<ApplyReport> {
+        if self.bulk.is_some() {
+            return Err(CatalogError::Storage(
+                "a repository cannot be replaced during a bulk load".into(),
+            ));
+        }
+        let live = self
+            .tx
+            .run(|engine, _| Ok((Plan::default(), engine.repository(did.as_str())?)))?;
+        let kept: HashSet<&str> = records.iter().map(Change::uri).collect();
+        let gone: Vec<Change> = live
+            .into_iter()
+            .filter(|filed| !kept.contains(filed.uri.as_str()))
+            .filter_map(|filed| {
+                Some(Change::Delete {
+                    uri: AtUri::new(&filed.uri).ok()?,
+                    collection: Nsid::new(&filed.collection).ok()?,
+                    rev: rev.clone(),
+                })
+            })
+            .collect();
+        records.extend(gone);
+        let queued: Vec<Queued<'_>> = records.iter().map(|change| (0, change)).collect();
+        let mut reports = [ApplyReport::default()];
+        // One commit, unless the store refuses a record: then the others still go in.
+        self.attempt(&queued, &mut reports, |writer, part, r| {
+            writer.commit(part, &[], r)
+        })?;
+        let [report] = reports;
+        Ok(report)
     }
 
     fn begin_bulk(&mut self) -> CatalogResult<bool> {

@@ -118,10 +118,12 @@ fn check_account_status(status: &svc_catalog::AccountStatus) {
 
 /// A repository-firehose frame: DAG-CBOR header and body, and the CAR slice in it.
 pub fn firehose_frame(data: &[u8]) {
-    let _ = svc_ingest::firehose::decode_frame(data, |_| true);
-    let Ok(message) =
-        svc_ingest::firehose::decode_frame(data, |collection| collection.starts_with("dev.svc."))
-    else {
+    let _ = svc_ingest::firehose::decode_frame(data, |_| true, |_| true);
+    let Ok(message) = svc_ingest::firehose::decode_frame(
+        data,
+        |collection| collection.starts_with("dev.svc."),
+        |_| false,
+    ) else {
         return;
     };
     for event in message.events {

@@ -12,6 +12,8 @@
 
 use crate::event::{Action, CommitEvent};
 use crate::ingest::{Ingestor, Prepared};
+use crate::signing_keys::SigningKeys;
+use crate::verification::{Unverified, verify_repository};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -37,6 +39,8 @@ pub enum BackfillError {
     Atproto(#[from] AtprotoError),
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    #[error("{did}: the repository does not verify ({}): {error}", error.reason.label())]
+    Unverified { did: Did, error: Unverified },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -151,6 +155,25 @@ impl Client {
         }
     }
 
+    /// The answer's bytes (a CAR file), or `None` when this server does not have the method.
+    async fn get_bytes(
+        &self,
+        method: Method,
+        query: &[(&str, &str)],
+    ) -> Result<Option<Vec<u8>>, BackfillError> {
+        let mut retry = Retry::new();
+        loop {
+            match self.xrpc.query_bytes(&self.base, method, query).await {
+                Ok(answer) => return Ok(Some(answer)),
+                Err(error) if lacks_method(&error) => return Ok(None),
+                Err(error) if is_transient(&error) && retry.again().await => {
+                    tracing::warn!("backfill: {error}; asking again");
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+
     /// The answer, or `None` when this server does not have the method (a PDS asked a
     /// relay's method): the caller tries another way.
     async fn get<T: DeserializeOwned>(
@@ -190,6 +213,8 @@ fn is_the_peers_fault(error: &BackfillError) -> bool {
             *status >= 500 || *status == 429
         }
         BackfillError::Atproto(_) | BackfillError::Http { .. } => true,
+        // Its server sent a repository its author did not sign.
+        BackfillError::Unverified { .. } => true,
         BackfillError::Catalog(_) => false,
     }
 }
@@ -282,6 +307,10 @@ fn lacks_method(error: &AtprotoError) -> bool {
 pub struct BackfillPeers<'a> {
     pub server: &'a str,
     pub plc_directory: &'a str,
+    /// Each repository is read whole (`getRepo`) and verified before its records apply; a
+    /// server that does not serve whole repositories is listed (`listRecords`), unverified.
+    /// `false`: every repository is listed.
+    pub verify: bool,
 }
 
 /// Backfills every family collection of every active repository the server lists.
@@ -293,7 +322,8 @@ pub async fn run_backfill(
     collections: &[String],
     progress: impl Fn(u64, u64),
 ) -> Result<BackfillSummary, BackfillError> {
-    let (resolver, client) = clients(peers)?;
+    let (keys, client) = clients(peers)?;
+    let resolver = keys.resolver();
     let skips = ingestor.writes().backfill_skips();
     skips.clear();
     let repos = list_repositories(&client, collections).await?;
@@ -306,10 +336,11 @@ pub async fn run_backfill(
         catalog,
         ingestor,
         collections,
+        keys: peers.verify.then_some(&keys),
     };
     let mut failures = PeerFailures::default();
     for (done, (did, rev)) in repos.iter().enumerate() {
-        let own = own_client(&resolver, &mut failures, &client, did).await;
+        let own = own_client(resolver, &mut failures, &client, did).await;
         let peer = own.as_ref().unwrap_or(&client);
         let outcome = match failures.given_up(&peer.base) {
             Some(error) => Err(error),
@@ -340,10 +371,11 @@ pub async fn run_backfill(
     Ok(summary)
 }
 
-/// The DID resolver, and the client of the server that lists the repositories.
-fn clients(peers: BackfillPeers<'_>) -> Result<(Resolver, Client), BackfillError> {
+/// The signing keys (with the DID resolver they are read with), and the client of the server
+/// that lists the repositories.
+fn clients(peers: BackfillPeers<'_>) -> Result<(SigningKeys, Client), BackfillError> {
     let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)?;
-    let resolver = Resolver::new(http.clone(), peers.plc_directory);
+    let resolver = SigningKeys::new(Resolver::new(http.clone(), peers.plc_directory));
     let client = Client {
         xrpc: Xrpc::new(http),
         base: peers.server.trim_end_matches('/').to_string(),
@@ -435,6 +467,8 @@ struct Backfill<'a> {
     catalog: &'a dyn CatalogWrite,
     ingestor: &'a Ingestor,
     collections: &'a [String],
+    /// What repositories read whole are verified with, when they are.
+    keys: Option<&'a SigningKeys>,
 }
 
 /// Reads one repository's family records from `client`, its PDS.
@@ -445,6 +479,16 @@ async fn backfill_repository(
     rev: Option<&str>,
     summary: &mut BackfillSummary,
 ) -> Result<(), BackfillError> {
+    if let Some(keys) = context.keys {
+        if read_whole(context, keys, client, did, summary).await? {
+            return Ok(());
+        }
+        tracing::warn!(
+            %did,
+            "backfill: {} does not serve whole repositories; its records are listed, unverified",
+            client.base
+        );
+    }
     // The revision is taken before listing: every listed record is at most that new.
     let rev = match rev {
         Some(rev) => rev.to_string(),
@@ -460,6 +504,55 @@ async fn backfill_repository(
         backfill_collection(context, client, did, collection, &rev, summary).await?;
     }
     Ok(())
+}
+
+/// Reads a repository whole from `client` and applies the family records it proves, once
+/// its author's signature and its tree verify; `false` when the server does not serve whole
+/// repositories. A repository that does not verify is refused whole.
+async fn read_whole(
+    context: &Backfill<'_>,
+    keys: &SigningKeys,
+    client: &Client,
+    did: &Did,
+    summary: &mut BackfillSummary,
+) -> Result<bool, BackfillError> {
+    let whole = Client {
+        xrpc: (client.xrpc.clone()).with_answer_limit(crate::firehose::MAX_REPOSITORY_BYTES),
+        base: client.base.clone(),
+    };
+    let Some(car) = whole.get_bytes(Method::GET_REPO, &[("did", did)]).await? else {
+        return Ok(false);
+    };
+    let ingestor = context.ingestor;
+    let repository = verify_repository(Some(keys), &car, Some(did), |c| {
+        context.collections.iter().any(|wanted| wanted == c)
+    })
+    .await
+    .map_err(|error| {
+        ingestor.metrics().count_unverified(error.reason);
+        BackfillError::Unverified {
+            did: did.clone(),
+            error,
+        }
+    })?;
+    drop(car);
+    let mut changes = Vec::new();
+    for record in repository.records {
+        summary.records += 1;
+        match ingestor.prepare(record) {
+            Prepared::Change(change) => changes.push(change),
+            Prepared::Invalid => summary.invalid += 1,
+            Prepared::Ignored => {}
+        }
+    }
+    ingestor.metrics().verified.inc();
+    for chunk in changes.chunks(1000) {
+        let report = apply_until_written(context.catalog, ingestor, chunk.to_vec()).await;
+        summary.applied += report.applied;
+        summary.stale += report.stale;
+        ingestor.metrics().count_report(SOURCE, &report);
+    }
+    Ok(true)
 }
 
 /// Pages through one collection of a repository, applying each page's records.

@@ -1,4 +1,5 @@
 use svc_catalog::AccountStatus;
+use svc_repo::dagcbor::Cbor;
 
 /// What a commit did to one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,36 @@ impl CommitEvent {
     }
 }
 
+/// The atproto JSON form of a record: links as `{"$link": cid}`, bytes as `{"$bytes": base64}`.
+/// Floats have no place in the data model; they come out as JSON numbers, and lexicon
+/// validation refuses them.
+pub fn record_json(value: &Cbor) -> serde_json::Value {
+    use base64::Engine;
+    use serde_json::Value;
+    match value {
+        Cbor::Null => Value::Null,
+        Cbor::Bool(b) => Value::Bool(*b),
+        Cbor::Integer(n) => i64::try_from(*n)
+            .map(Value::from)
+            .unwrap_or_else(|_| Value::from(*n as f64)),
+        Cbor::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        Cbor::Bytes(bytes) => serde_json::json!({
+            "$bytes": base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
+        }),
+        Cbor::Text(text) => Value::String(text.clone()),
+        Cbor::Array(items) => Value::Array(items.iter().map(record_json).collect()),
+        Cbor::Map(entries) => Value::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.clone(), record_json(v)))
+                .collect(),
+        ),
+        Cbor::Link(cid) => serde_json::json!({ "$link": svc_syntax::cid_to_string(cid) }),
+    }
+}
+
 /// The account statuses `com.atproto.sync.subscribeRepos#account` defines.
 const KNOWN_ACCOUNT_STATUSES: [&str; 6] = [
     "takendown",
@@ -50,6 +81,13 @@ const KNOWN_ACCOUNT_STATUSES: [&str; 6] = [
     "desynchronized",
     "throttled",
 ];
+
+/// Whether an account status speaks of the emitting host's copy of the repository rather than
+/// of the account (a relay that lost the chain, or drops its events for a while): the
+/// account's records stay as they are, and its repository is read whole again.
+pub fn host_lost_sync(status: &AccountStatus) -> bool {
+    matches!(status, AccountStatus::Inactive(s) if s == "desynchronized" || s == "throttled")
+}
 
 /// An account event's status as it is stored. The status is a source's free string, and the
 /// catalog stores it, so one a later protocol version adds, or one a hostile source makes up

@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change, CursorPosition};
 use tokio::sync::mpsc;
 
+mod repository;
+
+pub use repository::{RepositoryImport, RepositoryImportError, import_repository};
+
 const BATCH_LINES: usize = 4096;
 /// Room for a batch of typical lines, so that reading one seldom grows its buffer. A batch of
 /// longer lines ends once it fills this, so that the batches in flight hold bounded memory.

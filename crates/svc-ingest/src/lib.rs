@@ -11,12 +11,17 @@ mod jetstream;
 mod metrics;
 mod readiness;
 mod signing_keys;
+mod verification;
 
 pub use backfill::{BackfillError, BackfillPeers, BackfillSummary, run_backfill};
 pub use event::{Action, CommitEvent};
-pub use import::{ImportError, ImportSummary, import_file};
+pub use import::{
+    ImportError, ImportSummary, RepositoryImport, RepositoryImportError, import_file,
+    import_repository,
+};
 pub use ingest::{Ingestor, Prepared};
 pub use jetstream::{JetstreamLine, parse_jetstream_line};
 pub use metrics::IngestMetrics;
 pub use readiness::{Readiness, WriteHealth};
 pub use signing_keys::{KeyCheckError, SigningKeys};
+pub use verification::{Reason, Unverified, VerifiedRepository, verify_repository};

@@ -20,6 +20,11 @@ pub struct ReasonLabel {
     pub reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
 #[derive(Debug, Default)]
 pub struct IngestMetrics {
     pub events: Family<EventLabels, Counter>,
@@ -38,6 +43,11 @@ pub struct IngestMetrics {
     pub unverified: Family<ReasonLabel, Counter>,
     /// Commits whose signature and proof were checked before they were applied.
     pub verified: Counter,
+    /// Repositories read whole again after their chain broke, by outcome (`done`, `failed`).
+    pub resyncs: Family<OutcomeLabel, Counter>,
+    /// 1 when the live source's commits are verified before they apply; 0 when they are not
+    /// (Jetstream, which carries no proofs, or `--verify none`).
+    pub live_verified: Gauge,
 }
 
 impl IngestMetrics {
@@ -55,13 +65,24 @@ impl IngestMetrics {
         registry.register(
             "svc_ingest_unverified",
             "Commits not applied because they could not be verified, by reason: \
-             cid, commit, proof, signature, key, rev",
+             cid, commit, proof, signature, key, rev, chain, desynchronized",
             self.unverified.clone(),
         );
         registry.register(
             "svc_ingest_verified",
             "Commits whose signature and proof were checked before they were applied",
             self.verified.clone(),
+        );
+        registry.register(
+            "svc_ingest_resyncs",
+            "Repositories read whole again after their chain of commits broke, by outcome",
+            self.resyncs.clone(),
+        );
+        registry.register(
+            "svc_ingest_live_verified",
+            "1 when the live source's commits are verified before they apply, 0 when not \
+             (Jetstream carries no proofs; --verify none)",
+            self.live_verified.clone(),
         );
         registry.register(
             "svc_ingest_invalid_records",
@@ -115,6 +136,11 @@ impl IngestMetrics {
                     .inc_by(n);
             }
         }
+    }
+
+    pub fn count_unverified(&self, reason: crate::verification::Reason) {
+        let reason = reason.label();
+        self.unverified.get_or_create(&ReasonLabel { reason }).inc();
     }
 
     /// Static labels: this runs per event on the live path, so it must not allocate.

@@ -135,6 +135,15 @@ impl Readiness {
         self.not_ready_because().is_none()
     }
 
+    /// What `/readyz` says beside readiness: that the live source is not verified, or which
+    /// repositories wait to be read whole again.
+    pub fn notes(&self) -> Vec<String> {
+        self.live
+            .as_ref()
+            .map(|(status, _)| status.notes())
+            .unwrap_or_default()
+    }
+
     /// Why the catalog is not caught up, or `None` when it is.
     pub fn not_ready_because(&self) -> Option<String> {
         if let Some(failure) = self.writes.failure() {

@@ -37,6 +37,11 @@ impl SigningKeys {
         }
     }
 
+    /// The resolver the keys are read with.
+    pub fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+
     /// The author's key: the one kept, else read from its DID document and kept.
     pub async fn key(&self, did: &Did) -> Result<PublicKey, KeyCheckError> {
         if let Some(key) = self.lock().get(did) {

@@ -14,6 +14,8 @@ use svc_syntax::{Did, Tid};
 pub struct CommitProof {
     pub repo: Did,
     pub rev: Tid,
+    /// The revision of the repository's commit before this one, when the event names one.
+    pub since: Option<Tid>,
     /// The event's `commit` link.
     pub commit: Cid,
     /// The roots the slice's header names.
@@ -60,37 +62,62 @@ impl From<MstError> for SyncError {
 impl CommitProof {
     /// Checks everything but the signature; the commit, for its signature to be checked next.
     pub fn check(&self) -> Result<Commit, SyncError> {
-        let event = self;
-        if event.roots != [event.commit.clone()] {
+        if self.roots != [self.commit.clone()] {
             return Err(SyncError::Commit(
                 "the slice's root is not the event's commit".into(),
             ));
         }
-        for (cid, block) in &event.blocks {
-            check_block(cid, block).map_err(|e| SyncError::Cid(e.to_string()))?;
-        }
-        let block = event
-            .blocks
-            .get(&event.commit)
-            .ok_or_else(|| SyncError::Commit("its block is not in the slice".into()))?;
-        let commit = Commit::decode(block)?;
-        if commit.did != *event.repo {
-            return Err(SyncError::Commit(format!(
-                "signed for {}, sent as {}",
-                commit.did, event.repo
-            )));
-        }
-        if commit.rev != *event.rev {
-            return Err(SyncError::Commit(format!(
-                "revision {}, sent as {}",
-                commit.rev, event.rev
-            )));
-        }
-        let prev_data = event
+        let commit = head(&self.repo, &self.rev, &self.commit, &self.blocks)?;
+        let prev_data = self
             .prev_data
             .as_deref()
             .ok_or_else(|| SyncError::Proof("no prevData (an event before Sync 1.1)".into()))?;
-        check_commit_proof(&event.blocks, &commit.data, prev_data, &event.ops)?;
+        check_commit_proof(&self.blocks, &commit.data, prev_data, &self.ops)?;
         Ok(commit)
     }
+}
+
+/// A `#sync` event: a repository's current signed commit, alone in its CAR slice, which a
+/// consumer compares with what it holds.
+#[derive(Debug, Clone)]
+pub struct SyncEvent {
+    pub repo: Did,
+    pub rev: Tid,
+    pub roots: Vec<Cid>,
+    pub blocks: Blocks,
+}
+
+impl SyncEvent {
+    /// Checks everything but the signature; the commit, for its signature to be checked next.
+    pub fn check(&self) -> Result<Commit, SyncError> {
+        let [root] = self.roots.as_slice() else {
+            return Err(SyncError::Commit("the slice has no single root".into()));
+        };
+        head(&self.repo, &self.rev, root, &self.blocks)
+    }
+}
+
+/// The commit at `root`, once every block hashes to its CID and the commit is the one the
+/// event says: of its repository, at its revision.
+fn head(repo: &Did, rev: &Tid, root: &[u8], blocks: &Blocks) -> Result<Commit, SyncError> {
+    for (cid, block) in blocks {
+        check_block(cid, block).map_err(|e| SyncError::Cid(e.to_string()))?;
+    }
+    let block = blocks
+        .get(root)
+        .ok_or_else(|| SyncError::Commit("its block is not in the slice".into()))?;
+    let commit = Commit::decode(block)?;
+    if commit.did != *repo {
+        return Err(SyncError::Commit(format!(
+            "signed for {}, sent as {repo}",
+            commit.did
+        )));
+    }
+    if commit.rev != *rev {
+        return Err(SyncError::Commit(format!(
+            "revision {}, sent as {rev}",
+            commit.rev
+        )));
+    }
+    Ok(commit)
 }

@@ -65,6 +65,7 @@ impl Event {
         Event(CommitProof {
             repo: Did::new(DID).unwrap(),
             rev: Tid::new(REV).unwrap(),
+            since: None,
             roots: vec![commit.clone()],
             commit,
             blocks,

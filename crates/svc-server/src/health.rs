@@ -26,13 +26,16 @@ pub(crate) async fn healthz() -> Response {
 
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     // The reason is the word the readiness rules use, for an operator reading it.
-    let (status, body) = match (state.not_ready)() {
+    let (status, mut body) = match (state.not_ready)() {
         None => (StatusCode::OK, "ready\n".to_string()),
         Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("warming: {reason}\n"),
         ),
     };
+    for note in (state.ready_notes)() {
+        body.push_str(&format!("note: {note}\n"));
+    }
     (
         status,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],

@@ -37,6 +37,10 @@ use svc_spec::QuerySet;
 /// Why the catalog is not ready to answer (`Some(reason)`), asked at each `/readyz`.
 pub type NotReady = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
+/// What `/readyz` says beside readiness, one line each (an unverified source, repositories
+/// waiting for resynchronisation); asked at each `/readyz`.
+pub type ReadyNotes = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
 /// Everything a running server needs, built once at start-up.
 pub struct ServerConfig {
     pub catalog: Arc<dyn CatalogRead>,
@@ -45,6 +49,7 @@ pub struct ServerConfig {
     pub kinds: Vec<String>,
     /// Why the catalog has not caught up, or `None` once it has (`/readyz`).
     pub not_ready: NotReady,
+    pub ready_notes: ReadyNotes,
     pub request_timeout: Duration,
     pub limits: RequestLimits,
     /// Bytes of encoded answers kept for reuse; 0 turns the cache off.
@@ -60,6 +65,7 @@ pub(crate) struct AppState {
     pub queries: QuerySet,
     pub kinds: Vec<String>,
     pub not_ready: NotReady,
+    pub ready_notes: ReadyNotes,
     pub cache: ResponseCache,
     pub metrics: HttpMetrics,
     pub registry: Registry,
@@ -81,6 +87,7 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         queries: config.queries,
         kinds: config.kinds,
         not_ready: config.not_ready,
+        ready_notes: config.ready_notes,
         cache: ResponseCache::new(config.cache_bytes),
         metrics,
         registry,

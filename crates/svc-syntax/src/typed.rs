@@ -35,6 +35,13 @@ macro_rules! checked_string {
             }
         }
 
+        // The derived Hash and Eq are those of the text, so maps keyed by it look up by `&str`.
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
         impl AsRef<str> for $name {
             fn as_ref(&self) -> &str {
                 &self.0
@@ -133,6 +140,12 @@ impl RecordKey {
 }
 
 impl Tid {
+    /// The TID of a time (its low 53 bits of microseconds) and a clock id (its low 10 bits).
+    pub fn at(time: UnixMicros, clock_id: u16) -> Tid {
+        let micros = (time.0 as u64) & ((1 << 53) - 1);
+        Tid(crate::tid::encode((micros << 10) | u64::from(clock_id & 0x3ff)).into_boxed_str())
+    }
+
     /// The time a TID stands for: its bits above the 10-bit clock id.
     pub fn time(&self) -> UnixMicros {
         let value = self.0.bytes().fold(0u64, |value, c| {

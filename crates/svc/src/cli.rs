@@ -237,8 +237,9 @@ pub struct ServeArgs {
     #[arg(long, env = "SVC_FIREHOSE", default_value = DEFAULT_FIREHOSE)]
     pub firehose: String,
 
-    /// JSON Lines file of Jetstream events to import before reporting ready (repeatable;
-    /// the variable takes a comma-separated list).
+    /// File to import before reporting ready (repeatable; the variable takes a
+    /// comma-separated list): JSON Lines of Jetstream events, or a repository export
+    /// (`.car`, as `com.atproto.sync.getRepo` answers), verified unless `--verify none`.
     #[arg(long = "import", env = "SVC_IMPORT", value_delimiter = ',')]
     pub imports: Vec<PathBuf>,
 
@@ -254,9 +255,10 @@ pub struct ServeArgs {
     )]
     pub plc_url: String,
 
-    /// Verify the repository firehose's commits before applying them: `all` (signatures,
-    /// blocks and Sync 1.1 proofs; keys from DID documents through --plc-url) or `none`.
-    /// Jetstream carries no proofs and is never verified.
+    /// Verify what carries proofs before applying it: `all` (the repository firehose's commits
+    /// with their Sync 1.1 proofs, repositories the backfill reads whole, `.car` imports;
+    /// signing keys from DID documents through --plc-url) or `none`. Jetstream carries no
+    /// proofs and is never verified.
     #[arg(long, env = "SVC_VERIFY", default_value = "all", value_parser = ["all", "none"])]
     pub verify: String,
 

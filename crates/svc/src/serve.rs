@@ -13,7 +13,9 @@ use svc_catalog::postgres::PostgresCatalog;
 use svc_catalog::sqlite::SqliteCatalog;
 use svc_catalog::{Catalog, Location, Role};
 use svc_ingest::firehose::{LiveConfig, LiveStatus, run_live};
-use svc_ingest::{BackfillPeers, IngestMetrics, Ingestor, Readiness, import_file, run_backfill};
+use svc_ingest::{
+    BackfillPeers, IngestMetrics, Ingestor, Readiness, import_file, import_repository, run_backfill,
+};
 use svc_lexicon::Lexicons;
 use svc_spec::QuerySet;
 use tokio::sync::watch;
@@ -268,6 +270,10 @@ fn server_config(
         queries: queries.clone(),
         kinds: record_kinds(),
         not_ready: Arc::clone(&shared.not_ready),
+        ready_notes: {
+            let readiness = Arc::clone(&shared.readiness);
+            Arc::new(move || readiness.notes())
+        },
         request_timeout: args.request_timeout,
         limits: svc_server::RequestLimits {
             max_uri_bytes: MAX_URI_BYTES,
@@ -412,6 +418,7 @@ async fn index(
                 BackfillPeers {
                     server: url,
                     plc_directory: &args.plc_url,
+                    verify: args.verify == "all",
                 },
             ) => {
                 fail_on_storage_error(outcome)?;
@@ -438,9 +445,12 @@ async fn run_imports(
     ingestor: &Ingestor,
     stopped: &mut watch::Receiver<bool>,
 ) -> anyhow::Result<bool> {
+    let plc = (args.verify == "all").then_some(args.plc_url.as_str());
     for path in &args.imports {
+        let is_repository = path.extension().is_some_and(|ext| ext == "car");
         tokio::select! {
-            outcome = import_one(catalog, ingestor, path) => outcome?,
+            outcome = import_one(catalog, ingestor, path), if !is_repository => outcome?,
+            outcome = import_repository_file(catalog, ingestor, path, plc), if is_repository => outcome?,
             _ = stopped.wait_for(|stop| *stop) => return Ok(false),
         }
     }
@@ -559,6 +569,37 @@ fn connection_limits(
         // answer with JSON, before hyper's own bare 431.
         max_head_bytes: 4 * (MAX_URI_BYTES + MAX_HEADER_BYTES),
     })
+}
+
+/// A repository export (`.car`): verified unless `plc` is `None`, then made the catalog's
+/// records of that repository.
+async fn import_repository_file(
+    catalog: &dyn Catalog,
+    ingestor: &Ingestor,
+    path: &Path,
+    plc: Option<&str>,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let done = import_repository(catalog, ingestor, path, plc)
+        .await
+        .context("importing a repository")?;
+    let verified = if plc.is_some() {
+        "verified"
+    } else {
+        "not verified (--verify none)"
+    };
+    eprintln!(
+        "import {}: repository {} at {}, {verified}: {} family records, {} applied, {} stale, {} invalid in {:.1}s",
+        path.display(),
+        done.did,
+        done.rev,
+        done.records,
+        done.report.applied,
+        done.report.stale,
+        done.invalid,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> anyhow::Result<()> {

@@ -106,7 +106,12 @@ fn skips_foreign_and_bad_events_and_reconnects_with_a_rewound_cursor() {
             .any(|l| l.starts_with("svc_ingest_reconnects_total ") && !l.ends_with(" 0")),
         "{metrics}"
     );
-    assert_eq!(server.get_raw("/readyz").2, "ready\n");
+    // Jetstream carries no proofs, and /readyz says so.
+    assert_eq!(
+        server.get_raw("/readyz").2,
+        "ready\nnote: the live source's events are applied unverified\n"
+    );
+    assert!(metrics.contains("svc_ingest_live_verified 0"), "{metrics}");
 }
 
 #[test]

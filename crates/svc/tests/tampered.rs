@@ -1,7 +1,8 @@
 //! A proxy between the reference PDS's firehose and svc changes real frames in flight: a
 //! record's text altered inside the commit's blocks (the block no longer hashes to its CID),
 //! or the `prevData` the commit's proof must reach, or an earlier genuine frame sent again.
-//! svc refuses each such commit, counts it by reason and applies everything around it.
+//! svc refuses each such commit, counts it by reason and applies everything around it; the
+//! gap the refusals leave in the repository's chain is closed by reading it whole.
 //! Passes without running when the peers cannot start outside CI.
 
 mod common;
@@ -121,20 +122,20 @@ fn commits_changed_in_flight_are_refused_and_the_rest_applied() {
     peers.create_record(&alice, "dev.svc.vocab", vocab("Replayed"), None);
     peers.create_record(&alice, "dev.svc.vocab", vocab("After"), None);
     let by_name = |name: &str| format!("/v1/vocabularies/by-name?name={name}");
+    // The refused commits leave a gap in alice's chain: the next commit breaks it, and her
+    // repository is read whole from the PDS, which restores exactly what she published.
+    server.wait_for("/v1/stats", Duration::from_secs(20), |_| {
+        server_metrics_hold(&server, "svc_ingest_resyncs_total{outcome=\"done\"}")
+    });
     server.wait_for(&by_name("After"), Duration::from_secs(10), |b| {
         b["total"] == 1
     });
-    assert_eq!(server.get(&by_name("Before")).1["total"], 1);
-    assert_eq!(server.get(&by_name("Replayed")).1["total"], 1);
-    for name in ["Tampered", "Xampered", "Unproven"] {
-        assert_eq!(server.get(&by_name(name)).1["total"], 0, "{name}");
+    for name in ["Before", "Tampered", "Unproven", "Replayed", "After"] {
+        assert_eq!(server.get(&by_name(name)).1["total"], 1, "{name}");
     }
+    assert_eq!(server.get(&by_name("Xampered")).1["total"], 0);
     let metrics = server.get_raw("/metrics").2;
-    // The replayed frame comes after "After"; wait for its refusal to be counted.
-    server.wait_for("/v1/stats", Duration::from_secs(10), |_| {
-        server_metrics_hold(&server, "svc_ingest_unverified_total{reason=\"rev\"} 1")
-    });
-    for reason in ["cid", "proof", "rev"] {
+    for reason in ["cid", "proof", "chain"] {
         assert!(
             metrics.contains(&format!(
                 "svc_ingest_unverified_total{{reason=\"{reason}\"}} 1"
@@ -142,6 +143,23 @@ fn commits_changed_in_flight_are_refused_and_the_rest_applied() {
             "{reason}: {metrics}"
         );
     }
+    // The frame sent again is refused, whether its repository is still being read
+    // (desynchronized) or its revision is behind the chain (rev).
+    server.wait_for("/v1/stats", Duration::from_secs(10), |_| {
+        let metrics = server.get_raw("/metrics").2;
+        let refused = |reason: &str| {
+            metrics
+                .lines()
+                .find_map(|line| {
+                    line.strip_prefix(&format!(
+                        "svc_ingest_unverified_total{{reason=\"{reason}\"}} "
+                    ))
+                })
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        refused("rev") + refused("desynchronized") >= 1
+    });
 }
 
 fn server_metrics_hold(server: &Server, line: &str) -> bool {

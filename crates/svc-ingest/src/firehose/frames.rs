@@ -2,12 +2,11 @@
 //! ops take their record from the frame's CAR slice, converted to atproto JSON.
 
 use super::{SourceEvent, SourceMessage};
-use crate::event::{Action, CommitEvent, account_status};
-use base64::Engine;
+use crate::event::{Action, CommitEvent, account_status, record_json};
 use svc_repo::car;
 use svc_repo::dagcbor::{self, Blocks, Cbor, Cid};
 use svc_repo::mst::Op;
-use svc_repo::sync::CommitProof;
+use svc_repo::sync::{CommitProof, SyncEvent};
 use svc_syntax::{Did, Tid};
 
 /// What a message carries to prove what it would apply.
@@ -43,35 +42,6 @@ fn tree_op(op: &Cbor) -> Option<Op> {
     }
 }
 
-/// The atproto JSON form of a record: links as `{"$link": cid}`, bytes as `{"$bytes": base64}`.
-/// Floats have no place in the data model; they come out as JSON numbers, and lexicon
-/// validation refuses them.
-fn to_json(value: &Cbor) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Cbor::Null => Value::Null,
-        Cbor::Bool(b) => Value::Bool(*b),
-        Cbor::Integer(n) => i64::try_from(*n)
-            .map(Value::from)
-            .unwrap_or_else(|_| Value::from(*n as f64)),
-        Cbor::Float(f) => serde_json::Number::from_f64(*f)
-            .map(Value::Number)
-            .unwrap_or(Value::Null),
-        Cbor::Bytes(bytes) => serde_json::json!({
-            "$bytes": base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
-        }),
-        Cbor::Text(text) => Value::String(text.clone()),
-        Cbor::Array(items) => Value::Array(items.iter().map(to_json).collect()),
-        Cbor::Map(entries) => Value::Object(
-            entries
-                .iter()
-                .map(|(k, v)| (k.clone(), to_json(v)))
-                .collect(),
-        ),
-        Cbor::Link(cid) => serde_json::json!({ "$link": svc_syntax::cid_to_string(cid) }),
-    }
-}
-
 fn time_of(body: &Cbor) -> Option<i64> {
     body.get("time")
         .and_then(Cbor::as_str)
@@ -80,8 +50,13 @@ fn time_of(body: &Cbor) -> Option<i64> {
 
 /// Decodes one binary websocket message of the repository firehose. Records are converted to
 /// JSON only for collections `wanted` says yes to: on a relay, nearly every op is of another
-/// family, and is ignored unread.
-pub fn decode_frame(bytes: &[u8], wanted: impl Fn(&str) -> bool) -> Result<SourceMessage, String> {
+/// family, and is ignored unread. A commit's proof is kept when it touches a wanted collection
+/// or its repository is one `followed` says yes to (whose every commit is verified).
+pub fn decode_frame(
+    bytes: &[u8],
+    wanted: impl Fn(&str) -> bool,
+    followed: impl Fn(&str) -> bool,
+) -> Result<SourceMessage, String> {
     let (header, rest) = dagcbor::decode(bytes).map_err(|e| format!("header: {e}"))?;
     let (body, _) = dagcbor::decode(rest).map_err(|e| format!("body: {e}"))?;
     let op = header
@@ -110,7 +85,7 @@ pub fn decode_frame(bytes: &[u8], wanted: impl Fn(&str) -> bool) -> Result<Sourc
     let mut proof = Proof::NotNeeded;
     let events = match header.get("t").and_then(Cbor::as_str) {
         Some("#commit") => {
-            let (events, commit_proof) = commit_events(&body, time_us, wanted)?;
+            let (events, commit_proof) = commit_events(&body, time_us, wanted, followed)?;
             proof = commit_proof;
             events
         }
@@ -122,6 +97,7 @@ pub fn decode_frame(bytes: &[u8], wanted: impl Fn(&str) -> bool) -> Result<Sourc
             vec![SourceEvent::Account { did, status }]
         }
         Some("#identity") => vec![SourceEvent::Identity { did: did()? }],
+        Some("#sync") => vec![SourceEvent::Sync(Box::new(sync_event(&body)?))],
         Some("#info") => {
             let name = body.get("name").and_then(Cbor::as_str).unwrap_or("unknown");
             let message = body.get("message").and_then(Cbor::as_str).unwrap_or("");
@@ -130,7 +106,7 @@ pub fn decode_frame(bytes: &[u8], wanted: impl Fn(&str) -> bool) -> Result<Sourc
                 message: message.into(),
             }]
         }
-        // #sync and types of later versions move the cursor and nothing else.
+        // Types of later versions move the cursor and nothing else.
         _ => Vec::new(),
     };
     Ok(SourceMessage {
@@ -146,6 +122,7 @@ fn commit_events(
     body: &Cbor,
     time_us: Option<i64>,
     wanted: impl Fn(&str) -> bool,
+    followed: impl Fn(&str) -> bool,
 ) -> Result<(Vec<SourceEvent>, Proof), String> {
     let repo = body
         .get("repo")
@@ -176,7 +153,7 @@ fn commit_events(
     let touches_wanted = events
         .iter()
         .any(|event| matches!(event, SourceEvent::Commit(c) if wanted(&c.collection)));
-    let proof = match touches_wanted {
+    let proof = match touches_wanted || followed(repo) {
         false => Proof::NotNeeded,
         true => match commit_proof(body, repo, rev, roots, blocks, ops) {
             Ok(proof) => Proof::Carried(Box::new(proof)),
@@ -198,6 +175,12 @@ fn commit_proof(
     Ok(CommitProof {
         repo: Did::new(repo).map_err(|e| format!("repo: {e}"))?,
         rev: Tid::new(rev).map_err(|e| format!("rev: {e}"))?,
+        since: match body.get("since") {
+            Some(Cbor::Text(since)) => {
+                Some(Tid::new(since.as_str()).map_err(|e| format!("since: {e}"))?)
+            }
+            _ => None,
+        },
         commit: body
             .get("commit")
             .and_then(Cbor::as_link)
@@ -210,6 +193,25 @@ fn commit_proof(
             .get("prevData")
             .and_then(Cbor::as_link)
             .map(<[u8]>::to_vec),
+    })
+}
+
+/// A `#sync` event: the repository's signed commit alone in a CAR slice.
+fn sync_event(body: &Cbor) -> Result<SyncEvent, String> {
+    let text = |name: &str| {
+        body.get(name)
+            .and_then(Cbor::as_str)
+            .ok_or_else(|| format!("sync without {name}"))
+    };
+    let Some(Cbor::Bytes(bytes)) = body.get("blocks") else {
+        return Err("sync without blocks".into());
+    };
+    let (roots, blocks) = car::read(bytes).map_err(|e| e.to_string())?;
+    Ok(SyncEvent {
+        repo: Did::new(text("did")?).map_err(|e| format!("sync did: {e}"))?,
+        rev: Tid::new(text("rev")?).map_err(|e| format!("sync rev: {e}"))?,
+        roots,
+        blocks,
     })
 }
 
@@ -243,7 +245,7 @@ impl Commit<'_> {
             Some(Cbor::Link(cid)) => Some(cid.clone()),
             _ => None,
         };
-        let record_json = match (action, &cid) {
+        let text = match (action, &cid) {
             (Action::Delete, _) => None,
             _ if !wanted(collection) => None,
             // A record missing from the slice (a `tooBig` commit) reaches validation as
@@ -252,7 +254,7 @@ impl Commit<'_> {
                 .blocks
                 .get(cid)
                 .and_then(|block| dagcbor::decode(block).ok())
-                .map(|(record, _)| to_json(&record).to_string()),
+                .map(|(record, _)| record_json(&record).to_string()),
             (_, None) => None,
         };
         Some(SourceEvent::Commit(CommitEvent {
@@ -262,7 +264,7 @@ impl Commit<'_> {
             action,
             rev: self.rev.to_string(),
             cid: cid.as_deref().map(svc_syntax::cid_to_string),
-            record_json,
+            record_json: text,
             time_us: self.time_us,
         }))
     }
@@ -303,7 +305,8 @@ mod tests {
 
     #[test]
     fn account_events_keep_known_statuses_and_bound_the_others() {
-        let message = decode_frame(&account("did:plc:a", "suspended"), |_| true).unwrap();
+        let message =
+            decode_frame(&account("did:plc:a", "suspended"), |_| true, |_| false).unwrap();
         assert_eq!(message.cursor, Some(7));
         assert_eq!(message.time_us, Some(1_704_164_645_000_000));
         let [SourceEvent::Account { did, status }] = message.events.as_slice() else {
@@ -312,7 +315,7 @@ mod tests {
         assert_eq!(did, "did:plc:a");
         assert_eq!(status, &AccountStatus::Inactive("suspended".into()));
         let long = format!("take\0down{}", "x".repeat(10_000));
-        let message = decode_frame(&account("did:plc:a", &long), |_| true).unwrap();
+        let message = decode_frame(&account("did:plc:a", &long), |_| true, |_| false).unwrap();
         let [SourceEvent::Account { status, .. }] = message.events.as_slice() else {
             panic!("{message:?}")
         };
@@ -321,7 +324,8 @@ mod tests {
 
     #[test]
     fn an_account_event_of_no_did_is_malformed() {
-        let error = decode_frame(&account("alice\0", "suspended"), |_| true).unwrap_err();
+        let error =
+            decode_frame(&account("alice\0", "suspended"), |_| true, |_| false).unwrap_err();
         assert_eq!(error, "account did: not a did");
     }
 
@@ -338,7 +342,7 @@ mod tests {
             ("e".into(), Cbor::Link(vec![0x01, 0x71])),
         ]);
         assert_eq!(
-            to_json(&record),
+            record_json(&record),
             serde_json::json!({
                 "a": 1, "b": [true, null, -2], "c": {"$bytes": "AQI"}, "d": "hé",
                 "e": {"$link": "bafyq"}

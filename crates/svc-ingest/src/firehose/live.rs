@@ -1,12 +1,13 @@
 //! Following a live source: connect, read, batch, apply with the cursor in the same
 //! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
 
-use super::revisions::Revisions;
+use super::resync::Waiting;
+use super::verifier::Verifier;
 use super::{Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
-use crate::event::CommitEvent;
+use crate::event::{CommitEvent, host_lost_sync};
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
-use crate::signing_keys::{KeyCheckError, SigningKeys};
+use crate::verification::{Reason, Unverified};
 use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};
 use std::future::Future;
@@ -16,7 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change, CursorPosition};
-use svc_repo::sync::CommitProof;
 use svc_syntax::now_unix_micros;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;
@@ -83,6 +83,10 @@ pub struct LiveStatus {
     pending: AtomicBool,
     last_event_us: AtomicI64,
     last_pong_us: AtomicI64,
+    /// Whether the source's commits are verified before they apply.
+    verified: AtomicBool,
+    /// Repositories waiting to be read whole again.
+    waiting: Arc<Waiting>,
 }
 
 impl LiveStatus {
@@ -95,6 +99,17 @@ impl LiveStatus {
             && (now - self.last_event_us.load(Ordering::Acquire) <= lag
                 || (!self.pending.load(Ordering::Acquire)
                     && now - self.last_pong_us.load(Ordering::Acquire) <= lag))
+    }
+
+    /// What an operator should know of the source while it is ready (for `/readyz`): that
+    /// its events are not verified, or which repositories wait for resynchronisation.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.connected.load(Ordering::Acquire) && !self.verified.load(Ordering::Acquire) {
+            notes.push("the live source's events are applied unverified".to_string());
+        }
+        notes.extend(self.waiting.describe());
+        notes
     }
 
     /// Why the source is not caught up (for `/readyz`).
@@ -224,8 +239,12 @@ pub async fn run_live(
         );
     }
     let cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
-    let keys = signing_keys(kind, &config)?;
-    let revisions = Revisions::default();
+    let verifier = verifier(kind, &config, &catalog, &ingestor, &status)?;
+    status.verified.store(verifier.is_some(), Ordering::Release);
+    ingestor
+        .metrics()
+        .live_verified
+        .set(i64::from(verifier.is_some()));
     let connection = Connection {
         catalog: catalog.as_ref(),
         ingestor: &ingestor,
@@ -233,8 +252,7 @@ pub async fn run_live(
         endpoint: &endpoint,
         status: &status,
         config: &config,
-        keys: keys.as_ref(),
-        revisions: &revisions,
+        verifier: verifier.as_ref(),
     };
     connection
         .reconnect_until_stopped(cursor, may_catch_up, &mut shutdown)
@@ -242,8 +260,14 @@ pub async fn run_live(
     Ok(())
 }
 
-/// The keys the source's commits are verified with; `None` when they are not (said at start).
-fn signing_keys(kind: SourceKind, config: &LiveConfig) -> Result<Option<SigningKeys>, LiveError> {
+/// What the source's commits are verified with; `None` when they are not (said at start).
+fn verifier(
+    kind: SourceKind,
+    config: &LiveConfig,
+    catalog: &Arc<dyn CatalogWrite>,
+    ingestor: &Ingestor,
+    status: &LiveStatus,
+) -> Result<Option<Verifier>, LiveError> {
     match (kind, &config.verify_with) {
         (SourceKind::Jetstream, _) => {
             tracing::warn!(
@@ -256,42 +280,15 @@ fn signing_keys(kind: SourceKind, config: &LiveConfig) -> Result<Option<SigningK
             tracing::warn!("--verify none: the firehose's commits are applied unverified");
             Ok(None)
         }
-        (SourceKind::Repos, Some(plc)) => {
-            let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)
-                .map_err(|e| LiveError::Config(e.to_string()))?;
-            Ok(Some(SigningKeys::new(svc_atproto::Resolver::new(
-                http, plc,
-            ))))
-        }
+        (SourceKind::Repos, Some(plc)) => Verifier::start(
+            plc,
+            Arc::clone(catalog),
+            ingestor.clone(),
+            Arc::clone(&status.waiting),
+        )
+        .map(Some)
+        .map_err(LiveError::Config),
     }
-}
-
-/// Whether a commit's author signed it, its proof holds and its revision is the repository's
-/// newest; the reason and the error if not.
-async fn verify(
-    keys: &SigningKeys,
-    revisions: &Revisions,
-    proof: &Proof,
-) -> Result<(), (&'static str, String)> {
-    let carried: &CommitProof = match proof {
-        Proof::NotNeeded => return Ok(()),
-        Proof::Missing(what) => return Err(("proof", what.clone())),
-        Proof::Carried(proof) => proof,
-    };
-    let commit = carried.check().map_err(|e| (e.label(), e.to_string()))?;
-    keys.verify(&commit).await.map_err(|error| match error {
-        KeyCheckError::Key { .. } => ("key", error.to_string()),
-        KeyCheckError::Signature(_) => ("signature", error.to_string()),
-    })?;
-    // Only a verified commit moves the repository's revision on.
-    revisions
-        .advance(&commit.did, &commit.rev)
-        .map_err(|newest| {
-            (
-                "rev",
-                format!("revision {} is not after {newest}", commit.rev),
-            )
-        })
 }
 
 /// How one connection to the live source ended.
@@ -312,10 +309,8 @@ struct Connection<'a> {
     endpoint: &'a str,
     status: &'a LiveStatus,
     config: &'a LiveConfig,
-    /// The keys commits are verified with, when they are.
-    keys: Option<&'a SigningKeys>,
-    /// The newest verified revision of each repository, over every connection.
-    revisions: &'a Revisions,
+    /// What commits are verified with, when they are; its chains span every connection.
+    verifier: Option<&'a Verifier>,
 }
 
 impl Connection<'_> {
@@ -658,9 +653,11 @@ impl Session<'_> {
     /// does not send data in.
     fn decode(&mut self, message: &Message) -> Option<Result<SourceMessage, String>> {
         match (message, self.source.kind) {
-            (Message::Binary(bytes), SourceKind::Repos) => {
-                Some(decode_frame(bytes, |c| self.source.ingestor.wants(c)))
-            }
+            (Message::Binary(bytes), SourceKind::Repos) => Some(decode_frame(
+                bytes,
+                |c| self.source.ingestor.wants(c),
+                |repo| self.source.verifier.is_some_and(|v| v.follows(repo)),
+            )),
             (Message::Text(text), SourceKind::Jetstream) => Some(jetstream_message(text.as_str())),
             (Message::Binary(bytes), SourceKind::Jetstream) => Some(
                 self.decompress(bytes)
@@ -721,34 +718,45 @@ impl Session<'_> {
     /// Takes the commit events out of a message whose commit cannot be verified: counted by
     /// reason and logged; the cursor moves on.
     async fn drop_unverified(&mut self, message: &mut SourceMessage) {
-        let Some(keys) = self.source.keys else {
+        let Some(verifier) = self.source.verifier else {
             return;
         };
-        let proof = std::mem::take(&mut message.proof);
-        let outcome = verify(keys, self.source.revisions, &proof).await;
-        if outcome.is_ok() && matches!(proof, Proof::Carried(_)) {
-            self.source.ingestor.metrics().verified.inc();
-        }
-        if let Err((reason, error)) = outcome {
-            let metrics = self.source.ingestor.metrics();
-            metrics
-                .unverified
-                .get_or_create(&crate::metrics::ReasonLabel { reason })
-                .inc();
-            let (did, rev) = match &proof {
-                Proof::Carried(carried) => (carried.repo.to_string(), carried.rev.to_string()),
-                _ => Default::default(),
-            };
-            tracing::warn!(%did, %rev, reason, "commit not applied: {error}");
-            message
-                .events
-                .retain(|event| !matches!(event, SourceEvent::Commit(_)));
+        let (did, rev, outcome) = match std::mem::take(&mut message.proof) {
+            Proof::NotNeeded => return,
+            Proof::Missing(what) => (None, None, Err(Unverified::new(Reason::Proof, what))),
+            Proof::Carried(proof) => (
+                Some(proof.repo.clone()),
+                Some(proof.rev.clone()),
+                verifier.commit(&proof).await,
+            ),
+        };
+        let metrics = self.source.ingestor.metrics();
+        match outcome {
+            Ok(()) => {
+                metrics.verified.inc();
+            }
+            Err(why) => {
+                metrics.count_unverified(why.reason);
+                let (did, rev) = (did.as_deref().unwrap_or("?"), rev.as_deref().unwrap_or("?"));
+                tracing::warn!(%did, %rev, reason = why.reason.label(), "commit not applied: {why}");
+                message
+                    .events
+                    .retain(|event| !matches!(event, SourceEvent::Commit(_)));
+            }
         }
     }
 
     async fn take_event(&mut self, event: SourceEvent) -> Result<(), FollowError> {
         match event {
             SourceEvent::Commit(commit) => self.stage(commit),
+            SourceEvent::Account { did, status } if host_lost_sync(&status) => {
+                // The host's own state, not the account's: its records stay served, and a
+                // followed repository is read whole again.
+                tracing::info!(%did, ?status, "the source lost the account's repository");
+                if let Some(verifier) = self.source.verifier {
+                    verifier.host_lost(&did);
+                }
+            }
             SourceEvent::Account { did, status } => {
                 // Changes read before the account event apply before it.
                 self.end_catch_up().await?;
@@ -757,9 +765,17 @@ impl Session<'_> {
                 self.source.catalog.set_account(did, status).await?;
             }
             SourceEvent::Identity { did } => {
-                // The account's key may have rotated: the next commit reads it again.
-                if let (Some(keys), Ok(did)) = (self.source.keys, svc_syntax::Did::new(did)) {
-                    keys.forget(&did);
+                if let (Some(verifier), Ok(did)) = (self.source.verifier, svc_syntax::Did::new(did))
+                {
+                    verifier.identity_changed(&did);
+                }
+            }
+            SourceEvent::Sync(event) => {
+                if let Some(verifier) = self.source.verifier
+                    && let Err(why) = verifier.sync_event(&event).await
+                {
+                    self.source.ingestor.metrics().count_unverified(why.reason);
+                    tracing::warn!(did = %event.repo, rev = %event.rev, reason = why.reason.label(), "#sync not believed: {why}");
                 }
             }
             SourceEvent::Info { name, message } => {

@@ -2,13 +2,16 @@
 //! picked by the shape of the `--firehose` URL, followed with cursors, reconnects and a
 //! liveness check.
 
+mod chains;
 mod frames;
 mod live;
-mod revisions;
+mod resync;
+mod verifier;
 
 pub use frames::{Proof, decode_frame};
 pub(crate) use live::MAX_MESSAGE_BYTES;
 pub use live::{LiveConfig, LiveStatus, run_live};
+pub use resync::{MAX_REPOSITORY_BYTES, Waiting};
 
 use crate::event::CommitEvent;
 use svc_catalog::AccountStatus;
@@ -24,6 +27,8 @@ pub enum SourceEvent {
     Identity {
         did: String,
     },
+    /// `#sync`: the repository's current commit, to compare with what svc holds of it.
+    Sync(Box<svc_repo::sync::SyncEvent>),
     /// `#info` (e.g. `OutdatedCursor`).
     Info {
         name: String,
