@@ -14,7 +14,8 @@ use svc_catalog::sqlite::SqliteCatalog;
 use svc_catalog::{Catalog, Location, Role};
 use svc_ingest::firehose::{LiveConfig, LiveStatus, run_live};
 use svc_ingest::{
-    BackfillPeers, IngestMetrics, Ingestor, Readiness, import_file, import_repository, run_backfill,
+    BackfillPeers, IngestMetrics, Ingestor, Readiness, RepositoryImportError, import_file,
+    import_repository, run_backfill,
 };
 use svc_lexicon::Lexicons;
 use svc_spec::QuerySet;
@@ -580,9 +581,16 @@ async fn import_repository_file(
     plc: Option<&str>,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let done = import_repository(catalog, ingestor, path, plc)
-        .await
-        .context("importing a repository")?;
+    let done = match import_repository(catalog, ingestor, path, plc).await {
+        Ok(done) => done,
+        // A repository that does not verify is refused whole, and the rest goes on.
+        Err(error @ RepositoryImportError::Unverified { .. }) => {
+            tracing::error!("import refused: {error}");
+            eprintln!("import refused: {error}");
+            return Ok(());
+        }
+        Err(error) => return Err(error).context("importing a repository"),
+    };
     let verified = if plc.is_some() {
         "verified"
     } else {

@@ -122,3 +122,47 @@ fn signing_keys_are_read_once_and_read_again_when_a_signature_fails() {
         ));
     });
 }
+
+#[test]
+fn a_repository_export_imports_verified_and_a_forged_one_is_refused() {
+    let Some(peers) = peers() else { return };
+    let erin = peers.create_account("export");
+    for name in ["Exported", "Exported-too"] {
+        let record = json!({"$type": "dev.svc.vocab", "name": name, "world": "open",
+                            "occurredAt": "2026-01-01T00:00:00Z"});
+        peers.create_record(&erin, "dev.svc.vocab", record, None);
+    }
+    let export = repository(&erin.did);
+    // The same repository with one record's text changed: its block is no longer its CID.
+    let mut forged = export.clone();
+    let at = forged
+        .windows(b"Exported-too".len())
+        .position(|w| w == b"Exported-too")
+        .expect("the record's text");
+    forged[at] = b'X';
+    let dir = tempfile::tempdir().unwrap();
+    let (good, bad) = (dir.path().join("erin.car"), dir.path().join("forged.car"));
+    std::fs::write(&good, &export).unwrap();
+    std::fs::write(&bad, &forged).unwrap();
+    let server = common::Server::start(
+        dir.path().join("catalog.db"),
+        &[
+            "--import",
+            bad.to_str().unwrap(),
+            "--import",
+            good.to_str().unwrap(),
+        ],
+    );
+    for name in ["Exported", "Exported-too"] {
+        let (_, body) = server.get(&format!("/v1/vocabularies/by-name?name={name}"));
+        assert_eq!(body["total"], 1, "{name}");
+        assert_eq!(body["items"][0]["author"], erin.did.as_str());
+    }
+    let (_, body) = server.get("/v1/vocabularies/by-name?name=Xxported-too");
+    assert_eq!(body["total"], 0);
+    let metrics = server.get_raw("/metrics").2;
+    assert!(
+        metrics.contains("svc_ingest_unverified_total{reason=\"cid\"} 1"),
+        "{metrics}"
+    );
+}

@@ -1,6 +1,7 @@
 //! A proxy between the reference PDS's firehose and svc changes real frames in flight: a
 //! record's text altered inside the commit's blocks (the block no longer hashes to its CID),
-//! or the `prevData` the commit's proof must reach, or an earlier genuine frame sent again.
+//! or the `prevData` the commit's proof must reach, or an operation's CID, or a frame never
+//! sent (the next commit's `since` skips it), or an earlier genuine frame sent again.
 //! svc refuses each such commit, counts it by reason and applies everything around it; the
 //! gap the refusals leave in the repository's chain is closed by reading it whole.
 //! Passes without running when the peers cannot start outside CI.
@@ -21,6 +22,10 @@ use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 const CHANGED: &[u8] = b"Tampered";
 /// A record whose commit the proxy gives another `prevData`.
 const UNPROVEN: &[u8] = b"Unproven";
+/// A record whose operation the proxy gives another CID than the tree holds.
+const SWAPPED: &[u8] = b"Swapped";
+/// A record whose commit frame the proxy never sends: the next commit's `since` skips it.
+const SKIPPED: &[u8] = b"Skipped";
 /// A record whose commit frame the proxy sends again, after the one holding `AFTER`.
 const REPLAYED: &[u8] = b"Replayed";
 const AFTER: &[u8] = b"After";
@@ -40,6 +45,13 @@ fn tampered(mut frame: Vec<u8>) -> Vec<u8> {
         // prefix; the byte changed is in the digest.
         let digest = at + "prevData".len() + 2 + 2 + 1 + 4;
         frame[digest + 5] ^= 0x01;
+    }
+    if position(&frame, SWAPPED).is_some()
+        && let Some(ops) = position(&frame, b"\x63ops")
+        && let Some(link) = position(&frame[ops..], &[0xd8, 0x2a, 0x58, 0x25, 0x00])
+    {
+        // The first link after the body's `ops` key is the first op's CID; a digest byte.
+        frame[ops + link + 5 + 4 + 7] ^= 0x01;
     }
     frame
 }
@@ -88,6 +100,9 @@ async fn relay(stream: tokio::net::TcpStream, upstream: &str) -> Option<()> {
                     if position(&frame, REPLAYED).is_some() {
                         kept = Some(frame.clone());
                     }
+                    if position(&frame, SKIPPED).is_some() {
+                        continue;
+                    }
                     let after = position(&frame, AFTER).is_some();
                     to_client.send(Message::Binary(tampered(frame).into())).await.ok()?;
                     if let Some(again) = kept.take_if(|_| after) {
@@ -119,6 +134,8 @@ fn commits_changed_in_flight_are_refused_and_the_rest_applied() {
     peers.create_record(&alice, "dev.svc.vocab", vocab("Before"), None);
     peers.create_record(&alice, "dev.svc.vocab", vocab("Tampered"), None);
     peers.create_record(&alice, "dev.svc.vocab", vocab("Unproven"), None);
+    peers.create_record(&alice, "dev.svc.vocab", vocab("Swapped"), None);
+    peers.create_record(&alice, "dev.svc.vocab", vocab("Skipped"), None);
     peers.create_record(&alice, "dev.svc.vocab", vocab("Replayed"), None);
     peers.create_record(&alice, "dev.svc.vocab", vocab("After"), None);
     let by_name = |name: &str| format!("/v1/vocabularies/by-name?name={name}");
@@ -130,15 +147,17 @@ fn commits_changed_in_flight_are_refused_and_the_rest_applied() {
     server.wait_for(&by_name("After"), Duration::from_secs(10), |b| {
         b["total"] == 1
     });
-    for name in ["Before", "Tampered", "Unproven", "Replayed", "After"] {
+    for name in [
+        "Before", "Tampered", "Unproven", "Swapped", "Skipped", "Replayed", "After",
+    ] {
         assert_eq!(server.get(&by_name(name)).1["total"], 1, "{name}");
     }
     assert_eq!(server.get(&by_name("Xampered")).1["total"], 0);
     let metrics = server.get_raw("/metrics").2;
-    for reason in ["cid", "proof", "chain"] {
+    for (reason, count) in [("cid", 1), ("proof", 2), ("chain", 1)] {
         assert!(
             metrics.contains(&format!(
-                "svc_ingest_unverified_total{{reason=\"{reason}\"}} 1"
+                "svc_ingest_unverified_total{{reason=\"{reason}\"}} {count}"
             )),
             "{reason}: {metrics}"
         );

@@ -547,6 +547,51 @@ pub async fn records_loaded_in_bulk_change_like_any_other(fresh: Fresh) {
     );
 }
 
+pub async fn a_repository_replaced_whole_keeps_only_what_it_proves(fresh: Fresh) {
+    let a1 = "at://did:plc:a/dev.svc.bounty/1";
+    let a2 = "at://did:plc:a/dev.svc.bounty/2";
+    let a3 = "at://did:plc:a/dev.svc.bounty/3";
+    let a4 = "at://did:plc:a/dev.svc.bounty/4";
+    let b1 = "at://did:plc:b/dev.svc.bounty/1";
+    let r = json!({"requester": "did:plc:r"});
+    apply(
+        &fresh,
+        vec![
+            upsert(a1, "3a", r.clone()),
+            upsert(a2, "3a", r.clone()),
+            // Newer than the copy below: it stays, as a later commit would leave it.
+            upsert(a3, "3d", r.clone()),
+            upsert(b1, "3a", r.clone()),
+        ],
+    )
+    .await;
+    let other = json!({"requester": "did:plc:s"});
+    let report = fresh
+        .catalog
+        .replace_repository(
+            did("did:plc:a"),
+            tid("3c"),
+            vec![upsert(a2, "3c", other.clone()), upsert(a4, "3c", r.clone())],
+        )
+        .await
+        .unwrap();
+    // a1 deleted, a2 changed, a4 created; the delete of a3 is older than a3.
+    assert_eq!((report.applied, report.stale), (3, 1));
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:r")]).await,
+        vec![a3, a4, b1]
+    );
+    assert_eq!(
+        uris(&fresh, "bountiesByRequester", &[Some("did:plc:s")]).await,
+        vec![a2]
+    );
+    assert!(fresh.catalog.get(a1.into()).await.unwrap().is_none());
+    assert_eq!(
+        fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
+        4
+    );
+}
+
 pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     let a1 = "at://did:plc:a/dev.svc.bounty/1";
     let a2 = "at://did:plc:a/dev.svc.bounty/2";

@@ -27,6 +27,8 @@ struct Head {
     data: Cid,
     /// Waiting for a copy of the whole repository; its commits are not applied until then.
     desynchronized: bool,
+    /// The newest commit not applied while it waited: a copy older than it must be read again.
+    missed: Option<Tid>,
 }
 
 /// A verified commit, as its chain sees it.
@@ -84,6 +86,13 @@ impl Chains {
             return Ok(Followed::Continues);
         };
         if head.desynchronized {
+            if head
+                .missed
+                .as_ref()
+                .is_none_or(|missed| commit.rev > missed)
+            {
+                head.missed = Some(commit.rev.clone());
+            }
             return Err(Unverified::new(
                 Reason::Desynchronized,
                 "the repository waits for resynchronisation",
@@ -140,16 +149,24 @@ impl Chains {
         }
     }
 
-    /// The repository was read whole at `rev`: its chain continues from there.
-    pub fn resynchronized(&self, did: &Did, rev: Tid, data: Cid) {
-        self.lock().insert(
+    /// The repository was read whole at `rev`: its chain continues from there, unless a
+    /// newer commit came while it was read (`false`: it must be read again).
+    pub fn resynchronized(&self, did: &Did, rev: Tid, data: Cid) -> bool {
+        let mut heads = self.lock();
+        let missed = heads.get(did.as_str()).and_then(|head| head.missed.clone());
+        if missed.is_some_and(|missed| missed > rev) {
+            return false;
+        }
+        heads.insert(
             did.clone(),
             Head {
                 rev,
                 data,
                 desynchronized: false,
+                missed: None,
             },
         );
+        true
     }
 
     /// The repository could not be read whole: its chain begins again at its next commit.
@@ -164,6 +181,7 @@ impl Head {
             rev: commit.rev.clone(),
             data: commit.data.to_vec(),
             desynchronized: false,
+            missed: None,
         }
     }
 }
@@ -233,8 +251,9 @@ mod tests {
             reason(chains.follow(step(&did, &four, b"d", Some(&three), Some(b"c")))),
             Reason::Desynchronized
         );
-        // Read whole at `four`, it continues from there.
-        chains.resynchronized(&did, four.clone(), b"d".to_vec());
+        // Read whole before `four`, it must be read again; at `four`, it continues from there.
+        assert!(!chains.resynchronized(&did, three.clone(), b"c".to_vec()));
+        assert!(chains.resynchronized(&did, four.clone(), b"d".to_vec()));
         let five = tid(5);
         assert!(continues(chains.follow(step(
             &did,

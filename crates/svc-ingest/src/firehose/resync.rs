@@ -125,16 +125,23 @@ async fn run(resync: Arc<Resync>, mut received: mpsc::Receiver<Did>) {
 }
 
 impl Resync {
-    /// Resynchronises one repository, trying again a few times; when it cannot, the
-    /// repository's chain begins again at its next commit.
+    /// Resynchronises one repository, trying again a few times (and reading it again when a
+    /// newer commit came meanwhile); when it cannot, the repository's chain begins again at
+    /// its next commit.
     async fn repository(&self, did: &Did) {
         let metrics = self.ingestor.metrics();
         let mut pause = FIRST_PAUSE;
         for attempt in 1..=ATTEMPTS {
             match self.read_and_replace(did).await {
-                Ok(()) => {
+                Ok(true) => {
                     metrics.resyncs.get_or_create(&outcome("done")).inc();
                     return;
+                }
+                Ok(false) if attempt < ATTEMPTS => {
+                    tracing::info!(%did, "a newer commit came while the repository was read; reading it again");
+                }
+                Ok(false) => {
+                    tracing::warn!(%did, "the repository kept moving while it was read; its chain begins again");
                 }
                 Err(error) if attempt == ATTEMPTS => {
                     tracing::warn!(%did, "resynchronisation failed, its chain begins again: {error}");
@@ -150,7 +157,8 @@ impl Resync {
         self.chains.forget(did);
     }
 
-    async fn read_and_replace(&self, did: &Did) -> Result<(), String> {
+    /// Whether the chain continues from the copy read (`false`: it is already behind).
+    async fn read_and_replace(&self, did: &Did) -> Result<bool, String> {
         let pds = self
             .keys
             .resolver()
@@ -191,9 +199,9 @@ impl Resync {
             .map_err(|e| e.to_string())?;
         self.ingestor.metrics().count_report(LIVE_SOURCE, &report);
         tracing::info!(%did, rev = %repository.rev, applied = report.applied, "repository resynchronised");
-        self.chains
-            .resynchronized(did, repository.rev, repository.data);
-        Ok(())
+        Ok(self
+            .chains
+            .resynchronized(did, repository.rev, repository.data))
     }
 }
 
