@@ -2,7 +2,8 @@
 //! `com.atproto.sync.getRepo` a whole one: a DAG-CBOR header naming the roots, then blocks of
 //! `varint(length) CID data`. Only CIDv1 appears in atproto repositories.
 
-use crate::dagcbor::{Blocks, Cbor, CborError, decode_block};
+use crate::crypto::push_varint;
+use crate::dagcbor::{Blocks, Cbor, CborError, decode_block, encode};
 use std::collections::HashMap;
 
 fn varint(input: &mut &[u8]) -> Result<u64, CborError> {
@@ -86,6 +87,30 @@ fn roots(header: &[u8]) -> Result<Vec<Vec<u8>>, CborError> {
         .collect()
 }
 
+/// A CAR v1 naming `roots`, of `blocks` (CID, data) in the order given: a reader that streams
+/// a repository wants the commit first, then what it links to.
+pub fn write<'a>(
+    roots: &[Vec<u8>],
+    blocks: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) -> Result<Vec<u8>, CborError> {
+    let header = encode(&Cbor::Map(vec![
+        ("version".into(), Cbor::Integer(1)),
+        (
+            "roots".into(),
+            Cbor::Array(roots.iter().cloned().map(Cbor::Link).collect()),
+        ),
+    ]))?;
+    let mut out = Vec::new();
+    push_varint(&mut out, header.len() as u64);
+    out.extend_from_slice(&header);
+    for (cid, data) in blocks {
+        push_varint(&mut out, (cid.len() + data.len()) as u64);
+        out.extend_from_slice(cid);
+        out.extend_from_slice(data);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +126,23 @@ mod tests {
         let blocks = blocks(&car).unwrap();
         assert_eq!(blocks.get(&cid[..]), Some(&vec![0xa0]));
         assert!(super::blocks(&car[..car.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn what_is_written_reads_back() {
+        let root = crate::dagcbor::cid_of(&[0xa0]);
+        // Long enough that its length needs two varint bytes.
+        let big = vec![0x41; 300];
+        let other = crate::dagcbor::cid_of(&big);
+        let car = write(
+            std::slice::from_ref(&root),
+            [(&root[..], &[0xa0][..]), (&other[..], &big[..])],
+        )
+        .unwrap();
+        let (roots, blocks) = read(&car).unwrap();
+        assert_eq!(roots, std::slice::from_ref(&root));
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks[&root], [0xa0]);
+        assert_eq!(blocks[&other], big);
     }
 }

@@ -251,8 +251,8 @@ fn decode_multibase(multibase: &str) -> Result<Vec<u8>, KeyError> {
     svc_syntax::decode_base58btc(text).ok_or(KeyError::NotBase58)
 }
 
-/// Unsigned LEB128, the multicodec prefix's encoding.
-fn push_varint(out: &mut Vec<u8>, mut value: u64) {
+/// Unsigned LEB128, the multicodec prefix's encoding (and a CAR's lengths).
+pub(crate) fn push_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;

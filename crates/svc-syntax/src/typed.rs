@@ -140,10 +140,13 @@ impl RecordKey {
 }
 
 impl Tid {
-    /// The TID of a time (its low 53 bits of microseconds) and a clock id (its low 10 bits).
-    pub fn at(time: UnixMicros, clock_id: u16) -> Tid {
-        let micros = (time.0 as u64) & ((1 << 53) - 1);
-        Tid(crate::tid::encode((micros << 10) | u64::from(clock_id & 0x3ff)).into_boxed_str())
+    /// The TID of a time and a 10-bit clock id, the form `TidGenerator` makes: for writers that
+    /// keep their own clock (a test repository, a replayed one). Times before the epoch or past
+    /// the 53 bits a TID holds are clamped to them.
+    pub fn from_time(time: UnixMicros, clock_id: u16) -> Tid {
+        let micros = time.0.clamp(0, (1 << 53) - 1) as u64;
+        let value = (micros << 10) | (u64::from(clock_id) & 0x3ff);
+        Tid(crate::tid::encode(value).into_boxed_str())
     }
 
     /// The time a TID stands for: its bits above the 10-bit clock id.
@@ -371,5 +374,14 @@ mod tests {
         assert_eq!(made.time(), UnixMicros(micros as i64));
         assert!(Tid::new(tid.next_tid()).unwrap().time() <= UnixMicros::now());
         assert_eq!(UnixMicros(1_999).millis(), UnixMillis(1));
+        let from_time = Tid::from_time(UnixMicros(micros as i64), 5);
+        assert_eq!(from_time.time(), UnixMicros(micros as i64));
+        assert!(check_tid(&from_time).is_ok());
+        assert!(from_time < Tid::from_time(UnixMicros(micros as i64), 6));
+        assert_eq!(Tid::from_time(UnixMicros(-1), 0).as_str(), "2222222222222");
+        assert_eq!(
+            Tid::from_time(UnixMicros(i64::MAX), 0).time(),
+            UnixMicros((1 << 53) - 1)
+        );
     }
 }

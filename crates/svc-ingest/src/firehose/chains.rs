@@ -191,7 +191,7 @@ mod tests {
     use super::*;
 
     fn tid(n: i64) -> Tid {
-        Tid::at(UnixMicros(UnixMicros::now().0 - 1_000_000 + n), 0)
+        Tid::from_time(UnixMicros(UnixMicros::now().0 - 1_000_000 + n), 0)
     }
 
     fn step<'a>(
@@ -274,7 +274,7 @@ mod tests {
             reason(chains.follow(step(&did, &two, b"b", Some(&one), Some(b"x")))),
             Reason::Chain
         );
-        let future = Tid::at(UnixMicros(UnixMicros::now().0 + 3_600_000_000), 0);
+        let future = Tid::from_time(UnixMicros(UnixMicros::now().0 + 3_600_000_000), 0);
         let other = Did::new("did:plc:ewvi7nxzyoun6zhxrhs64oiz").unwrap();
         assert_eq!(
             reason(chains.follow(step(&other, &future, b"a", None, None))),
