@@ -38,6 +38,10 @@ pub fn repository(data: &[u8]) {
         }
         let _ = svc_repo::commit::Commit::decode(block);
     }
+    // Read as a whole repository: blocks, commit and the tree walked whole.
+    if let Ok(snapshot) = svc_repo::snapshot::Snapshot::read(data) {
+        let _ = snapshot.records(|_| true);
+    }
 }
 
 /// The atproto string formats: DID, handle, NSID, TID, record key, AT-URI, datetime.
@@ -118,7 +122,17 @@ fn check_account_status(status: &svc_catalog::AccountStatus) {
 
 /// A repository-firehose frame: DAG-CBOR header and body, and the CAR slice in it.
 pub fn firehose_frame(data: &[u8]) {
-    let _ = svc_ingest::firehose::decode_frame(data, |_| true, |_| true);
+    // Every commit's proof kept and checked, as for a followed repository; every #sync too.
+    if let Ok(message) = svc_ingest::firehose::decode_frame(data, |_| true, |_| true) {
+        if let svc_ingest::firehose::Proof::Carried(proof) = &message.proof {
+            let _ = proof.check();
+        }
+        for event in &message.events {
+            if let svc_ingest::firehose::SourceEvent::Sync(sync) = event {
+                let _ = sync.check();
+            }
+        }
+    }
     let Ok(message) = svc_ingest::firehose::decode_frame(
         data,
         |collection| collection.starts_with("dev.svc."),
