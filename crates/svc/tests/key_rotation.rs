@@ -154,6 +154,8 @@ impl PlcAccount {
 struct Hosted {
     frames: Vec<Vec<u8>>,
     repository: Vec<u8>,
+    /// `getRepo` is not answered while this holds.
+    holding: bool,
 }
 
 /// Starts the PDS: its HTTP base (for `getRepo`) and its firehose's `ws://` base.
@@ -190,6 +192,9 @@ async fn answer_get_repo(mut stream: tokio::net::TcpStream, hosted: Arc<Mutex<Ho
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") && stream.read_exact(&mut byte).await.is_ok() {
         head.push(byte[0]);
+    }
+    while hosted.lock().unwrap().holding {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let body = hosted.lock().unwrap().repository.clone();
     let answer = format!(
@@ -342,10 +347,20 @@ fn a_rotated_key_is_followed_and_forged_signatures_are_refused() {
 
     // The next genuine commit does not continue what svc holds: the repository is read whole
     // from the PDS, signed with the new key, and every record the author wrote is there.
+    // While the PDS holds its answer, /readyz names the repository waiting.
+    hosted.lock().unwrap().holding = true;
     let last = commit(&mut repo, "Last");
     publish(last.frame(seq(), UnixMicros::now()), &repo);
+    let waiting = format!("note: 1 repository waits for resynchronisation: {did}\n");
+    server.wait_for("/v1/stats", Duration::from_secs(10), |_| {
+        server.get_raw("/readyz").2 == format!("ready\n{waiting}")
+    });
+    hosted.lock().unwrap().holding = false;
     server.wait_for(&by_name("Last"), Duration::from_secs(20), |b| {
         b["total"] == 1
+    });
+    server.wait_for("/v1/stats", Duration::from_secs(5), |_| {
+        server.get_raw("/readyz").2 == "ready\n"
     });
     for name in ["Old-key", "New-key", "Stale-key", "Altered", "Last"] {
         let (_, body) = server.get(&by_name(name));
