@@ -155,7 +155,7 @@ impl Client {
         }
     }
 
-    /// The answer's bytes (a CAR file), or `None` when this server does not have the method.
+    /// The answer's bytes, or `None` when this server does not have the method.
     async fn get_bytes(
         &self,
         method: Method,
@@ -175,23 +175,21 @@ impl Client {
     }
 
     /// The answer, or `None` when this server does not have the method (a PDS asked a
-    /// relay's method): the caller tries another way.
+    /// relay's method): the caller tries another way. Decoded straight from the bytes.
     async fn get<T: DeserializeOwned>(
         &self,
         method: Method,
         query: &[(&str, &str)],
     ) -> Result<Option<T>, BackfillError> {
-        let mut retry = Retry::new();
-        loop {
-            match self.xrpc.query(&self.base, method, query).await {
-                Ok(answer) => return Ok(Some(answer)),
-                Err(error) if lacks_method(&error) => return Ok(None),
-                Err(error) if is_transient(&error) && retry.again().await => {
-                    tracing::warn!("backfill: {error}; asking again");
-                }
-                Err(error) => return Err(error.into()),
-            }
-        }
+        let Some(body) = self.get_bytes(method, query).await? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&body).map(Some).map_err(|e| {
+            BackfillError::Atproto(AtprotoError::Invalid(format!(
+                "{}/xrpc/{}: unexpected answer: {e}",
+                self.base, method.0
+            )))
+        })
     }
 }
 

@@ -89,13 +89,7 @@ pub fn decode_frame(
             proof = commit_proof;
             events
         }
-        Some("#account") => {
-            let active = body.get("active").and_then(Cbor::as_bool).unwrap_or(true);
-            let status = account_status(active, body.get("status").and_then(Cbor::as_str));
-            // The did is stored with the status, so it is checked as a commit's repo is.
-            let did = svc_syntax::Did::new(did()?).map_err(|e| format!("account did: {e}"))?;
-            vec![SourceEvent::Account { did, status }]
-        }
+        Some("#account") => vec![account_event(&body, did()?)?],
         Some("#identity") => vec![SourceEvent::Identity { did: did()? }],
         Some("#sync") => vec![SourceEvent::Sync(Box::new(sync_event(&body)?))],
         Some("#info") => {
@@ -194,6 +188,15 @@ fn commit_proof(
             .and_then(Cbor::as_link)
             .map(<[u8]>::to_vec),
     })
+}
+
+/// An `#account` event: the account's status at the host that sent it.
+fn account_event(body: &Cbor, did: String) -> Result<SourceEvent, String> {
+    let active = body.get("active").and_then(Cbor::as_bool).unwrap_or(true);
+    let status = account_status(active, body.get("status").and_then(Cbor::as_str));
+    // The did is stored with the status, so it is checked as a commit's repo is.
+    let did = Did::new(did).map_err(|e| format!("account did: {e}"))?;
+    Ok(SourceEvent::Account { did, status })
 }
 
 /// A `#sync` event: the repository's signed commit alone in a CAR slice.
