@@ -59,9 +59,12 @@ fresh_catalog() { # URL-or-empty N
   fi
 }
 
+# Where cargo builds: CARGO_TARGET_DIR when set, as cargo itself reads it.
+target="${CARGO_TARGET_DIR:-$root/target}"
+
 # The svc the benchmarks run: SVC_BIN, a build made elsewhere (to compare two builds side by
 # side), or this checkout's release build, made by `build_svc`.
-svc_bin="${SVC_BIN:-$root/target/release/svc}"
+svc_bin="${SVC_BIN:-$target/release/svc}"
 build_svc() {
   [ -n "${SVC_BIN:-}" ] || (cd "$root" && cargo build --release -j2 -q -p svc --bin svc)
 }
