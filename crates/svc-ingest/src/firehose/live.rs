@@ -2,7 +2,7 @@
 //! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
 
 use super::resync::Waiting;
-use super::verifier::Verifier;
+use super::verifier::{Checked, Verifier};
 use super::{Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
 use crate::event::{CommitEvent, host_lost_sync};
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change, CursorPosition};
 use svc_syntax::now_unix_micros;
+use svc_syntax::{Did, Tid};
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -31,6 +32,9 @@ pub(crate) const MAX_MESSAGE_BYTES: usize = 8 << 20;
 /// Silence that ends a catch-up.
 const CATCH_UP_QUIET: Duration = Duration::from_secs(1);
 const MAX_IN_FLIGHT: usize = 25;
+/// Commits being checked at once (proof and signature, on every core), ahead of the one the
+/// stream applies next.
+const MAX_CHECKING: usize = 256;
 const BATCH_WAIT: Duration = Duration::from_millis(50);
 /// A connection that stayed up this long resets the backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
@@ -239,7 +243,7 @@ pub async fn run_live(
         );
     }
     let cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
-    let verifier = verifier(kind, &config, &catalog, &ingestor, &status)?;
+    let verifier = verifier(kind, &config, &catalog, &ingestor, &status)?.map(Arc::new);
     status.verified.store(verifier.is_some(), Ordering::Release);
     ingestor
         .metrics()
@@ -310,7 +314,7 @@ struct Connection<'a> {
     status: &'a LiveStatus,
     config: &'a LiveConfig,
     /// What commits are verified with, when they are; its chains span every connection.
-    verifier: Option<&'a Verifier>,
+    verifier: Option<&'a Arc<Verifier>>,
 }
 
 impl Connection<'_> {
@@ -393,6 +397,7 @@ impl Connection<'_> {
             may_catch_up: *may_catch_up,
             catching_up: false,
             zstd: None,
+            checking: FuturesOrdered::new(),
         };
         let mut outcome = session.follow(socket, shutdown).await;
         // A catch-up is settled whenever the connection ends, so the writer is back to normal
@@ -533,7 +538,16 @@ struct Session<'a> {
     catching_up: bool,
     /// Made at the first compressed event.
     zstd: Option<JetstreamDecompressor>,
+    /// Messages whose commits are being checked, in the stream's order: each is taken once
+    /// it and every one before it are.
+    checking: FuturesOrdered<Checking>,
 }
+
+/// What checking a message's commit found: nothing to check, or the commit checked, or why
+/// not, with the repository and revision it claims.
+type Verdict = Option<Result<Checked, (Option<(Did, Tid)>, Unverified)>>;
+
+type Checking = Pin<Box<dyn Future<Output = (SourceMessage, Verdict)> + Send>>;
 
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -567,7 +581,10 @@ impl Session<'_> {
             tokio::select! {
                 message = stream.next() => {
                     let message = match message {
-                        None => return self.flush().await,
+                        None => {
+                            self.take_checked().await?;
+                            return self.flush().await;
+                        }
                         Some(Err(error)) => {
                             self.flush().await?;
                             return Err(FollowError::Connection(error.to_string()));
@@ -578,6 +595,9 @@ impl Session<'_> {
                     if self.received(message, &mut sink).await?.is_break() {
                         return Ok(());
                     }
+                }
+                Some((message, verdict)) = self.checking.next(), if !self.checking.is_empty() => {
+                    self.take(message, verdict).await?;
                 }
                 Some(done) = self.in_flight.next(), if !self.in_flight.is_empty() => {
                     let (report, time) = done?;
@@ -591,7 +611,10 @@ impl Session<'_> {
                     self.send();
                 }
                 _ = ping_tick.tick() => self.keep_alive(&mut sink, last_heard).await?,
-                _ = stop_requested(shutdown) => return self.flush().await,
+                _ = stop_requested(shutdown) => {
+                    self.take_checked().await?;
+                    return self.flush().await;
+                }
             }
         }
     }
@@ -623,13 +646,14 @@ impl Session<'_> {
                 None
             }
             Message::Close(_) => {
+                self.take_checked().await?;
                 self.flush().await?;
                 return Ok(ControlFlow::Break(()));
             }
             _ => self.decode(&message),
         };
         match decoded {
-            Some(Ok(message)) => self.take(message).await?,
+            Some(Ok(message)) => self.check(message).await?,
             Some(Err(reason)) => {
                 self.source.ingestor.metrics().malformed_events.inc();
                 tracing::warn!("malformed live event skipped: {reason}");
@@ -688,9 +712,66 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn take(&mut self, mut message: SourceMessage) -> Result<(), FollowError> {
+    /// Starts checking a message's commit, on a task of its own; a message with nothing to
+    /// check is taken at once when none waits before it. At most [`MAX_CHECKING`] wait.
+    async fn check(&mut self, mut message: SourceMessage) -> Result<(), FollowError> {
+        // A key may have rotated: what came before is checked with the key it was signed
+        // with, what comes after with the key read anew.
+        if message
+            .events
+            .iter()
+            .any(|event| matches!(event, SourceEvent::Identity { .. }))
+        {
+            self.take_checked().await?;
+        }
+        let verdict: Checking = match (self.source.verifier, std::mem::take(&mut message.proof)) {
+            (Some(verifier), Proof::Carried(proof)) => {
+                let verifier = Arc::clone(verifier);
+                let checking = tokio::spawn(async move {
+                    let claimed = Some((proof.repo.clone(), proof.rev.clone()));
+                    verifier.check(&proof).await.map_err(|why| (claimed, why))
+                });
+                Box::pin(async move {
+                    let verdict = checking.await.unwrap_or_else(|error| {
+                        Err((
+                            None,
+                            Unverified::new(Reason::Proof, format!("the check failed: {error}")),
+                        ))
+                    });
+                    (message, Some(verdict))
+                })
+            }
+            (Some(_), Proof::Missing(what)) => {
+                let refused = Err((None, Unverified::new(Reason::Proof, what)));
+                Box::pin(std::future::ready((message, Some(refused))))
+            }
+            (_, _) if self.checking.is_empty() => return self.take(message, None).await,
+            (_, _) => Box::pin(std::future::ready((message, None))),
+        };
+        self.checking.push_back(verdict);
+        if self.checking.len() >= MAX_CHECKING
+            && let Some((message, verdict)) = self.checking.next().await
+        {
+            self.take(message, verdict).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes every message being checked, in order (the connection is ending).
+    async fn take_checked(&mut self) -> Result<(), FollowError> {
+        while let Some((message, verdict)) = self.checking.next().await {
+            self.take(message, verdict).await?;
+        }
+        Ok(())
+    }
+
+    async fn take(
+        &mut self,
+        mut message: SourceMessage,
+        verdict: Verdict,
+    ) -> Result<(), FollowError> {
         drop_implausible(self.source.kind, &mut message);
-        self.drop_unverified(&mut message).await;
+        self.drop_unverified(&mut message, verdict);
         let recent = message.time_us.is_some_and(|time| {
             now_unix_micros() - time <= self.source.config.ready_lag.as_micros() as i64
         });
@@ -715,29 +796,28 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Takes the commit events out of a message whose commit cannot be verified: counted by
-    /// reason and logged; the cursor moves on.
-    async fn drop_unverified(&mut self, message: &mut SourceMessage) {
-        let Some(verifier) = self.source.verifier else {
+    /// Places a checked commit in its repository's chain, or takes the commit events out of a
+    /// message whose commit cannot be verified: counted by reason and logged; the cursor moves
+    /// on.
+    fn drop_unverified(&mut self, message: &mut SourceMessage, verdict: Verdict) {
+        let (Some(verifier), Some(verdict)) = (self.source.verifier, verdict) else {
             return;
         };
-        let (did, rev, outcome) = match std::mem::take(&mut message.proof) {
-            Proof::NotNeeded => return,
-            Proof::Missing(what) => (None, None, Err(Unverified::new(Reason::Proof, what))),
-            Proof::Carried(proof) => (
-                Some(proof.repo.clone()),
-                Some(proof.rev.clone()),
-                verifier.commit(&proof).await,
-            ),
-        };
+        let outcome = verdict.and_then(|checked| {
+            let claimed = Some((checked.did.clone(), checked.rev.clone()));
+            verifier.follow(&checked).map_err(|why| (claimed, why))
+        });
         let metrics = self.source.ingestor.metrics();
         match outcome {
             Ok(()) => {
                 metrics.verified.inc();
             }
-            Err(why) => {
+            Err((claimed, why)) => {
                 metrics.count_unverified(why.reason);
-                let (did, rev) = (did.as_deref().unwrap_or("?"), rev.as_deref().unwrap_or("?"));
+                let (did, rev) = claimed.map_or_else(
+                    || ("?".to_string(), "?".to_string()),
+                    |(did, rev)| (did.to_string(), rev.to_string()),
+                );
                 tracing::warn!(%did, %rev, reason = why.reason.label(), "commit not applied: {why}");
                 message
                     .events

@@ -10,8 +10,19 @@ use crate::signing_keys::SigningKeys;
 use crate::verification::Unverified;
 use std::sync::Arc;
 use svc_catalog::CatalogWrite;
+use svc_repo::dagcbor::Cid;
 use svc_repo::sync::{CommitProof, SyncEvent};
-use svc_syntax::Did;
+use svc_syntax::{Did, Tid};
+
+/// A commit whose proof and signature hold, to be placed in its repository's chain.
+#[derive(Debug)]
+pub(super) struct Checked {
+    pub did: Did,
+    pub rev: Tid,
+    data: Cid,
+    since: Option<Tid>,
+    prev_data: Option<Cid>,
+}
 
 pub(super) struct Verifier {
     keys: Arc<SigningKeys>,
@@ -51,18 +62,30 @@ impl Verifier {
         self.chains.follows(repo)
     }
 
-    /// Whether a commit may apply: its proof holds, its author signed it, and it continues its
-    /// repository's chain. A commit that breaks the chain sends the repository to be read
-    /// whole.
-    pub async fn commit(&self, proof: &CommitProof) -> Result<(), Unverified> {
+    /// What a commit proves on its own: its proof holds and its author signed it. Commits
+    /// are checked so, many at once, on every core; [`Verifier::follow`] then takes them in
+    /// order.
+    pub async fn check(&self, proof: &CommitProof) -> Result<Checked, Unverified> {
         let commit = proof.check()?;
         self.keys.verify(&commit).await?;
+        Ok(Checked {
+            did: commit.did,
+            rev: commit.rev,
+            data: commit.data,
+            since: proof.since.clone(),
+            prev_data: proof.prev_data.clone(),
+        })
+    }
+
+    /// Whether a checked commit, taken in the stream's order, continues its repository's
+    /// chain. A commit that breaks it sends the repository to be read whole.
+    pub fn follow(&self, commit: &Checked) -> Result<(), Unverified> {
         let step = Step {
             did: &commit.did,
             rev: &commit.rev,
             data: &commit.data,
-            since: proof.since.as_ref(),
-            prev_data: proof.prev_data.as_deref(),
+            since: commit.since.as_ref(),
+            prev_data: commit.prev_data.as_deref(),
         };
         match self.chains.follow(step)? {
             Followed::Continues => Ok(()),
