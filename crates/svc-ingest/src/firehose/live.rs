@@ -289,6 +289,7 @@ fn verifier(
             Arc::clone(catalog),
             ingestor.clone(),
             Arc::clone(&status.waiting),
+            LIVE_SOURCE,
         )
         .map(Some)
         .map_err(LiveError::Config),

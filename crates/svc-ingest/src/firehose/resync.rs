@@ -5,7 +5,6 @@
 //! meanwhile, and the repository's commits wait (they are not applied) until it is done.
 
 use super::chains::Chains;
-use super::live::LIVE_SOURCE;
 use crate::ingest::{Ingestor, Prepared};
 use crate::signing_keys::SigningKeys;
 use crate::verification::{Unverified, verify_repository};
@@ -71,6 +70,8 @@ pub(super) struct Resync {
     pub catalog: Arc<dyn CatalogWrite>,
     pub ingestor: Ingestor,
     pub waiting: Arc<Waiting>,
+    /// The source the records are counted under in metrics.
+    pub source: &'static str,
 }
 
 /// Where repositories to resynchronise are sent.
@@ -186,7 +187,7 @@ impl Resync {
             .filter_map(|record| match self.ingestor.prepare(record) {
                 Prepared::Change(change) => Some(change),
                 Prepared::Invalid => {
-                    self.ingestor.metrics().count(LIVE_SOURCE, "invalid", 1);
+                    self.ingestor.metrics().count(self.source, "invalid", 1);
                     None
                 }
                 Prepared::Ignored => None,
@@ -197,7 +198,7 @@ impl Resync {
             .replace_repository(did.clone(), repository.rev.clone(), changes)
             .await
             .map_err(|e| e.to_string())?;
-        self.ingestor.metrics().count_report(LIVE_SOURCE, &report);
+        self.ingestor.metrics().count_report(self.source, &report);
         tracing::info!(%did, rev = %repository.rev, applied = report.applied, "repository resynchronised");
         Ok(self
             .chains

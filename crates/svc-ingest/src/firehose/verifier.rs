@@ -38,6 +38,7 @@ impl Verifier {
         catalog: Arc<dyn CatalogWrite>,
         ingestor: Ingestor,
         waiting: Arc<Waiting>,
+        source: &'static str,
     ) -> Result<Verifier, String> {
         let http =
             svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT).map_err(|e| e.to_string())?;
@@ -49,6 +50,7 @@ impl Verifier {
             catalog,
             ingestor,
             waiting,
+            source,
         });
         Ok(Verifier {
             keys,
