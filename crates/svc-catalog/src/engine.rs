@@ -4,6 +4,7 @@
 
 use crate::changelog::{LogEntry, NO_KEYS};
 use crate::keys_column::QueryIds;
+use crate::stream::{StreamBounds, StreamEntry, StreamRow};
 use crate::{
     CatalogFuture, CatalogResult, Change, CursorPosition, Item, KindCounts, Page, PageRequest,
     PageWriter,
@@ -130,6 +131,8 @@ pub struct Plan<'a> {
     /// The (query, key) pairs whose answers change (a record's text may change under keys
     /// that stay), for the change clock once committed.
     pub touched: IndexKeys,
+    /// The records' visible changes, in the order they are planned, for the change stream.
+    pub stream: Vec<StreamEntry>,
 }
 
 impl Plan<'_> {
@@ -240,6 +243,11 @@ pub trait Engine: Send + 'static {
     fn log(&mut self, seq: i64, entry: &LogEntry<'_>) -> CatalogResult<()>;
     /// The highest change-log number stored (0 when the log is empty).
     fn last_logged(&mut self) -> CatalogResult<i64>;
+    /// Inside the open transaction: appends the records' changes to the change stream,
+    /// numbered from `first`.
+    fn stream(&mut self, first: i64, entries: &[StreamEntry]) -> CatalogResult<()>;
+    /// The highest number in the change stream (0 when none was ever made).
+    fn last_streamed(&mut self) -> CatalogResult<i64>;
     /// Inside the open transaction: stores the indexer's heartbeat and trims the change log
     /// (never its last entry, which numbers the next).
     fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()>;
@@ -281,4 +289,7 @@ pub trait EngineReads: Send + Sync + 'static {
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
+    /// Changes of the stream numbered above `seq`, in order, at most `limit`.
+    fn stream_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>>;
+    fn stream_bounds(&self) -> CatalogFuture<'_, StreamBounds>;
 }

@@ -10,7 +10,7 @@ use crate::writer::{WriterHandle, spawn_writer};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogFuture, CatalogRead, CatalogResult,
     CatalogRole, CatalogWrite, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
-    PageRequest, PageWriter,
+    PageRequest, PageWriter, RecordChange, StreamBounds,
 };
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -216,6 +216,18 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         self.reads.indexer_heartbeat()
+    }
+
+    fn changes_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<RecordChange>> {
+        Box::pin(async move {
+            let rows = self.reads.stream_after(seq, limit).await?;
+            let ids = self.shared.qids.read().unwrap_or_else(|p| p.into_inner());
+            Ok(rows.into_iter().map(|row| row.decode(&ids)).collect())
+        })
+    }
+
+    fn change_bounds(&self) -> CatalogFuture<'_, StreamBounds> {
+        self.reads.stream_bounds()
     }
 
     fn clock(&self) -> &ChangeClock {

@@ -5,7 +5,7 @@
 
 use crate::{
     AccountStatus, ApplyReport, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
-    PageRequest, PageWriter, Refusal,
+    PageRequest, PageWriter, RecordChange, Refusal, StreamBounds,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -62,6 +62,12 @@ pub trait CatalogRead: Send + Sync {
 
     /// The indexer's last heartbeat.
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
+
+    /// The change stream's changes numbered above `seq`, in order, at most `limit`.
+    fn changes_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<RecordChange>>;
+
+    /// The oldest change the stream keeps and the newest.
+    fn change_bounds(&self) -> CatalogFuture<'_, StreamBounds>;
 
     /// Bumped after every commit for what it touched (by this process's writer, or read
     /// from the change log); answers may be cached against it.

@@ -15,6 +15,7 @@ pub mod postgres;
 mod rules;
 mod runtime;
 pub mod sqlite;
+mod stream;
 mod writer;
 
 pub use change::*;
@@ -22,6 +23,7 @@ pub use clock::ChangeClock;
 pub use interface::*;
 pub use location::{ACCEPTED_FORMS, Location, LocationError, PostgresUrl};
 pub use page::*;
+pub use stream::{RecordChange, StreamBounds, StreamOp, StreamRow};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

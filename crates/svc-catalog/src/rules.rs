@@ -7,6 +7,7 @@
 //! count deltas, cursors) that an [`Engine`] carries out inside one transaction.
 
 use crate::engine::{Engine, Plan, RecordRow, RecordWrite, Stored, StoredKeys, did_of};
+use crate::stream::StreamEntry;
 use crate::{ApplyReport, CatalogResult, Change};
 use std::collections::HashSet;
 use svc_spec::{IndexKeys, IndexSet};
@@ -110,8 +111,19 @@ fn plan_change<'a>(
     if row.live() {
         plan.count_kind(row.collection, 1);
     }
+    let was_live = before.as_ref().is_some_and(|b| b.live);
     let old = before.map_or_else(IndexKeys::new, |b| {
         filing.keys_of(row.uri, &b.collection, b.keys)
     });
     plan.refile(row.uri, &old, row.keys);
+    let entry = StreamEntry {
+        uri: row.uri.to_string(),
+        was_live,
+        is_live: row.live(),
+        before: old,
+        after: row.keys.clone(),
+    };
+    if entry.visible() {
+        plan.stream.push(entry);
+    }
 }

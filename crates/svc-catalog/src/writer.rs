@@ -166,12 +166,14 @@ pub(crate) fn spawn_writer<E: Engine>(
         next_seq += 1;
     }
     let ids = engine.query_ids();
+    let next_change = engine.last_streamed()? + 1;
     let writer = Writer {
         tx: Transactions {
             engine,
             clock,
             filing,
             next_seq,
+            next_change,
         },
         bulk: None,
     };

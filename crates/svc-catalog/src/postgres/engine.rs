@@ -11,6 +11,7 @@ use crate::engine::{
 };
 use crate::keys_column::QueryIds;
 use crate::runtime::now_ms;
+use crate::stream::{self, STREAM_KEEP_AT_MOST, STREAM_KEEP_FOR_MS, StreamEntry, StreamRow};
 use crate::{CatalogError, CatalogResult, Change};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use svc_spec::QueryId;
@@ -593,16 +594,64 @@ impl Engine for PostgresEngine {
         })
     }
 
+    fn stream(&mut self, first: i64, entries: &[StreamEntry]) -> CatalogResult<()> {
+        let now = UnixMillis::now();
+        self.run(async |link| {
+            let rows: Vec<StreamRow> = (first..)
+                .zip(entries)
+                .map(|(seq, entry)| StreamRow::of(seq, now, entry, &link.ids))
+                .collect();
+            let column = |f: fn(&StreamRow) -> i64| rows.iter().map(f).collect::<Vec<i64>>();
+            let flag = |f: fn(&StreamRow) -> bool| rows.iter().map(f).collect::<Vec<bool>>();
+            let text = |f: fn(&StreamRow) -> &str| rows.iter().map(f).collect::<Vec<&str>>();
+            // One statement for the whole batch: a round trip per change would cost more
+            // than the changes.
+            link.execute(
+                APPEND_STREAM,
+                &[
+                    &column(|r| r.seq),
+                    &column(|r| r.at_ms),
+                    &text(|r| &r.uri),
+                    &flag(|r| r.was_live),
+                    &flag(|r| r.is_live),
+                    &text(|r| &r.before),
+                    &text(|r| &r.after),
+                ],
+            )
+            .await?;
+            link.notify_on_commit = true;
+            Ok(())
+        })
+    }
+
+    fn last_streamed(&mut self) -> CatalogResult<i64> {
+        self.run(async |link| {
+            let rows = link.query(stream::sql::BOUNDS, &[]).await?;
+            Ok(rows.first().map(|r| r.get(1)).unwrap_or(0))
+        })
+    }
+
     fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()> {
         let now_ms = now.0;
         self.run(async |link| {
             link.execute(sql::BEAT, &[&now_ms]).await?;
             link.execute(sql::TRIM, &[&(now_ms - KEEP_FOR_MS), &KEEP_AT_MOST])
-                .await
-                .map(|_| ())
+                .await?;
+            link.execute(
+                stream::sql::TRIM,
+                &[&(now_ms - STREAM_KEEP_FOR_MS), &STREAM_KEEP_AT_MOST],
+            )
+            .await
+            .map(|_| ())
         })
     }
 }
+
+/// A batch of the change stream's rows, as arrays.
+const APPEND_STREAM: &str = "INSERT INTO record_changes \
+     (seq, at_ms, uri, was_live, is_live, before_keys, after_keys) \
+     SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::BOOLEAN[], \
+     $5::BOOLEAN[], $6::TEXT[], $7::TEXT[])";
 
 /// The advisory lock an indexer holds, on its writer connection, for as long as it writes:
 /// the lock goes with the connection, so a writer that lost it can write nothing more.

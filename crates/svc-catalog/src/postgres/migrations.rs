@@ -115,6 +115,19 @@ const MIGRATIONS: &[&str] = &[
     // 7: a bulk load leaves a record's keys out (NULL: they are taken from the record when
     // needed), and the author, never read (it is the uri's authority), goes.
     "ALTER TABLE records ALTER COLUMN keys DROP NOT NULL, DROP COLUMN author",
+    // 8: the change stream: each visible change of a record, numbered, with the keys it was
+    // filed under before and after, which clients follow from a number they hold.
+    r#"
+    CREATE TABLE record_changes (
+        seq BIGINT PRIMARY KEY,
+        at_ms BIGINT NOT NULL,
+        uri TEXT COLLATE "C" NOT NULL,
+        was_live BOOLEAN NOT NULL,
+        is_live BOOLEAN NOT NULL,
+        before_keys TEXT NOT NULL,
+        after_keys TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):

@@ -16,6 +16,7 @@ use crate::changelog::{self, LogRow, LogSource};
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
+use crate::stream::{StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter, PostgresUrl,
@@ -438,6 +439,14 @@ impl EngineReads for PostgresReads {
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         Box::pin(reader::indexer_heartbeat(&self.0))
+    }
+
+    fn stream_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>> {
+        Box::pin(reader::stream_after(&self.0, seq, limit))
+    }
+
+    fn stream_bounds(&self) -> CatalogFuture<'_, StreamBounds> {
+        Box::pin(reader::stream_bounds(&self.0))
     }
 }
 

@@ -3,6 +3,7 @@
 //! one snapshot.
 
 use super::storage;
+use crate::stream::{self, StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
     PageWriter,
@@ -221,6 +222,42 @@ pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
         })
     })
     .transpose()
+}
+
+pub(super) async fn stream_after(
+    pool: &Pool,
+    seq: i64,
+    limit: usize,
+) -> CatalogResult<Vec<StreamRow>> {
+    let client = connection(pool).await?;
+    let rows = client
+        .query(stream::sql::AFTER, &[&seq, &(limit as i64)])
+        .await
+        .map_err(storage)?;
+    Ok(rows
+        .iter()
+        .map(|r| StreamRow {
+            seq: r.get(0),
+            at_ms: r.get(1),
+            uri: r.get(2),
+            was_live: r.get(3),
+            is_live: r.get(4),
+            before: r.get(5),
+            after: r.get(6),
+        })
+        .collect())
+}
+
+pub(super) async fn stream_bounds(pool: &Pool) -> CatalogResult<StreamBounds> {
+    let client = connection(pool).await?;
+    let row = client
+        .query_one(stream::sql::BOUNDS, &[])
+        .await
+        .map_err(storage)?;
+    Ok(StreamBounds {
+        oldest: row.get(0),
+        newest: row.get(1),
+    })
 }
 
 pub(super) async fn indexer_heartbeat(pool: &Pool) -> CatalogResult<Option<UnixMillis>> {

@@ -8,6 +8,7 @@ use crate::engine::{
 };
 use crate::keys_column::QueryIds;
 use crate::runtime::now_ms;
+use crate::stream::{self, STREAM_KEEP_AT_MOST, STREAM_KEEP_FOR_MS, StreamEntry, StreamRow};
 use crate::{CatalogError, CatalogResult, Change};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -407,11 +408,37 @@ impl Engine for SqliteEngine {
         Ok(self.conn.query_row(sql::LAST, [], |r| r.get(0))?)
     }
 
+    fn stream(&mut self, first: i64, entries: &[StreamEntry]) -> CatalogResult<()> {
+        let now = UnixMillis::now();
+        let mut append = self.conn.prepare_cached(stream::sql::APPEND)?;
+        for (seq, entry) in (first..).zip(entries) {
+            let row = StreamRow::of(seq, now, entry, &self.ids);
+            append.execute(params![
+                row.seq,
+                row.at_ms,
+                row.uri,
+                row.was_live,
+                row.is_live,
+                row.before,
+                row.after
+            ])?;
+        }
+        Ok(())
+    }
+
+    fn last_streamed(&mut self) -> CatalogResult<i64> {
+        Ok(self.conn.query_row(stream::sql::BOUNDS, [], |r| r.get(1))?)
+    }
+
     fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()> {
         let now_ms = now.0;
         self.conn.execute(sql::BEAT, [now_ms])?;
         self.conn
             .execute(sql::TRIM, params![now_ms - KEEP_FOR_MS, KEEP_AT_MOST])?;
+        self.conn.execute(
+            stream::sql::TRIM,
+            params![now_ms - STREAM_KEEP_FOR_MS, STREAM_KEEP_AT_MOST],
+        )?;
         Ok(())
     }
 }

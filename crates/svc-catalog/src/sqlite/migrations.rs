@@ -81,6 +81,19 @@ const MIGRATIONS: &[&str] = &[
         heartbeat_ms INTEGER NOT NULL
     );
     "#,
+    // 5: the change stream: each visible change of a record, numbered, with the keys it was
+    // filed under before and after, which clients follow from a number they hold.
+    r#"
+    CREATE TABLE record_changes (
+        seq INTEGER PRIMARY KEY,
+        at_ms INTEGER NOT NULL,
+        uri TEXT NOT NULL,
+        was_live INTEGER NOT NULL,
+        is_live INTEGER NOT NULL,
+        before_keys TEXT NOT NULL,
+        after_keys TEXT NOT NULL
+    );
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -13,6 +13,7 @@ use crate::changelog::{LogRow, LogSource};
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
+use crate::stream::{StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter,
@@ -253,6 +254,14 @@ impl EngineReads for ReaderPool {
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         Box::pin(self.run(reader::indexer_heartbeat))
+    }
+
+    fn stream_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>> {
+        Box::pin(self.run(move |conn| reader::stream_after(conn, seq, limit)))
+    }
+
+    fn stream_bounds(&self) -> CatalogFuture<'_, StreamBounds> {
+        Box::pin(self.run(reader::stream_bounds))
     }
 }
 

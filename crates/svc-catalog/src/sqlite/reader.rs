@@ -3,6 +3,7 @@
 
 use super::page_statement::{PageStatement, Parameter, Rows};
 use crate::changelog::{self, LogRow};
+use crate::stream::{self, StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
     PageWriter,
@@ -442,6 +443,37 @@ pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<UnixM
         .prepare_cached(changelog::sql::HEARTBEAT)?
         .query_row([], |r| r.get(0).map(UnixMillis))
         .optional()?)
+}
+
+pub(crate) fn stream_after(
+    conn: &Connection,
+    seq: i64,
+    limit: usize,
+) -> CatalogResult<Vec<StreamRow>> {
+    let mut statement = conn.prepare_cached(stream::sql::AFTER)?;
+    let rows = statement.query_map(params![seq, limit as i64], |r| {
+        Ok(StreamRow {
+            seq: r.get(0)?,
+            at_ms: r.get(1)?,
+            uri: r.get(2)?,
+            was_live: r.get(3)?,
+            is_live: r.get(4)?,
+            before: r.get(5)?,
+            after: r.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub(crate) fn stream_bounds(conn: &Connection) -> CatalogResult<StreamBounds> {
+    Ok(conn
+        .prepare_cached(stream::sql::BOUNDS)?
+        .query_row([], |r| {
+            Ok(StreamBounds {
+                oldest: r.get(0)?,
+                newest: r.get(1)?,
+            })
+        })?)
 }
 
 pub(crate) fn log_after(conn: &Connection, seq: i64, limit: usize) -> CatalogResult<Vec<LogRow>> {

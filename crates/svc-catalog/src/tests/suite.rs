@@ -1,7 +1,7 @@
 use super::{Fresh, delete, did, tid, upsert};
 use crate::{
     AccountStatus, ApplyReport, Change, CursorPosition, ItemRef, Page, PageRequest, PageWriter,
-    write_page,
+    StreamOp, write_page,
 };
 use serde_json::json;
 use svc_spec::QueryId;
@@ -592,6 +592,85 @@ pub async fn a_repository_replaced_whole_keeps_only_what_it_proves(fresh: Fresh)
     );
 }
 
+pub async fn the_change_stream_says_what_entered_changed_and_left(fresh: Fresh) {
+    use crate::StreamOp::{Enter, Leave, Update};
+    let a = "at://did:plc:a/dev.svc.bounty/1";
+    let b = "at://did:plc:b/dev.svc.bounty/1";
+    let (r, s) = (
+        json!({"requester": "did:plc:r"}),
+        json!({"requester": "did:plc:s"}),
+    );
+    apply(
+        &fresh,
+        vec![upsert(a, "3a", r.clone()), upsert(b, "3a", r.clone())],
+    )
+    .await;
+    apply(&fresh, vec![upsert(a, "3b", s.clone())]).await;
+    apply(&fresh, vec![delete(b, "3b"), delete(b, "3c")]).await;
+    // A delete of what was never stored changes nothing anyone could see.
+    apply(
+        &fresh,
+        vec![delete("at://did:plc:c/dev.svc.bounty/1", "3a")],
+    )
+    .await;
+    let hidden = AccountStatus::Inactive("deactivated".into());
+    fresh
+        .catalog
+        .set_account(did("did:plc:a"), hidden)
+        .await
+        .unwrap();
+    fresh
+        .catalog
+        .set_account(did("did:plc:a"), AccountStatus::Active)
+        .await
+        .unwrap();
+    let of_r = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
+    let of_s = key(&fresh, "bountiesByRequester", &[Some("did:plc:s")]);
+    let changes = fresh.catalog.changes_after(0, 100).await.unwrap();
+    type Ops<'a> = (
+        &'a str,
+        Option<StreamOp>,
+        Option<StreamOp>,
+        Option<StreamOp>,
+    );
+    let seen: Vec<Ops> = changes
+        .iter()
+        .map(|c| {
+            let (r, s) = (
+                c.op(Some((&of_r.0, &of_r.1))),
+                c.op(Some((&of_s.0, &of_s.1))),
+            );
+            (c.uri.as_str(), c.op(None), r, s)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (a, Some(Enter), Some(Enter), None),
+            (b, Some(Enter), Some(Enter), None),
+            (a, Some(Update), Some(Leave), Some(Enter)),
+            (b, Some(Leave), Some(Leave), None),
+            (a, Some(Leave), None, Some(Leave)),
+            (a, Some(Enter), None, Some(Enter)),
+        ]
+    );
+    let seqs: Vec<i64> = changes.iter().map(|c| c.seq).collect();
+    assert_eq!(seqs, (1..=6).collect::<Vec<i64>>());
+    let bounds = fresh.catalog.change_bounds().await.unwrap();
+    assert_eq!((bounds.oldest, bounds.newest), (1, 6));
+    let after = fresh.catalog.changes_after(4, 100).await.unwrap();
+    assert_eq!(after.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![5, 6]);
+    // Numbering goes on after a reopen.
+    let fresh = fresh.reopen(svc_spec::QuerySet::embedded()).await;
+    apply(&fresh, vec![upsert(b, "3d", r)]).await;
+    let last = fresh.catalog.changes_after(6, 100).await.unwrap();
+    let of_r = key(&fresh, "bountiesByRequester", &[Some("did:plc:r")]);
+    assert_eq!(
+        (last[0].seq, last[0].op(Some((&of_r.0, &of_r.1)))),
+        (7, Some(Enter))
+    );
+}
+
 pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     let a1 = "at://did:plc:a/dev.svc.bounty/1";
     let a2 = "at://did:plc:a/dev.svc.bounty/2";
@@ -874,6 +953,7 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
              ALTER TABLE query_counts DROP COLUMN kid;
              ALTER TABLE records ADD COLUMN author TEXT COLLATE "C" NOT NULL DEFAULT '',
                  ALTER COLUMN keys SET NOT NULL;
+             DROP TABLE record_changes;
              UPDATE svc_schema SET version = 4;"#,
         )
         .await

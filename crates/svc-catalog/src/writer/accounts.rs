@@ -4,6 +4,7 @@
 use super::transactions::Transactions;
 use crate::engine::{AccountWrite, Engine, Plan};
 use crate::rules::Filing;
+use crate::stream::StreamEntry;
 use crate::{AccountStatus, CatalogResult};
 use svc_spec::IndexKeys;
 use svc_syntax::Did;
@@ -57,13 +58,19 @@ fn file_repository(
     let empty = IndexKeys::new();
     for record in engine.repository(did)? {
         let keys = filing.keys_of(&record.uri, &record.collection, record.keys);
-        if file {
-            plan.refile(&record.uri, &empty, &keys);
-            plan.count_kind(&record.collection, 1);
-        } else {
-            plan.refile(&record.uri, &keys, &empty);
-            plan.count_kind(&record.collection, -1);
-        }
+        let (before, after) = match file {
+            true => (empty.clone(), keys),
+            false => (keys, empty.clone()),
+        };
+        plan.refile(&record.uri, &before, &after);
+        plan.count_kind(&record.collection, if file { 1 } else { -1 });
+        plan.stream.push(StreamEntry {
+            uri: record.uri,
+            was_live: !file,
+            is_live: file,
+            before,
+            after,
+        });
     }
     Ok(())
 }

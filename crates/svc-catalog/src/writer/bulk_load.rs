@@ -8,6 +8,7 @@ use super::transactions::Transactions;
 use crate::changelog::LogEntry;
 use crate::engine::{Engine, Plan, StagedVersion};
 use crate::rules::Queued;
+use crate::stream::StreamEntry;
 use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition};
 use std::collections::BTreeMap;
 
@@ -57,8 +58,11 @@ impl BulkLoad {
         tx.engine.begin()?;
         let outcome = settle(&mut tx.engine, self, cursor.as_ref()).and_then(|report| {
             tx.log(&LogEntry::everything())?;
+            // The loaded records are not streamed one by one: readers are told to read again.
+            tx.engine.stream(tx.next_change, &[StreamEntry::gap()])?;
             tx.engine.commit()?;
             tx.next_seq += 1;
+            tx.next_change += 1;
             Ok(report)
         });
         if outcome.is_err() {

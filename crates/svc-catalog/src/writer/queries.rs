@@ -6,6 +6,7 @@ use crate::CatalogResult;
 use crate::changelog::LogEntry;
 use crate::engine::{Engine, Plan, RecordWrite, did_of};
 use crate::rules::Filing;
+use crate::stream::StreamEntry;
 use svc_spec::{Index, IndexKeys};
 
 /// Records read and refiled per step of a rebuild.
@@ -48,6 +49,11 @@ pub(super) fn register(
         }
         if changed {
             engine.log(log_seq, &LogEntry::everything())?;
+            // Readers of the change stream hold answers by the old definitions.
+            let last_change = engine.last_streamed()?;
+            if last_change > 0 {
+                engine.stream(last_change + 1, &[StreamEntry::gap()])?;
+            }
         }
         engine.commit()?;
         Ok(changed)

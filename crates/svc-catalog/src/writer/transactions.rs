@@ -4,6 +4,7 @@
 use crate::changelog::LogEntry;
 use crate::engine::{Engine, Plan};
 use crate::rules::Filing;
+use crate::stream::StreamEntry;
 use crate::{CatalogResult, ChangeClock};
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ pub(crate) struct Transactions<E: Engine> {
     pub filing: Filing,
     /// The number of the next change-log entry: one writer numbers them without gaps.
     pub next_seq: i64,
+    /// The number of the next change of the change stream, likewise.
+    pub next_change: i64,
 }
 
 impl<E: Engine> Transactions<E> {
@@ -25,8 +28,10 @@ impl<E: Engine> Transactions<E> {
         self.engine.begin()?;
         let outcome = work(&mut self.engine, &self.filing).and_then(|(plan, value)| {
             let logged = self.log(&plan.log_entry())?;
+            let streamed = self.stream(&plan.stream)?;
             self.engine.commit()?;
             self.next_seq += i64::from(logged);
+            self.next_change += streamed;
             Ok((plan, value))
         });
         match outcome {
@@ -49,6 +54,16 @@ impl<E: Engine> Transactions<E> {
         }
         self.engine.log(self.next_seq, entry)?;
         Ok(true)
+    }
+
+    /// Inside the open transaction: appends the visible changes to the change stream; how
+    /// many (their numbers are taken once the transaction commits).
+    fn stream(&mut self, entries: &[StreamEntry]) -> CatalogResult<i64> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        self.engine.stream(self.next_change, entries)?;
+        Ok(entries.len() as i64)
     }
 
     /// Readers may cache against the clock: bump it only after the commit.
