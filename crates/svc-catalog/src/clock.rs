@@ -12,6 +12,8 @@ const SLOTS: usize = 1 << 16;
 pub struct ChangeClock {
     slots: Box<[AtomicU64]>,
     kinds: AtomicU64,
+    /// Moves with every touch: whether anything at all changed.
+    ticks: AtomicU64,
 }
 
 impl Default for ChangeClock {
@@ -19,6 +21,7 @@ impl Default for ChangeClock {
         ChangeClock {
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
             kinds: AtomicU64::new(0),
+            ticks: AtomicU64::new(0),
         }
     }
 }
@@ -40,13 +43,20 @@ impl ChangeClock {
         self.kinds.load(Ordering::Acquire)
     }
 
+    /// Moves whenever anything is touched.
+    pub fn ticks(&self) -> u64 {
+        self.ticks.load(Ordering::Acquire)
+    }
+
     /// Call after the change is committed.
     pub fn touch_key(&self, query: &QueryId, key: &str) {
         self.slots[slot(query, key)].fetch_add(1, Ordering::AcqRel);
+        self.ticks.fetch_add(1, Ordering::AcqRel);
     }
 
     pub fn touch_kinds(&self) {
         self.kinds.fetch_add(1, Ordering::AcqRel);
+        self.ticks.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Invalidates everything (a change whose keys are not known).

@@ -18,6 +18,9 @@ pub enum ApiError {
     /// The catalog's storage cannot be reached for now.
     #[error("the catalog is unavailable")]
     Unavailable,
+    /// As many change-stream subscribers as the process takes are connected.
+    #[error("as many subscribers as this server takes are connected; try again later")]
+    TooManySubscribers,
 }
 
 pub(crate) fn json_error(status: StatusCode, code: &str, message: &str) -> Response {
@@ -31,6 +34,11 @@ impl IntoResponse for ApiError {
             ApiError::InvalidRequest(message) => {
                 json_error(StatusCode::BAD_REQUEST, "invalid_request", &message)
             }
+            ApiError::TooManySubscribers => json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_subscribers",
+                &self.to_string(),
+            ),
             ApiError::Internal(message) => {
                 tracing::error!("internal error: {message}");
                 json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &message)

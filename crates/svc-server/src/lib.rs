@@ -3,6 +3,7 @@
 //! (sufficiency, stats, health, metrics, OpenAPI) each live in their own module.
 
 mod cache;
+mod changes;
 mod connections;
 mod error;
 mod every_request;
@@ -15,6 +16,7 @@ mod params;
 mod plain;
 mod routes;
 mod stats;
+mod stream_hub;
 mod sufficiency;
 
 pub use connections::{ConnectionLimits, RESERVED_DESCRIPTORS, serve};
@@ -58,6 +60,8 @@ pub struct ServerConfig {
     /// The query API; without it, only `/healthz`, `/readyz` and `/metrics` (an indexer that
     /// leaves queries to replicas).
     pub api: bool,
+    /// Change-stream subscribers connected at once, at most.
+    pub max_subscribers: usize,
 }
 
 pub(crate) struct AppState {
@@ -72,6 +76,21 @@ pub(crate) struct AppState {
     pub openapi: Bytes,
     pub gate: limits::Gate,
     pub request_timeout: Duration,
+    pub stream: StreamState,
+}
+
+/// The change stream's subscribers and the hub that feeds them (started with the first).
+pub(crate) struct StreamState {
+    pub subscribers: std::sync::atomic::AtomicUsize,
+    pub max_subscribers: usize,
+    hub: std::sync::OnceLock<Arc<stream_hub::Hub>>,
+}
+
+impl StreamState {
+    pub fn hub(&self, catalog: &Arc<dyn CatalogRead>) -> &Arc<stream_hub::Hub> {
+        self.hub
+            .get_or_init(|| stream_hub::Hub::start(Arc::clone(catalog)))
+    }
 }
 
 /// Builds the router. `registry` holds the metrics of other layers (ingest); the server adds
@@ -94,6 +113,11 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         openapi,
         gate: limits::Gate::new(config.limits),
         request_timeout: config.request_timeout,
+        stream: StreamState {
+            subscribers: Default::default(),
+            max_subscribers: config.max_subscribers,
+            hub: Default::default(),
+        },
     });
     let mut router = Router::new();
     for route in routes::ROUTES
@@ -149,5 +173,6 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::OpenApi => get(openapi::serve),
         Endpoint::Stats => get(stats::serve),
         Endpoint::Sufficiency => get(sufficiency::serve),
+        Endpoint::Changes => get(changes::serve),
     }
 }

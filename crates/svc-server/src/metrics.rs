@@ -75,6 +75,10 @@ pub struct HttpMetrics {
     requests: Family<RouteStatusLabels, Counter>,
     latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
     routes: RwLock<HashMap<String, RouteMetrics>>,
+    /// Change-stream subscribers connected now.
+    pub(crate) stream_subscribers: Gauge,
+    /// Subscribers given up on because they fell behind.
+    pub(crate) stream_too_slow: Counter,
 }
 
 impl Default for HttpMetrics {
@@ -89,12 +93,24 @@ impl Default for HttpMetrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
             routes: RwLock::default(),
+            stream_subscribers: Gauge::default(),
+            stream_too_slow: Counter::default(),
         }
     }
 }
 
 impl HttpMetrics {
     pub(crate) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "svc_stream_subscribers",
+            "Change-stream subscribers connected now",
+            self.stream_subscribers.clone(),
+        );
+        registry.register(
+            "svc_stream_too_slow",
+            "Change-stream subscribers given up on because they fell behind",
+            self.stream_too_slow.clone(),
+        );
         registry.register(
             "svc_orchestrator_ready",
             "1 once the catalog has caught up",

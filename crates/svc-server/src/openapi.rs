@@ -161,6 +161,16 @@ fn route_operation(route: &Route, id: String, limits: &RequestLimits) -> Value {
     if let Some(summary) = route.summary {
         operation["summary"] = summary.into();
     }
+    if route.endpoint == Endpoint::Changes {
+        operation["parameters"] = json!([
+            {"name": "query", "in": "query", "required": false,
+             "description": "A query's name; its own parameters go beside it. Absent: every record's changes.",
+             "schema": {"type": "string"}},
+            {"name": "cursor", "in": "query", "required": false,
+             "description": "The seq of the last message held: the stream goes on after it. Absent: from now.",
+             "schema": {"type": "integer", "minimum": 0}}
+        ]);
+    }
     if route.endpoint == Endpoint::Sufficiency {
         operation["parameters"] = json!([
             {"name": "lens_uri", "in": "query", "required": true, "schema": at_uri_schema()},
@@ -195,6 +205,16 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         }}}),
         Endpoint::OpenApi => json!({"200": {"description": "This document.",
             "content": {"application/json": {"schema": {"type": "object"}}}}}),
+        Endpoint::Changes => {
+            let mut responses = errors(limits);
+            responses["200"] = json!({"description": "Server-Sent Events, each `data` a JSON message \
+                `{seq, time, op, uri, item?}` (`op`: enter, update or leave; the event's id is `seq`), \
+                or `{info}` / `{error}`.",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}}});
+            responses["503"] = json!({"description": "As many subscribers as the server takes are connected.",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
+            responses
+        }
     }
 }
 

@@ -13,6 +13,7 @@ pub(crate) enum Endpoint {
     OpenApi,
     Stats,
     Sufficiency,
+    Changes,
 }
 
 pub(crate) struct Route {
@@ -85,6 +86,17 @@ pub(crate) const ROUTES: &[Route] = &[
         listed: true,
         summary: Some(
             "Whether every listed verification kind has a verification of the lens (that holds).",
+        ),
+    },
+    Route {
+        path: "/v1/changes",
+        name: "changes",
+        endpoint: Endpoint::Changes,
+        xrpc: false,
+        api: true,
+        listed: true,
+        summary: Some(
+            "The catalog's changes as Server-Sent Events: every record's, or one query's answer's, from a cursor.",
         ),
     },
 ];

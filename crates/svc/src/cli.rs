@@ -255,6 +255,15 @@ pub struct ServeArgs {
     )]
     pub plc_url: String,
 
+    /// Change-stream subscribers (`/v1/changes`) connected at once, at most; more are
+    /// answered 503.
+    #[arg(
+        long = "max-subscribers",
+        env = "SVC_MAX_SUBSCRIBERS",
+        default_value_t = 1000
+    )]
+    pub max_subscribers: usize,
+
     /// Verify what carries proofs before applying it: `all` (the repository firehose's commits
     /// with their Sync 1.1 proofs, repositories the backfill reads whole, `.car` imports;
     /// signing keys from DID documents through --plc-url) or `none`. Jetstream carries no

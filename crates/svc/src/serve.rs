@@ -285,6 +285,7 @@ fn server_config(
         cache_bytes: args.cache_mb.saturating_mul(1 << 20),
         version: env!("CARGO_PKG_VERSION").to_string(),
         api: !args.no_api,
+        max_subscribers: args.max_subscribers,
     }
 }
 

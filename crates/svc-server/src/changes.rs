@@ -1,0 +1,322 @@
+//! The change stream as Server-Sent Events (`/v1/changes`): a subscription to one query's
+//! answer (`query=<name>` with that query's own parameters, checked as its list endpoint
+//! checks them) or to every record (no `query`), from `cursor=<seq>` (or `Last-Event-ID`) or
+//! from now. Each message says what a change did to that answer: `enter` with the list item,
+//! `update` with it, `leave` with the uri; `seq` numbers them in commit order, and resuming
+//! from the last one held misses nothing and repeats nothing: the changes after it are read
+//! from storage, then the live ones from the hub, each once.
+
+use crate::params::Params;
+use crate::stream_hub::{Published, item_of};
+use crate::{ApiError, AppState};
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use svc_catalog::{CatalogError, Item, RecordChange, StreamOp};
+use svc_spec::QueryId;
+use tokio::sync::{broadcast, mpsc};
+
+/// Messages waiting for one subscriber's connection: one that falls this far behind is told
+/// `ConsumerTooSlow` and closed.
+const QUEUED_AT_MOST: usize = 1024;
+/// Changes read from storage per step of a replay.
+const REPLAY_STEP: usize = 500;
+/// How long a full queue may wait before its subscriber is given up on.
+const TOO_SLOW_AFTER: Duration = Duration::from_secs(5);
+
+/// What a subscription follows: one query's answer under one key, or every record.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer(Option<(QueryId, String)>);
+
+impl Answer {
+    fn op(&self, change: &RecordChange) -> Option<StreamOp> {
+        change.op(self.0.as_ref().map(|(query, key)| (query, key.as_str())))
+    }
+}
+
+/// One message of the stream, as the transports send it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Message {
+    /// A change of the answer: its number and its JSON.
+    Change { seq: i64, json: String },
+    /// `{"info": ...}` or `{"error": ...}`; an error ends the stream.
+    Notice { json: String, ends: bool },
+}
+
+/// Checks a subscription's parameters: the query (when one is named) and its own parameters,
+/// as its list endpoint does, and the cursor.
+pub(crate) fn subscription(
+    state: &AppState,
+    raw: Option<&str>,
+    last_event_id: Option<&str>,
+) -> Result<(Answer, Option<i64>), ApiError> {
+    let params = Params::parse(raw);
+    let cursor = match params.get("cursor")?.or(last_event_id) {
+        None => None,
+        Some(text) => Some(
+            text.parse::<i64>()
+                .ok()
+                .filter(|c| *c >= 0)
+                .ok_or_else(|| {
+                    ApiError::InvalidRequest(format!(
+                        "cursor: must be a change's number, not {text:?}"
+                    ))
+                })?,
+        ),
+    };
+    let Some(name) = params.get("query")? else {
+        return Ok((Answer(None), cursor));
+    };
+    let position = state
+        .queries
+        .position(name)
+        .ok_or_else(|| ApiError::InvalidRequest(format!("query: no query named {name:?}")))?;
+    let query = &state.queries.all()[position];
+    for param in query.params() {
+        params.get(&param.name)?;
+    }
+    let args = query
+        .bind(|name| params.get(name).ok().flatten())
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let key = query.lookup_key(&args);
+    Ok((Answer(Some((query.id().clone(), key))), cursor))
+}
+
+/// `GET /v1/changes`.
+pub(crate) async fn serve(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let last_event_id = headers
+        .get("last-event-id")
+        .and_then(|value| value.to_str().ok());
+    let (answer, cursor) = match subscription(&state, raw.as_deref(), last_event_id) {
+        Ok(subscription) => subscription,
+        Err(error) => return error.into_response(),
+    };
+    let subscription = match subscribe(&state, answer, cursor) {
+        Ok(subscription) => subscription,
+        Err(error) => return error.into_response(),
+    };
+    let events = futures_util::stream::unfold(subscription, |mut subscription| async move {
+        let message = subscription.next().await?;
+        Some((Ok::<Event, Infallible>(sse_event(message)), subscription))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+fn sse_event(message: Message) -> Event {
+    match message {
+        Message::Change { seq, json } => Event::default().id(seq.to_string()).data(json),
+        Message::Notice { json, .. } => Event::default().data(json),
+    }
+}
+
+/// A subscriber's messages, in order, and the last word of a feed that gave up on it.
+pub(crate) struct Subscription {
+    messages: mpsc::Receiver<Message>,
+    last_word: Arc<OnceLock<Message>>,
+}
+
+impl Subscription {
+    /// The next message; `None` once the feed ended and its last word was said.
+    pub async fn next(&mut self) -> Option<Message> {
+        if let Some(message) = self.messages.recv().await {
+            return Some(message);
+        }
+        Arc::get_mut(&mut self.last_word).and_then(OnceLock::take)
+    }
+}
+
+/// Starts feeding a subscriber. Refused past the subscriber limit.
+pub(crate) fn subscribe(
+    state: &Arc<AppState>,
+    answer: Answer,
+    cursor: Option<i64>,
+) -> Result<Subscription, ApiError> {
+    let subscribers = &state.stream.subscribers;
+    if subscribers.fetch_add(1, Ordering::AcqRel) >= state.stream.max_subscribers {
+        subscribers.fetch_sub(1, Ordering::AcqRel);
+        return Err(ApiError::TooManySubscribers);
+    }
+    state.metrics.stream_subscribers.inc();
+    let (sender, receiver) = mpsc::channel(QUEUED_AT_MOST);
+    let last_word = Arc::new(OnceLock::new());
+    let subscription = Subscription {
+        messages: receiver,
+        last_word: Arc::clone(&last_word),
+    };
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        let feed = Feed {
+            state: &state,
+            answer,
+            sender,
+            last_word,
+        };
+        if let Err(FeedEnd::Catalog(error)) = feed.run(cursor).await {
+            tracing::warn!("a change stream subscriber was ended: {error}");
+        }
+        state.stream.subscribers.fetch_sub(1, Ordering::AcqRel);
+        state.metrics.stream_subscribers.dec();
+    });
+    Ok(subscription)
+}
+
+/// Why a feed ended early.
+#[derive(Debug, thiserror::Error)]
+enum FeedEnd {
+    #[error("the subscriber left")]
+    Left,
+    #[error("the subscriber fell behind")]
+    TooSlow,
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+/// One subscriber's feed.
+struct Feed<'a> {
+    state: &'a AppState,
+    answer: Answer,
+    sender: mpsc::Sender<Message>,
+    /// Said after everything queued, when the feed gives up on its subscriber.
+    last_word: Arc<OnceLock<Message>>,
+}
+
+impl Feed<'_> {
+    async fn run(&self, cursor: Option<i64>) -> Result<(), FeedEnd> {
+        let catalog = self.state.catalog.as_ref();
+        let bounds = catalog.change_bounds().await?;
+        let mut last = match cursor {
+            None => bounds.newest,
+            Some(cursor) if cursor > bounds.newest => {
+                let json = serde_json::json!({"error": "FutureCursor",
+                    "message": format!("the newest change is {}", bounds.newest)});
+                return self.notice(json, true).await;
+            }
+            Some(cursor) if cursor + 1 < bounds.oldest => {
+                let json = serde_json::json!({"info": "OutdatedCursor", "oldest": bounds.oldest});
+                self.notice(json, false).await?;
+                bounds.oldest - 1
+            }
+            Some(cursor) => cursor,
+        };
+        last = self.replay(last).await?;
+        let mut live = self.state.stream.hub(&self.state.catalog).subscribe();
+        // What was committed between the replay's end and the subscription.
+        last = self.replay(last).await?;
+        loop {
+            match live.recv().await {
+                Ok(published) if published.change.seq <= last => {}
+                Ok(published) => {
+                    last = published.change.seq;
+                    self.deliver(&published).await?;
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => return Err(self.too_slow()),
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            }
+        }
+    }
+
+    /// Sends every stored change after `last`; the last one sent.
+    async fn replay(&self, mut last: i64) -> Result<i64, FeedEnd> {
+        let catalog = self.state.catalog.as_ref();
+        loop {
+            let changes = catalog.changes_after(last, REPLAY_STEP).await?;
+            let Some(newest) = changes.last().map(|change| change.seq) else {
+                return Ok(last);
+            };
+            for change in changes {
+                if self.answer.op(&change).is_some() || change.is_gap() {
+                    let item = item_of(catalog, &change).await?;
+                    self.deliver(&Published { change, item }).await?;
+                }
+            }
+            last = newest;
+        }
+    }
+
+    async fn deliver(&self, published: &Published) -> Result<(), FeedEnd> {
+        let change = &published.change;
+        if change.is_gap() {
+            let json = serde_json::json!({"info": "OutdatedCursor", "oldest": change.seq});
+            return self.notice(json, false).await;
+        }
+        let Some(op) = self.answer.op(change) else {
+            return Ok(());
+        };
+        // A record gone since its change was made: a later change says so.
+        let item = published.item.as_ref();
+        if op != StreamOp::Leave && item.is_none() {
+            return Ok(());
+        }
+        let json = change_json(change, op, item);
+        self.send(Message::Change {
+            seq: change.seq,
+            json,
+        })
+        .await
+    }
+
+    async fn notice(&self, json: serde_json::Value, ends: bool) -> Result<(), FeedEnd> {
+        let message = Message::Notice {
+            json: json.to_string(),
+            ends,
+        };
+        self.send(message).await
+    }
+
+    /// Queues a message; a subscriber whose queue stays full is told so and given up on.
+    async fn send(&self, message: Message) -> Result<(), FeedEnd> {
+        match self.sender.try_send(message) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(FeedEnd::Left),
+            Err(mpsc::error::TrySendError::Full(message)) => {
+                match tokio::time::timeout(TOO_SLOW_AFTER, self.sender.send(message)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(_)) => Err(FeedEnd::Left),
+                    Err(_) => Err(self.too_slow()),
+                }
+            }
+        }
+    }
+
+    /// Gives up on a subscriber that fell behind: its last word says where to resume.
+    fn too_slow(&self) -> FeedEnd {
+        let json = serde_json::json!({"error": "ConsumerTooSlow",
+            "message": "the subscriber fell behind; resume from the last seq it holds"});
+        let _ = self.last_word.set(Message::Notice {
+            json: json.to_string(),
+            ends: true,
+        });
+        self.state.metrics.stream_too_slow.inc();
+        FeedEnd::TooSlow
+    }
+}
+
+/// `{"seq", "time", "op", "uri", "item"?}`; the item as the list endpoints write it.
+fn change_json(change: &RecordChange, op: StreamOp, item: Option<&Item>) -> String {
+    let time = svc_syntax::format_unix_micros(change.at.0.saturating_mul(1000));
+    let mut json = serde_json::json!({
+        "seq": change.seq,
+        "time": time,
+        "op": op.label(),
+        "uri": change.uri,
+    });
+    if let (StreamOp::Enter | StreamOp::Update, Some(item)) = (op, item) {
+        let record = serde_json::from_str::<serde_json::Value>(&item.record_json)
+            .unwrap_or(serde_json::Value::Null);
+        json["item"] = serde_json::json!({
+            "uri": item.uri, "author": item.author, "rev": item.rev, "record": record,
+        });
+    }
+    json.to_string()
+}
