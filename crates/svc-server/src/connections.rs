@@ -560,7 +560,11 @@ impl Connection {
         };
         let stream = WriteTimed::new(stream, write_timeout, Arc::clone(&place));
         let stream = crate::error::JsonHeadErrors::new(stream);
-        let connection = http.serve_connection(TokioIo::new(stream), service);
+        // Upgrades carry the change stream's WebSocket subscribers; the upgraded connection
+        // keeps the write time limit.
+        let connection = http
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
         tokio::pin!(connection);
         // Dropping the connection closes it. A request whose head arrived just as the
         // connection was chosen for having none is served instead: nothing is cut short.

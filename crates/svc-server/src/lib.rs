@@ -4,6 +4,7 @@
 
 mod cache;
 mod changes;
+mod changes_ws;
 mod connections;
 mod error;
 mod every_request;
@@ -174,5 +175,6 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::Stats => get(stats::serve),
         Endpoint::Sufficiency => get(sufficiency::serve),
         Endpoint::Changes => get(changes::serve),
+        Endpoint::ChangesSocket => get(changes_ws::serve),
     }
 }

@@ -205,6 +205,9 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         }}}),
         Endpoint::OpenApi => json!({"200": {"description": "This document.",
             "content": {"application/json": {"schema": {"type": "object"}}}}}),
+        Endpoint::ChangesSocket => {
+            json!({"101": {"description": "The WebSocket of the change stream."}})
+        }
         Endpoint::Changes => {
             let mut responses = errors(limits);
             responses["200"] = json!({"description": "Server-Sent Events, each `data` a JSON message \

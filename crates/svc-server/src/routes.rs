@@ -14,6 +14,7 @@ pub(crate) enum Endpoint {
     Stats,
     Sufficiency,
     Changes,
+    ChangesSocket,
 }
 
 pub(crate) struct Route {
@@ -98,6 +99,16 @@ pub(crate) const ROUTES: &[Route] = &[
         summary: Some(
             "The catalog's changes as Server-Sent Events: every record's, or one query's answer's, from a cursor.",
         ),
+    },
+    Route {
+        path: "/xrpc/dev.svc.sync.subscribeChanges",
+        name: "subscribeChanges",
+        endpoint: Endpoint::ChangesSocket,
+        xrpc: false,
+        api: true,
+        // A WebSocket subscription: its lexicon describes it, not the OpenAPI document.
+        listed: false,
+        summary: None,
     },
 ];
 

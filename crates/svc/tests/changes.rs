@@ -204,6 +204,82 @@ fn a_subscriber_sees_records_enter_change_and_leave_and_resumes_from_a_cursor() 
     );
 }
 
+/// Everything the WebSocket form sends at `path` until it is quiet for a while.
+fn over_websocket(server: &Server, path: &str) -> Vec<Value> {
+    use futures_util::StreamExt;
+    let url = format!("{}{path}", server.url.replacen("http://", "ws://", 1));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (mut socket, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("upgraded");
+        let mut messages = Vec::new();
+        while let Ok(Some(Ok(frame))) =
+            tokio::time::timeout(Duration::from_millis(700), socket.next()).await
+        {
+            if let tokio_tungstenite::tungstenite::Message::Text(text) = frame {
+                messages.push(serde_json::from_str(text.as_str()).expect("JSON"));
+            }
+        }
+        messages
+    })
+}
+
+#[test]
+fn the_websocket_form_carries_the_same_messages() {
+    let base = now_us() - 1_000_000;
+    let replay = Replay::start(vec![
+        commit(base, "3kaaaaaaaaa22", "create", "one", "open"),
+        commit(base + 1, "3kaaaaaaaaa23", "create", "two", "open"),
+        commit(base + 2, "3kaaaaaaaaa22", "delete", "", ""),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
+    );
+    let path = "query=vocabulariesWithWorld&world=open&cursor=0";
+    server.wait_for(
+        "/v1/vocabularies/by-world?world=open",
+        Duration::from_secs(10),
+        |b| b["total"] == 1,
+    );
+    let socket = over_websocket(
+        &server,
+        &format!("/xrpc/dev.svc.sync.subscribeChanges?{path}"),
+    );
+    let events = subscribe(&server, &format!("/v1/changes?{path}"));
+    let sse: Vec<Value> = socket.iter().map(|_| next(&events).data).collect();
+    assert_eq!(socket, sse);
+    // Applied in order, the messages leave the answer of the present.
+    let mut held = std::collections::BTreeSet::new();
+    for message in &socket {
+        let uri = message["uri"].as_str().unwrap_or_default().to_string();
+        match message["op"].as_str() {
+            Some("enter") => held.insert(uri),
+            Some("leave") => held.remove(&uri),
+            _ => false,
+        };
+    }
+    let present: std::collections::BTreeSet<String> = server
+        .uris("/v1/vocabularies/by-world?world=open")
+        .into_iter()
+        .collect();
+    assert_eq!(held, present);
+    assert_eq!(present.len(), 1);
+    // Asked without an upgrade, or with a bad parameter, it answers JSON before any upgrade.
+    let (status, body) = server.get(&format!("/xrpc/dev.svc.sync.subscribeChanges?{path}"));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_request"))
+    );
+    let (status, _) = server.get("/xrpc/dev.svc.sync.subscribeChanges?query=nope");
+    assert_eq!(status, 400);
+}
+
 #[test]
 fn bad_subscriptions_are_refused_before_a_stream_starts() {
     let dir = tempfile::tempdir().unwrap();
