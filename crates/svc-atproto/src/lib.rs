@@ -263,6 +263,21 @@ pub fn http_client(timeout: Duration) -> AtprotoResult<reqwest::Client> {
         })
 }
 
+/// An HTTP client for an answer that does not end (a stream of events): no limit on the
+/// whole request, but each read must come within `silence` (a stream's keep-alives do).
+pub fn streaming_client(silence: Duration) -> AtprotoResult<reqwest::Client> {
+    install_crypto();
+    reqwest::Client::builder()
+        .read_timeout(silence)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| AtprotoError::Http {
+            url: String::new(),
+            message: e.to_string(),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

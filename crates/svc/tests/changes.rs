@@ -308,3 +308,58 @@ fn bad_subscriptions_are_refused_before_a_stream_starts() {
     assert_eq!(event.data["error"], "FutureCursor", "{:?}", event.data);
     assert!(events.recv_timeout(Duration::from_secs(5)).is_err());
 }
+
+#[test]
+fn the_command_line_watches_an_answer_and_stops_on_ctrl_c() {
+    use std::process::Stdio;
+    let base = now_us() - 1_000_000;
+    let replay = Replay::start(vec![commit(base, "3kaaaaaaaaa22", "create", "one", "open")]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
+    );
+    server.wait_for(
+        "/v1/vocabularies/by-world?world=open",
+        Duration::from_secs(10),
+        |b| b["total"] == 1,
+    );
+    let mut watch = svc()
+        .args(["orchestrator", "--url", server.url.as_str(), "watch"])
+        .args(["vocabularies-by-world", "--world", "open", "--cursor", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("svc orchestrator watch");
+    let stdout = watch.stdout.take().expect("stdout");
+    let (sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let line = |what: &str| {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("no line for {what}"));
+        serde_json::from_str::<Value>(&line).expect("one JSON message a line")
+    };
+    let first = line("the record already there");
+    assert_eq!(
+        (first["op"].as_str(), first["seq"].as_i64()),
+        (Some("enter"), Some(1))
+    );
+    replay.publish([commit(base + 1, "3kaaaaaaaaa22", "delete", "", "")]);
+    let second = line("its deletion");
+    assert_eq!(
+        (second["op"].as_str(), second["seq"].as_i64()),
+        (Some("leave"), Some(2))
+    );
+    // Ctrl-C ends it cleanly.
+    unsafe { libc::kill(watch.id() as i32, libc::SIGINT) };
+    let status = watch.wait().expect("the watch ends");
+    assert!(status.success(), "{status:?}");
+}

@@ -7,6 +7,7 @@ pub mod orchestrator;
 pub mod publish;
 pub mod record;
 pub mod verify;
+pub mod watch;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};

@@ -31,44 +31,62 @@ fn by_command(queries: &QuerySet) -> BTreeMap<String, Vec<&Query>> {
     map
 }
 
-/// The `orchestrator` subcommands of a specification.
+/// The `orchestrator` subcommands of a specification, and `watch` with the same ones.
 pub fn subcommands(orchestrator: Command, queries: &QuerySet) -> Command {
     let mut orchestrator = orchestrator
         .subcommand(Command::new("stats").about("Record counts per kind (GET /v1/stats)"));
+    let mut watch = Command::new("watch")
+        .about(
+            "Follow changes as they happen (GET /v1/changes): every record's, or a \
+             subcommand's answer's; one JSON line per message, resuming after a dropped \
+             connection, until Ctrl-C",
+        )
+        .arg(Arg::new("cursor").long("cursor").global(true).help(
+            "Start after this change (the `seq` of the last message held); default: from now",
+        ));
     for (name, group) in by_command(queries) {
-        let about: Vec<String> = group
-            .iter()
-            .map(|q| format!("{} (GET {})", q.def().description, q.def().path))
-            .collect();
-        let mut command = Command::new(name).about(about.join("; "));
-        let mut seen = Vec::new();
-        for query in &group {
-            for param in query.params() {
-                if seen.contains(&param.name) {
-                    continue;
-                }
-                seen.push(param.name.clone());
-                let mut arg = Arg::new(param.name.clone())
-                    .long(param.name.clone())
-                    .help(param.description.clone());
-                let kebab = param.name.replace('_', "-");
-                if kebab != param.name {
-                    arg = arg.alias(kebab);
-                }
-                if param.param_type == ParamType::Enum {
-                    arg = arg.value_parser(clap::builder::PossibleValuesParser::new(
-                        param.values.clone().unwrap_or_default(),
-                    ));
-                }
-                command = command.arg(arg);
+        watch = watch.subcommand(query_command(&name, &group, false));
+        orchestrator = orchestrator.subcommand(query_command(&name, &group, true));
+    }
+    orchestrator.subcommand(watch)
+}
+
+/// One subcommand of a group of queries, with each parameter as a flag (and the paging flags
+/// when `paging`).
+fn query_command(name: &str, group: &[&Query], paging: bool) -> Command {
+    let about: Vec<String> = group
+        .iter()
+        .map(|q| format!("{} (GET {})", q.def().description, q.def().path))
+        .collect();
+    let mut command = Command::new(name.to_string()).about(about.join("; "));
+    let mut seen = Vec::new();
+    for query in group {
+        for param in query.params() {
+            if seen.contains(&param.name) {
+                continue;
             }
+            seen.push(param.name.clone());
+            let mut arg = Arg::new(param.name.clone())
+                .long(param.name.clone())
+                .help(param.description.clone());
+            let kebab = param.name.replace('_', "-");
+            if kebab != param.name {
+                arg = arg.alias(kebab);
+            }
+            if param.param_type == ParamType::Enum {
+                arg = arg.value_parser(clap::builder::PossibleValuesParser::new(
+                    param.values.clone().unwrap_or_default(),
+                ));
+            }
+            command = command.arg(arg);
         }
+    }
+    if paging {
         for (name, help) in svc_spec::paging_parameters() {
             command = command.arg(Arg::new(name).long(name).help(help));
         }
-        orchestrator = orchestrator.subcommand(command);
     }
-    orchestrator
+    command
 }
 
 /// The query the given flags ask for: every flag is one of its parameters and every required
@@ -95,6 +113,9 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
             UsageError("a subcommand is required; see `svc help orchestrator`".into()).into(),
         );
     };
+    if name == "watch" {
+        return super::watch::run(base_url, queries, sub).await;
+    }
     let (path, mut pairs) = if name == "stats" {
         ("/v1/stats".to_string(), Vec::new())
     } else {
@@ -118,6 +139,16 @@ fn query_request(
     name: &str,
     sub: &ArgMatches,
 ) -> anyhow::Result<(String, Vec<(String, String)>)> {
+    let (query, pairs) = picked_query(queries, name, sub)?;
+    Ok((query.def().path.clone(), pairs))
+}
+
+/// The query a subcommand's flags pick, and the flags as its parameters.
+pub(super) fn picked_query<'q>(
+    queries: &'q QuerySet,
+    name: &str,
+    sub: &ArgMatches,
+) -> anyhow::Result<(&'q Query, Vec<(String, String)>)> {
     let groups = by_command(queries);
     let group = groups
         .get(name)
@@ -137,7 +168,7 @@ fn query_request(
     let Some(query) = pick(group, &given) else {
         return Err(no_query_matches(name, group).into());
     };
-    Ok((query.def().path.clone(), pairs))
+    Ok((query, pairs))
 }
 
 /// The refusal of flags that pick no query, with the forms that would.
