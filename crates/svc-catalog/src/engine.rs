@@ -250,7 +250,12 @@ pub trait Engine: Send + 'static {
     fn last_streamed(&mut self) -> CatalogResult<i64>;
     /// Inside the open transaction: stores the indexer's heartbeat and trims the change log
     /// (never its last entry, which numbers the next).
-    fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()>;
+    /// Also trims the change stream of what is older than `keep_changes`.
+    fn heartbeat(
+        &mut self,
+        now: UnixMillis,
+        keep_changes: std::time::Duration,
+    ) -> CatalogResult<()>;
 }
 
 /// A staged version of a bulk load.

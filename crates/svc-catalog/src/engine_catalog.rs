@@ -286,8 +286,8 @@ impl<R: EngineReads> CatalogRole for EngineCatalog<R> {
         self.shared.writer.get().is_some()
     }
 
-    fn heartbeat(&self) -> CatalogFuture<'_, ()> {
-        through_writer!(self, heartbeat())
+    fn heartbeat(&self, keep_changes: Duration) -> CatalogFuture<'_, ()> {
+        through_writer!(self, heartbeat(keep_changes))
     }
 
     fn change_log_delay(&self) -> Option<Duration> {

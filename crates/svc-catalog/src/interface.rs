@@ -125,7 +125,8 @@ pub trait CatalogRole: Send + Sync {
 
     /// Stores the indexer's heartbeat (the catalog is current as of now) and trims the
     /// change log.
-    fn heartbeat(&self) -> CatalogFuture<'_, ()>;
+    /// `keep_changes`: how long the change stream keeps a change, for clients resuming.
+    fn heartbeat(&self, keep_changes: std::time::Duration) -> CatalogFuture<'_, ()>;
 
     /// For a process following the change log: how long after the writer logged the last
     /// entry this process applied it to its change clock.

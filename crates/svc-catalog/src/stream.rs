@@ -2,14 +2,13 @@
 //! by the writer in commit order, naming the record and the (query, key) pairs it matched
 //! before and after. From that, each subscriber learns whether the record entered its answer,
 //! changed in it or left it; the record itself is read when the message is sent. Kept for a
-//! while (`STREAM_KEEP_FOR_MS`), so a client can resume from the last number it holds.
+//! while (as long as the indexer is told, and at most `STREAM_KEEP_AT_MOST` changes), so a
+//! client can resume from the last number it holds.
 
 use crate::keys_column::QueryIds;
 use svc_spec::IndexKeys;
 use svc_syntax::UnixMillis;
 
-/// Changes kept at least this long, for clients resuming from an older number.
-pub const STREAM_KEEP_FOR_MS: i64 = 24 * 60 * 60 * 1000;
 /// At most this many changes are kept (older ones are trimmed even if young).
 pub const STREAM_KEEP_AT_MOST: i64 = 10_000_000;
 

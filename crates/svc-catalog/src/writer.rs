@@ -47,6 +47,7 @@ enum WriteJob {
         reply: oneshot::Sender<CatalogResult<()>>,
     },
     Heartbeat {
+        keep_changes: std::time::Duration,
         reply: oneshot::Sender<CatalogResult<()>>,
     },
 }
@@ -142,8 +143,11 @@ impl WriterHandle {
         self.ask(|reply| WriteJob::FinishBulk { cursor, reply })
     }
 
-    pub fn heartbeat(&self) -> crate::CatalogFuture<'_, ()> {
-        self.ask(|reply| WriteJob::Heartbeat { reply })
+    pub fn heartbeat(&self, keep_changes: std::time::Duration) -> crate::CatalogFuture<'_, ()> {
+        self.ask(|reply| WriteJob::Heartbeat {
+            keep_changes,
+            reply,
+        })
     }
 }
 
@@ -281,9 +285,12 @@ impl<E: Engine> Writer<E> {
                     };
                     let _ = reply.send(outcome);
                 }
-                WriteJob::Heartbeat { reply } => {
+                WriteJob::Heartbeat {
+                    keep_changes,
+                    reply,
+                } => {
                     let beat = self.tx.run(|engine, _| {
-                        engine.heartbeat(UnixMillis::now())?;
+                        engine.heartbeat(UnixMillis::now(), keep_changes)?;
                         Ok((Plan::default(), ()))
                     });
                     let _ = reply.send(beat);

@@ -255,6 +255,11 @@ pub struct ServeArgs {
     )]
     pub plc_url: String,
 
+    /// How long the change stream keeps each change, for clients resuming from a cursor
+    /// (`24h`, `30m`; at most 10,000,000 changes are kept whatever this says).
+    #[arg(long = "stream-retention", env = "SVC_STREAM_RETENTION", default_value = "24h", value_parser = parse_duration)]
+    pub stream_retention: Duration,
+
     /// Change-stream subscribers (`/v1/changes`) connected at once, at most; more are
     /// answered 503.
     #[arg(
@@ -362,7 +367,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "ms" => value / 1000.0,
         "s" => value,
         "m" => value * 60.0,
-        _ => return Err(format!("unknown unit {unit:?} in {text:?} (ms, s or m)")),
+        "h" => value * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} in {text:?} (ms, s, m or h)")),
     };
     if !(seconds > 0.0 && seconds.is_finite()) {
         return Err(format!("duration must be positive: {text:?}"));

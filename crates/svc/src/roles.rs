@@ -108,13 +108,14 @@ pub async fn beat(
     catalog: Arc<dyn Catalog>,
     readiness: Arc<Readiness>,
     metrics: Arc<RoleMetrics>,
+    keep_changes: std::time::Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut failing = false;
     while !*stopped.borrow() {
         metrics.writer.set(i64::from(catalog.is_writer()));
         if catalog.is_writer() && readiness.is_ready() {
-            match catalog.heartbeat().await {
+            match catalog.heartbeat(keep_changes).await {
                 Ok(()) => failing = false,
                 Err(error) => {
                     if !failing {

@@ -392,6 +392,7 @@ async fn index(
         Arc::clone(&catalog),
         Arc::clone(&shared.readiness),
         Arc::clone(&shared.role_metrics),
+        args.stream_retention,
         stopped.clone(),
     ));
     tokio::select! {

@@ -363,3 +363,43 @@ fn the_command_line_watches_an_answer_and_stops_on_ctrl_c() {
     let status = watch.wait().expect("the watch ends");
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn a_cursor_older_than_the_retention_is_told_so_and_goes_on_from_the_oldest_kept() {
+    let base = now_us() - 1_000_000;
+    let replay = Replay::start(vec![
+        commit(base, "3kaaaaaaaaa22", "create", "one", "open"),
+        commit(base + 1, "3kaaaaaaaaa23", "create", "two", "open"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &[
+            "--firehose",
+            replay.url.as_str(),
+            "--ready-lag",
+            "5s",
+            "--stream-retention",
+            "1ms",
+        ],
+    );
+    server.wait_for(
+        "/v1/vocabularies/by-world?world=open",
+        Duration::from_secs(10),
+        |b| b["total"] == 2,
+    );
+    // The heartbeat (each second, while caught up) trims all but the newest change.
+    let mut oldest = 0;
+    for _ in 0..50 {
+        let events = subscribe(&server, "/v1/changes?cursor=0");
+        let first = next(&events);
+        if first.data["info"] == "OutdatedCursor" {
+            oldest = first.data["oldest"].as_i64().unwrap_or_default();
+            let kept = next(&events);
+            assert_eq!(kept.id, Some(oldest), "{:?}", kept.data);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(oldest > 1, "the old changes were trimmed");
+}

@@ -11,9 +11,10 @@ use crate::engine::{
 };
 use crate::keys_column::QueryIds;
 use crate::runtime::now_ms;
-use crate::stream::{self, STREAM_KEEP_AT_MOST, STREAM_KEEP_FOR_MS, StreamEntry, StreamRow};
+use crate::stream::{self, STREAM_KEEP_AT_MOST, StreamEntry, StreamRow};
 use crate::{CatalogError, CatalogResult, Change};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 use svc_spec::QueryId;
 use svc_syntax::Nsid;
 use svc_syntax::UnixMillis;
@@ -631,18 +632,16 @@ impl Engine for PostgresEngine {
         })
     }
 
-    fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()> {
+    fn heartbeat(&mut self, now: UnixMillis, keep_changes: Duration) -> CatalogResult<()> {
         let now_ms = now.0;
+        let changes_from = now_ms.saturating_sub(keep_changes.as_millis() as i64);
         self.run(async |link| {
             link.execute(sql::BEAT, &[&now_ms]).await?;
             link.execute(sql::TRIM, &[&(now_ms - KEEP_FOR_MS), &KEEP_AT_MOST])
                 .await?;
-            link.execute(
-                stream::sql::TRIM,
-                &[&(now_ms - STREAM_KEEP_FOR_MS), &STREAM_KEEP_AT_MOST],
-            )
-            .await
-            .map(|_| ())
+            link.execute(stream::sql::TRIM, &[&(changes_from), &STREAM_KEEP_AT_MOST])
+                .await
+                .map(|_| ())
         })
     }
 }

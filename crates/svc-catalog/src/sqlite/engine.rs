@@ -8,10 +8,11 @@ use crate::engine::{
 };
 use crate::keys_column::QueryIds;
 use crate::runtime::now_ms;
-use crate::stream::{self, STREAM_KEEP_AT_MOST, STREAM_KEEP_FOR_MS, StreamEntry, StreamRow};
+use crate::stream::{self, STREAM_KEEP_AT_MOST, StreamEntry, StreamRow};
 use crate::{CatalogError, CatalogResult, Change};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 use svc_spec::QueryId;
 use svc_syntax::Nsid;
 use svc_syntax::UnixMillis;
@@ -430,14 +431,15 @@ impl Engine for SqliteEngine {
         Ok(self.conn.query_row(stream::sql::BOUNDS, [], |r| r.get(1))?)
     }
 
-    fn heartbeat(&mut self, now: UnixMillis) -> CatalogResult<()> {
+    fn heartbeat(&mut self, now: UnixMillis, keep_changes: Duration) -> CatalogResult<()> {
         let now_ms = now.0;
+        let changes_from = now_ms.saturating_sub(keep_changes.as_millis() as i64);
         self.conn.execute(sql::BEAT, [now_ms])?;
         self.conn
             .execute(sql::TRIM, params![now_ms - KEEP_FOR_MS, KEEP_AT_MOST])?;
         self.conn.execute(
             stream::sql::TRIM,
-            params![now_ms - STREAM_KEEP_FOR_MS, STREAM_KEEP_AT_MOST],
+            params![changes_from, STREAM_KEEP_AT_MOST],
         )?;
         Ok(())
     }

@@ -346,7 +346,10 @@ mod tests {
             .unwrap();
         let conn = Connection::open(&path).unwrap();
         conn.execute("UPDATE change_log SET at_ms = 0", []).unwrap();
-        catalog.heartbeat().await.unwrap();
+        catalog
+            .heartbeat(std::time::Duration::from_secs(600))
+            .await
+            .unwrap();
         let kept: Vec<i64> = conn
             .prepare("SELECT seq FROM change_log")
             .unwrap()

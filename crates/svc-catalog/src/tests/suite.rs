@@ -660,6 +660,16 @@ pub async fn the_change_stream_says_what_entered_changed_and_left(fresh: Fresh) 
     assert_eq!((bounds.oldest, bounds.newest), (1, 6));
     let after = fresh.catalog.changes_after(4, 100).await.unwrap();
     assert_eq!(after.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![5, 6]);
+    // Trimmed to what is younger than the retention, the last change stays: it numbers the
+    // next.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    fresh
+        .catalog
+        .heartbeat(std::time::Duration::from_millis(5))
+        .await
+        .unwrap();
+    let bounds = fresh.catalog.change_bounds().await.unwrap();
+    assert_eq!((bounds.oldest, bounds.newest), (6, 6));
     // Numbering goes on after a reopen.
     let fresh = fresh.reopen(svc_spec::QuerySet::embedded()).await;
     apply(&fresh, vec![upsert(b, "3d", r)]).await;
