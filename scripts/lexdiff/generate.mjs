@@ -25,7 +25,8 @@ const clone = (v) => structuredClone(v)
 // Definitions by absolute id ("nsid" for main, "nsid#name" otherwise), as the validators see them.
 const defs = new Map()
 const dir = join(ROOT, 'lexicons/dev/svc')
-for (const file of readdirSync(dir).sort()) {
+// The record documents; the service's own methods (sync/) describe no record.
+for (const file of readdirSync(dir).sort().filter((f) => f.endsWith('.json'))) {
   const doc = JSON.parse(readFileSync(join(dir, file), 'utf8'))
   for (const [name, def] of Object.entries(doc.defs)) {
     defs.set(name === 'main' ? doc.id : `${doc.id}#${name}`, { doc: doc.id, def })
