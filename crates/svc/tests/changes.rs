@@ -6,6 +6,7 @@
 mod common;
 
 use common::replay::Replay;
+use common::stream::{next, next_of, subscribe};
 use common::*;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
@@ -25,62 +26,6 @@ fn commit(time_us: i64, rkey: &str, operation: &str, name: &str, world: &str) ->
     }
     let line = json!({"did": AUTHOR, "time_us": time_us, "kind": "commit", "commit": commit});
     (time_us, line.to_string())
-}
-
-/// An event of the stream: its id (a change's seq) and its data.
-#[derive(Debug)]
-struct Sse {
-    id: Option<i64>,
-    data: Value,
-}
-
-/// Opens the stream at `path`; its events as they come.
-fn subscribe(server: &Server, path: &str) -> mpsc::Receiver<Sse> {
-    let response = reqwest::blocking::Client::builder()
-        .timeout(None)
-        .build()
-        .unwrap()
-        .get(format!("{}{path}", server.url))
-        .send()
-        .expect("the stream");
-    assert_eq!(response.status(), 200, "{path}");
-    assert_eq!(
-        response.headers()["content-type"],
-        "text/event-stream",
-        "{path}"
-    );
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut id = None;
-        for line in BufReader::new(response).lines() {
-            let Ok(line) = line else { return };
-            if let Some(value) = line.strip_prefix("id:") {
-                id = value.trim().parse().ok();
-            } else if let Some(data) = line.strip_prefix("data:") {
-                let data = serde_json::from_str(data.trim()).expect("JSON data");
-                if sender
-                    .send(Sse {
-                        id: id.take(),
-                        data,
-                    })
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        }
-    });
-    receiver
-}
-
-fn next(events: &mpsc::Receiver<Sse>) -> Sse {
-    next_of(events, "")
-}
-
-fn next_of(events: &mpsc::Receiver<Sse>, what: &str) -> Sse {
-    events
-        .recv_timeout(Duration::from_secs(10))
-        .unwrap_or_else(|_| panic!("no event within 10 s {what}"))
 }
 
 #[test]

@@ -8,6 +8,7 @@
 mod common;
 
 use common::replay::Replay;
+use common::stream::{next, subscribe};
 use common::*;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -118,9 +119,17 @@ fn replicas_answer_as_the_indexer_and_follow_its_changes(backend: Backend) {
     for replica in &replicas {
         assert_eq!(total(replica, OPEN), before);
     }
+    // A replica serves the change stream too, from the catalog the indexer writes.
+    let changes = subscribe(
+        &replicas[1],
+        "/v1/changes?query=vocabulariesWithWorld&world=open",
+    );
     let base = now_us() - 60_000_000;
     replay.publish(vocab_events(base, 0, 1));
     indexer.wait_for(OPEN, Duration::from_secs(20), |b| b["total"] == before + 1);
+    let entered = next(&changes);
+    assert_eq!(entered.data["op"], "enter", "{:?}", entered.data);
+    assert_eq!(entered.data["item"]["record"]["name"], "js-000");
     let published = Instant::now();
     for replica in &replicas {
         replica.wait_for(OPEN, Duration::from_secs(1), |b| b["total"] == before + 1);

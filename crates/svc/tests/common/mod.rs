@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod peers;
 pub mod replay;
+pub mod stream;
 
 // Beside the replay server, which the ingest benchmark includes on its own.
 #[allow(unused_imports)]
