@@ -9,11 +9,11 @@
 use crate::params::Params;
 use crate::stream_hub::{Published, item_of};
 use crate::{ApiError, AppState};
-use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -24,6 +24,9 @@ use tokio::sync::{broadcast, mpsc};
 /// Messages waiting for one subscriber's connection: one that falls this far behind is told
 /// `ConsumerTooSlow` and closed.
 const QUEUED_AT_MOST: usize = 1024;
+/// A comment line this often keeps proxies from closing a quiet stream, and finds a
+/// subscriber that left (its connection fails the write).
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(5);
 /// Changes read from storage per step of a replay.
 const REPLAY_STEP: usize = 500;
 /// How long a full queue may wait before its subscriber is given up on.
@@ -88,19 +91,18 @@ pub(crate) fn subscription(
 }
 
 /// `GET /v1/changes`.
-pub(crate) async fn serve(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
-) -> Response {
-    let last_event_id = headers
+pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let last_event_id = request
+        .headers()
         .get("last-event-id")
         .and_then(|value| value.to_str().ok());
-    let (answer, cursor) = match subscription(&state, raw.as_deref(), last_event_id) {
+    let raw = request.uri().query();
+    let (answer, cursor) = match subscription(&state, raw, last_event_id) {
         Ok(subscription) => subscription,
         Err(error) => return error.into_response(),
     };
-    let subscription = match subscribe(&state, answer, cursor) {
+    let client = client_of(&request);
+    let subscription = match subscribe(&state, client, answer, cursor) {
         Ok(subscription) => subscription,
         Err(error) => return error.into_response(),
     };
@@ -109,7 +111,7 @@ pub(crate) async fn serve(
         Some((Ok::<Event, Infallible>(sse_event(message)), subscription))
     });
     Sse::new(events)
-        .keep_alive(KeepAlive::default())
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE_EVERY))
         .into_response()
 }
 
@@ -136,18 +138,23 @@ impl Subscription {
     }
 }
 
-/// Starts feeding a subscriber. Refused past the subscriber limit.
+/// The address of the client that sent a request.
+pub(crate) fn client_of(request: &Request) -> Option<IpAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip())
+}
+
+/// Starts feeding a subscriber. Refused past the subscriber limits: the whole server's and
+/// one client's.
 pub(crate) fn subscribe(
     state: &Arc<AppState>,
+    client: Option<IpAddr>,
     answer: Answer,
     cursor: Option<i64>,
 ) -> Result<Subscription, ApiError> {
-    let subscribers = &state.stream.subscribers;
-    if subscribers.fetch_add(1, Ordering::AcqRel) >= state.stream.max_subscribers {
-        subscribers.fetch_sub(1, Ordering::AcqRel);
-        return Err(ApiError::TooManySubscribers);
-    }
-    state.metrics.stream_subscribers.inc();
+    let slot = SubscriberSlot::take(state, client)?;
     let (sender, receiver) = mpsc::channel(QUEUED_AT_MOST);
     let last_word = Arc::new(OnceLock::new());
     let subscription = Subscription {
@@ -165,10 +172,57 @@ pub(crate) fn subscribe(
         if let Err(FeedEnd::Catalog(error)) = feed.run(cursor).await {
             tracing::warn!("a change stream subscriber was ended: {error}");
         }
-        state.stream.subscribers.fetch_sub(1, Ordering::AcqRel);
-        state.metrics.stream_subscribers.dec();
+        drop(slot);
     });
     Ok(subscription)
+}
+
+/// A subscriber's place among the server's and its client's; given back when dropped.
+struct SubscriberSlot {
+    state: Arc<AppState>,
+    client: Option<IpAddr>,
+}
+
+impl SubscriberSlot {
+    fn take(state: &Arc<AppState>, client: Option<IpAddr>) -> Result<SubscriberSlot, ApiError> {
+        let stream = &state.stream;
+        if let Some(client) = client {
+            let mut clients = stream.per_client.lock().unwrap_or_else(|p| p.into_inner());
+            let held = clients.entry(client).or_default();
+            if *held >= stream.max_per_client {
+                return Err(ApiError::ClientSubscribers(stream.max_per_client));
+            }
+            *held += 1;
+        }
+        let slot = SubscriberSlot {
+            state: Arc::clone(state),
+            client,
+        };
+        if stream.subscribers.fetch_add(1, Ordering::AcqRel) >= stream.max_subscribers {
+            // Dropping the slot gives both places back.
+            return Err(ApiError::TooManySubscribers);
+        }
+        state.metrics.stream_subscribers.inc();
+        Ok(slot)
+    }
+}
+
+impl Drop for SubscriberSlot {
+    fn drop(&mut self) {
+        let stream = &self.state.stream;
+        if stream.subscribers.fetch_sub(1, Ordering::AcqRel) <= stream.max_subscribers {
+            self.state.metrics.stream_subscribers.dec();
+        }
+        if let Some(client) = self.client {
+            let mut clients = stream.per_client.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(held) = clients.get_mut(&client) {
+                *held = held.saturating_sub(1);
+                if *held == 0 {
+                    clients.remove(&client);
+                }
+            }
+        }
+    }
 }
 
 /// Why a feed ended early.
@@ -214,7 +268,12 @@ impl Feed<'_> {
         // What was committed between the replay's end and the subscription.
         last = self.replay(last).await?;
         loop {
-            match live.recv().await {
+            let received = tokio::select! {
+                received = live.recv() => received,
+                // A subscriber that left while nothing changed gives its place back now.
+                () = self.sender.closed() => return Err(FeedEnd::Left),
+            };
+            match received {
                 Ok(published) if published.change.seq <= last => {}
                 Ok(published) => {
                     last = published.change.seq;

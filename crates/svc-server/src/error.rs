@@ -21,6 +21,9 @@ pub enum ApiError {
     /// As many change-stream subscribers as the process takes are connected.
     #[error("as many subscribers as this server takes are connected; try again later")]
     TooManySubscribers,
+    /// This client holds as many change-stream subscriptions as one client may.
+    #[error("this client holds {0} subscriptions already, as many as one client may")]
+    ClientSubscribers(usize),
 }
 
 pub(crate) fn json_error(status: StatusCode, code: &str, message: &str) -> Response {
@@ -34,6 +37,11 @@ impl IntoResponse for ApiError {
             ApiError::InvalidRequest(message) => {
                 json_error(StatusCode::BAD_REQUEST, "invalid_request", &message)
             }
+            ApiError::ClientSubscribers(_) => json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_subscribers",
+                &self.to_string(),
+            ),
             ApiError::TooManySubscribers => json_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too_many_subscribers",

@@ -63,6 +63,8 @@ pub struct ServerConfig {
     pub api: bool,
     /// Change-stream subscribers connected at once, at most.
     pub max_subscribers: usize,
+    /// Change-stream subscribers from one client address at once, at most.
+    pub max_subscribers_per_client: usize,
 }
 
 pub(crate) struct AppState {
@@ -84,6 +86,9 @@ pub(crate) struct AppState {
 pub(crate) struct StreamState {
     pub subscribers: std::sync::atomic::AtomicUsize,
     pub max_subscribers: usize,
+    /// Subscriptions by client address, each at most `max_per_client`.
+    pub per_client: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+    pub max_per_client: usize,
     hub: std::sync::OnceLock<Arc<stream_hub::Hub>>,
 }
 
@@ -117,6 +122,8 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         stream: StreamState {
             subscribers: Default::default(),
             max_subscribers: config.max_subscribers,
+            per_client: Default::default(),
+            max_per_client: config.max_subscribers_per_client,
             hub: Default::default(),
         },
     });

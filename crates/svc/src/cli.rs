@@ -269,6 +269,14 @@ pub struct ServeArgs {
     )]
     pub max_subscribers: usize,
 
+    /// Change-stream subscribers from one client address at once, at most; more get a 429.
+    #[arg(
+        long = "max-subscribers-per-client",
+        env = "SVC_MAX_SUBSCRIBERS_PER_CLIENT",
+        default_value_t = 100
+    )]
+    pub max_subscribers_per_client: usize,
+
     /// Verify what carries proofs before applying it: `all` (the repository firehose's commits
     /// with their Sync 1.1 proofs, repositories the backfill reads whole, `.car` imports;
     /// signing keys from DID documents through --plc-url) or `none`. Jetstream carries no

@@ -286,6 +286,7 @@ fn server_config(
         version: env!("CARGO_PKG_VERSION").to_string(),
         api: !args.no_api,
         max_subscribers: args.max_subscribers,
+        max_subscribers_per_client: args.max_subscribers_per_client,
     }
 }
 

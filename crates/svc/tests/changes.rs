@@ -348,3 +348,52 @@ fn a_cursor_older_than_the_retention_is_told_so_and_goes_on_from_the_oldest_kept
     }
     assert!(oldest > 1, "the old changes were trimmed");
 }
+
+/// A subscriber on a plain connection, which dropping closes.
+fn raw_subscriber(server: &Server) -> std::net::TcpStream {
+    use std::io::Write;
+    let address = server.url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    write!(
+        stream,
+        "GET /v1/changes HTTP/1.1\r\nHost: {address}\r\n\r\n"
+    )
+    .expect("ask");
+    stream
+}
+
+#[test]
+fn subscribers_are_bounded_per_client_and_in_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let per_client = Server::start(
+        dir.path().join("one.db"),
+        &["--max-subscribers-per-client", "1"],
+    );
+    let held = raw_subscriber(&per_client);
+    per_client.wait_for("/v1/stats", Duration::from_secs(10), |_| {
+        per_client
+            .get_raw("/metrics")
+            .2
+            .contains("svc_stream_subscribers 1")
+    });
+    let (status, body) = per_client.get("/v1/changes");
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (429, Some("too_many_subscribers"))
+    );
+    // Given back when the subscriber leaves (found at the next keep-alive).
+    drop(held);
+    per_client.wait_for("/v1/stats", Duration::from_secs(10), |_| {
+        per_client
+            .get_raw("/metrics")
+            .2
+            .contains("svc_stream_subscribers 0")
+    });
+    let all = Server::start(dir.path().join("two.db"), &["--max-subscribers", "1"]);
+    let _held = subscribe(&all, "/v1/changes");
+    let (status, body) = all.get("/v1/changes");
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("too_many_subscribers"))
+    );
+}
