@@ -112,6 +112,7 @@ fn plan_change<'a>(
         plan.count_kind(row.collection, 1);
     }
     let was_live = before.as_ref().is_some_and(|b| b.live);
+    let same_rev = before.as_ref().is_some_and(|b| b.rev == row.rev);
     let old = before.map_or_else(IndexKeys::new, |b| {
         filing.keys_of(row.uri, &b.collection, b.keys)
     });
@@ -123,7 +124,10 @@ fn plan_change<'a>(
         before: old,
         after: row.keys.clone(),
     };
-    if entry.visible() {
+    // The same revision of a record is the same version: applied again (a source replaying
+    // after a restart), it changes nothing anyone could see.
+    let replayed = same_rev && was_live == entry.is_live && entry.before == entry.after;
+    if entry.visible() && !replayed {
         plan.stream.push(entry);
     }
 }

@@ -397,3 +397,33 @@ fn subscribers_are_bounded_per_client_and_in_all() {
         (503, Some("too_many_subscribers"))
     );
 }
+
+#[test]
+fn a_restart_loses_nothing_a_subscriber_can_resume() {
+    let base = now_us() - 1_000_000;
+    let replay = Replay::start(vec![commit(base, "3kaaaaaaaaa22", "create", "one", "open")]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("catalog.db");
+    let args = ["--firehose", replay.url.as_str(), "--ready-lag", "5s"];
+    let server = Server::launch(&db, &args);
+    let events = subscribe(&server, "/v1/changes?cursor=0");
+    let first = next(&events);
+    assert_eq!(first.data["op"], "enter");
+    // Killed outright, then started again: the subscriber resumes after what it holds.
+    server.kill9();
+    replay.publish([commit(base + 1, "3kaaaaaaaaa23", "create", "two", "open")]);
+    let server = Server::launch(&db, &args);
+    let resumed = subscribe(
+        &server,
+        &format!("/v1/changes?cursor={}", first.data["seq"]),
+    );
+    let second = next(&resumed);
+    assert_eq!(
+        (
+            second.data["op"].as_str(),
+            second.data["item"]["record"]["name"].as_str()
+        ),
+        (Some("enter"), Some("two"))
+    );
+    assert_eq!(second.id, first.id.map(|seq| seq + 1));
+}
