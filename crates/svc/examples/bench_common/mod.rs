@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The catalog for one run: a file in `dir`, or the PostgreSQL database of `SVC_BENCH_DB`,
 /// emptied first (its public schema dropped, with psql).
@@ -30,6 +31,18 @@ pub fn start_svc(
     firehose: &str,
     extra: &[&str],
 ) -> (Child, String) {
+    let (child, url, _) = start_svc_logged(svc, db, firehose, extra);
+    (child, url)
+}
+
+/// As `start_svc`, keeping the warnings and errors svc logs, for a benchmark that reports
+/// them: a figure measured while the server complained is not the figure it seems.
+pub fn start_svc_logged(
+    svc: &str,
+    db: &std::ffi::OsStr,
+    firehose: &str,
+    extra: &[&str],
+) -> (Child, String, Arc<Mutex<Vec<String>>>) {
     let mut child = Command::new(svc)
         .args([
             "serve",
@@ -57,8 +70,19 @@ pub fn start_svc(
             break rest.trim().to_string();
         }
     };
-    std::thread::spawn(move || for _ in lines {});
-    (child, url)
+    let warnings = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&warnings);
+    std::thread::spawn(move || {
+        for line in lines {
+            let Ok(line) = line else { continue };
+            if line.contains(" WARN ") || line.contains(" ERROR ") {
+                kept.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line);
+            }
+        }
+    });
+    (child, url, warnings)
 }
 
 pub fn get_json(client: &reqwest::blocking::Client, url: &str) -> serde_json::Value {

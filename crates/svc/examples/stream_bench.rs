@@ -1,0 +1,1126 @@
+//! Change-stream benchmark, on demand (`bench/stream.sh` runs it). Three runs, each on a fresh
+//! catalog with a fresh `svc serve` following an in-process Jetstream replay server fed RATE
+//! live vocabulary creates a second (world "open", `time_us` now, so none is a catch-up):
+//! 1. no subscribers: the indexer's applied rate and svc's RSS;
+//! 2. SUBSCRIBERS to `/v1/changes` (Server-Sent Events over raw TCP, a task each), half to
+//!    `query=vocabulariesWithWorld&world=open` and half to every change: commit-to-delivery
+//!    latency (p50, p99, max), the applied rate against run 1, svc's RSS per subscriber, and
+//!    whether every subscriber got every change once, in order;
+//! 3. as 2, with STALLED more that connect and never read: whether the others' figures move,
+//!    and what svc did with the stalled ones.
+//!
+//! Usage: stream_bench <svc binary> [--subscribers 1000] [--stalled SUBSCRIBERS/10]
+//!        [--seconds 30] [--rate 2000] [--warmup 5] [--threads CPUS]
+
+#[allow(dead_code)] // each benchmark uses part of it
+mod bench_common;
+#[path = "../tests/common/replay.rs"]
+#[allow(dead_code)]
+mod replay;
+
+use bench_common::{fresh_catalog, start_svc_logged};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+const BY_WORLD: &str = "/v1/changes?query=vocabulariesWithWorld&world=open";
+const EVERY_CHANGE: &str = "/v1/changes";
+/// Accounts the events are spread over.
+const AUTHORS: u64 = 1000;
+const CID: &str = "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm";
+/// How long, after the stream stops, the subscribers may take to receive its last change.
+const TAIL_AT_MOST: Duration = Duration::from_secs(60);
+/// How long a stalled subscriber's connection is read at the end, to see what svc left in it.
+const STALLED_READ_FOR: Duration = Duration::from_secs(5);
+
+struct Options {
+    svc: String,
+    subscribers: usize,
+    stalled: usize,
+    seconds: u64,
+    rate: u64,
+    warmup: u64,
+    threads: usize,
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("stream_bench: {problem}");
+    eprintln!(
+        "usage: stream_bench <svc binary> [--subscribers 1000] [--stalled SUBSCRIBERS/10] \
+         [--seconds 30] [--rate 2000] [--warmup 5] [--threads CPUS]"
+    );
+    std::process::exit(2);
+}
+
+fn options() -> Options {
+    let mut args = std::env::args().skip(1);
+    let Some(svc) = args.next().filter(|a| !a.starts_with("--")) else {
+        usage("the svc binary comes first");
+    };
+    let mut options = Options {
+        svc,
+        subscribers: 1000,
+        stalled: usize::MAX,
+        seconds: 30,
+        rate: 2000,
+        warmup: 5,
+        threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
+    while let Some(flag) = args.next() {
+        let value = args
+            .next()
+            .unwrap_or_else(|| usage(&format!("{flag} needs a value")));
+        let number = || -> u64 {
+            value
+                .parse()
+                .unwrap_or_else(|_| usage(&format!("{flag}: not a number: {value}")))
+        };
+        match flag.as_str() {
+            "--subscribers" => options.subscribers = number() as usize,
+            "--stalled" => options.stalled = number() as usize,
+            "--seconds" => options.seconds = number().max(1),
+            "--rate" => options.rate = number().max(1),
+            "--warmup" => options.warmup = number(),
+            "--threads" => options.threads = number().max(1) as usize,
+            _ => usage(&format!("unknown flag {flag}")),
+        }
+    }
+    if options.stalled == usize::MAX {
+        options.stalled = options.subscribers / 10;
+    }
+    options
+}
+
+/// 13 characters of base32-sortable: the record key and revision of an event made at
+/// `micros` (clock id 0), in the order of the times.
+fn tid(micros: i64) -> String {
+    const ALPHABET: &[u8; 32] = b"234567abcdefghijklmnopqrstuvwxyz";
+    let value = (micros as u64) << 10;
+    (0..13)
+        .rev()
+        .map(|i| char::from(ALPHABET[(value >> (5 * i)) as usize & 31]))
+        .collect()
+}
+
+/// A did:plc of 24 base32 characters for an account number.
+fn author(n: u64) -> String {
+    format!("did:plc:streambench{}", tid(n as i64))
+}
+
+/// The `n`th event: a new vocabulary in the world "open", made at `time_us`.
+fn vocabulary_create(n: u64, time_us: i64) -> String {
+    let key = tid(time_us);
+    serde_json::json!({
+        "did": author(n % AUTHORS), "time_us": time_us, "kind": "commit",
+        "commit": {"rev": key, "operation": "create", "collection": "dev.svc.vocab",
+            "rkey": key, "cid": CID,
+            "record": {"$type": "dev.svc.vocab", "name": format!("stream-bench-{n}"),
+                "world": "open", "occurredAt": svc_syntax::format_unix_micros(time_us)}},
+    })
+    .to_string()
+}
+
+/// Appends `rate` events a second to the replay until `stop`; the number appended.
+fn spawn_feeder(
+    state: Arc<Mutex<replay::ReplayState>>,
+    rate: u64,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut sent = 0u64;
+        let mut last_time = 0i64;
+        while !stop.load(Ordering::Acquire) {
+            let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
+            let batch: Vec<(i64, String)> = (sent..due)
+                .map(|n| {
+                    // Live means now: the indexer takes an event from the past for a
+                    // catch-up, and the lag it reports is measured from time_us.
+                    let time = svc_syntax::now_unix_micros().max(last_time + 1);
+                    last_time = time;
+                    (time, vocabulary_create(n, time))
+                })
+                .collect();
+            sent = due;
+            if !batch.is_empty() {
+                state
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .events
+                    .extend(batch);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        sent
+    })
+}
+
+/// What svc's `/metrics` says of the live source and the change stream.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    applied: u64,
+    lag_s: f64,
+    subscribers: u64,
+    too_slow: u64,
+}
+
+fn counters(client: &reqwest::blocking::Client, url: &str) -> Counters {
+    let text = client
+        .get(format!("{url}/metrics"))
+        .send()
+        .and_then(|r| r.text())
+        .unwrap_or_default();
+    let mut counters = Counters::default();
+    for line in text.lines() {
+        let value = line.rsplit(' ').next().unwrap_or_default();
+        let number = || value.parse::<f64>().unwrap_or(0.0);
+        if line.starts_with("svc_ingest_events_total{")
+            && line.contains("source=\"firehose\"")
+            && line.contains("outcome=\"applied\"")
+        {
+            counters.applied += number() as u64;
+        } else if line.starts_with("svc_ingest_lag_seconds ") {
+            counters.lag_s = number();
+        } else if line.starts_with("svc_stream_subscribers ") {
+            counters.subscribers = number() as u64;
+        } else if line.starts_with("svc_stream_too_slow_total ") {
+            counters.too_slow = number() as u64;
+        }
+    }
+    counters
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kb| kb.parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU seconds a process has used (user and system).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name, in parentheses, may hold spaces: the fields are counted after it.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    // SAFETY: sysconf reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1);
+    ticks as f64 / per_second as f64
+}
+
+fn own_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// Latencies in buckets 1% apart: millions of messages a second are too many to keep each.
+const BUCKETS: usize = 2000;
+const BUCKET_RATIO: f64 = 1.01;
+
+#[derive(Clone)]
+struct Latencies {
+    counts: Vec<u64>,
+    n: u64,
+    max_us: u64,
+}
+
+impl Latencies {
+    fn new() -> Latencies {
+        Latencies {
+            counts: vec![0; BUCKETS],
+            n: 0,
+            max_us: 0,
+        }
+    }
+
+    fn record(&mut self, us: u64) {
+        let bucket = if us <= 1 {
+            0
+        } else {
+            ((us as f64).ln() / BUCKET_RATIO.ln()) as usize
+        };
+        self.counts[bucket.min(BUCKETS - 1)] += 1;
+        self.n += 1;
+        self.max_us = self.max_us.max(us);
+    }
+
+    fn merge(&mut self, other: &Latencies) {
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.n += other.n;
+        self.max_us = self.max_us.max(other.max_us);
+    }
+
+    /// The `p` quantile in milliseconds: the middle of its bucket.
+    fn quantile_ms(&self, p: f64) -> f64 {
+        let rank = ((self.n as f64 * p).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (bucket, count) in self.counts.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return BUCKET_RATIO.powf(bucket as f64 + 0.5) / 1000.0;
+            }
+        }
+        self.max_us as f64 / 1000.0
+    }
+}
+
+/// The window is cut into slices of this many seconds of commits, to show whether delivery
+/// keeps pace (latency flat) or falls behind (latency growing through the window).
+const SLICE_S: i64 = 5;
+
+/// Latency of the changes committed in one slice of the window.
+#[derive(Clone, Copy, Default)]
+struct Slice {
+    sum_us: u64,
+    n: u64,
+    max_us: u64,
+}
+
+/// What the subscribers share with the benchmark: the window whose changes are timed, how
+/// many are connected, and each one's last seq.
+struct Shared {
+    /// The window's changes by seq, from the applied counter at its start (excluded) to the
+    /// one at its end: then exactly the changes counted as owed are the ones timed.
+    window_after_seq: AtomicI64,
+    window_last_seq: AtomicI64,
+    /// When the window started, where its slices are counted from.
+    window_from_us: AtomicI64,
+    connected: AtomicUsize,
+    last_seq: Vec<AtomicI64>,
+}
+
+/// One subscriber's account of its stream.
+struct Tally {
+    latencies: Latencies,
+    slices: Vec<Slice>,
+    changes: u64,
+    /// Seqs skipped (every change of this run is in both answers, so none should be).
+    missed: u64,
+    /// Seqs at or before one already received.
+    repeated: u64,
+    last_seq: i64,
+    /// Why the stream ended before the benchmark stopped reading it.
+    ended: Option<String>,
+}
+
+/// Microseconds of the `time` of a message (`YYYY-MM-DDTHH:MM:SS.fffZ`): the date and
+/// second are parsed once per second of messages, the fraction each time.
+#[derive(Default)]
+struct CommitClock {
+    second: Vec<u8>,
+    second_us: i64,
+}
+
+impl CommitClock {
+    fn micros(&mut self, time: &[u8]) -> Option<i64> {
+        let second = time.get(..19)?;
+        if second != self.second.as_slice() {
+            let whole = format!("{}Z", std::str::from_utf8(second).ok()?);
+            self.second_us = svc_syntax::datetime_to_unix_micros(&whole)?;
+            self.second = second.to_vec();
+        }
+        let mut fraction = 0i64;
+        let mut scale = 100_000;
+        for &digit in time.get(20..)?.iter().take_while(|b| b.is_ascii_digit()) {
+            fraction += i64::from(digit - b'0') * scale;
+            scale /= 10;
+        }
+        Some(self.second_us + fraction)
+    }
+}
+
+/// A chunked response body's content, as it arrives, cut into lines.
+enum Chunk {
+    Size,
+    Data(usize),
+    /// The line end after a chunk's data.
+    DataEnd,
+    Last,
+}
+
+struct Body {
+    chunked: bool,
+    state: Chunk,
+    size_line: Vec<u8>,
+    partial_line: Vec<u8>,
+}
+
+impl Body {
+    fn feed(&mut self, mut input: &[u8], on_line: &mut impl FnMut(&[u8])) {
+        if !self.chunked {
+            return lines(&mut self.partial_line, input, on_line);
+        }
+        while !input.is_empty() {
+            match self.state {
+                Chunk::Size => {
+                    let Some(end) = input.iter().position(|&b| b == b'\n') else {
+                        self.size_line.extend_from_slice(input);
+                        return;
+                    };
+                    self.size_line.extend_from_slice(&input[..end]);
+                    input = &input[end + 1..];
+                    let text = String::from_utf8_lossy(&self.size_line);
+                    let hex = text.split(';').next().unwrap_or_default().trim();
+                    let size = usize::from_str_radix(hex, 16).unwrap_or(0);
+                    self.size_line.clear();
+                    self.state = if size == 0 {
+                        Chunk::Last
+                    } else {
+                        Chunk::Data(size)
+                    };
+                }
+                Chunk::Data(left) => {
+                    let taken = left.min(input.len());
+                    lines(&mut self.partial_line, &input[..taken], on_line);
+                    input = &input[taken..];
+                    self.state = if taken == left {
+                        Chunk::DataEnd
+                    } else {
+                        Chunk::Data(left - taken)
+                    };
+                }
+                Chunk::DataEnd => {
+                    let Some(end) = input.iter().position(|&b| b == b'\n') else {
+                        return;
+                    };
+                    input = &input[end + 1..];
+                    self.state = Chunk::Size;
+                }
+                Chunk::Last => return,
+            }
+        }
+    }
+
+    fn ended(&self) -> bool {
+        matches!(self.state, Chunk::Last)
+    }
+}
+
+/// Hands each whole line of `input` (with what `partial` held before it) to `on_line`, and
+/// keeps the unfinished end in `partial`.
+fn lines(partial: &mut Vec<u8>, mut input: &[u8], on_line: &mut impl FnMut(&[u8])) {
+    let trim = |line: &[u8]| line.strip_suffix(b"\r").unwrap_or(line).to_vec();
+    while let Some(end) = input.iter().position(|&b| b == b'\n') {
+        if partial.is_empty() {
+            on_line(input[..end].strip_suffix(b"\r").unwrap_or(&input[..end]));
+        } else {
+            partial.extend_from_slice(&input[..end]);
+            on_line(&trim(partial));
+            partial.clear();
+        }
+        input = &input[end + 1..];
+    }
+    partial.extend_from_slice(input);
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
+
+/// Sends the request and reads the answer's head: the bytes of the body read with it, and
+/// whether the body is chunked.
+async fn open(addr: SocketAddr, path: &str) -> Result<(TcpStream, Vec<u8>, bool), String> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    let mut raw = Vec::with_capacity(16 * 1024);
+    let body_at = loop {
+        if stream
+            .read_buf(&mut raw)
+            .await
+            .map_err(|e| format!("head: {e}"))?
+            == 0
+        {
+            return Err("closed before the answer's head".into());
+        }
+        if let Some(end) = find(&raw, b"\r\n\r\n") {
+            break end + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&raw[..body_at]).to_ascii_lowercase();
+    if !head.starts_with("http/1.1 200") {
+        return Err(format!(
+            "answered {}",
+            head.lines().next().unwrap_or_default()
+        ));
+    }
+    let chunked = head.contains("transfer-encoding: chunked");
+    raw.drain(..body_at);
+    Ok((stream, raw, chunked))
+}
+
+/// A subscriber: reads its stream until `stop`, timing each change committed in the window.
+async fn subscriber(
+    index: usize,
+    addr: SocketAddr,
+    path: &'static str,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<Tally, String> {
+    let (mut stream, mut raw, chunked) = open(addr, path).await?;
+    shared.connected.fetch_add(1, Ordering::AcqRel);
+    let mut body = Body {
+        chunked,
+        state: Chunk::Size,
+        size_line: Vec::new(),
+        partial_line: Vec::new(),
+    };
+    let mut tally = Tally {
+        latencies: Latencies::new(),
+        slices: Vec::new(),
+        changes: 0,
+        missed: 0,
+        repeated: 0,
+        // The catalog is new: the first change is 1.
+        last_seq: 0,
+        ended: None,
+    };
+    let mut clock = CommitClock::default();
+    let mut id: Option<i64> = None;
+    let stopped = stop.changed();
+    tokio::pin!(stopped);
+    loop {
+        // Everything taken by one read arrived at once: one clock reading serves it all.
+        let received = svc_syntax::now_unix_micros();
+        let window = shared
+            .window_after_seq
+            .load(Ordering::Acquire)
+            .saturating_add(1)
+            ..=shared.window_last_seq.load(Ordering::Acquire);
+        let from = shared.window_from_us.load(Ordering::Acquire);
+        body.feed(&raw, &mut |line: &[u8]| {
+            if let Some(value) = line.strip_prefix(b"id:") {
+                id = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok());
+                return;
+            }
+            let Some(data) = line.strip_prefix(b"data:") else {
+                return;
+            };
+            let Some(seq) = id.take() else {
+                // A notice: an error ends the stream.
+                if find(data, b"\"error\"").is_some() {
+                    tally.ended = Some(String::from_utf8_lossy(data).trim().to_string());
+                }
+                return;
+            };
+            tally.changes += 1;
+            if seq <= tally.last_seq {
+                tally.repeated += 1;
+                return;
+            }
+            tally.missed += (seq - tally.last_seq - 1) as u64;
+            tally.last_seq = seq;
+            // The top-level `time` is the last: the item, with the record, sorts first.
+            const KEY: &[u8] = b"\"time\":\"";
+            let Some(at) = data.windows(KEY.len()).rposition(|window| window == KEY) else {
+                return;
+            };
+            if window.contains(&seq)
+                && let Some(committed) = clock.micros(&data[at + KEY.len()..])
+            {
+                let us = received.saturating_sub(committed).max(0) as u64;
+                tally.latencies.record(us);
+                let slice = ((committed - from).max(0) / (SLICE_S * 1_000_000)) as usize;
+                if tally.slices.len() <= slice {
+                    tally.slices.resize(slice + 1, Slice::default());
+                }
+                let slice = &mut tally.slices[slice];
+                slice.sum_us += us;
+                slice.n += 1;
+                slice.max_us = slice.max_us.max(us);
+            }
+        });
+        raw.clear();
+        shared.last_seq[index].store(tally.last_seq, Ordering::Release);
+        if body.ended() || tally.ended.is_some() {
+            tally.ended.get_or_insert_with(|| "the stream ended".into());
+            return Ok(tally);
+        }
+        tokio::select! {
+            _ = &mut stopped => return Ok(tally),
+            read = stream.read_buf(&mut raw) => match read {
+                Ok(0) => {
+                    tally.ended = Some("svc closed the connection".into());
+                    return Ok(tally);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tally.ended = Some(format!("read: {error}"));
+                    return Ok(tally);
+                }
+            }
+        }
+    }
+}
+
+/// What a stalled subscriber found when it finally read, after the run.
+#[derive(Debug, Default)]
+struct Stalled {
+    told_too_slow: bool,
+    /// The stream's last chunk came.
+    stream_ended: bool,
+    /// svc closed the connection (or reset it).
+    closed: bool,
+    bytes_left: u64,
+}
+
+/// A subscriber that connects and reads nothing until `stop`; then reads what svc left in
+/// the connection for a while, to see how svc ended it.
+async fn stalled(
+    addr: SocketAddr,
+    path: &'static str,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<Stalled, String> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    shared.connected.fetch_add(1, Ordering::AcqRel);
+    let _ = stop.changed().await;
+    let mut found = Stalled::default();
+    let mut tail: Vec<u8> = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let until = tokio::time::Instant::now() + STALLED_READ_FOR;
+    loop {
+        match tokio::time::timeout_at(until, stream.read(&mut buffer)).await {
+            Err(_) => break,
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                found.closed = true;
+                break;
+            }
+            Ok(Ok(n)) => {
+                found.bytes_left += n as u64;
+                // What may straddle two reads is kept from the one before.
+                tail.extend_from_slice(&buffer[..n]);
+                found.told_too_slow |= find(&tail, b"ConsumerTooSlow").is_some();
+                found.stream_ended |= find(&tail, b"\r\n0\r\n\r\n").is_some();
+                let keep = tail.len().saturating_sub(32);
+                tail.drain(..keep);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The figures of one run.
+struct Run {
+    subscribers: usize,
+    stalled: usize,
+    applied_per_s: f64,
+    lowest_per_s: f64,
+    lag_end_s: f64,
+    rss_idle_kb: u64,
+    rss_connected_kb: u64,
+    rss_end_kb: u64,
+    rss_peak_kb: u64,
+    svc_cores: f64,
+    bench_cores: f64,
+    latencies: Latencies,
+    slices: Vec<Slice>,
+    /// Changes committed in the window, each owed to every subscriber.
+    window_changes: u64,
+    /// How long the last change of the window had waited when the benchmark stopped reading:
+    /// the least latency of any still owed.
+    owed_waited_s: f64,
+    changes: u64,
+    missed: u64,
+    repeated: u64,
+    /// Subscribers (not stalled) whose stream ended before the run did, and why.
+    ended: Vec<String>,
+    /// Subscribers that received the run's last change with no gap.
+    complete: usize,
+    tail_s: f64,
+    last_seq: i64,
+    /// The lowest seq a subscriber had reached when the benchmark stopped reading.
+    slowest_seq: i64,
+    too_slow: u64,
+    subscribers_at_end: u64,
+    stalled_found: Vec<Stalled>,
+    warnings: Vec<String>,
+    wall_s: f64,
+}
+
+fn wait_for(what: &str, at_most: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < at_most,
+            "{what}: not within {at_most:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn run(
+    options: &Options,
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::blocking::Client,
+    subscribers: usize,
+    stalled_ones: usize,
+) -> Run {
+    let wall = Instant::now();
+    let replay = replay::Replay::start(Vec::new());
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let most = (subscribers + stalled_ones + 16).to_string();
+    let (mut child, url, warnings) = start_svc_logged(
+        &options.svc,
+        &fresh_catalog(dir.path()),
+        &replay.url,
+        &["--max-subscribers", &most],
+    );
+    let pid = child.id();
+    wait_for(
+        "svc connects to the replay",
+        Duration::from_secs(30),
+        || {
+            !replay
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .cursors
+                .is_empty()
+        },
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let rss_idle_kb = rss_kb(pid);
+
+    let addr: SocketAddr = url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("svc's address");
+    let shared = Arc::new(Shared {
+        window_after_seq: AtomicI64::new(i64::MAX),
+        window_last_seq: AtomicI64::new(i64::MAX),
+        window_from_us: AtomicI64::new(0),
+        connected: AtomicUsize::new(0),
+        last_seq: (0..subscribers).map(|_| AtomicI64::new(0)).collect(),
+    });
+    let (stop, stopped) = watch::channel(false);
+    let readers: Vec<_> = (0..subscribers)
+        .map(|i| {
+            let path = if i % 2 == 0 { BY_WORLD } else { EVERY_CHANGE };
+            runtime.spawn(subscriber(
+                i,
+                addr,
+                path,
+                Arc::clone(&shared),
+                stopped.clone(),
+            ))
+        })
+        .collect();
+    let stalls: Vec<_> = (0..stalled_ones)
+        .map(|i| {
+            let path = if i % 2 == 0 { BY_WORLD } else { EVERY_CHANGE };
+            runtime.spawn(stalled(addr, path, Arc::clone(&shared), stopped.clone()))
+        })
+        .collect();
+    let everyone = subscribers + stalled_ones;
+    let connecting = Instant::now();
+    while shared.connected.load(Ordering::Acquire) < everyone
+        || (counters(client, &url).subscribers as usize) < everyone
+    {
+        if readers.iter().any(|task| task.is_finished()) {
+            let errors: Vec<String> = runtime.block_on(async {
+                let mut errors = Vec::new();
+                for task in readers {
+                    if task.is_finished()
+                        && let Ok(Err(error)) = task.await
+                    {
+                        errors.push(error);
+                    }
+                }
+                errors
+            });
+            panic!("subscribers failed to connect: {errors:?}");
+        }
+        assert!(
+            connecting.elapsed() < Duration::from_secs(60),
+            "{} of {everyone} subscribers connected after 60 s (svc counts {})",
+            shared.connected.load(Ordering::Acquire),
+            counters(client, &url).subscribers
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let rss_connected_kb = rss_kb(pid);
+
+    let stop_feeding = Arc::new(AtomicBool::new(false));
+    let feeder = spawn_feeder(
+        Arc::clone(&replay.state),
+        options.rate,
+        Arc::clone(&stop_feeding),
+    );
+    wait_for(
+        "svc applies the first event",
+        Duration::from_secs(30),
+        || counters(client, &url).applied > 0,
+    );
+    std::thread::sleep(Duration::from_secs(options.warmup));
+
+    let before = counters(client, &url);
+    let (svc_cpu_before, own_cpu_before) = (cpu_seconds(pid), own_cpu_seconds());
+    let started = Instant::now();
+    // A fresh catalog whose every change is a create: the applied counter is the newest seq.
+    shared
+        .window_from_us
+        .store(svc_syntax::now_unix_micros(), Ordering::Release);
+    shared
+        .window_after_seq
+        .store(before.applied as i64, Ordering::Release);
+    let mut rss_peak_kb = 0;
+    let mut lowest_per_s = f64::MAX;
+    let mut previous = (before.applied, started);
+    for second in 1..=options.seconds {
+        let next = started + Duration::from_secs(second);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        let now = counters(client, &url);
+        let at = Instant::now();
+        let per_s = (now.applied - previous.0) as f64 / (at - previous.1).as_secs_f64();
+        lowest_per_s = lowest_per_s.min(per_s);
+        previous = (now.applied, at);
+        rss_peak_kb = rss_peak_kb.max(rss_kb(pid));
+    }
+    let after = counters(client, &url);
+    let seconds = started.elapsed().as_secs_f64();
+    shared
+        .window_last_seq
+        .store(after.applied as i64, Ordering::Release);
+    let window_ended = Instant::now();
+    let svc_cores = (cpu_seconds(pid) - svc_cpu_before) / seconds;
+    let bench_cores = (own_cpu_seconds() - own_cpu_before) / seconds;
+    let rss_end_kb = rss_kb(pid);
+
+    stop_feeding.store(true, Ordering::Release);
+    let streamed = feeder.join().expect("the feeder");
+    let applying = Instant::now();
+    while counters(client, &url).applied < streamed && applying.elapsed() < TAIL_AT_MOST {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let last_seq = counters(client, &url).applied as i64;
+    let tail = Instant::now();
+    while tail.elapsed() < TAIL_AT_MOST
+        && shared
+            .last_seq
+            .iter()
+            .any(|seq| seq.load(Ordering::Acquire) < last_seq)
+        && readers.iter().any(|task| !task.is_finished())
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let tail_s = tail.elapsed().as_secs_f64();
+    let end = counters(client, &url);
+    let _ = stop.send(true);
+    let owed_waited_s = window_ended.elapsed().as_secs_f64();
+
+    let (tallies, stalled_found) = runtime.block_on(async {
+        let mut tallies = Vec::new();
+        for task in readers {
+            tallies.push(task.await.expect("a subscriber task"));
+        }
+        let mut found = Vec::new();
+        for task in stalls {
+            found.push(task.await.expect("a stalled task"));
+        }
+        (tallies, found)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let mut latencies = Latencies::new();
+    let mut slices: Vec<Slice> = Vec::new();
+    let (mut changes, mut missed, mut repeated, mut complete) = (0, 0, 0, 0);
+    let mut slowest_seq = i64::MAX;
+    let mut ended = Vec::new();
+    for tally in tallies {
+        let tally = tally.unwrap_or_else(|e| panic!("a subscriber failed: {e}"));
+        latencies.merge(&tally.latencies);
+        if slices.len() < tally.slices.len() {
+            slices.resize(tally.slices.len(), Slice::default());
+        }
+        for (all, one) in slices.iter_mut().zip(&tally.slices) {
+            all.sum_us += one.sum_us;
+            all.n += one.n;
+            all.max_us = all.max_us.max(one.max_us);
+        }
+        changes += tally.changes;
+        missed += tally.missed;
+        repeated += tally.repeated;
+        slowest_seq = slowest_seq.min(tally.last_seq);
+        if tally.missed == 0 && tally.last_seq >= last_seq {
+            complete += 1;
+        }
+        ended.extend(tally.ended);
+    }
+    Run {
+        subscribers,
+        stalled: stalled_ones,
+        applied_per_s: (after.applied - before.applied) as f64 / seconds,
+        lowest_per_s,
+        lag_end_s: after.lag_s,
+        rss_idle_kb,
+        rss_connected_kb,
+        rss_end_kb,
+        rss_peak_kb,
+        svc_cores,
+        bench_cores,
+        latencies,
+        slices,
+        window_changes: after.applied - before.applied,
+        owed_waited_s,
+        changes,
+        missed,
+        repeated,
+        ended,
+        complete,
+        tail_s,
+        last_seq,
+        slowest_seq,
+        too_slow: end.too_slow,
+        subscribers_at_end: end.subscribers,
+        stalled_found: stalled_found
+            .into_iter()
+            .map(|s| s.unwrap_or_else(|e| panic!("a stalled subscriber failed: {e}")))
+            .collect(),
+        warnings: warnings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            // Said once by every svc that follows Jetstream: no news.
+            .filter(|line| !line.contains("Jetstream carries no proofs"))
+            .cloned()
+            .collect(),
+        wall_s: wall.elapsed().as_secs_f64(),
+    }
+}
+
+/// p50, p99 and max of the messages delivered, and what is known of those that were not:
+/// percentiles of the delivered alone would flatter a stream that fell behind.
+fn latency_figures(run: &Run) -> String {
+    let l = &run.latencies;
+    let owed = run.window_changes * run.subscribers as u64;
+    let still_owed = owed.saturating_sub(l.n);
+    let delivered = if l.n == 0 {
+        "none of the messages committed in the window arrived".to_string()
+    } else {
+        format!(
+            "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} messages committed in the window",
+            l.quantile_ms(0.5),
+            l.quantile_ms(0.99),
+            l.max_us as f64 / 1000.0,
+            l.n
+        )
+    };
+    if still_owed == 0 {
+        return delivered;
+    }
+    format!(
+        "{delivered} ({:.1}% of the {owed} owed; the {still_owed} others had waited at least \
+         {:.0} s when the benchmark stopped reading)",
+        100.0 * l.n as f64 / owed.max(1) as f64,
+        run.owed_waited_s
+    )
+}
+
+fn mb(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+fn report(label: &str, run: &Run, none: Option<&Run>, options: &Options) {
+    let ratio = none.map_or(String::new(), |none| {
+        format!(
+            " = {:.3} of none",
+            run.applied_per_s / none.applied_per_s.max(1.0)
+        )
+    });
+    println!(
+        "{label}: applied {:.0} events/s{ratio} (fed {}/s; lowest second {:.0}/s; lag {:.2} s \
+         at the end); svc CPU {:.2} cores, bench process {:.2}; run took {:.0} s",
+        run.applied_per_s,
+        options.rate,
+        run.lowest_per_s,
+        run.lag_end_s,
+        run.svc_cores,
+        run.bench_cores,
+        run.wall_s
+    );
+    println!(
+        "{label}: svc RSS {:.1} MB idle, {:.1} MB with subscribers connected, {:.1} MB at the \
+         end of the window (peak {:.1} MB)",
+        mb(run.rss_idle_kb),
+        mb(run.rss_connected_kb),
+        mb(run.rss_end_kb),
+        mb(run.rss_peak_kb)
+    );
+    if run.subscribers > 0 {
+        println!("{label}: commit-to-delivery {}", latency_figures(run));
+        let slices: Vec<String> = run
+            .slices
+            .iter()
+            .map(|s| {
+                format!(
+                    "{:.0}/{:.0}",
+                    s.sum_us as f64 / s.n.max(1) as f64 / 1000.0,
+                    s.max_us as f64 / 1000.0
+                )
+            })
+            .collect();
+        println!(
+            "{label}: latency mean/max in ms by {SLICE_S} s of commits: {}",
+            slices.join(" ")
+        );
+        println!(
+            "{label}: {} of {} subscribers got every change to seq {} ({} received, {} \
+             missed, {} repeated; the slowest was at seq {} after waiting {:.1} s for the \
+             tail); {} ended early",
+            run.complete,
+            run.subscribers,
+            run.last_seq,
+            run.changes,
+            run.missed,
+            run.repeated,
+            run.slowest_seq,
+            run.tail_s,
+            run.ended.len()
+        );
+        let mut reasons: Vec<(String, usize)> = Vec::new();
+        for reason in &run.ended {
+            match reasons.iter_mut().find(|(r, _)| r == reason) {
+                Some((_, n)) => *n += 1,
+                None => reasons.push((reason.clone(), 1)),
+            }
+        }
+        for (reason, n) in reasons {
+            println!("{label}:   {n} ended: {reason}");
+        }
+    }
+    if let Some(none) = none {
+        let per = |kb: u64, base: u64| (kb as f64 - base as f64) / run.subscribers.max(1) as f64;
+        println!(
+            "{label}: svc RSS per subscriber {:.1} KB streaming (end of window, against none's), \
+             {:.1} KB connected and idle",
+            per(run.rss_end_kb, none.rss_end_kb),
+            per(run.rss_connected_kb, run.rss_idle_kb)
+        );
+    }
+    if run.stalled > 0 {
+        let found = &run.stalled_found;
+        let count = |f: fn(&Stalled) -> bool| found.iter().filter(|s| f(s)).count();
+        println!(
+            "{label}: stalled {}: svc_stream_too_slow_total {}, svc_stream_subscribers {} after \
+             the run; read at the end: {} told ConsumerTooSlow, {} streams ended, {} \
+             connections closed by svc, {:.1} MB left unread in them",
+            run.stalled,
+            run.too_slow,
+            run.subscribers_at_end,
+            count(|s| s.told_too_slow),
+            count(|s| s.stream_ended),
+            count(|s| s.closed),
+            mb(found.iter().map(|s| s.bytes_left).sum::<u64>() / 1024)
+        );
+    } else if run.too_slow > 0 {
+        println!(
+            "{label}: svc gave up on {} subscribers (svc_stream_too_slow_total)",
+            run.too_slow
+        );
+    }
+    if !run.warnings.is_empty() {
+        println!(
+            "{label}: svc logged {} warnings or errors:",
+            run.warnings.len()
+        );
+        for warning in run.warnings.iter().take(5) {
+            println!("{label}:   {warning}");
+        }
+    }
+}
+
+fn main() {
+    let options = options();
+    // reqwest is built with rustls and no provider of its own.
+    svc_atproto::install_crypto();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(options.threads)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let started = Instant::now();
+    println!(
+        "stream: {} events/s for {} s after {} s of warm-up; {} subscribers, then {} stalled \
+         more; {} CPUs",
+        options.rate,
+        options.seconds,
+        options.warmup,
+        options.subscribers,
+        options.stalled,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let none = run(&options, &runtime, &client, 0, 0);
+    report("none", &none, None, &options);
+    let active = run(&options, &runtime, &client, options.subscribers, 0);
+    let label = format!("{} subscribers", options.subscribers);
+    report(&label, &active, Some(&none), &options);
+    let stalled = run(
+        &options,
+        &runtime,
+        &client,
+        options.subscribers,
+        options.stalled,
+    );
+    let label = format!("+{} stalled", options.stalled);
+    report(&label, &stalled, Some(&none), &options);
+    let ratio = active.applied_per_s / none.applied_per_s.max(1.0);
+    println!(
+        "summary: applied rate with {} subscribers {ratio:.3} of none (goal >= 0.9: {}); with \
+         {} stalled more {:.3}; latency {}; with the stalled {}; {:.1} KB RSS per subscriber; \
+         all runs {:.0} s",
+        options.subscribers,
+        if ratio >= 0.9 { "met" } else { "missed" },
+        options.stalled,
+        stalled.applied_per_s / none.applied_per_s.max(1.0),
+        latency_figures(&active),
+        latency_figures(&stalled),
+        (active.rss_end_kb as f64 - none.rss_end_kb as f64) / active.subscribers.max(1) as f64,
+        started.elapsed().as_secs_f64()
+    );
+}
