@@ -703,7 +703,13 @@ fn run(
         &options.svc,
         &fresh_catalog(dir.path()),
         &replay.url,
-        &["--max-subscribers", &most],
+        // Every subscriber comes from one address here.
+        &[
+            "--max-subscribers",
+            &most,
+            "--max-subscribers-per-client",
+            &most,
+        ],
     );
     let pid = child.id();
     wait_for(
