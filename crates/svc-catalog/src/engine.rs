@@ -293,6 +293,8 @@ pub trait EngineReads: Send + Sync + 'static {
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
+    /// The records stored at each uri, in order, in one read.
+    fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
     /// Changes of the stream numbered above `seq`, in order, at most `limit`.
     fn stream_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>>;

@@ -214,6 +214,10 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
         self.reads.get(uri)
     }
 
+    fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>> {
+        self.reads.get_many(uris)
+    }
+
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         self.reads.indexer_heartbeat()
     }

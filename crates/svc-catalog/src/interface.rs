@@ -60,6 +60,9 @@ pub trait CatalogRead: Send + Sync {
     /// The record stored at a uri, if any (tests and tools).
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
 
+    /// The records stored at each uri, in order, in one read (the change stream's items).
+    fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;
+
     /// The indexer's last heartbeat.
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
 

@@ -7,7 +7,7 @@
 //! from storage, then the live ones from the hub, each once.
 
 use crate::params::Params;
-use crate::stream_hub::{Published, item_of};
+use crate::stream_hub::{Published, with_items};
 use crate::{ApiError, AppState};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -17,7 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use svc_catalog::{CatalogError, Item, RecordChange, StreamOp};
+use svc_catalog::{CatalogError, RecordChange, StreamOp};
 use svc_spec::QueryId;
 use tokio::sync::{broadcast, mpsc};
 
@@ -45,8 +45,8 @@ impl Answer {
 /// One message of the stream, as the transports send it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Message {
-    /// A change of the answer: its number and its JSON.
-    Change { seq: i64, json: String },
+    /// A change of the answer: its number and its JSON (shared by every subscriber).
+    Change { seq: i64, json: Arc<str> },
     /// `{"info": ...}` or `{"error": ...}`; an error ends the stream.
     Notice { json: String, ends: bool },
 }
@@ -117,7 +117,7 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
 
 fn sse_event(message: Message) -> Event {
     match message {
-        Message::Change { seq, json } => Event::default().id(seq.to_string()).data(json),
+        Message::Change { seq, json } => Event::default().id(seq.to_string()).data(&*json),
         Message::Notice { json, .. } => Event::default().data(json),
     }
 }
@@ -293,11 +293,12 @@ impl Feed<'_> {
             let Some(newest) = changes.last().map(|change| change.seq) else {
                 return Ok(last);
             };
-            for change in changes {
-                if self.answer.op(&change).is_some() || change.is_gap() {
-                    let item = item_of(catalog, &change).await?;
-                    self.deliver(&Published { change, item }).await?;
-                }
+            let sent: Vec<RecordChange> = changes
+                .into_iter()
+                .filter(|change| self.answer.op(change).is_some() || change.is_gap())
+                .collect();
+            for published in with_items(catalog, sent).await? {
+                self.deliver(&published).await?;
             }
             last = newest;
         }
@@ -317,10 +318,9 @@ impl Feed<'_> {
         if op != StreamOp::Leave && item.is_none() {
             return Ok(());
         }
-        let json = change_json(change, op, item);
         self.send(Message::Change {
             seq: change.seq,
-            json,
+            json: published.message(op),
         })
         .await
     }
@@ -359,23 +359,4 @@ impl Feed<'_> {
         self.state.metrics.stream_too_slow.inc();
         FeedEnd::TooSlow
     }
-}
-
-/// `{"seq", "time", "op", "uri", "item"?}`; the item as the list endpoints write it.
-fn change_json(change: &RecordChange, op: StreamOp, item: Option<&Item>) -> String {
-    let time = svc_syntax::format_unix_micros(change.at.0.saturating_mul(1000));
-    let mut json = serde_json::json!({
-        "seq": change.seq,
-        "time": time,
-        "op": op.label(),
-        "uri": change.uri,
-    });
-    if let (StreamOp::Enter | StreamOp::Update, Some(item)) = (op, item) {
-        let record = serde_json::from_str::<serde_json::Value>(&item.record_json)
-            .unwrap_or(serde_json::Value::Null);
-        json["item"] = serde_json::json!({
-            "uri": item.uri, "author": item.author, "rev": item.rev, "record": record,
-        });
-    }
-    json.to_string()
 }

@@ -109,7 +109,7 @@ where
     loop {
         tokio::select! {
             message = messages.next() => match message {
-                Some(Message::Change { json, .. }) => sink.send(Frame::text(json)).await?,
+                Some(Message::Change { json, .. }) => sink.send(Frame::text(&*json)).await?,
                 Some(Message::Notice { json, ends }) => {
                     sink.send(Frame::text(json)).await?;
                     if ends {

@@ -3,10 +3,10 @@
 //! that leaves it answered, and hands both to every subscriber at once. A subscriber that
 //! falls further behind than the hub keeps is told so and closed.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use svc_catalog::{CatalogRead, Item, RecordChange};
+use svc_catalog::{CatalogRead, Item, RecordChange, StreamOp};
 use tokio::sync::broadcast;
 
 /// Changes the hub keeps for subscribers that have not taken them yet.
@@ -19,12 +19,53 @@ const READ_AT_LEAST_EVERY: Duration = Duration::from_millis(250);
 /// Changes read per step.
 const READ_AT_MOST: usize = 1000;
 
-/// A change with its record as it stands when the change is sent.
+/// A change with its record as it stands when the change is sent, and the message it makes
+/// for each op, written once for every subscriber that sends it.
 #[derive(Debug)]
 pub(crate) struct Published {
     pub change: RecordChange,
     /// The record, when the change leaves it answered and it is still stored.
     pub item: Option<Item>,
+    written: [OnceLock<Arc<str>>; 3],
+}
+
+impl Published {
+    pub fn new(change: RecordChange, item: Option<Item>) -> Published {
+        Published {
+            change,
+            item,
+            written: Default::default(),
+        }
+    }
+
+    /// The message of this change for a subscriber it does `op` to.
+    pub fn message(&self, op: StreamOp) -> Arc<str> {
+        let slot = match op {
+            StreamOp::Enter => &self.written[0],
+            StreamOp::Update => &self.written[1],
+            StreamOp::Leave => &self.written[2],
+        };
+        Arc::clone(slot.get_or_init(|| change_json(&self.change, op, self.item.as_ref()).into()))
+    }
+}
+
+/// `{"seq", "time", "op", "uri", "item"?}`; the item as the list endpoints write it.
+fn change_json(change: &RecordChange, op: StreamOp, item: Option<&Item>) -> String {
+    let time = svc_syntax::format_unix_micros(change.at.0.saturating_mul(1000));
+    let mut json = serde_json::json!({
+        "seq": change.seq,
+        "time": time,
+        "op": op.label(),
+        "uri": change.uri,
+    });
+    if let (StreamOp::Enter | StreamOp::Update, Some(item)) = (op, item) {
+        let record = serde_json::from_str::<serde_json::Value>(&item.record_json)
+            .unwrap_or(serde_json::Value::Null);
+        json["item"] = serde_json::json!({
+            "uri": item.uri, "author": item.author, "rev": item.rev, "record": record,
+        });
+    }
+    json.to_string()
 }
 
 pub(crate) struct Hub {
@@ -87,23 +128,36 @@ async fn publish_after(
         let Some(newest) = changes.last().map(|change| change.seq) else {
             return Ok(last);
         };
-        for change in changes {
-            let item = item_of(catalog, &change).await?;
+        for published in with_items(catalog, changes).await? {
             // Nobody listening is not an error: the change is in storage for later readers.
-            let _ = hub.sender.send(Arc::new(Published { change, item }));
+            let _ = hub.sender.send(Arc::new(published));
         }
         last = newest;
         hub.newest.store(last, Ordering::Release);
     }
 }
 
-/// The record a change leaves answered, as stored now.
-pub(crate) async fn item_of(
+/// The changes with the records they leave answered, as stored now, read in one go.
+pub(crate) async fn with_items(
     catalog: &dyn CatalogRead,
-    change: &RecordChange,
-) -> Result<Option<Item>, svc_catalog::CatalogError> {
-    if !change.is_live || change.is_gap() {
-        return Ok(None);
-    }
-    catalog.get(change.uri.clone()).await
+    changes: Vec<RecordChange>,
+) -> Result<Vec<Published>, svc_catalog::CatalogError> {
+    let wanted = |change: &RecordChange| change.is_live && !change.is_gap();
+    let uris = changes
+        .iter()
+        .filter(|change| wanted(change))
+        .map(|change| change.uri.clone())
+        .collect();
+    let mut items = catalog.get_many(uris).await?.into_iter();
+    Ok(changes
+        .into_iter()
+        .map(|change| {
+            let item = if wanted(&change) {
+                items.next().flatten()
+            } else {
+                None
+            };
+            Published::new(change, item)
+        })
+        .collect())
 }

@@ -437,6 +437,10 @@ impl EngineReads for PostgresReads {
         Box::pin(async move { reader::get(&self.0, &uri).await })
     }
 
+    fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>> {
+        Box::pin(async move { reader::get_many(&self.0, &uris).await })
+    }
+
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         Box::pin(reader::indexer_heartbeat(&self.0))
     }

@@ -224,6 +224,28 @@ pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
     .transpose()
 }
 
+pub(super) async fn get_many(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<Option<Item>>> {
+    let client = connection(pool).await?;
+    let rows = client
+        .query(
+            "SELECT uri, rev, record FROM records WHERE uri = ANY($1) AND record IS NOT NULL",
+            &[&uris],
+        )
+        .await
+        .map_err(storage)?;
+    let mut found = std::collections::HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let (uri, rev, record): (&str, &str, &str) = (r.get(0), r.get(1), r.get(2));
+        let item = Item::try_from(ItemRef {
+            uri: uri.as_bytes(),
+            rev: rev.as_bytes(),
+            record_json: record.as_bytes(),
+        })?;
+        found.insert(item.uri.clone(), item);
+    }
+    Ok(uris.iter().map(|uri| found.get(uri).cloned()).collect())
+}
+
 pub(super) async fn stream_after(
     pool: &Pool,
     seq: i64,

@@ -252,6 +252,10 @@ impl EngineReads for ReaderPool {
         Box::pin(self.run(move |conn| reader::get(conn, &uri)))
     }
 
+    fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>> {
+        Box::pin(self.run(move |conn| uris.iter().map(|uri| reader::get(conn, uri)).collect()))
+    }
+
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         Box::pin(self.run(reader::indexer_heartbeat))
     }
