@@ -114,7 +114,7 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
         );
     };
     if name == "watch" {
-        return super::watch::run(base_url, queries, sub).await;
+        return watch(base_url, queries, sub).await;
     }
     let (path, mut pairs) = if name == "stats" {
         ("/v1/stats".to_string(), Vec::new())
@@ -133,6 +133,27 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
     print_json(&body)
 }
 
+/// `watch`: the subscription the flags ask for (a query and its parameters, or nothing for
+/// every record), from `--cursor`.
+async fn watch(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> anyhow::Result<()> {
+    let cursor = match matches.get_one::<String>("cursor") {
+        None => None,
+        Some(text) => Some(
+            text.parse::<i64>()
+                .ok()
+                .filter(|c| *c >= 0)
+                .ok_or_else(|| UsageError(format!("--cursor: a change's number, not {text:?}")))?,
+        ),
+    };
+    let mut pairs = Vec::new();
+    if let Some((name, sub)) = matches.subcommand() {
+        let (query, params) = picked_query(queries, name, sub)?;
+        pairs.push(("query".to_string(), query.name().to_string()));
+        pairs.extend(params);
+    }
+    super::watch::run(base_url, pairs, cursor).await
+}
+
 /// The path of the query a subcommand's flags pick, and the flags as its parameters.
 fn query_request(
     queries: &QuerySet,
@@ -144,7 +165,7 @@ fn query_request(
 }
 
 /// The query a subcommand's flags pick, and the flags as its parameters.
-pub(super) fn picked_query<'q>(
+fn picked_query<'q>(
     queries: &'q QuerySet,
     name: &str,
     sub: &ArgMatches,

@@ -4,12 +4,9 @@
 //! reader) is resumed from the last message printed; Ctrl-C ends it cleanly.
 
 use super::UsageError;
-use super::orchestrator::picked_query;
 use anyhow::Context;
-use clap::ArgMatches;
 use std::io::Write;
 use std::time::Duration;
-use svc_spec::QuerySet;
 
 /// The server sends a keep-alive every 15 s: this much silence is a dead connection.
 const SILENCE: Duration = Duration::from_secs(60);
@@ -24,22 +21,13 @@ enum Ended {
     Dropped(String),
 }
 
-pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> anyhow::Result<()> {
-    let mut last = match matches.get_one::<String>("cursor") {
-        None => None,
-        Some(text) => Some(
-            text.parse::<i64>()
-                .ok()
-                .filter(|c| *c >= 0)
-                .ok_or_else(|| UsageError(format!("--cursor: a change's number, not {text:?}")))?,
-        ),
-    };
-    let mut pairs = Vec::new();
-    if let Some((name, sub)) = matches.subcommand() {
-        let (query, params) = picked_query(queries, name, sub)?;
-        pairs.push(("query".to_string(), query.name().to_string()));
-        pairs.extend(params);
-    }
+/// Follows the stream of the subscription `pairs` names, after `cursor` (from now without).
+pub async fn run(
+    base_url: &str,
+    pairs: Vec<(String, String)>,
+    cursor: Option<i64>,
+) -> anyhow::Result<()> {
+    let mut last = cursor;
     let client = svc_atproto::streaming_client(SILENCE)?;
     let mut pause = FIRST_PAUSE;
     loop {
