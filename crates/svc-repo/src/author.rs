@@ -230,6 +230,27 @@ fn time_text(time: UnixMicros) -> Cbor {
     Cbor::Text(svc_syntax::format_unix_micros(time.0))
 }
 
+/// A commit's CAR slice: the commit first, then each record it wrote (once), then the tree
+/// nodes that prove it.
+fn slice(
+    commit: &Cid,
+    block: &[u8],
+    planned: &[Planned],
+    proof: Vec<(Cid, Vec<u8>)>,
+) -> Vec<(Cid, Vec<u8>)> {
+    let mut blocks = vec![(commit.clone(), block.to_vec())];
+    let mut seen = HashSet::new();
+    for plan in planned {
+        if let Some((cid, record)) = &plan.record
+            && seen.insert(cid)
+        {
+            blocks.push((cid.clone(), record.clone()));
+        }
+    }
+    blocks.extend(proof);
+    blocks
+}
+
 /// A signed commit block of `data` at `rev`, and its CID.
 fn signed_commit(repo: &Did, data: &[u8], rev: &Tid, key: &SigningKey) -> (Cid, Vec<u8>) {
     let mut fields = vec![
@@ -522,8 +543,46 @@ impl Repository {
     ) -> Result<CommitEvent, AuthorError> {
         let planned = self.plan(writes)?;
         let prev_data = self.data()?;
+        let ops = self.apply(writes, &planned)?;
+        let data = self.data()?;
+        let nodes = self.tree_nodes(&data)?;
+        let fresh: Blocks = nodes
+            .iter()
+            .filter(|(cid, _)| !self.nodes.contains_key(*cid))
+            .map(|(cid, block)| (cid.clone(), block.clone()))
+            .collect();
+        let mut proof: Vec<(Cid, Vec<u8>)> = proof_nodes(&nodes, fresh, &data, &prev_data, &ops)?
+            .into_iter()
+            .collect();
+        proof.sort();
+        let since = self.head.as_ref().map(|head| head.rev.clone());
+        let rev = self.next_rev(time);
+        let (commit, block) = signed_commit(&self.did, &data, &rev, &self.key);
+        let blocks = slice(&commit, &block, &planned, proof);
+        self.remember(planned, &ops);
+        self.nodes = nodes;
+        self.head = Some(Head {
+            cid: commit.clone(),
+            block,
+            rev: rev.clone(),
+            data: data.clone(),
+        });
+        Ok(CommitEvent {
+            repo: self.did.clone(),
+            rev,
+            since,
+            commit,
+            data,
+            prev_data,
+            ops,
+            blocks,
+        })
+    }
+
+    /// Applies the planned writes to the tree; the ops they are.
+    fn apply(&mut self, writes: &[Write], planned: &[Planned]) -> Result<Vec<Op>, AuthorError> {
         let mut ops = Vec::with_capacity(writes.len());
-        for (write, plan) in writes.iter().zip(&planned) {
+        for (write, plan) in writes.iter().zip(planned) {
             let key = plan.path.as_bytes();
             let op = match (write, &plan.record) {
                 (Write::Create { .. }, Some((cid, _))) => {
@@ -553,9 +612,13 @@ impl Repository {
             };
             ops.push(op);
         }
-        let data = self.data()?;
+        Ok(ops)
+    }
+
+    /// Every node of the tree rooted at `data`, the empty tree's one included.
+    fn tree_nodes(&self, data: &Cid) -> Result<Blocks, AuthorError> {
         let mut nodes = self.tree.blocks()?;
-        if !nodes.contains_key(&data) {
+        if !nodes.contains_key(data) {
             // The empty tree is one node that `blocks` leaves out, yet a reader must find it.
             let empty = NodeData {
                 left: None,
@@ -563,32 +626,12 @@ impl Repository {
             };
             nodes.insert(data.clone(), empty.encode()?);
         }
-        let fresh: Blocks = nodes
-            .iter()
-            .filter(|(cid, _)| !self.nodes.contains_key(*cid))
-            .map(|(cid, block)| (cid.clone(), block.clone()))
-            .collect();
-        let mut proof_nodes: Vec<(Cid, Vec<u8>)> =
-            proof_nodes(&nodes, fresh, &data, &prev_data, &ops)?
-                .into_iter()
-                .collect();
-        proof_nodes.sort();
+        Ok(nodes)
+    }
 
-        let since = self.head.as_ref().map(|head| head.rev.clone());
-        let rev = self.next_rev(time);
-        let (commit, block) = signed_commit(&self.did, &data, &rev, &self.key);
-        let mut blocks = vec![(commit.clone(), block.clone())];
-        let mut seen = HashSet::new();
-        for plan in &planned {
-            if let Some((cid, record)) = &plan.record
-                && seen.insert(cid)
-            {
-                blocks.push((cid.clone(), record.clone()));
-            }
-        }
-        blocks.extend(proof_nodes);
-
-        for (plan, op) in planned.into_iter().zip(&ops) {
+    /// Keeps the records the commit wrote, and lets go of those it replaced or deleted.
+    fn remember(&mut self, planned: Vec<Planned>, ops: &[Op]) {
+        for (plan, op) in planned.into_iter().zip(ops) {
             if let Op::Update { prev, .. } | Op::Delete { prev, .. } = op {
                 self.release(prev);
             }
@@ -605,23 +648,6 @@ impl Repository {
                 }
             }
         }
-        self.nodes = nodes;
-        self.head = Some(Head {
-            cid: commit.clone(),
-            block,
-            rev: rev.clone(),
-            data: data.clone(),
-        });
-        Ok(CommitEvent {
-            repo: self.did.clone(),
-            rev,
-            since,
-            commit,
-            data,
-            prev_data,
-            ops,
-            blocks,
-        })
     }
 
     /// Checks every write before any applies, and encodes the records.
