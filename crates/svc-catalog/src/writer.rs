@@ -271,19 +271,7 @@ impl<E: Engine> Writer<E> {
                     let _ = reply.send(self.replace_repository(&did, &rev, records));
                 }
                 WriteJob::Account { did, status, reply } => {
-                    let outcome = match self.set_account(&did, &status) {
-                        Err(CatalogError::Refused { reason, message }) => {
-                            tracing::warn!(
-                                reason = reason.label(),
-                                "the catalog refused the change of account {did}, which is \
-                                 skipped: {}",
-                                headline(&message)
-                            );
-                            Ok(())
-                        }
-                        outcome => outcome,
-                    };
-                    let _ = reply.send(outcome);
+                    let _ = reply.send(self.account(&did, &status));
                 }
                 WriteJob::Heartbeat {
                     keep_changes,
@@ -437,6 +425,21 @@ impl<E: Engine> Writer<E> {
             report.add(done);
         }
         Ok(())
+    }
+
+    /// An account's change; one the store refuses is skipped and logged.
+    fn account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<()> {
+        match self.set_account(did, status) {
+            Err(CatalogError::Refused { reason, message }) => {
+                tracing::warn!(
+                    reason = reason.label(),
+                    "the catalog refused the change of account {did}, which is skipped: {}",
+                    headline(&message)
+                );
+                Ok(())
+            }
+            outcome => outcome,
+        }
     }
 
     fn set_account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<()> {
