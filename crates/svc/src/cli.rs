@@ -416,7 +416,8 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("0").is_err());
-        assert!(parse_duration("5h").is_err());
+        assert_eq!(parse_duration("24h").unwrap(), Duration::from_secs(86_400));
+        assert!(parse_duration("5d").is_err());
         assert!(parse_duration("soon").is_err());
     }
 }
