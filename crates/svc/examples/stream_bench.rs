@@ -675,6 +675,37 @@ struct Run {
     stalled_found: Vec<Stalled>,
     warnings: Vec<String>,
     wall_s: f64,
+    /// `/healthz` answer times during the window, in ms.
+    healthz_ms: Vec<f64>,
+}
+
+/// Asks `/healthz` every 50 ms until `done`; each answer's time, in ms.
+fn probe_healthz(url: String, done: Arc<AtomicBool>) -> JoinHandle<Vec<f64>> {
+    std::thread::spawn(move || {
+        let client = reqwest::blocking::Client::new();
+        let mut times = Vec::new();
+        while !done.load(Ordering::Acquire) {
+            let asked = Instant::now();
+            if client.get(format!("{url}/healthz")).send().is_ok() {
+                times.push(asked.elapsed().as_secs_f64() * 1000.0);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        times
+    })
+}
+
+/// The p50 and p99 of some times.
+fn p50_p99(times: &[f64]) -> (f64, f64) {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        sorted
+            .get(((sorted.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    (at(0.5), at(0.99))
 }
 
 fn wait_for(what: &str, at_most: Duration, mut done: impl FnMut() -> bool) {
@@ -810,6 +841,8 @@ fn run(
     shared
         .window_after_seq
         .store(before.applied as i64, Ordering::Release);
+    let probing_done = Arc::new(AtomicBool::new(false));
+    let prober = probe_healthz(url.clone(), Arc::clone(&probing_done));
     let mut rss_peak_kb = 0;
     let mut lowest_per_s = f64::MAX;
     let mut previous = (before.applied, started);
@@ -825,6 +858,8 @@ fn run(
     }
     let after = counters(client, &url);
     let seconds = started.elapsed().as_secs_f64();
+    probing_done.store(true, Ordering::Release);
+    let healthz_ms = prober.join().expect("the /healthz prober");
     shared
         .window_last_seq
         .store(after.applied as i64, Ordering::Release);
@@ -933,6 +968,7 @@ fn run(
             .cloned()
             .collect(),
         wall_s: wall.elapsed().as_secs_f64(),
+        healthz_ms,
     }
 }
 
@@ -993,6 +1029,11 @@ fn report(label: &str, run: &Run, none: Option<&Run>, options: &Options) {
         mb(run.rss_connected_kb),
         mb(run.rss_end_kb),
         mb(run.rss_peak_kb)
+    );
+    let (p50, p99) = p50_p99(&run.healthz_ms);
+    println!(
+        "{label}: /healthz every 50 ms during the window: p50 {p50:.1} ms, p99 {p99:.1} ms ({} asked)",
+        run.healthz_ms.len()
     );
     if run.subscribers > 0 {
         println!("{label}: commit-to-delivery {}", latency_figures(run));
