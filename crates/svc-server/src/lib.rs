@@ -8,6 +8,7 @@ mod changes_ws;
 mod connections;
 mod error;
 mod every_request;
+mod explorer;
 mod health;
 mod limits;
 mod list;
@@ -183,5 +184,7 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::Sufficiency => get(sufficiency::serve),
         Endpoint::Changes => get(changes::serve),
         Endpoint::ChangesSocket => get(changes_ws::serve),
+        Endpoint::Explorer => get(explorer::front),
+        Endpoint::ExplorerStyle => get(explorer::style),
     }
 }

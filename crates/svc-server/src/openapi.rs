@@ -208,6 +208,9 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         Endpoint::ChangesSocket => {
             json!({"101": {"description": "The WebSocket of the change stream."}})
         }
+        Endpoint::Explorer | Endpoint::ExplorerStyle => {
+            json!({"200": text_response("A page for people.")})
+        }
         Endpoint::Changes => {
             let mut responses = errors(limits);
             responses["200"] = json!({"description": "Server-Sent Events, each `data` a JSON message \

@@ -15,6 +15,8 @@ pub(crate) enum Endpoint {
     Sufficiency,
     Changes,
     ChangesSocket,
+    Explorer,
+    ExplorerStyle,
 }
 
 pub(crate) struct Route {
@@ -99,6 +101,25 @@ pub(crate) const ROUTES: &[Route] = &[
         summary: Some(
             "The catalog's changes as Server-Sent Events: every record's, or one query's answer's, from a cursor.",
         ),
+    },
+    Route {
+        path: "/",
+        name: "explorer",
+        endpoint: Endpoint::Explorer,
+        xrpc: false,
+        api: true,
+        // A page for people, not an operation of the API.
+        listed: false,
+        summary: None,
+    },
+    Route {
+        path: "/assets/explorer.css",
+        name: "explorerStyle",
+        endpoint: Endpoint::ExplorerStyle,
+        xrpc: false,
+        api: true,
+        listed: false,
+        summary: None,
     },
     Route {
         path: "/xrpc/dev.svc.sync.subscribeChanges",
