@@ -404,7 +404,9 @@ async fn the_stream_leads_from_any_cursor_to_the_present(
     assert_eq!(held, answers(&fresh).await);
 }
 
-fn run_on(backend: &str, ops: &[Op], batch: usize, bulk: bool) {
+/// A fresh catalog of `backend` (none when PostgreSQL is not there outside CI), on a runtime
+/// of its own.
+fn on_backend<F: std::future::Future<Output = ()>>(backend: &str, test: impl FnOnce(Fresh) -> F) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -416,25 +418,20 @@ fn run_on(backend: &str, ops: &[Op], batch: usize, bulk: bool) {
             _ => super::postgres().await,
         };
         if let Some(fresh) = fresh {
-            lookups_equal_direct_evaluation(fresh, ops, batch, bulk).await;
+            test(fresh).await;
         }
     });
 }
 
+fn run_on(backend: &str, ops: &[Op], batch: usize, bulk: bool) {
+    on_backend(backend, |fresh| {
+        lookups_equal_direct_evaluation(fresh, ops, batch, bulk)
+    });
+}
+
 fn stream_on(backend: &str, ops: &[Op], batch: usize, cut: usize) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let fresh = match backend {
-            "sqlite" => Some(sqlite()),
-            _ => super::postgres().await,
-        };
-        if let Some(fresh) = fresh {
-            the_stream_leads_from_any_cursor_to_the_present(fresh, ops, batch, cut).await;
-        }
+    on_backend(backend, |fresh| {
+        the_stream_leads_from_any_cursor_to_the_present(fresh, ops, batch, cut)
     });
 }
 
