@@ -6,7 +6,7 @@
 //! from the last one held misses nothing and repeats nothing: the changes after it are read
 //! from storage, then the live ones from the hub, each once.
 
-use crate::params::Params;
+use crate::params::{Params, lookup_key};
 use crate::stream_hub::{Published, with_items};
 use crate::{ApiError, AppState};
 use axum::extract::{ConnectInfo, Request, State};
@@ -80,13 +80,7 @@ pub(crate) fn subscription(
         .position(name)
         .ok_or_else(|| ApiError::InvalidRequest(format!("query: no query named {name:?}")))?;
     let query = &state.queries.all()[position];
-    for param in query.params() {
-        params.get(&param.name)?;
-    }
-    let args = query
-        .bind(|name| params.get(name).ok().flatten())
-        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    let key = query.lookup_key(&args);
+    let key = lookup_key(query, &params)?;
     Ok((Answer(Some((query.id().clone(), key))), cursor))
 }
 

@@ -5,7 +5,7 @@
 //! compressed once.
 
 use crate::cache::{Answer, CacheKey};
-use crate::params::{Params, encode_cursor, paging};
+use crate::params::{Params, encode_cursor, lookup_key, paging};
 use crate::plain::plain_ascii;
 use crate::{ApiError, AppState};
 use axum::body::Bytes;
@@ -92,15 +92,9 @@ async fn answer(
     let params = Params::parse(raw);
     let paging = paging(&params)?;
     let query = &state.queries.all()[position];
-    for param in query.params() {
-        params.get(&param.name)?;
-    }
-    let args = query
-        .bind(|name| params.get(name).ok().flatten())
-        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
     let cache_key = CacheKey {
         query: query.id().clone(),
-        key: query.lookup_key(&args),
+        key: lookup_key(query, &params)?,
         page: Some(paging),
     };
     let answers = &state.metrics.answers;

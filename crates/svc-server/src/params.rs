@@ -47,6 +47,18 @@ impl Params {
     }
 }
 
+/// The index key a query's parameters ask for: each declared parameter given at most once,
+/// every value checked against its declaration.
+pub(crate) fn lookup_key(query: &svc_spec::Query, params: &Params) -> Result<String, ApiError> {
+    for param in query.params() {
+        params.get(&param.name)?;
+    }
+    let args = query
+        .bind(|name| params.get(name).ok().flatten())
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    Ok(query.lookup_key(&args))
+}
+
 /// One component of a query string, as HTML forms encode it (`+` is a space), refusing what
 /// a lenient decoder would silently change: a `%` without two hex digits, and bytes that are
 /// not UTF-8. A NUL is text like any other: records may hold one, and a lookup finds them.
