@@ -47,12 +47,17 @@ impl<'a> Cli<'a> {
         }
         let mut child = command.spawn().expect("svc");
         if let Some(text) = stdin {
-            child
+            let written = child
                 .stdin
                 .take()
                 .expect("stdin")
-                .write_all(text.as_bytes())
-                .expect("write stdin");
+                .write_all(text.as_bytes());
+            // A command that refuses its arguments may exit before it reads its input.
+            if let Err(error) = written
+                && error.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                panic!("write stdin: {error}");
+            }
         }
         drop(child.stdin.take());
         let output = child.wait_with_output().expect("svc output");
