@@ -274,6 +274,23 @@ pub(crate) fn repository_range(did: &str) -> (String, String) {
     (format!("at://{did}/"), format!("at://{did}0"))
 }
 
+/// One repository's stored records in uri order above `$1` and below `$2` (a range within
+/// [`repository_range`]), none while the account `$3` is inactive, at most `$4`.
+pub(crate) const REPOSITORY_RECORDS: &str = "SELECT uri, rev, record FROM records \
+     WHERE uri > $1 AND uri < $2 AND record IS NOT NULL \
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = $3) \
+     ORDER BY uri LIMIT $4";
+
+/// Where a page of [`REPOSITORY_RECORDS`] starts (exclusive) and ends, for a repository and
+/// the last uri of the page before.
+pub(crate) fn repository_page_range(did: &str, after: Option<&str>) -> (String, String) {
+    let (start, end) = repository_range(did);
+    let from = after
+        .filter(|uri| **uri > *start)
+        .map_or(start, str::to_string);
+    (from, end)
+}
+
 /// The DID of an at-uri (its authority); the catalog's uris are checked at-uris.
 pub(crate) fn did_of(uri: &str) -> &str {
     svc_syntax::at_uri_authority(uri).unwrap_or(uri)
@@ -295,6 +312,14 @@ pub trait EngineReads: Send + Sync + 'static {
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
     /// The records stored at each uri, in order, in one read.
     fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;
+    /// A repository's records after `after` in uri order, at most `limit`; none while its
+    /// account is inactive.
+    fn repository_records(
+        &self,
+        did: String,
+        after: Option<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<Item>>;
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
     /// Changes of the stream numbered above `seq`, in order, at most `limit`.
     fn stream_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>>;

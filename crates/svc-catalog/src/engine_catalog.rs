@@ -218,6 +218,15 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
         self.reads.get_many(uris)
     }
 
+    fn repository_records(
+        &self,
+        did: String,
+        after: Option<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<Item>> {
+        self.reads.repository_records(did, after, limit)
+    }
+
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         self.reads.indexer_heartbeat()
     }

@@ -63,6 +63,15 @@ pub trait CatalogRead: Send + Sync {
     /// The records stored at each uri, in order, in one read (the change stream's items).
     fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;
 
+    /// One repository's records in uri order, those after `after` (a uri), at most `limit`;
+    /// none while its account is inactive (the explorer's author pages).
+    fn repository_records(
+        &self,
+        did: String,
+        after: Option<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<Item>>;
+
     /// The indexer's last heartbeat.
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
 

@@ -441,6 +441,17 @@ impl EngineReads for PostgresReads {
         Box::pin(async move { reader::get_many(&self.0, &uris).await })
     }
 
+    fn repository_records(
+        &self,
+        did: String,
+        after: Option<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<Item>> {
+        Box::pin(
+            async move { reader::repository_records(&self.0, &did, after.as_deref(), limit).await },
+        )
+    }
+
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         Box::pin(reader::indexer_heartbeat(&self.0))
     }

@@ -246,6 +246,33 @@ pub(super) async fn get_many(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<
     Ok(uris.iter().map(|uri| found.get(uri).cloned()).collect())
 }
 
+pub(super) async fn repository_records(
+    pool: &Pool,
+    did: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> CatalogResult<Vec<Item>> {
+    let (from, to) = crate::engine::repository_page_range(did, after);
+    let client = connection(pool).await?;
+    let rows = client
+        .query(
+            crate::engine::REPOSITORY_RECORDS,
+            &[&from, &to, &did, &(limit as i64)],
+        )
+        .await
+        .map_err(storage)?;
+    rows.iter()
+        .map(|r| {
+            let (uri, rev, record): (&str, &str, &str) = (r.get(0), r.get(1), r.get(2));
+            Item::try_from(ItemRef {
+                uri: uri.as_bytes(),
+                rev: rev.as_bytes(),
+                record_json: record.as_bytes(),
+            })
+        })
+        .collect()
+}
+
 pub(super) async fn stream_after(
     pool: &Pool,
     seq: i64,

@@ -256,6 +256,17 @@ impl EngineReads for ReaderPool {
         Box::pin(self.run(move |conn| uris.iter().map(|uri| reader::get(conn, uri)).collect()))
     }
 
+    fn repository_records(
+        &self,
+        did: String,
+        after: Option<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<Item>> {
+        Box::pin(
+            self.run(move |conn| reader::repository_records(conn, &did, after.as_deref(), limit)),
+        )
+    }
+
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         Box::pin(self.run(reader::indexer_heartbeat))
     }

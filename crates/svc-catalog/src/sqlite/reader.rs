@@ -438,6 +438,22 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
         .transpose()
 }
 
+pub(crate) fn repository_records(
+    conn: &Connection,
+    did: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> CatalogResult<Vec<Item>> {
+    let (from, to) = crate::engine::repository_page_range(did, after);
+    let mut statement = conn.prepare_cached(crate::engine::REPOSITORY_RECORDS)?;
+    let mut rows = statement.query(params![from, to, did, limit as i64])?;
+    let mut items = Vec::new();
+    while let Some(row) = rows.next()? {
+        items.push(Item::try_from(item_ref(row)?)?);
+    }
+    Ok(items)
+}
+
 pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<UnixMillis>> {
     Ok(conn
         .prepare_cached(changelog::sql::HEARTBEAT)?

@@ -154,6 +154,7 @@ each_backend!(
     records_loaded_in_bulk_change_like_any_other,
     accounts_hide_restore_and_remove_records,
     a_repository_replaced_whole_keeps_only_what_it_proves,
+    a_repository_is_read_in_pages_while_its_account_is_active,
     the_change_stream_says_what_entered_changed_and_left,
     no_bulk_load_while_accounts_are_inactive,
     an_interrupted_bulk_load_is_undone_at_the_next_open,

@@ -592,6 +592,55 @@ pub async fn a_repository_replaced_whole_keeps_only_what_it_proves(fresh: Fresh)
     );
 }
 
+pub async fn a_repository_is_read_in_pages_while_its_account_is_active(fresh: Fresh) {
+    let r = json!({"requester": "did:plc:r"});
+    let mine = [
+        "at://did:plc:a/dev.svc.bounty/1",
+        "at://did:plc:a/dev.svc.bounty/2",
+        "at://did:plc:a/dev.svc.vocab/1",
+    ];
+    // Neighbours whose uris share the prefix "at://did:plc:a" but not the repository.
+    let theirs = [
+        "at://did:plc:a0/dev.svc.bounty/1",
+        "at://did:plc:ab/dev.svc.bounty/1",
+    ];
+    let changes = mine
+        .iter()
+        .chain(&theirs)
+        .map(|uri| upsert(uri, "3a", r.clone()))
+        .collect();
+    apply(&fresh, changes).await;
+    apply(&fresh, vec![delete(mine[1], "3b")]).await;
+    let page = |after: Option<&str>| {
+        let after = after.map(str::to_string);
+        let catalog = &fresh.catalog;
+        async move {
+            let items = catalog
+                .repository_records("did:plc:a".into(), after, 1)
+                .await
+                .unwrap();
+            items.into_iter().map(|item| item.uri).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(page(None).await, vec![mine[0]]);
+    assert_eq!(
+        page(Some(mine[0])).await,
+        vec![mine[2]],
+        "the deleted record is not read"
+    );
+    assert!(page(Some(mine[2])).await.is_empty());
+    let hidden = AccountStatus::Inactive("takendown".into());
+    fresh
+        .catalog
+        .set_account(did("did:plc:a"), hidden)
+        .await
+        .unwrap();
+    assert!(
+        page(None).await.is_empty(),
+        "an inactive account shows nothing"
+    );
+}
+
 pub async fn the_change_stream_says_what_entered_changed_and_left(fresh: Fresh) {
     use crate::StreamOp::{Enter, Leave, Update};
     let a = "at://did:plc:a/dev.svc.bounty/1";
