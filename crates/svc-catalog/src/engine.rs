@@ -291,6 +291,10 @@ pub(crate) fn repository_page_range(did: &str, after: Option<&str>) -> (String, 
     (from, end)
 }
 
+/// Every source's position, by source.
+pub(crate) const CURSORS: &str =
+    "SELECT source, endpoint, cursor, event_time_us FROM cursors ORDER BY source";
+
 /// The DID of an at-uri (its authority); the catalog's uris are checked at-uris.
 pub(crate) fn did_of(uri: &str) -> &str {
     svc_syntax::at_uri_authority(uri).unwrap_or(uri)
@@ -309,6 +313,8 @@ pub trait EngineReads: Send + Sync + 'static {
     fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
+    /// Every source's stored position, by source.
+    fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>>;
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
     /// The records stored at each uri, in order, in one read.
     fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;

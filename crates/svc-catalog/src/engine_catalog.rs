@@ -210,6 +210,10 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
         self.reads.kind_counts()
     }
 
+    fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>> {
+        self.reads.cursors()
+    }
+
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
         self.reads.get(uri)
     }

@@ -57,6 +57,9 @@ pub trait CatalogRead: Send + Sync {
 
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
 
+    /// Where each source that wrote the catalog stands, by source name.
+    fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>>;
+
     /// The record stored at a uri, if any (tests and tools).
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
 

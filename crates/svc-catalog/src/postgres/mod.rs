@@ -433,6 +433,10 @@ impl EngineReads for PostgresReads {
         Box::pin(async move { reader::cursor(&self.0, &source).await })
     }
 
+    fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>> {
+        Box::pin(reader::cursors(&self.0))
+    }
+
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
         Box::pin(async move { reader::get(&self.0, &uri).await })
     }

@@ -204,6 +204,23 @@ pub(super) async fn cursor(pool: &Pool, source: &str) -> CatalogResult<Option<Cu
     }))
 }
 
+pub(super) async fn cursors(pool: &Pool) -> CatalogResult<Vec<CursorPosition>> {
+    let client = connection(pool).await?;
+    let rows = client
+        .query(crate::engine::CURSORS, &[])
+        .await
+        .map_err(storage)?;
+    Ok(rows
+        .iter()
+        .map(|r| CursorPosition {
+            source: r.get(0),
+            endpoint: r.get(1),
+            cursor: r.get(2),
+            event_time: r.get::<_, Option<i64>>(3).map(UnixMicros),
+        })
+        .collect())
+}
+
 pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
     let client = connection(pool).await?;
     let row = client

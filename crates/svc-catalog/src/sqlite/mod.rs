@@ -248,6 +248,10 @@ impl EngineReads for ReaderPool {
         Box::pin(self.run(move |conn| reader::cursor(conn, &source)))
     }
 
+    fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>> {
+        Box::pin(self.run(reader::cursors))
+    }
+
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
         Box::pin(self.run(move |conn| reader::get(conn, &uri)))
     }

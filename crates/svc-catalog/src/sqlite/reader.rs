@@ -428,6 +428,19 @@ pub(crate) fn cursor(conn: &Connection, source: &str) -> CatalogResult<Option<Cu
         .optional()?)
 }
 
+pub(crate) fn cursors(conn: &Connection) -> CatalogResult<Vec<CursorPosition>> {
+    let mut statement = conn.prepare_cached(crate::engine::CURSORS)?;
+    let rows = statement.query_map([], |r| {
+        Ok(CursorPosition {
+            source: r.get(0)?,
+            endpoint: r.get(1)?,
+            cursor: r.get(2)?,
+            event_time: r.get::<_, Option<i64>>(3)?.map(UnixMicros),
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
     let mut statement = conn.prepare_cached(
         "SELECT uri, rev, record FROM records WHERE uri = ?1 AND record IS NOT NULL",

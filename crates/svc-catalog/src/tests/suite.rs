@@ -327,8 +327,9 @@ pub async fn cursor_is_stored_with_records(fresh: Fresh) {
         .unwrap();
     assert_eq!(
         fresh.catalog.cursor("firehose".into()).await.unwrap(),
-        Some(cursor)
+        Some(cursor.clone())
     );
+    assert_eq!(fresh.catalog.cursors().await.unwrap(), vec![cursor]);
 }
 
 pub async fn kind_counts_follow_changes(fresh: Fresh) {
