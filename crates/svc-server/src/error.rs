@@ -31,38 +31,49 @@ pub(crate) fn json_error(status: StatusCode, code: &str, message: &str) -> Respo
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
-            ApiError::InvalidRequest(message) => {
-                json_error(StatusCode::BAD_REQUEST, "invalid_request", &message)
-            }
-            ApiError::ClientSubscribers(_) => json_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_subscribers",
-                &self.to_string(),
-            ),
-            ApiError::TooManySubscribers => json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too_many_subscribers",
-                &self.to_string(),
-            ),
+            ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::ClientSubscribers(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManySubscribers | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            ApiError::InvalidRequest(_) => "invalid_request",
+            ApiError::ClientSubscribers(_) | ApiError::TooManySubscribers => "too_many_subscribers",
+            ApiError::Internal(_) => "internal",
+            ApiError::Unavailable => "unavailable",
+        }
+    }
+
+    /// What the client is told; an internal error is logged as it is told.
+    pub(crate) fn message(&self) -> String {
+        match self {
             ApiError::Internal(message) => {
                 tracing::error!("internal error: {message}");
-                json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &message)
+                message.clone()
             }
             ApiError::Unavailable => {
-                let mut response = json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the catalog's database cannot be reached; try again shortly",
-                );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-                response
+                "the catalog's database cannot be reached; try again shortly".into()
             }
+            other => other.to_string(),
         }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = json_error(self.status(), self.code(), &self.message());
+        if matches!(self, ApiError::Unavailable) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 

@@ -81,6 +81,7 @@ pub(crate) struct AppState {
     pub gate: limits::Gate,
     pub request_timeout: Duration,
     pub stream: StreamState,
+    pub front: explorer::FrontCache,
 }
 
 /// The change stream's subscribers and the hub that feeds them (started with the first).
@@ -127,6 +128,7 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
             max_per_client: config.max_subscribers_per_client,
             hub: Default::default(),
         },
+        front: Default::default(),
     });
     let mut router = Router::new();
     for route in routes::ROUTES
@@ -185,6 +187,10 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::Changes => get(changes::serve),
         Endpoint::ChangesSocket => get(changes_ws::serve),
         Endpoint::Explorer => get(explorer::front),
+        Endpoint::ExplorerQuery => get(explorer::query),
+        Endpoint::ExplorerRecord => get(explorer::record),
+        Endpoint::ExplorerAuthor => get(explorer::author),
         Endpoint::ExplorerStyle => get(explorer::style),
+        Endpoint::ExplorerScript => get(explorer::script),
     }
 }

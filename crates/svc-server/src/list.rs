@@ -84,7 +84,7 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
     named.or(any).is_some_and(|quality| quality > 0.0)
 }
 
-async fn answer(
+pub(crate) async fn answer(
     state: &AppState,
     position: usize,
     raw: Option<&str>,

@@ -208,7 +208,12 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         Endpoint::ChangesSocket => {
             json!({"101": {"description": "The WebSocket of the change stream."}})
         }
-        Endpoint::Explorer | Endpoint::ExplorerStyle => {
+        Endpoint::Explorer
+        | Endpoint::ExplorerQuery
+        | Endpoint::ExplorerRecord
+        | Endpoint::ExplorerAuthor
+        | Endpoint::ExplorerStyle
+        | Endpoint::ExplorerScript => {
             json!({"200": text_response("A page for people.")})
         }
         Endpoint::Changes => {

@@ -16,7 +16,11 @@ pub(crate) enum Endpoint {
     Changes,
     ChangesSocket,
     Explorer,
+    ExplorerQuery,
+    ExplorerRecord,
+    ExplorerAuthor,
     ExplorerStyle,
+    ExplorerScript,
 }
 
 pub(crate) struct Route {
@@ -102,25 +106,25 @@ pub(crate) const ROUTES: &[Route] = &[
             "The catalog's changes as Server-Sent Events: every record's, or one query's answer's, from a cursor.",
         ),
     },
-    Route {
-        path: "/",
-        name: "explorer",
-        endpoint: Endpoint::Explorer,
-        xrpc: false,
-        api: true,
-        // A page for people, not an operation of the API.
-        listed: false,
-        summary: None,
-    },
-    Route {
-        path: "/assets/explorer.css",
-        name: "explorerStyle",
-        endpoint: Endpoint::ExplorerStyle,
-        xrpc: false,
-        api: true,
-        listed: false,
-        summary: None,
-    },
+    // The explorer: pages for people, not operations of the API.
+    page("/", "explorer", Endpoint::Explorer),
+    page("/explore/{query}", "explorerQuery", Endpoint::ExplorerQuery),
+    page(
+        "/at/{did}/{collection}/{rkey}",
+        "explorerRecord",
+        Endpoint::ExplorerRecord,
+    ),
+    page("/at/{did}", "explorerAuthor", Endpoint::ExplorerAuthor),
+    page(
+        "/assets/explorer.css",
+        "explorerStyle",
+        Endpoint::ExplorerStyle,
+    ),
+    page(
+        "/assets/explorer.js",
+        "explorerScript",
+        Endpoint::ExplorerScript,
+    ),
     Route {
         path: "/xrpc/dev.svc.sync.subscribeChanges",
         name: "subscribeChanges",
@@ -132,6 +136,19 @@ pub(crate) const ROUTES: &[Route] = &[
         summary: None,
     },
 ];
+
+/// An explorer page or asset: served with the query API, unlisted.
+const fn page(path: &'static str, name: &'static str, endpoint: Endpoint) -> Route {
+    Route {
+        path,
+        name,
+        endpoint,
+        xrpc: false,
+        api: true,
+        listed: false,
+        summary: None,
+    }
+}
 
 /// The path of the XRPC method `dev.svc.query.<name>`.
 pub(crate) fn xrpc_path(name: &str) -> String {

@@ -31,7 +31,7 @@ struct Question<'a> {
     require_holds: bool,
 }
 
-async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> {
+pub(crate) async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> {
     let params = Params::parse(raw);
     let question = read_question(&params)?;
     let index = state

@@ -1,0 +1,163 @@
+// The explorer's live part: lists and tables marked with data-stream follow the catalog's
+// change stream (Server-Sent Events) from the moment the page was built. Every page works
+// without this script. Records are strangers' text: it is only ever set as text, and links
+// are built from the explorer's own paths.
+"use strict";
+
+const TIMES = ["occurredAt", "createdAt", "detectedAt", "computedAt"];
+const DID = /^did:[a-z]+:[A-Za-z0-9._:%-]+$/;
+const LENS = "dev.panproto.schema.lens";
+
+function element(name, text, className) {
+  const made = document.createElement(name);
+  if (text !== undefined) made.textContent = text;
+  if (className) made.className = className;
+  return made;
+}
+
+function link(text, href) {
+  const anchor = element("a", text, "text");
+  anchor.href = href;
+  return anchor;
+}
+
+// "at://did/collection/rkey" -> its page, "/at/did/collection/rkey".
+function recordPath(uri) {
+  return "/at/" + uri.slice("at://".length);
+}
+
+function title(uri, record) {
+  const name = record && typeof record.name === "string" ? record.name.trim() : "";
+  return name || uri.split("/").pop();
+}
+
+function atPath(record, path) {
+  let here = record;
+  for (const step of path.split(".")) {
+    if (Array.isArray(here)) here = here[0];
+    if (here === null || typeof here !== "object") return undefined;
+    here = here[step.split("[")[0]];
+  }
+  return here;
+}
+
+// One value as a cell, as the server writes it: text, DIDs and lenses linked, arrays by length.
+function cell(value) {
+  const td = element("td");
+  if (Array.isArray(value) && value.length === 1) value = value[0];
+  if (value === undefined) return td;
+  if (typeof value === "string") {
+    const text = value.length > 160 ? value.slice(0, 160) + "…" : value;
+    if (DID.test(value)) td.append(link(text, "/at/" + value));
+    else if (value.startsWith("at://") && value.split("/")[3] === LENS) td.append(link(text, recordPath(value)));
+    else td.append(element("span", text, "text"));
+  } else if (Array.isArray(value)) {
+    td.textContent = value.length + " items";
+  } else {
+    td.textContent = JSON.stringify(value);
+  }
+  return td;
+}
+
+function timeOf(record) {
+  const field = TIMES.find((name) => record && typeof record[name] === "string");
+  return field ? record[field] : "";
+}
+
+function row(table, message) {
+  const item = message.item;
+  const tr = element("tr");
+  tr.dataset.uri = message.uri;
+  const first = element("td");
+  first.append(link(title(message.uri, item.record), recordPath(message.uri)));
+  const author = element("td");
+  author.append(link(item.author, "/at/" + item.author));
+  tr.append(first, author);
+  for (const th of table.querySelectorAll("th[data-path]")) {
+    tr.append(cell(atPath(item.record, th.dataset.path)));
+  }
+  const time = element("td");
+  time.append(element("time", timeOf(item.record)));
+  tr.append(time);
+  return tr;
+}
+
+function addToTotal(change) {
+  const total = document.getElementById("total");
+  if (total) total.textContent = String(Number(total.textContent) + change);
+}
+
+function followTable(table, message) {
+  const body = table.tBodies[0];
+  const existing = [...body.rows].find((tr) => tr.dataset.uri === message.uri);
+  if (message.op === "leave") {
+    if (existing && !existing.classList.contains("left")) {
+      existing.classList.add("left");
+      addToTotal(-1);
+    }
+    return;
+  }
+  if (!message.item) return;
+  const fresh = row(table, message);
+  fresh.classList.add("entered");
+  if (existing) {
+    const wasLeft = existing.classList.contains("left");
+    existing.replaceWith(fresh);
+    if (wasLeft) addToTotal(1);
+  } else {
+    body.prepend(fresh);
+    if (message.op === "enter") addToTotal(1);
+  }
+}
+
+function countKind(uri, change) {
+  const kind = uri.split("/")[3];
+  const cell = document.querySelector(`tr[data-kind="${CSS.escape(kind)}"] .count`);
+  if (cell) {
+    cell.textContent = String(Number(cell.textContent) + change);
+    addToTotal(change);
+  }
+}
+
+function followList(list, message) {
+  const li = element("li", undefined, "entered");
+  li.append(element("span", message.op, "op " + message.op), " ");
+  const record = message.item ? message.item.record : null;
+  const name = title(message.uri, record);
+  li.append(message.item ? link(name, recordPath(message.uri)) : element("span", name, "text"));
+  const parts = message.uri.slice("at://".length).split("/");
+  li.append(" ", element("code", parts[1] || "", "kind"), " by ", link(parts[0], "/at/" + parts[0]));
+  li.append(" ", element("time", message.time));
+  list.prepend(li);
+  const keep = Number(list.dataset.keep || 20);
+  while (list.children.length > keep) list.lastElementChild.remove();
+  if (message.op === "enter") countKind(message.uri, 1);
+  if (message.op === "leave") countKind(message.uri, -1);
+  const empty = list.parentElement.querySelector(".empty");
+  if (empty) empty.remove();
+}
+
+function follow(target) {
+  const state = target.closest("section").querySelector(".live-state");
+  const say = (text) => {
+    if (!state) return;
+    state.hidden = false;
+    state.textContent = text;
+  };
+  const source = new EventSource(target.dataset.stream);
+  source.onopen = () => say("Live: new changes appear as they happen.");
+  source.onmessage = (event) => {
+    const message = JSON.parse(event.data);
+    if (message.error || message.info) {
+      say("Live updates stopped (" + (message.error || message.info) + "); reload the page to resume.");
+      source.close();
+      return;
+    }
+    if (target.tagName === "TABLE") followTable(target, message);
+    else followList(target, message);
+    target.dataset.seen = String(message.seq);
+  };
+  source.onerror = () => say("Live updates are reconnecting…");
+}
+
+document.querySelectorAll("[data-stream]").forEach(follow);

@@ -1,0 +1,179 @@
+//! The catalog explorer: pages for people at `/`, `/explore/<query>` and `/at/...`, rendered
+//! on the server from templates checked at compile time (askama, which escapes every value).
+//! Every record is a stranger's text: the pages load nothing from outside the binary, run
+//! only the explorer's own script (the live part; every page works without it), and say so
+//! in their Content-Security-Policy. Nothing on them writes.
+
+mod fields;
+mod front;
+mod json_view;
+mod query;
+mod record;
+
+pub(crate) use front::FrontCache;
+pub(crate) use front::front;
+pub(crate) use query::query;
+pub(crate) use record::{author, record};
+
+use crate::{ApiError, AppState};
+use askama::Template;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::collections::HashSet;
+
+/// What a page may load and do: its own stylesheet and script, and the change stream.
+const POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; \
+     connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+const STYLE: &str = include_str!("../../assets/explorer.css");
+const SCRIPT: &str = include_str!("../../assets/explorer.js");
+/// The NSID of lens records: the catalog holds none, yet a lens has a page (its verifications).
+const LENS: &str = "dev.panproto.schema.lens";
+
+/// A piece of a stranger's text, linked to the explorer's page for it where there is one.
+pub(crate) struct Linked {
+    pub text: String,
+    pub href: Option<String>,
+}
+
+impl Linked {
+    fn plain(text: impl Into<String>) -> Linked {
+        Linked {
+            text: text.into(),
+            href: None,
+        }
+    }
+
+    /// A DID linked to its author's records.
+    fn did(did: &str) -> Linked {
+        Linked {
+            text: did.to_string(),
+            href: svc_syntax::check_did(did).is_ok().then(|| author_path(did)),
+        }
+    }
+}
+
+/// Where links may point: the records the catalog holds, among those a page names.
+#[derive(Default)]
+pub(crate) struct Links {
+    held: HashSet<String>,
+}
+
+impl Links {
+    /// How many uris a page asks about at most; any beyond are shown unlinked.
+    const MOST: usize = 1000;
+
+    async fn of(state: &AppState, mut uris: Vec<String>) -> Result<Links, ApiError> {
+        uris.sort_unstable();
+        uris.dedup();
+        uris.truncate(Self::MOST);
+        let items = state.catalog.get_many(uris).await?;
+        let held = items.into_iter().flatten().map(|item| item.uri).collect();
+        Ok(Links { held })
+    }
+
+    /// A string's link: a DID to its author's records, an at-uri to its record's page when
+    /// the catalog holds the record or it is a lens (whose page lists its verifications).
+    fn link(&self, text: &str) -> Option<String> {
+        if text.starts_with("did:") {
+            return svc_syntax::check_did(text)
+                .is_ok()
+                .then(|| author_path(text));
+        }
+        if !text.starts_with("at://") {
+            return None;
+        }
+        let linkable = self.held.contains(text) || collection_of(text) == Some(LENS);
+        linkable.then(|| record_path(text)).flatten()
+    }
+}
+
+/// The page of a DID's records.
+fn author_path(did: &str) -> String {
+    format!("/at/{did}")
+}
+
+/// The page of the record at `uri`, for a checked at-uri naming a record.
+fn record_path(uri: &str) -> Option<String> {
+    let parts = svc_syntax::check_at_uri(uri).ok()?;
+    Some(format!(
+        "/at/{}/{}/{}",
+        parts.authority, parts.collection?, parts.rkey?
+    ))
+}
+
+/// The collection an at-uri names, if it is one.
+fn collection_of(uri: &str) -> Option<&str> {
+    svc_syntax::check_at_uri(uri).ok()?.collection
+}
+
+/// A page, with the headers every page carries.
+fn page(template: &impl Template, status: StatusCode) -> Response {
+    match template.render() {
+        Ok(html) => with_headers(html, "text/html; charset=utf-8", status),
+        Err(error) => {
+            let message = format!("a page failed to render: {error}");
+            failure(ApiError::Internal(message))
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "explorer/error.html")]
+struct Failure {
+    title: String,
+    message: String,
+}
+
+/// An error as a page: a bad parameter is a 400 naming it, as in the API.
+fn failure(error: ApiError) -> Response {
+    let status = error.status();
+    let failure = Failure {
+        title: status.canonical_reason().unwrap_or("Error").to_string(),
+        message: error.message(),
+    };
+    match failure.render() {
+        Ok(html) => with_headers(html, "text/html; charset=utf-8", status),
+        Err(_) => error.into_response(),
+    }
+}
+
+/// A page that says the catalog holds nothing at this address.
+fn not_found(what: &str) -> Response {
+    let failure = Failure {
+        title: "Not in this catalog".into(),
+        message: format!("This catalog holds no {what}."),
+    };
+    page(&failure, StatusCode::NOT_FOUND)
+}
+
+/// `GET /assets/explorer.css`.
+pub(crate) async fn style() -> Response {
+    with_headers(STYLE.into(), "text/css; charset=utf-8", StatusCode::OK)
+}
+
+/// `GET /assets/explorer.js`.
+pub(crate) async fn script() -> Response {
+    with_headers(
+        SCRIPT.into(),
+        "text/javascript; charset=utf-8",
+        StatusCode::OK,
+    )
+}
+
+fn with_headers(body: String, content_type: &'static str, status: StatusCode) -> Response {
+    let mut response = (status, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}

@@ -1,0 +1,247 @@
+//! A query's page (`GET /explore/<name>`): a form made from the query's parameters in the
+//! specification, and its answer as a table, asked of the same code (and cache) as the API
+//! with the same query string, so that the page and its JSON link show one answer.
+
+use super::{Linked, Links, fields, json_view, page, record_path};
+use crate::params::{Params, encode_component};
+use crate::{ApiError, AppState};
+use askama::Template;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use std::sync::Arc;
+use svc_spec::{ParamDef, ParamType, Query};
+
+/// Rows a page shows unless the form asks for another number.
+const ROWS: u32 = 25;
+/// The parameters that page an answer: a live stream follows the whole answer.
+const PAGING: &[&str] = &["limit", "offset", "cursor"];
+
+#[derive(Template)]
+#[template(path = "explorer/query.html")]
+struct QueryPage {
+    name: String,
+    kind: String,
+    description: String,
+    fields: Vec<Field>,
+    limit: String,
+    /// Why there is no answer yet: a required parameter left empty.
+    missing: Vec<String>,
+    answer: Option<Table>,
+}
+
+/// One parameter as a form field.
+struct Field {
+    name: String,
+    description: String,
+    value: String,
+    required: bool,
+    /// The values an enumerated parameter takes; empty for free text.
+    options: Vec<String>,
+    /// What the text must look like, for the field's hint.
+    format: &'static str,
+}
+
+pub(crate) struct Table {
+    pub columns: Vec<String>,
+    pub rows: Vec<Row>,
+    pub total: u64,
+    pub json: String,
+    pub next: Option<String>,
+    /// The change stream of this answer from the moment it was read, on its first page.
+    pub stream: Option<String>,
+}
+
+pub(crate) struct Row {
+    pub uri: String,
+    pub record: Linked,
+    pub author: Linked,
+    pub cells: Vec<Linked>,
+    pub time: String,
+}
+
+/// The list envelope, as the API writes it.
+#[derive(Deserialize)]
+pub(super) struct Envelope {
+    pub items: Vec<EnvelopeItem>,
+    pub total: u64,
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct EnvelopeItem {
+    pub uri: String,
+    pub author: String,
+    pub record: serde_json::Value,
+}
+
+/// The first `limit` records of the query `name` for these parameters, as the API answers;
+/// `None` when the specification has no such query.
+pub(super) async fn ask(
+    state: &AppState,
+    name: &str,
+    params: &[(&str, &str)],
+    limit: u32,
+) -> Result<Option<Envelope>, ApiError> {
+    let Some(position) = state.queries.position(name) else {
+        return Ok(None);
+    };
+    let mut pairs: Vec<String> = params
+        .iter()
+        .map(|(name, value)| format!("{name}={}", encode_component(value)))
+        .collect();
+    pairs.push(format!("limit={limit}"));
+    read(state, position, &pairs.join("&")).await.map(Some)
+}
+
+async fn read(state: &AppState, position: usize, api_query: &str) -> Result<Envelope, ApiError> {
+    let answer = crate::list::answer(state, position, Some(api_query)).await?;
+    serde_json::from_slice(&answer.identity()?)
+        .map_err(|e| ApiError::Internal(format!("a list answer did not read back: {e}")))
+}
+
+/// `GET /explore/<name>`.
+pub(crate) async fn query(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let Some(position) = state.queries.position(&name) else {
+        return super::not_found("query of that name");
+    };
+    match build(&state, position, raw.as_deref().unwrap_or_default()).await {
+        Ok(query_page) => page(&query_page, StatusCode::OK),
+        Err(error) => super::failure(error),
+    }
+}
+
+async fn build(state: &AppState, position: usize, raw: &str) -> Result<QueryPage, ApiError> {
+    let query = &state.queries.all()[position];
+    let params = Params::parse(Some(raw));
+    let fields = query
+        .params()
+        .iter()
+        .map(|param| field(param, &params))
+        .collect::<Result<Vec<Field>, ApiError>>()?;
+    let missing: Vec<String> = fields
+        .iter()
+        .filter(|field| field.required && field.value.is_empty())
+        .map(|field| field.name.clone())
+        .collect();
+    let asked = given(raw);
+    let answer = match missing.is_empty() {
+        true => Some(table(state, position, query, &asked).await?),
+        false => None,
+    };
+    Ok(QueryPage {
+        name: query.name().to_string(),
+        kind: query.kind().to_string(),
+        description: query.def().description.clone(),
+        fields,
+        limit: params.get("limit")?.unwrap_or_default().to_string(),
+        missing,
+        answer,
+    })
+}
+
+fn field(param: &ParamDef, params: &Params) -> Result<Field, ApiError> {
+    let options = match (&param.values, param.values_of) {
+        (Some(values), _) => values.clone(),
+        (None, Some(list)) => list.values(),
+        (None, None) => Vec::new(),
+    };
+    Ok(Field {
+        name: param.name.clone(),
+        description: param.description.clone(),
+        value: params.get(&param.name)?.unwrap_or_default().to_string(),
+        required: param.required,
+        options,
+        format: match param.param_type {
+            ParamType::AtUri => "an at:// uri",
+            ParamType::Did => "a DID",
+            _ => "",
+        },
+    })
+}
+
+/// The query string's pairs that hold a value: a form sends its empty fields too.
+fn given(raw: &str) -> Vec<&str> {
+    raw.split('&')
+        .filter(|pair| !pair.is_empty() && !pair.ends_with('='))
+        .collect()
+}
+
+async fn table(
+    state: &AppState,
+    position: usize,
+    query: &Query,
+    asked: &[&str],
+) -> Result<Table, ApiError> {
+    let is_paging = |pair: &&str| PAGING.iter().any(|p| pair.split('=').next() == Some(*p));
+    let mut api_query: Vec<String> = asked.iter().map(|pair| pair.to_string()).collect();
+    if !asked.iter().any(|pair| pair.starts_with("limit=")) {
+        api_query.push(format!("limit={ROWS}"));
+    }
+    // The stream's position before the answer: what changes after is sent, maybe twice.
+    let from = state.catalog.change_bounds().await?.newest;
+    let api_query = api_query.join("&");
+    let envelope = read(state, position, &api_query).await?;
+    let answer_only: Vec<&str> = asked.iter().copied().filter(|p| !is_paging(p)).collect();
+    let first_page = answer_only.len() == asked.len();
+    let columns = fields::columns(query);
+    let rows = rows(state, &columns, envelope.items).await?;
+    let path = format!("/explore/{}", query.name());
+    Ok(Table {
+        json: format!("{}?{api_query}", query.def().path),
+        next: envelope.cursor.map(|cursor| {
+            let mut pairs = answer_only.clone();
+            let cursor = format!("cursor={}", encode_component(&cursor));
+            pairs.push(&cursor);
+            format!("{path}?{}", pairs.join("&"))
+        }),
+        stream: first_page.then(|| stream_url(query, &answer_only, from)),
+        columns,
+        rows,
+        total: envelope.total,
+    })
+}
+
+fn stream_url(query: &Query, answer_only: &[&str], from: i64) -> String {
+    let mut pairs = vec![format!("query={}", query.name())];
+    pairs.extend(answer_only.iter().map(|pair| pair.to_string()));
+    pairs.push(format!("cursor={from}"));
+    format!("/v1/changes?{}", pairs.join("&"))
+}
+
+async fn rows(
+    state: &AppState,
+    columns: &[String],
+    items: Vec<EnvelopeItem>,
+) -> Result<Vec<Row>, ApiError> {
+    let mut uris = Vec::new();
+    for item in &items {
+        for column in columns {
+            if let Some(value) = fields::at_path(&item.record, column) {
+                json_view::at_uris(value, &mut uris);
+            }
+        }
+    }
+    let links = Links::of(state, uris).await?;
+    Ok(items
+        .into_iter()
+        .map(|item| Row {
+            record: Linked {
+                text: fields::title(&item.uri, &item.record),
+                href: record_path(&item.uri),
+            },
+            author: Linked::did(&item.author),
+            cells: columns
+                .iter()
+                .map(|column| fields::cell(fields::at_path(&item.record, column), &links))
+                .collect(),
+            time: fields::time(&item.record),
+            uri: item.uri,
+        })
+        .collect())
+}

@@ -1,0 +1,314 @@
+//! A record's page (`GET /at/<did>/<collection>/<rkey>`): its JSON with every at-uri and DID
+//! a link, and what the catalog knows around it: a lens's verifications by kind and whether
+//! they suffice, a bounty's schemas and lens, a community's members and dialects, and the
+//! beliefs about any record. An author's page (`GET /at/<did>`) lists their records.
+
+use super::query::{EnvelopeItem, ask};
+use super::{LENS, Linked, Links, fields, json_view, page, record_path};
+use crate::params::{Params, encode_component};
+use crate::{ApiError, AppState};
+use askama::Template;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Records of a lens, community or subject a panel lists at most.
+const PANEL_ROWS: u32 = 1000;
+/// Records an author's page lists.
+const AUTHOR_ROWS: usize = 50;
+
+#[derive(Template)]
+#[template(path = "explorer/record.html")]
+struct RecordPage {
+    uri: String,
+    kind: String,
+    title: String,
+    author: Linked,
+    rev: Option<String>,
+    facts: Vec<(String, Linked)>,
+    lens: Option<LensPanel>,
+    lists: Vec<RecordList>,
+    lines: Vec<json_view::Line>,
+}
+
+struct LensPanel {
+    /// Each verification kind: how many there are, how many hold, and whether the kind is
+    /// sufficient (a verification of it that holds).
+    kinds: Vec<(String, usize, usize, bool)>,
+    verifications: String,
+    sufficiency: String,
+}
+
+/// Records around this one, each a link.
+struct RecordList {
+    title: String,
+    records: Vec<Linked>,
+    /// The same list in the explorer, when a query gives it.
+    more: Option<String>,
+}
+
+/// `GET /at/<did>/<collection>/<rkey>`.
+pub(crate) async fn record(
+    State(state): State<Arc<AppState>>,
+    Path((did, collection, rkey)): Path<(String, String, String)>,
+) -> Response {
+    let uri = format!("at://{did}/{collection}/{rkey}");
+    if let Err(error) = svc_syntax::check_at_uri(&uri) {
+        return super::failure(ApiError::InvalidRequest(format!("{uri}: {error}")));
+    }
+    match build(&state, uri, collection).await {
+        Ok(Some(record_page)) => page(&record_page, StatusCode::OK),
+        Ok(None) => super::not_found("record at this address"),
+        Err(error) => super::failure(error),
+    }
+}
+
+async fn build(
+    state: &AppState,
+    uri: String,
+    collection: String,
+) -> Result<Option<RecordPage>, ApiError> {
+    let item = state.catalog.get(uri.clone()).await?;
+    if item.is_none() && collection != LENS {
+        return Ok(None);
+    }
+    let record: Value = match &item {
+        Some(item) => serde_json::from_str(&item.record_json)
+            .map_err(|e| ApiError::Internal(format!("a stored record did not read: {e}")))?,
+        None => Value::Null,
+    };
+    let mut uris = Vec::new();
+    json_view::at_uris(&record, &mut uris);
+    let links = Links::of(state, uris).await?;
+    let author = svc_syntax::at_uri_authority(&uri).unwrap_or_default();
+    let mut lists = Vec::new();
+    if collection == "dev.svc.community" {
+        lists.extend(community_lists(state, &uri, &record).await?);
+    }
+    lists.extend(
+        related(
+            state,
+            "beliefsAboutRecord",
+            "Beliefs about it",
+            "subject_uri",
+            &uri,
+        )
+        .await?,
+    );
+    Ok(Some(RecordPage {
+        title: fields::title(&uri, &record),
+        author: Linked::did(author),
+        rev: item.map(|item| item.rev),
+        facts: facts(&collection, &record, &links),
+        lens: match collection == LENS {
+            true => lens_panel(state, &uri).await?,
+            false => None,
+        },
+        lists,
+        lines: json_view::lines(&record, &links),
+        kind: collection,
+        uri,
+    }))
+}
+
+/// The fields a kind is read by, linked: a bounty's wants, schemas, lens and status.
+fn facts(kind: &str, record: &Value, links: &Links) -> Vec<(String, Linked)> {
+    let wanted: &[(&str, &str)] = match kind {
+        "dev.svc.bounty" => &[
+            ("Wants", "wants.$type"),
+            ("Source schema", "wants.source.uri"),
+            ("Target schema", "wants.target.uri"),
+            ("Lens", "wants.lens.uri"),
+            ("Framework", "wants.framework"),
+            ("Status", "status"),
+            ("Requester", "requester"),
+        ],
+        "dev.svc.verification" => &[
+            ("Lens", "lens.uri"),
+            ("Kind", "kind"),
+            ("Result", "result"),
+            ("Verifier", "verifier"),
+        ],
+        "dev.svc.dialect" => &[("Community", "owningCommunity")],
+        _ => &[],
+    };
+    wanted
+        .iter()
+        .filter_map(|(label, path)| {
+            let value = fields::at_path(record, path)?;
+            Some((label.to_string(), fields::cell(Some(value), links)))
+        })
+        .collect()
+}
+
+/// A lens's verifications by kind, and the sufficiency answer for each kind.
+async fn lens_panel(state: &AppState, lens: &str) -> Result<Option<LensPanel>, ApiError> {
+    let Some(found) = ask(
+        state,
+        "verificationsForLens",
+        &[("lens_uri", lens)],
+        PANEL_ROWS,
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    let mut kinds = Vec::new();
+    for (kind, _) in svc_spec::VERIFICATION_KINDS {
+        let of_kind = found
+            .items
+            .iter()
+            .filter(|item| item.record["kind"] == *kind);
+        let (count, holds) = of_kind.fold((0, 0), |(count, holds), item| {
+            (
+                count + 1,
+                holds + usize::from(item.record["result"] == "holds"),
+            )
+        });
+        kinds.push((
+            kind.to_string(),
+            count,
+            holds,
+            sufficient(state, lens, kind).await?,
+        ));
+    }
+    let lens = encode_component(lens);
+    let all_kinds = svc_spec::VERIFICATION_KINDS.iter().map(|(kind, _)| *kind);
+    Ok(Some(LensPanel {
+        kinds,
+        verifications: format!("/explore/verificationsForLens?lens_uri={lens}"),
+        sufficiency: format!(
+            "/v1/verifications/sufficient?lens_uri={lens}&kinds={}&hold=true",
+            all_kinds.collect::<Vec<_>>().join(",")
+        ),
+    }))
+}
+
+/// The API's sufficiency answer for one kind, holding.
+async fn sufficient(state: &AppState, lens: &str, kind: &str) -> Result<bool, ApiError> {
+    let raw = format!("lens_uri={}&kinds={kind}&hold=true", encode_component(lens));
+    let body = crate::sufficiency::answer(state, Some(&raw)).await?;
+    let answer: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::Internal(format!("a sufficiency answer did not read: {e}")))?;
+    Ok(answer["sufficient"] == true)
+}
+
+/// A community's members and dialects.
+async fn community_lists(
+    state: &AppState,
+    uri: &str,
+    record: &Value,
+) -> Result<Vec<RecordList>, ApiError> {
+    let members = record["members"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut lists = vec![RecordList {
+        title: "Members".into(),
+        records: members
+            .iter()
+            .filter_map(Value::as_str)
+            .map(Linked::did)
+            .collect(),
+        more: None,
+    }];
+    lists.extend(
+        related(
+            state,
+            "dialectsForCommunity",
+            "Dialects",
+            "community_uri",
+            uri,
+        )
+        .await?,
+    );
+    Ok(lists)
+}
+
+/// The records a query finds for one parameter, as links, with a link to its page.
+async fn related(
+    state: &AppState,
+    query: &str,
+    title: &str,
+    param: &str,
+    value: &str,
+) -> Result<Option<RecordList>, ApiError> {
+    let Some(found) = ask(state, query, &[(param, value)], PANEL_ROWS).await? else {
+        return Ok(None);
+    };
+    Ok(Some(RecordList {
+        title: format!("{title} ({})", found.total),
+        records: found.items.iter().map(linked_record).collect(),
+        more: Some(format!(
+            "/explore/{query}?{param}={}",
+            encode_component(value)
+        )),
+    }))
+}
+
+fn linked_record(item: &EnvelopeItem) -> Linked {
+    Linked {
+        text: format!(
+            "{} by {}",
+            fields::title(&item.uri, &item.record),
+            item.author
+        ),
+        href: record_path(&item.uri),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "explorer/author.html")]
+struct AuthorPage {
+    did: String,
+    rows: Vec<(String, Linked, String)>,
+    next: Option<String>,
+}
+
+/// `GET /at/<did>`: the author's records, in uri order, a page at a time (`after`, a uri).
+pub(crate) async fn author(
+    State(state): State<Arc<AppState>>,
+    Path(did): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    if let Err(error) = svc_syntax::check_did(&did) {
+        return super::failure(ApiError::InvalidRequest(format!("{did}: {error}")));
+    }
+    match author_page(&state, did, raw.as_deref()).await {
+        Ok(author_page) => page(&author_page, StatusCode::OK),
+        Err(error) => super::failure(error),
+    }
+}
+
+async fn author_page(
+    state: &AppState,
+    did: String,
+    raw: Option<&str>,
+) -> Result<AuthorPage, ApiError> {
+    let after = Params::parse(raw).get("after")?.map(str::to_string);
+    let items = state
+        .catalog
+        .repository_records(did.clone(), after, AUTHOR_ROWS)
+        .await?;
+    let next = (items.len() == AUTHOR_ROWS)
+        .then(|| items.last())
+        .flatten()
+        .map(|last| format!("/at/{did}?after={}", encode_component(&last.uri)));
+    let rows = items
+        .into_iter()
+        .map(|item| {
+            let record: Value = serde_json::from_str(&item.record_json).unwrap_or(Value::Null);
+            let kind = super::collection_of(&item.uri)
+                .unwrap_or_default()
+                .to_string();
+            let link = Linked {
+                text: fields::title(&item.uri, &record),
+                href: record_path(&item.uri),
+            };
+            (kind, link, fields::time(&record))
+        })
+        .collect();
+    Ok(AuthorPage { did, rows, next })
+}
