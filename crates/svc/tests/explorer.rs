@@ -61,7 +61,7 @@ fn the_front_page_shows_the_catalog_and_keeps_strangers_text_inert() {
         "no script but the explorer's own: {page}"
     );
     assert!(
-        page.contains("at://did:plc:jetstream/dev.svc.vocab/3kaaaaaaaaa23"),
+        page.contains("href=\"/at/did:plc:jetstream/dev.svc.vocab/3kaaaaaaaaa23\""),
         "{page}"
     );
     let (status, _, style) = server.get_raw("/assets/explorer.css");

@@ -1,6 +1,7 @@
 //! Runs the real `svc` binary on an ephemeral port and talks to it over HTTP.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod cli;
 pub mod peers;
 pub mod replay;
