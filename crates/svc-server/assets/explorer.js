@@ -42,8 +42,9 @@ function atPath(record, path) {
 }
 
 // One value as a cell, as the server writes it: text, DIDs and lenses linked, arrays by length.
-function cell(value) {
+function cell(value, label) {
   const td = element("td");
+  td.dataset.label = label;
   if (Array.isArray(value) && value.length === 1) value = value[0];
   if (value === undefined) return td;
   if (typeof value === "string") {
@@ -69,14 +70,17 @@ function row(table, message) {
   const tr = element("tr");
   tr.dataset.uri = message.uri;
   const first = element("td");
+  first.dataset.label = "Record";
   first.append(link(title(message.uri, item.record), recordPath(message.uri)));
   const author = element("td");
+  author.dataset.label = "Author";
   author.append(link(item.author, "/at/" + item.author));
   tr.append(first, author);
   for (const th of table.querySelectorAll("th[data-path]")) {
-    tr.append(cell(atPath(item.record, th.dataset.path)));
+    tr.append(cell(atPath(item.record, th.dataset.path), th.dataset.path));
   }
   const time = element("td");
+  time.dataset.label = "Time";
   time.append(element("time", timeOf(item.record)));
   tr.append(time);
   return tr;

@@ -190,7 +190,6 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::ExplorerQuery => get(explorer::query),
         Endpoint::ExplorerRecord => get(explorer::record),
         Endpoint::ExplorerAuthor => get(explorer::author),
-        Endpoint::ExplorerStyle => get(explorer::style),
-        Endpoint::ExplorerScript => get(explorer::script),
+        Endpoint::ExplorerAsset => get(explorer::asset),
     }
 }

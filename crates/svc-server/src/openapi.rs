@@ -212,8 +212,7 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         | Endpoint::ExplorerQuery
         | Endpoint::ExplorerRecord
         | Endpoint::ExplorerAuthor
-        | Endpoint::ExplorerStyle
-        | Endpoint::ExplorerScript => {
+        | Endpoint::ExplorerAsset => {
             json!({"200": text_response("A page for people.")})
         }
         Endpoint::Changes => {

@@ -19,8 +19,7 @@ pub(crate) enum Endpoint {
     ExplorerQuery,
     ExplorerRecord,
     ExplorerAuthor,
-    ExplorerStyle,
-    ExplorerScript,
+    ExplorerAsset,
 }
 
 pub(crate) struct Route {
@@ -115,16 +114,7 @@ pub(crate) const ROUTES: &[Route] = &[
         Endpoint::ExplorerRecord,
     ),
     page("/at/{did}", "explorerAuthor", Endpoint::ExplorerAuthor),
-    page(
-        "/assets/explorer.css",
-        "explorerStyle",
-        Endpoint::ExplorerStyle,
-    ),
-    page(
-        "/assets/explorer.js",
-        "explorerScript",
-        Endpoint::ExplorerScript,
-    ),
+    page("/assets/{file}", "explorerAsset", Endpoint::ExplorerAsset),
     Route {
         path: "/xrpc/dev.svc.sync.subscribeChanges",
         name: "subscribeChanges",

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::browser::Browser;
+use common::peers::peers;
 use common::replay::Replay;
 use common::*;
 use serde_json::json;
@@ -67,4 +69,200 @@ fn the_front_page_shows_the_catalog_and_keeps_strangers_text_inert() {
     let (status, _, style) = server.get_raw("/assets/explorer.css");
     assert_eq!(status, 200);
     assert!(style.contains("prefers-color-scheme: dark"));
+}
+
+const CID: &str = "bafyreiehf6uam2ube3lsjvarvyipgubd623dn3kxcsjc2wjzgonk6v3m74";
+
+fn lens_ref(lens: &str) -> serde_json::Value {
+    json!({"uri": lens, "cid": {"$link": CID}})
+}
+
+fn verification(lens: &str, verifier: &str, kind: &str, result: &str) -> serde_json::Value {
+    json!({"$type": "dev.svc.verification", "lens": lens_ref(lens), "kind": kind,
+        "verifier": verifier, "tool": {"name": "svc", "version": "0.1.0"},
+        "property": {"$type": "dev.svc.defs#lpRoundtrip", "domain": "people"},
+        "result": result, "occurredAt": NOW})
+}
+
+fn vocab(name: &str, description: &str) -> serde_json::Value {
+    json!({"$type": "dev.svc.vocab", "name": name, "world": "open", "description": description,
+        "occurredAt": NOW})
+}
+
+/// Where the screenshots go: beside the test binaries, kept after the run.
+fn screenshots() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer-screenshots");
+    std::fs::create_dir_all(&dir).expect("the screenshot directory");
+    dir
+}
+
+/// Saves the page at a phone's width and a desktop's.
+fn shoot(browser: &Browser, name: &str) {
+    let dir = screenshots();
+    browser.viewport(390, 844, true);
+    browser.screenshot(dir.join(format!("{name}-phone.png")));
+    browser.viewport(1280, 800, false);
+    browser.screenshot(dir.join(format!("{name}-desktop.png")));
+}
+
+/// Clicks a link and waits for the page it leads to.
+fn follow(browser: &Browser, selector: &str, arrived: &str) {
+    browser.eval("window.leaving = true");
+    browser.click(selector);
+    let loaded = format!(
+        "window.leaving === undefined && document.readyState === 'complete' && ({arrived})"
+    );
+    browser.wait_until(&loaded, Duration::from_secs(10));
+}
+
+const HOSTILE_NAME: &str = "<script>window.pwned = 1</script>";
+const HOSTILE_BREAKOUT: &str = "\"><img src=x onerror=\"window.pwned = 2\">";
+
+#[test]
+fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
+    let Some(peers) = peers() else { return };
+    let Some(browser) = Browser::launch_or_skip("explorer") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", peers.pds_ws.as_str(), "--ready-lag", "5s"],
+    );
+    let alice = peers.create_account("explorer");
+    let lens = format!("at://{}/dev.panproto.schema.lens/3lly2ibq322an", alice.did);
+    let bounty = json!({"$type": "dev.svc.bounty", "requester": alice.did,
+        "wants": {"$type": "dev.svc.bounty#wantVerification", "lens": lens_ref(&lens),
+            "kind": "roundtrip-test"}, "status": "open", "occurredAt": NOW});
+    peers.create_record(&alice, "dev.svc.bounty", bounty, None);
+    let verified = verification(&lens, &alice.did, "roundtrip-test", "holds");
+    peers.create_record(&alice, "dev.svc.verification", verified, None);
+    let falsified = verification(&lens, &alice.did, "property-test", "falsified");
+    peers.create_record(&alice, "dev.svc.verification", falsified, None);
+    let long_rtl = format!("\u{202E}{}", "שלום עולם ".repeat(300));
+    let (hostile, _) = peers.create_record(
+        &alice,
+        "dev.svc.vocab",
+        vocab(HOSTILE_NAME, HOSTILE_BREAKOUT),
+        None,
+    );
+    peers.create_record(
+        &alice,
+        "dev.svc.vocab",
+        vocab("javascript:window.pwned=3", &long_rtl),
+        None,
+    );
+    let lens_query = format!("/v1/verifications?lens_uri={lens}");
+    server.wait_for(&lens_query, Duration::from_secs(10), |b| b["total"] == 2);
+    server.wait_for(
+        "/v1/vocabularies/by-world?world=open",
+        Duration::from_secs(10),
+        |b| b["total"] == 2,
+    );
+
+    // The front page: counts and the newest records.
+    browser.navigate(&format!("{}/", server.url));
+    let count = browser.eval(
+        "document.querySelector('tr[data-kind=\"dev.svc.verification\"] .count').textContent",
+    );
+    assert_eq!(count, "2");
+    shoot(&browser, "front");
+
+    // A query's form, filled in and sent.
+    browser.navigate(&format!("{}/explore/bountiesByRequester", server.url));
+    browser.fill("#p-requester_did", &alice.did);
+    follow(
+        &browser,
+        "form.query button",
+        "document.querySelectorAll('#answer tbody tr').length === 1",
+    );
+    let json_link = browser.eval("document.getElementById('json').getAttribute('href')");
+    assert_eq!(
+        json_link,
+        format!(
+            "/v1/bounties/by-requester?requester_did={}&limit=25",
+            alice.did.replace(':', "%3A")
+        )
+    );
+    shoot(&browser, "query");
+
+    // From the bounty to its lens, and on to the lens's verifications.
+    follow(
+        &browser,
+        "#answer tbody tr td a",
+        "document.querySelector('dl.facts') !== null",
+    );
+    shoot(&browser, "bounty");
+    follow(
+        &browser,
+        "dl.facts a[href*='dev.panproto.schema.lens']",
+        "document.getElementById('verifications') !== null",
+    );
+    let kinds = browser.eval("[...document.querySelectorAll('#verifications tbody tr')].slice(0, 2).map(tr => [...tr.cells].map(td => td.textContent).join(' '))");
+    assert_eq!(
+        kinds,
+        json!(["roundtrip-test 1 1 yes", "property-test 1 0 no"])
+    );
+    shoot(&browser, "lens");
+    follow(
+        &browser,
+        "#lens-verifications",
+        "document.querySelectorAll('#answer tbody tr').length === 2",
+    );
+
+    // A verification published now appears in the table, without a reload.
+    browser.wait_until(
+        "document.querySelector('.live-state').textContent.startsWith('Live')",
+        Duration::from_secs(10),
+    );
+    browser.eval("window.stayed = true");
+    let formal = verification(&lens, &alice.did, "formal-proof", "holds");
+    let (arrived, _) = peers.create_record(&alice, "dev.svc.verification", formal, None);
+    let appeared = format!(
+        "window.stayed === true && document.querySelector('#answer tr[data-uri=\"{arrived}\"]') !== null && document.getElementById('total').textContent === '3'"
+    );
+    browser.wait_until(&appeared, Duration::from_secs(10));
+    shoot(&browser, "live-table");
+
+    // The front page's newest changes follow too.
+    browser.navigate(&format!("{}/", server.url));
+    browser.wait_until(
+        "document.querySelector('.live-state').textContent.startsWith('Live')",
+        Duration::from_secs(10),
+    );
+    browser.eval("window.stayed = true");
+    peers.create_record(&alice, "dev.svc.vocab", vocab("Arrived live", "new"), None);
+    browser.wait_until(
+        "window.stayed === true && document.querySelector('#newest li').textContent.includes('Arrived live')",
+        Duration::from_secs(10),
+    );
+
+    // Strangers' text stays text: nothing ran, no element was made of it, no link of it.
+    let hostile_page = format!("{}/at/{}", server.url, hostile.trim_start_matches("at://"));
+    browser.navigate(&hostile_page);
+    assert_eq!(
+        browser.eval("document.querySelector('h1').textContent"),
+        HOSTILE_NAME
+    );
+    assert_eq!(
+        browser.eval("document.querySelectorAll('main img, main script').length"),
+        0
+    );
+    assert_eq!(
+        browser.eval("document.body.textContent.includes('window.pwned = 2')"),
+        true
+    );
+    shoot(&browser, "hostile");
+    browser.navigate(&format!("{}/at/{}", server.url, alice.did));
+    shoot(&browser, "author");
+    assert_eq!(
+        browser.eval("document.querySelectorAll('main img, main script').length"),
+        0
+    );
+    assert_eq!(
+        browser.eval("[...document.links].filter(a => !a.href.startsWith(location.origin)).length"),
+        0
+    );
+    assert_eq!(browser.eval("window.pwned === undefined"), true);
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
 }

@@ -17,6 +17,7 @@ pub(crate) use record::{author, record};
 
 use crate::{ApiError, AppState};
 use askama::Template;
+use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::collections::HashSet;
@@ -24,8 +25,24 @@ use std::collections::HashSet;
 /// What a page may load and do: its own stylesheet and script, and the change stream.
 const POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; \
      connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
-const STYLE: &str = include_str!("../../assets/explorer.css");
-const SCRIPT: &str = include_str!("../../assets/explorer.js");
+/// The files a page loads, built into the binary: name, type, contents.
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "explorer.css",
+        "text/css; charset=utf-8",
+        include_str!("../../assets/explorer.css"),
+    ),
+    (
+        "explorer.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/explorer.js"),
+    ),
+    (
+        "icon.svg",
+        "image/svg+xml",
+        include_str!("../../assets/icon.svg"),
+    ),
+];
 /// The NSID of lens records: the catalog holds none, yet a lens has a page (its verifications).
 const LENS: &str = "dev.panproto.schema.lens";
 
@@ -146,18 +163,14 @@ fn not_found(what: &str) -> Response {
     page(&failure, StatusCode::NOT_FOUND)
 }
 
-/// `GET /assets/explorer.css`.
-pub(crate) async fn style() -> Response {
-    with_headers(STYLE.into(), "text/css; charset=utf-8", StatusCode::OK)
-}
-
-/// `GET /assets/explorer.js`.
-pub(crate) async fn script() -> Response {
-    with_headers(
-        SCRIPT.into(),
-        "text/javascript; charset=utf-8",
-        StatusCode::OK,
-    )
+/// `GET /assets/<file>`.
+pub(crate) async fn asset(Path(file): Path<String>) -> Response {
+    match ASSETS.iter().find(|(name, _, _)| *name == file) {
+        Some((_, content_type, body)) => {
+            with_headers(body.to_string(), content_type, StatusCode::OK)
+        }
+        None => not_found("file of that name"),
+    }
 }
 
 fn with_headers(body: String, content_type: &'static str, status: StatusCode) -> Response {
