@@ -266,3 +266,73 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
     assert_eq!(browser.eval("window.pwned === undefined"), true);
     assert_eq!(browser.console_errors(), Vec::<String>::new());
 }
+
+#[test]
+fn pages_work_without_script_and_say_what_is_wrong() {
+    let base = now_us() - 1_000_000;
+    let replay = Replay::start(vec![
+        vocab_named(base, "3kaaaaaaaaa22", "Birds"),
+        vocab_named(base + 1, "3kaaaaaaaaa23", "Fish"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
+    );
+    let world = "/v1/vocabularies/by-world?world=open";
+    server.wait_for(world, Duration::from_secs(10), |b| b["total"] == 2);
+    let page = |path: &str, status: u16, contains: &str| {
+        let response = reqwest::blocking::get(format!("{}{path}", server.url)).expect(path);
+        assert_eq!(response.status(), status, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/html; charset=utf-8"
+        );
+        let policy = response.headers()["content-security-policy"]
+            .to_str()
+            .unwrap();
+        assert!(policy.starts_with("default-src 'none'"), "{path}: {policy}");
+        let body = response.text().unwrap();
+        assert!(body.contains(contains), "{path} lacks {contains}: {body}");
+    };
+    // A form sends its empty fields too; the answer is the API's, one page, with its JSON.
+    page(
+        "/explore/vocabulariesWithWorld?world=open&limit=1",
+        200,
+        "<a href=\"/explore/vocabulariesWithWorld?world=open&#38;cursor=",
+    );
+    page(
+        "/explore/vocabulariesWithWorld?world=open&limit=",
+        200,
+        "href=\"/v1/vocabularies/by-world?world=open&#38;limit=25\"",
+    );
+    page("/explore/vocabulariesWithWorld", 200, "to see the answer");
+    // A bad value is named as the API names it, above the form that sent it.
+    page(
+        "/explore/vocabulariesWithWorld?world=flat",
+        400,
+        "world: must be one of closed-with-default, open, hierarchy-closed</p>",
+    );
+    page(
+        "/explore/vocabulariesWithWorld?world=open&limit=0",
+        400,
+        "limit: must be an integer from 1 to 1000",
+    );
+    page("/explore/noSuchQuery", 404, "Not in this catalog");
+    let record = "/at/did:plc:jetstream/dev.svc.vocab/3kaaaaaaaaa23";
+    page(record, 200, "<span class=\"text\">Fish</span>");
+    page(
+        "/at/did:plc:jetstream/dev.svc.vocab/3kzzzzzzzzz22",
+        404,
+        "holds no record",
+    );
+    page(
+        "/at/did:plc:jetstream/dev.svc.vocab/no%20key",
+        400,
+        "at-uri",
+    );
+    page("/at/did:plc:jetstream", 200, &format!("href=\"{record}\""));
+    page("/at/not-a-did", 400, "not-a-did");
+    let after = "/at/did:plc:jetstream?after=at%3A%2F%2Fdid%3Aplc%3Ajetstream%2Fdev.svc.vocab%2F3kaaaaaaaaa22";
+    page(after, 200, &format!("href=\"{record}\""));
+}

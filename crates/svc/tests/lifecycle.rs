@@ -213,10 +213,23 @@ fn a_query_added_to_the_specification_gets_both_routes() {
     );
     assert_eq!(
         server.uris("/xrpc/dev.svc.query.vocabulariesByTop?top=animal"),
-        vec![uri]
+        vec![uri.clone()]
     );
     assert_eq!(server.get("/v1/vocabularies/by-top").0, 400);
     assert!(server.get("/openapi.json").1["paths"]["/v1/vocabularies/by-top"].is_object());
+    // The explorer lists it, makes its form and shows its answer.
+    let (_, _, front) = server.get_raw("/");
+    assert!(
+        front.contains("href=\"/explore/vocabulariesByTop\""),
+        "{front}"
+    );
+    let (status, _, page) = server.get_raw("/explore/vocabulariesByTop?top=animal");
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("<input id=\"p-top\" name=\"top\" value=\"animal\""),
+        "{page}"
+    );
+    assert!(page.contains(&format!("<tr data-uri=\"{uri}\">")), "{page}");
 }
 
 #[test]

@@ -28,6 +28,8 @@ struct QueryPage {
     limit: String,
     /// Why there is no answer yet: a required parameter left empty.
     missing: Vec<String>,
+    /// What is wrong with the parameters given, as the API says it.
+    problem: Option<String>,
     answer: Option<Table>,
 }
 
@@ -111,7 +113,13 @@ pub(crate) async fn query(
         return super::not_found("query of that name");
     };
     match build(&state, position, raw.as_deref().unwrap_or_default()).await {
-        Ok(query_page) => page(&query_page, StatusCode::OK),
+        Ok(query_page) => {
+            let status = match query_page.problem {
+                Some(_) => StatusCode::BAD_REQUEST,
+                None => StatusCode::OK,
+            };
+            page(&query_page, status)
+        }
         Err(error) => super::failure(error),
     }
 }
@@ -130,10 +138,14 @@ async fn build(state: &AppState, position: usize, raw: &str) -> Result<QueryPage
         .map(|field| field.name.clone())
         .collect();
     let asked = given(raw);
-    let answer = match missing.is_empty() {
-        true => Some(table(state, position, query, &asked).await?),
-        false => None,
-    };
+    let (mut answer, mut problem) = (None, None);
+    if missing.is_empty() {
+        match table(state, position, query, &asked).await {
+            Ok(table) => answer = Some(table),
+            Err(ApiError::InvalidRequest(message)) => problem = Some(message),
+            Err(error) => return Err(error),
+        }
+    }
     Ok(QueryPage {
         name: query.name().to_string(),
         kind: query.kind().to_string(),
@@ -141,6 +153,7 @@ async fn build(state: &AppState, position: usize, raw: &str) -> Result<QueryPage
         fields,
         limit: params.get("limit")?.unwrap_or_default().to_string(),
         missing,
+        problem,
         answer,
     })
 }
