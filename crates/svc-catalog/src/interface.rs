@@ -60,10 +60,11 @@ pub trait CatalogRead: Send + Sync {
     /// Where each source that wrote the catalog stands, by source name.
     fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>>;
 
-    /// The record stored at a uri, if any (tests and tools).
+    /// The record stored at a uri, if any and its account is active.
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
 
-    /// The records stored at each uri, in order, in one read (the change stream's items).
+    /// The records stored at each uri, in order, in one read (the change stream's items, the
+    /// explorer's links), as [`CatalogRead::get`] reads them.
     fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;
 
     /// One repository's records in uri order, those after `after` (a uri), at most `limit`;

@@ -221,13 +221,19 @@ pub(super) async fn cursors(pool: &Pool) -> CatalogResult<Vec<CursorPosition>> {
         .collect())
 }
 
+/// The record stored at the uri `$1`, unless its account (the uri's authority) is inactive.
+const RECORD_AT: &str = "SELECT uri, rev, record FROM records \
+     WHERE uri = $1 AND record IS NOT NULL \
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3))";
+/// [`RECORD_AT`] for every uri of the array `$1`.
+const RECORDS_AT: &str = "SELECT uri, rev, record FROM records \
+     WHERE uri = ANY($1) AND record IS NOT NULL \
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3))";
+
 pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
     let client = connection(pool).await?;
     let row = client
-        .query_opt(
-            "SELECT uri, rev, record FROM records WHERE uri = $1 AND record IS NOT NULL",
-            &[&uri],
-        )
+        .query_opt(RECORD_AT, &[&uri])
         .await
         .map_err(storage)?;
     row.map(|r| {
@@ -243,13 +249,7 @@ pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
 
 pub(super) async fn get_many(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<Option<Item>>> {
     let client = connection(pool).await?;
-    let rows = client
-        .query(
-            "SELECT uri, rev, record FROM records WHERE uri = ANY($1) AND record IS NOT NULL",
-            &[&uris],
-        )
-        .await
-        .map_err(storage)?;
+    let rows = client.query(RECORDS_AT, &[&uris]).await.map_err(storage)?;
     let mut found = std::collections::HashMap::with_capacity(rows.len());
     for r in &rows {
         let (uri, rev, record): (&str, &str, &str) = (r.get(0), r.get(1), r.get(2));

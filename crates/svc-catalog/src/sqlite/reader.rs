@@ -441,10 +441,13 @@ pub(crate) fn cursors(conn: &Connection) -> CatalogResult<Vec<CursorPosition>> {
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// The record stored at the uri `?1`, unless its account is inactive.
+const RECORD_AT: &str = "SELECT uri, rev, record FROM records \
+     WHERE uri = ?1 AND record IS NOT NULL \
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = records.author)";
+
 pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
-    let mut statement = conn.prepare_cached(
-        "SELECT uri, rev, record FROM records WHERE uri = ?1 AND record IS NOT NULL",
-    )?;
+    let mut statement = conn.prepare_cached(RECORD_AT)?;
     let mut rows = statement.query([uri])?;
     rows.next()?
         .map(|row| item_ref(row).and_then(Item::try_from))

@@ -758,6 +758,14 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
         fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
         1
     );
+    let read = |uris: &[&str]| {
+        fresh
+            .catalog
+            .get_many(uris.iter().map(|u| u.to_string()).collect())
+    };
+    let found = read(&[a1, b1]).await.unwrap();
+    assert!(found[0].is_none() && found[1].is_some(), "{found:?}");
+    assert!(fresh.catalog.get(a1.into()).await.unwrap().is_none());
     // Writes of an inactive account are kept, out of sight.
     apply(&fresh, vec![upsert(a2, "3b", r.clone())]).await;
     assert_eq!(
@@ -773,6 +781,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
         uris(&fresh, "bountiesByRequester", &requester).await,
         vec![a1, a2, b1]
     );
+    assert!(fresh.catalog.get(a1.into()).await.unwrap().is_some());
     assert_eq!(
         fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
         3
