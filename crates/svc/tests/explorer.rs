@@ -146,7 +146,7 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
         vocab(HOSTILE_NAME, HOSTILE_BREAKOUT),
         None,
     );
-    peers.create_record(
+    let (long, _) = peers.create_record(
         &alice,
         "dev.svc.vocab",
         vocab("javascript:window.pwned=3", &long_rtl),
@@ -253,6 +253,18 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
         true
     );
     shoot(&browser, "hostile");
+    // Long right-to-left text wraps inside the page, even on a phone.
+    browser.navigate(&format!(
+        "{}/at/{}",
+        server.url,
+        long.trim_start_matches("at://")
+    ));
+    browser.viewport(390, 844, true);
+    assert_eq!(
+        browser.eval("document.documentElement.scrollWidth <= window.innerWidth"),
+        true
+    );
+    shoot(&browser, "long-rtl");
     browser.navigate(&format!("{}/at/{}", server.url, alice.did));
     shoot(&browser, "author");
     assert_eq!(
