@@ -34,11 +34,7 @@ struct Question<'a> {
 pub(crate) async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> {
     let params = Params::parse(raw);
     let question = read_question(&params)?;
-    let index = state
-        .queries
-        .indexes()
-        .get(&QueryId::new(SUFFICIENCY_INDEX))
-        .ok_or_else(|| ApiError::Internal("the sufficiency index is missing".into()))?;
+    let index = sufficiency_index(state)?;
     let result = question.require_holds.then_some("holds");
     let keys: Vec<String> = VERIFICATION_KINDS
         .iter()
@@ -67,6 +63,33 @@ pub(crate) async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes,
             .put(key, version, Arc::new(Answer::new(body.clone())));
     }
     Ok(body)
+}
+
+/// How many verifications of a lens each kind has, and how many hold: counted where the
+/// sufficiency answer counts (a kind's property variant), in one lookup of fourteen keys. A
+/// kind is sufficient when it has one that holds.
+pub(crate) async fn tally(state: &AppState, lens: &str) -> Result<Vec<(u64, u64)>, ApiError> {
+    let index = sufficiency_index(state)?;
+    let keys: Vec<String> = VERIFICATION_KINDS
+        .iter()
+        .flat_map(|(_, variant)| {
+            [None, Some("holds")]
+                .map(|result| index.lookup_key(&[Some(lens), Some(variant), result]))
+        })
+        .collect();
+    let counts = state.catalog.count_keys(index.id().clone(), keys).await?;
+    Ok(counts
+        .chunks_exact(2)
+        .map(|pair| (pair[0], pair[1]))
+        .collect())
+}
+
+fn sufficiency_index(state: &AppState) -> Result<&Index, ApiError> {
+    state
+        .queries
+        .indexes()
+        .get(&QueryId::new(SUFFICIENCY_INDEX))
+        .ok_or_else(|| ApiError::Internal("the sufficiency index is missing".into()))
 }
 
 fn read_question<'a>(params: &'a Params) -> Result<Question<'a>, ApiError> {

@@ -78,9 +78,14 @@ fn lens_ref(lens: &str) -> serde_json::Value {
 }
 
 fn verification(lens: &str, verifier: &str, kind: &str, result: &str) -> serde_json::Value {
+    let property = match kind {
+        "roundtrip-test" => json!({"$type": "dev.svc.defs#lpRoundtrip", "domain": "people"}),
+        "property-test" => json!({"$type": "dev.svc.defs#lpGenerator", "spec": "people"}),
+        _ => json!({"$type": "dev.svc.defs#lpTheorem", "statement": "get (put p) = p"}),
+    };
     json!({"$type": "dev.svc.verification", "lens": lens_ref(lens), "kind": kind,
         "verifier": verifier, "tool": {"name": "svc", "version": "0.1.0"},
-        "property": {"$type": "dev.svc.defs#lpRoundtrip", "domain": "people"},
+        "property": property,
         "result": result, "occurredAt": NOW})
 }
 

@@ -36,7 +36,7 @@ struct RecordPage {
 struct LensPanel {
     /// Each verification kind: how many there are, how many hold, and whether the kind is
     /// sufficient (a verification of it that holds).
-    kinds: Vec<(String, usize, usize, bool)>,
+    kinds: Vec<(String, u64, u64, bool)>,
     verifications: String,
     sufficiency: String,
 }
@@ -103,7 +103,7 @@ async fn build(
         rev: item.map(|item| item.rev),
         facts: facts(&collection, &record, &links),
         lens: match collection == LENS {
-            true => lens_panel(state, &uri).await?,
+            true => Some(lens_panel(state, &uri).await?),
             false => None,
         },
         lists,
@@ -143,56 +143,25 @@ fn facts(kind: &str, record: &Value, links: &Links) -> Vec<(String, Linked)> {
         .collect()
 }
 
-/// A lens's verifications by kind, and the sufficiency answer for each kind.
-async fn lens_panel(state: &AppState, lens: &str) -> Result<Option<LensPanel>, ApiError> {
-    let Some(found) = ask(
-        state,
-        "verificationsForLens",
-        &[("lens_uri", lens)],
-        PANEL_ROWS,
-    )
-    .await?
-    else {
-        return Ok(None);
-    };
-    let mut kinds = Vec::new();
-    for (kind, _) in svc_spec::VERIFICATION_KINDS {
-        let of_kind = found
-            .items
-            .iter()
-            .filter(|item| item.record["kind"] == *kind);
-        let (count, holds) = of_kind.fold((0, 0), |(count, holds), item| {
-            (
-                count + 1,
-                holds + usize::from(item.record["result"] == "holds"),
-            )
-        });
-        kinds.push((
-            kind.to_string(),
-            count,
-            holds,
-            sufficient(state, lens, kind).await?,
-        ));
-    }
+/// A lens's verifications by kind (by the property each proves, as sufficiency counts them),
+/// and whether each kind is sufficient.
+async fn lens_panel(state: &AppState, lens: &str) -> Result<LensPanel, ApiError> {
+    let tally = crate::sufficiency::tally(state, lens).await?;
+    let kinds = svc_spec::VERIFICATION_KINDS
+        .iter()
+        .zip(tally)
+        .map(|((kind, _), (count, holds))| (kind.to_string(), count, holds, holds > 0))
+        .collect();
     let lens = encode_component(lens);
     let all_kinds = svc_spec::VERIFICATION_KINDS.iter().map(|(kind, _)| *kind);
-    Ok(Some(LensPanel {
+    Ok(LensPanel {
         kinds,
         verifications: format!("/explore/verificationsForLens?lens_uri={lens}"),
         sufficiency: format!(
             "/v1/verifications/sufficient?lens_uri={lens}&kinds={}&hold=true",
             all_kinds.collect::<Vec<_>>().join(",")
         ),
-    }))
-}
-
-/// The API's sufficiency answer for one kind, holding.
-async fn sufficient(state: &AppState, lens: &str, kind: &str) -> Result<bool, ApiError> {
-    let raw = format!("lens_uri={}&kinds={kind}&hold=true", encode_component(lens));
-    let body = crate::sufficiency::answer(state, Some(&raw)).await?;
-    let answer: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::Internal(format!("a sufficiency answer did not read: {e}")))?;
-    Ok(answer["sufficient"] == true)
+    })
 }
 
 /// A community's members and dialects.
