@@ -44,7 +44,7 @@ fn without(mut record: Value, pointer: &str) -> Value {
 #[test]
 fn every_embedded_document_loads_and_every_kind_is_known() {
     let kinds: Vec<&str> = Lexicons::embedded().record_collections().collect();
-    assert_eq!(kinds.len(), 16, "{kinds:?}");
+    assert_eq!(kinds.len(), 20, "{kinds:?}");
     for kind in [
         "dev.svc.bounty",
         "dev.svc.vocab",

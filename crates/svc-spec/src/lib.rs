@@ -6,6 +6,7 @@
 mod def;
 mod index;
 mod keys;
+mod lexicon;
 mod path;
 mod query;
 
@@ -14,6 +15,7 @@ pub use def::{
 };
 pub use index::{Index, IndexSet};
 pub use keys::encode_key;
+pub use lexicon::{query_lexicon, query_nsid};
 pub use path::JsonPath;
 pub use query::{Query, QuerySet};
 

@@ -19,10 +19,10 @@ fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a st
 }
 
 #[test]
-fn the_embedded_spec_declares_the_sixteen_queries() {
+fn the_embedded_spec_declares_the_twenty_three_queries() {
     let set = QuerySet::embedded();
     let names: Vec<&str> = set.public().map(|(_, q)| q.name()).collect();
-    assert_eq!(names.len(), 16);
+    assert_eq!(names.len(), 23);
     assert!(
         set.indexes()
             .get(&QueryId::new(SUFFICIENCY_INDEX))
@@ -30,6 +30,7 @@ fn the_embedded_spec_declares_the_sixteen_queries() {
     );
     assert!(set.position(SUFFICIENCY_INDEX).is_none(), "not routed");
     assert!(names.contains(&"vocabulariesByName"));
+    assert!(names.contains(&"federationsForPeer"));
 }
 
 #[test]
@@ -50,6 +51,64 @@ fn open_bounties_take_open_claimed_or_unset_status() {
         assert_eq!(matches(&q, &record, &[]), expected);
     }
     assert_eq!(keys_of(&q, &json!({})), vec![String::new()]);
+}
+
+#[test]
+fn open_changes_are_drafts_and_reviews_and_active_runs_are_under_way() {
+    let cases = [
+        (
+            "openChangeProposals",
+            &["draft", "review"][..],
+            &["approved", "rejected", "released", "superseded", "Draft"][..],
+        ),
+        (
+            "activeMigrationRuns",
+            &["planned", "running", "paused"][..],
+            &["completed", "failed", "rolled-back", "Running"][..],
+        ),
+    ];
+    for (name, matching, others) in cases {
+        let q = query(name);
+        for status in matching {
+            assert!(
+                matches(&q, &json!({"status": status}), &[]),
+                "{name} {status}"
+            );
+        }
+        for status in others {
+            assert!(
+                !matches(&q, &json!({"status": status}), &[]),
+                "{name} {status}"
+            );
+        }
+        assert!(
+            !matches(&q, &json!({}), &[]),
+            "{name}: a status is required"
+        );
+    }
+}
+
+#[test]
+fn a_community_s_changes_releases_runs_and_federations_are_found_by_its_uri() {
+    let community = "at://did:plc:c/dev.svc.community/1";
+    let other = "at://did:plc:c/dev.svc.community/2";
+    for (name, field) in [
+        ("changeProposalsForCommunity", "community"),
+        ("communityReleasesForCommunity", "community"),
+        ("federationsForCommunity", "community"),
+        ("federationsForPeer", "peer"),
+        ("migrationRunsForChange", "change"),
+    ] {
+        let q = query(name);
+        let record = json!({ field: community, "status": "completed" });
+        assert!(matches(&q, &record, &[Some(community)]), "{name}");
+        assert!(!matches(&q, &record, &[Some(other)]), "{name}");
+        assert!(
+            q.bind(lookup(&[(q.params()[0].name.as_str(), "not a uri")]))
+                .is_err(),
+            "{name}"
+        );
+    }
 }
 
 #[test]

@@ -609,7 +609,7 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
     ] {
         assert_eq!(stats[name], n, "{name}");
     }
-    assert_eq!(stats.as_object().unwrap().len(), 17);
+    assert_eq!(stats.as_object().unwrap().len(), 21);
     assert_eq!(
         s.get_raw("/healthz"),
         (200, "text/plain; charset=utf-8".into(), "ok\n".into())
@@ -657,15 +657,18 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
         "/xrpc/dev.svc.query.vocabulariesByName",
         "/v1/verifications/sufficient",
         "/v1/stats",
+        "/v1/changes/open",
+        "/xrpc/dev.svc.query.federationsForPeer",
     ] {
         assert!(paths.contains_key(path), "{path}");
     }
+    // The 23 list queries and the sufficiency question.
     assert_eq!(
         paths
             .keys()
             .filter(|p| p.starts_with("/xrpc/dev.svc.query."))
             .count(),
-        17
+        24
     );
     let response = common::http()
         .clone()

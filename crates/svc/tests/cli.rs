@@ -179,7 +179,7 @@ fn every_kind_publishes_and_fetches_back_as_sent() {
     let cli = home.cli();
     json_out(&home.log_in(&cli));
     let records = example_records();
-    assert_eq!(records.len(), 16);
+    assert_eq!(records.len(), 20);
     for (collection, record) in &records {
         let path = home.write("record.json", &record.to_string());
         let kind = collection.trim_start_matches("dev.svc.");

@@ -61,6 +61,26 @@ const KINDS: &[&str] = &[
     "dev.svc.dialect",
     "dev.svc.belief",
     "dev.svc.vocab",
+    "dev.svc.changeProposal",
+    "dev.svc.communityRelease",
+    "dev.svc.migrationRun",
+    "dev.svc.federation",
+];
+/// Statuses of every kind that has one, and one no query knows.
+const STATUSES: &[&str] = &[
+    "open",
+    "claimed",
+    "fulfilled",
+    "withdrawn",
+    "draft",
+    "review",
+    "released",
+    "planned",
+    "running",
+    "paused",
+    "completed",
+    "rolled-back",
+    "custom",
 ];
 const REVS: &[&str] = &["3a", "3b", "3c", "3d"];
 
@@ -135,13 +155,24 @@ fn record(kind: &str, p: &mut Picker) -> Value {
             json!({"owningCommunity": p.pick(&POOLS.refs), "name": p.pick(&POOLS.names)})
         }
         "dev.svc.belief" => json!({"subject": {"uri": p.pick(&POOLS.refs)}}),
+        "dev.svc.changeProposal" | "dev.svc.communityRelease" => {
+            json!({"community": p.pick(&POOLS.refs), "status": p.pick(STATUSES)})
+        }
+        "dev.svc.migrationRun" => json!({
+            "community": p.pick(&POOLS.refs),
+            "change": p.pick(&POOLS.refs),
+            "status": p.pick(STATUSES)
+        }),
+        "dev.svc.federation" => {
+            json!({"community": p.pick(&POOLS.refs), "peer": p.pick(&POOLS.refs)})
+        }
         _ => {
             json!({"name": p.pick(&POOLS.names), "world": p.pick(&["open", "closed-with-default", "hierarchy-closed"])})
         }
     };
     // Optional fields that some queries test for presence or absence.
     if p.chance() {
-        r["status"] = json!(p.pick(&["open", "claimed", "fulfilled", "withdrawn"]));
+        r["status"] = json!(p.pick(STATUSES));
     }
     if p.chance() {
         r["holder"] = json!(p.pick(&POOLS.dids));

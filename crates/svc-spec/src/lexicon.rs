@@ -1,0 +1,179 @@
+//! Each list query as an XRPC lexicon document (`dev.svc.query.<name>`, type `query`): its
+//! parameters as the API accepts them (the paging ones, then its own) and the list envelope
+//! as its output. Made from the specification, never written by hand: the documents under
+//! `lexicons/dev/svc/query/` are checked against these.
+
+use crate::{DEFAULT_LIMIT, MAX_AT_URI_PARAM_BYTES, MAX_LIMIT, ParamDef, ParamType, Query};
+use serde_json::{Map, Value, json};
+
+/// The NSID of a query's XRPC method.
+pub fn query_nsid(name: &str) -> String {
+    format!("dev.svc.query.{name}")
+}
+
+/// The lexicon document of one list query.
+pub fn query_lexicon(query: &Query) -> Value {
+    let own = query
+        .params()
+        .iter()
+        .map(|param| (param, own_parameter(param)));
+    let mut properties = paging_properties();
+    let mut required = Vec::new();
+    for (param, schema) in own {
+        properties.insert(param.name.clone(), schema);
+        if param.required {
+            required.push(param.name.clone());
+        }
+    }
+    let mut parameters = json!({"type": "params", "properties": properties});
+    if !required.is_empty() {
+        parameters["required"] = json!(required);
+    }
+    json!({
+        "lexicon": 1,
+        "id": query_nsid(query.name()),
+        "defs": {
+            "main": {
+                "type": "query",
+                "description": format!(
+                    "{} Also served at {}.",
+                    query.def().description,
+                    query.def().path
+                ),
+                "parameters": parameters,
+                "output": {"encoding": "application/json", "schema": envelope()}
+            },
+            "item": item(query.kind())
+        }
+    })
+}
+
+/// `limit`, `offset` and `cursor`, as every list query takes them.
+fn paging_properties() -> Map<String, Value> {
+    let described = crate::paging_parameters();
+    let description = |name: &str| {
+        described
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, d)| format!("{d}."))
+            .unwrap_or_default()
+    };
+    let mut properties = Map::new();
+    properties.insert(
+        "limit".into(),
+        json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
+            "default": DEFAULT_LIMIT, "description": description("limit")}),
+    );
+    properties.insert(
+        "offset".into(),
+        json!({"type": "integer", "minimum": 0, "default": 0, "description": description("offset")}),
+    );
+    properties.insert(
+        "cursor".into(),
+        json!({"type": "string", "description": description("cursor")}),
+    );
+    properties
+}
+
+fn own_parameter(param: &ParamDef) -> Value {
+    let mut schema = match param.param_type {
+        ParamType::AtUri => {
+            json!({"type": "string", "format": "at-uri", "maxLength": MAX_AT_URI_PARAM_BYTES})
+        }
+        ParamType::Did => json!({"type": "string", "format": "did"}),
+        ParamType::Enum => {
+            let values = match (&param.values, param.values_of) {
+                (Some(values), _) => values.clone(),
+                (None, Some(list)) => list.values(),
+                (None, None) => Vec::new(),
+            };
+            json!({"type": "string", "enum": values})
+        }
+        ParamType::String => json!({"type": "string"}),
+    };
+    if !param.description.is_empty() {
+        schema["description"] = json!(param.description);
+    }
+    schema
+}
+
+/// `{items, total, limit, offset, cursor?}`.
+fn envelope() -> Value {
+    json!({
+        "type": "object",
+        "required": ["items", "total", "limit", "offset"],
+        "properties": {
+            "items": {"type": "array", "items": {"type": "ref", "ref": "#item"},
+                "description": "The records of the page, in uri order."},
+            "total": {"type": "integer", "minimum": 0,
+                "description": "How many records the query finds in all."},
+            "limit": {"type": "integer", "minimum": 1},
+            "offset": {"type": "integer", "minimum": 0},
+            "cursor": {"type": "string",
+                "description": "Given when more records follow: the next page's cursor."}
+        }
+    })
+}
+
+/// One record of the answer. Its body is `unknown` rather than a ref to its kind: the family's
+/// lexicons name unions in `dev.svc.defs`, which the network's reference validator cannot
+/// follow behind a ref, and the catalog holds only records its own lexicon accepted.
+fn item(kind: &str) -> Value {
+    json!({
+        "type": "object",
+        "required": ["uri", "author", "rev", "record"],
+        "properties": {
+            "uri": {"type": "string", "format": "at-uri"},
+            "author": {"type": "string", "format": "did"},
+            "rev": {"type": "string", "description": "The revision of the commit that wrote the record."},
+            "record": {"type": "unknown", "description": format!("The {kind} record.")}
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::QuerySet;
+    use std::path::PathBuf;
+
+    fn directory() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../lexicons/dev/svc/query")
+    }
+
+    /// `SVC_BLESS=1` writes the documents anew (after the specification changed on purpose).
+    #[test]
+    fn the_query_lexicons_in_the_repository_are_made_from_the_specification() {
+        let queries = QuerySet::embedded();
+        let dir = directory();
+        let bless = std::env::var_os("SVC_BLESS").is_some();
+        if bless {
+            std::fs::create_dir_all(&dir).expect("the query lexicon directory");
+        }
+        let mut expected = Vec::new();
+        for (_, query) in queries.public() {
+            let file = format!("{}.json", query.name());
+            let text = format!("{:#}\n", query_lexicon(query));
+            if bless {
+                std::fs::write(dir.join(&file), &text).expect("a query lexicon written");
+            }
+            let found = std::fs::read_to_string(dir.join(&file)).unwrap_or_default();
+            assert!(
+                found == text,
+                "lexicons/dev/svc/query/{file} differs from the specification; \
+                 SVC_BLESS=1 cargo test -p svc-spec writes it"
+            );
+            expected.push(file);
+        }
+        let mut present: Vec<String> = std::fs::read_dir(&dir)
+            .expect("lexicons/dev/svc/query")
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .collect();
+        present.sort();
+        expected.sort();
+        assert_eq!(
+            present, expected,
+            "a query lexicon of no query in the specification"
+        );
+    }
+}
