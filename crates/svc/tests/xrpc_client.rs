@@ -49,14 +49,13 @@ fn argument(query: &Query, param: &str, record: &Value) -> Option<String> {
         })?;
     let path = JsonPath::parse(path).ok()?;
     let json = Json::from_value(record);
-    let found = path.values(&json).into_iter().find_map(|value| {
+    path.values(&json).into_iter().find_map(|value| {
         let value = if is_ref { value.get("uri")? } else { value };
         match value.as_array() {
             Some(items) => items.first()?.as_str().map(str::to_string),
             None => value.as_str().map(str::to_string),
         }
-    });
-    found
+    })
 }
 
 /// Parameters under which the query finds at least one example record.
