@@ -11,74 +11,23 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use svc_spec::{ConditionDef, Json, JsonPath, Query, QuerySet};
+use svc_spec::{Query, QuerySet};
 
 fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
-
-/// The records of the example catalog, as its events create them.
-fn example_records() -> Vec<(String, Value)> {
-    let text = std::fs::read_to_string(root().join("examples/catalog.jsonl")).unwrap();
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|event| {
-            let commit = event.get("commit")?;
-            let collection = commit["collection"].as_str()?.to_string();
-            Some((collection, commit.get("record")?.clone()))
-        })
-        .collect()
-}
-
-/// The value of `param` a record holds where the query's filter reads it.
-fn argument(query: &Query, param: &str, record: &Value) -> Option<String> {
-    let (path, is_ref) = query
-        .def()
-        .filter
-        .iter()
-        .find_map(|condition| match condition {
-            ConditionDef::Eq { path, param: p, .. }
-            | ConditionDef::EqAsciiCi { path, param: p, .. }
-            | ConditionDef::Contains { path, param: p, .. } => {
-                (p.as_deref() == Some(param)).then_some((path, false))
-            }
-            ConditionDef::RefUri { path, param: p, .. } => {
-                (p.as_deref() == Some(param)).then_some((path, true))
-            }
-            _ => None,
-        })?;
-    let path = JsonPath::parse(path).ok()?;
-    let json = Json::from_value(record);
-    path.values(&json).into_iter().find_map(|value| {
-        let value = if is_ref { value.get("uri")? } else { value };
-        match value.as_array() {
-            Some(items) => items.first()?.as_str().map(str::to_string),
-            None => value.as_str().map(str::to_string),
-        }
-    })
 }
 
 /// Parameters under which the query finds at least one example record.
 fn finding_parameters(server: &Server, query: &Query, records: &[(String, Value)]) -> Value {
     let of_kind = records.iter().filter(|(kind, _)| kind == query.kind());
     for (_, record) in of_kind {
-        let mut params = serde_json::Map::new();
-        for param in query.params().iter().filter(|p| p.required) {
-            let Some(value) = argument(query, &param.name, record) else {
-                break;
-            };
-            params.insert(param.name.clone(), json!(value));
-        }
-        if params.len() < query.params().iter().filter(|p| p.required).count() {
+        let Some(pairs) = examples::arguments(query, record) else {
             continue;
-        }
-        let pairs: Vec<String> = params
-            .iter()
-            .map(|(k, v)| format!("{k}={}", encode(v.as_str().unwrap_or_default())))
-            .collect();
-        let (status, answer) = server.get(&format!("{}?{}", query.def().path, pairs.join("&")));
+        };
+        let path = format!("{}?{}", query.def().path, examples::query_string(&pairs));
+        let (status, answer) = server.get(&path);
         if status == 200 && answer["total"].as_u64() > Some(0) {
-            return Value::Object(params);
+            return pairs.into_iter().map(|(k, v)| (k, json!(v))).collect();
         }
     }
     panic!("no example record is found by {}", query.name());
@@ -89,12 +38,12 @@ fn the_network_s_xrpc_client_calls_every_query_and_accepts_every_answer() {
     // The peers' installation brings Node and the npm packages the client comes from.
     let Some(_) = peers() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let examples = root().join("examples/catalog.jsonl");
+    let example_file = examples::path();
     let server = Server::start(
         dir.path().join("catalog.db"),
-        &["--import", examples.to_str().unwrap()],
+        &["--import", example_file.to_str().unwrap()],
     );
-    let records = example_records();
+    let records = examples::records();
     let queries = QuerySet::embedded();
     let mut calls = String::new();
     for (_, query) in queries.public() {

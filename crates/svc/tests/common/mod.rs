@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod cli;
+pub mod examples;
 pub mod peers;
 pub mod replay;
 pub mod stream;
