@@ -353,3 +353,49 @@ fn pages_work_without_script_and_say_what_is_wrong() {
     let after = "/at/did:plc:jetstream?after=at%3A%2F%2Fdid%3Aplc%3Ajetstream%2Fdev.svc.vocab%2F3kaaaaaaaaa22";
     page(after, 200, &format!("href=\"{record}\""));
 }
+
+#[test]
+fn a_community_s_page_gathers_its_members_dialects_changes_releases_and_federations() {
+    let dir = tempfile::tempdir().unwrap();
+    let example_file = examples::path();
+    let server = Server::start(
+        dir.path().join("catalog.db"),
+        &["--import", example_file.to_str().unwrap()],
+    );
+    let guild = "/at/did:plc:g56efo4jid4ea4nywn25ol7o/dev.svc.community/3lqmgnelz3dop";
+    let (status, _, page) = server.get_raw(guild);
+    assert_eq!(status, 200);
+    for section in [
+        "<h2>Members</h2>",
+        "<h2>Dialects (",
+        "<h2>Change proposals (1)</h2>",
+        "<h2>Releases (1)</h2>",
+        "<h2>Federations it declares (0)</h2>",
+        "<h2>Federations naming it as peer (2)</h2>",
+    ] {
+        assert!(page.contains(section), "{section}: {page}");
+    }
+    // A change proposal's page leads to the migration runs of the change.
+    let change = "/explore/migrationRunsForChange?change_uri=";
+    let (_, _, openings) = server.get_raw("/explore/openChangeProposals");
+    assert!(
+        openings.contains("<span id=\"total\">2</span>"),
+        "{openings}"
+    );
+    let (_, _, released) = server.get_raw(guild);
+    assert!(
+        released.contains("href=\"/at/did:plc:g56efo4jid4ea4nywn25ol7o/dev.svc.changeProposal/")
+    );
+    let proposal = released
+        .split("href=\"/at/did:plc:g56efo4jid4ea4nywn25ol7o/dev.svc.changeProposal/")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a change proposal's link");
+    let page = server
+        .get_raw(&format!(
+            "/at/did:plc:g56efo4jid4ea4nywn25ol7o/dev.svc.changeProposal/{proposal}"
+        ))
+        .2;
+    assert!(page.contains("<h2>Migration runs (1)</h2>"), "{page}");
+    assert!(page.contains(change), "{page}");
+}

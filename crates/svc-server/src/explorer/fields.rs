@@ -116,11 +116,15 @@ pub(crate) fn time(record: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// The record's name, or failing that its key: what its link reads.
+/// The record's name or title, or failing that its key: what its link reads.
 pub(crate) fn title(uri: &str, record: &Value) -> String {
-    match record.get("name").and_then(Value::as_str) {
-        Some(name) if !name.trim().is_empty() => cut(name),
-        _ => uri.rsplit('/').next().unwrap_or(uri).to_string(),
+    let named = ["name", "title"]
+        .iter()
+        .filter_map(|field| record.get(field)?.as_str())
+        .find(|name| !name.trim().is_empty());
+    match named {
+        Some(name) => cut(name),
+        None => uri.rsplit('/').next().unwrap_or(uri).to_string(),
     }
 }
 

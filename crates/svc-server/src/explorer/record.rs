@@ -87,6 +87,18 @@ async fn build(
     if collection == "dev.svc.community" {
         lists.extend(community_lists(state, &uri, &record).await?);
     }
+    if collection == "dev.svc.changeProposal" {
+        lists.extend(
+            related(
+                state,
+                "migrationRunsForChange",
+                "Migration runs",
+                "change_uri",
+                &uri,
+            )
+            .await?,
+        );
+    }
     lists.extend(
         related(
             state,
@@ -132,6 +144,25 @@ fn facts(kind: &str, record: &Value, links: &Links) -> Vec<(String, Linked)> {
             ("Verifier", "verifier"),
         ],
         "dev.svc.dialect" => &[("Community", "owningCommunity")],
+        "dev.svc.changeProposal" => &[
+            ("Community", "community"),
+            ("Status", "status"),
+            ("Compatibility", "compatibility"),
+            ("Verification", "verificationStatus"),
+            ("Deliberation", "deliberation"),
+        ],
+        "dev.svc.migrationRun" => &[
+            ("Community", "community"),
+            ("Change", "change"),
+            ("Lens", "lens"),
+            ("Status", "status"),
+        ],
+        "dev.svc.federation" => &[
+            ("Community", "community"),
+            ("Peer", "peer"),
+            ("Relation", "relation"),
+        ],
+        "dev.svc.communityRelease" => &[("Community", "community"), ("Version", "version")],
         _ => &[],
     };
     wanted
@@ -183,16 +214,28 @@ async fn community_lists(
             .collect(),
         more: None,
     }];
-    lists.extend(
-        related(
-            state,
-            "dialectsForCommunity",
-            "Dialects",
+    let around = [
+        ("dialectsForCommunity", "Dialects", "community_uri"),
+        (
+            "changeProposalsForCommunity",
+            "Change proposals",
             "community_uri",
-            uri,
-        )
-        .await?,
-    );
+        ),
+        ("communityReleasesForCommunity", "Releases", "community_uri"),
+        (
+            "federationsForCommunity",
+            "Federations it declares",
+            "community_uri",
+        ),
+        (
+            "federationsForPeer",
+            "Federations naming it as peer",
+            "peer_uri",
+        ),
+    ];
+    for (query, title, param) in around {
+        lists.extend(related(state, query, title, param, uri).await?);
+    }
     Ok(lists)
 }
 
