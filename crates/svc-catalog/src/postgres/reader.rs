@@ -230,21 +230,23 @@ const RECORDS_AT: &str = "SELECT uri, rev, record FROM records \
      WHERE uri = ANY($1) AND record IS NOT NULL \
      AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3))";
 
+/// A row of (uri, rev, record) as an item.
+fn item_of(r: &tokio_postgres::Row) -> CatalogResult<Item> {
+    let (uri, rev, record): (&str, &str, &str) = (r.get(0), r.get(1), r.get(2));
+    Item::try_from(ItemRef {
+        uri: uri.as_bytes(),
+        rev: rev.as_bytes(),
+        record_json: record.as_bytes(),
+    })
+}
+
 pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
     let client = connection(pool).await?;
     let row = client
         .query_opt(RECORD_AT, &[&uri])
         .await
         .map_err(storage)?;
-    row.map(|r| {
-        let (uri, rev, record): (&str, &str, &str) = (r.get(0), r.get(1), r.get(2));
-        Item::try_from(ItemRef {
-            uri: uri.as_bytes(),
-            rev: rev.as_bytes(),
-            record_json: record.as_bytes(),
-        })
-    })
-    .transpose()
+    row.as_ref().map(item_of).transpose()
 }
 
 pub(super) async fn get_many(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<Option<Item>>> {
@@ -252,12 +254,7 @@ pub(super) async fn get_many(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<
     let rows = client.query(RECORDS_AT, &[&uris]).await.map_err(storage)?;
     let mut found = std::collections::HashMap::with_capacity(rows.len());
     for r in &rows {
-        let (uri, rev, record): (&str, &str, &str) = (r.get(0), r.get(1), r.get(2));
-        let item = Item::try_from(ItemRef {
-            uri: uri.as_bytes(),
-            rev: rev.as_bytes(),
-            record_json: record.as_bytes(),
-        })?;
+        let item = item_of(r)?;
         found.insert(item.uri.clone(), item);
     }
     Ok(uris.iter().map(|uri| found.get(uri).cloned()).collect())
@@ -278,16 +275,7 @@ pub(super) async fn repository_records(
         )
         .await
         .map_err(storage)?;
-    rows.iter()
-        .map(|r| {
-            let (uri, rev, record): (&str, &str, &str) = (r.get(0), r.get(1), r.get(2));
-            Item::try_from(ItemRef {
-                uri: uri.as_bytes(),
-                rev: rev.as_bytes(),
-                record_json: record.as_bytes(),
-            })
-        })
-        .collect()
+    rows.iter().map(item_of).collect()
 }
 
 pub(super) async fn stream_after(

@@ -201,7 +201,10 @@ async fn table(
     let api_query = api_query.join("&");
     let envelope = read(state, position, &api_query).await?;
     let answer_only: Vec<&str> = asked.iter().copied().filter(|p| !is_paging(p)).collect();
-    let first_page = answer_only.len() == asked.len();
+    // A page after the first does not follow the stream: new records enter at the top.
+    let first_page = !asked.iter().any(|pair| {
+        pair.starts_with("cursor=") || (pair.starts_with("offset=") && *pair != "offset=0")
+    });
     let columns = fields::columns(query);
     let rows = rows(state, &columns, envelope.items).await?;
     let path = format!("/explore/{}", query.name());
