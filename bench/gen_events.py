@@ -17,6 +17,16 @@ Mix of kinds: 30% bounties, 25% verifications, 15% adapters, 8% recommendations,
 requesters post most bounties, a few frameworks have most adapters, a few lenses get most
 verifications, a few people are in most communities, a few schema pairs are wanted most.
 
+After those N events come N/24 more (4% of the file) of the governance kinds of interface 0.13:
+change proposals 40%, migration runs 25%, federations 20%, community releases 15%, at later
+times and from a random stream of their own, so that the first N lines are the same as before
+these kinds existed (and the same for any larger N). They belong to the generated communities
+(a few communities get most proposals, a few are most peers), a run carries out a recent
+approved or released change with the lens its change derives from, a release lists its
+community's approved changes, a federation's mappings are generated lenses. Statuses: proposals
+draft 20%, review 25%, approved 15%, rejected 10%, released 20%, superseded 10%; runs planned
+15%, running 20%, paused 10%, completed 35%, failed 10%, rolled back 10%.
+
 Speed: records are assembled from precomputed JSON fragments with string formatting (no
 json.dumps on the hot path); about 15-25 s per million events in CPython.
 """
@@ -107,6 +117,245 @@ def cid_of(data, _sha=hashlib.sha256, _b32=base64.b32encode):
     return "b" + _b32(CID_PREFIX + _sha(data).digest()).decode("ascii").lower().rstrip("=")
 
 
+GOV_MIX = [("changeProposal", 40), ("migrationRun", 25), ("federation", 20), ("communityRelease", 15)]
+CHANGE_STATUSES = [("draft", 20), ("review", 25), ("approved", 15), ("rejected", 10), ("released", 20),
+                   ("superseded", 10)]
+RUN_STATUSES = [("planned", 15), ("running", 20), ("paused", 10), ("completed", 35), ("failed", 10),
+                ("rolled-back", 10)]
+COMPATIBILITIES = [("fully-compatible", 25), ("backward-compatible", 45), ("breaking", 30)]
+OPTIC_KINDS = ["iso", "lens", "lens", "prism", "affine", "traversal"]
+RELATIONS = [("follows", 35), ("extends", 20), ("bridges", 35), ("forked-from", 10)]
+UPDATE_POLICIES = ["review", "follow-compatible", "pinned"]
+SCHEMA_AREAS = ["contact", "place", "patient", "event", "organization", "dataset", "observation", "license",
+                "transit-stop", "artwork", "grant", "course"]
+FIELDS = ["email", "geometry", "birthDate", "handle", "telecom", "address", "identifier", "startsAt", "license",
+          "keywords", "photo", "extensions"]
+CHANGES = [  # title, summary, consequence code, severity, headline
+    ("add optional %s", "Records need %s and have nowhere to put it; add it as an optional field.",
+     "new-optional-field", "information", "An optional %s field is added"),
+    ("rename %s", "The name %s collides with the vocabulary's term; rename it and keep the old name readable.",
+     "field-renamed", "review", "%s is renamed"),
+    ("drop %s", "No application reads %s and it is the largest field in most exports; drop it.",
+     "field-removed", "blocking", "%s is removed"),
+    ("make %s required", "Every producer already writes %s; make it required so readers can rely on it.",
+     "field-required", "review", "%s becomes required"),
+    ("tighten %s to an enum", "Free text in %s defeats aggregation; restrict it to the community vocabulary.",
+     "values-restricted", "blocking", "%s accepts only the vocabulary's values"),
+]
+AFFECTED = ["intake app", "export job", "search index", "public directory", "analytics pipeline",
+            "mobile client", "partner feed", "archive snapshot"]
+FAILURE_REASONS = ["the source record is invalid under the source schema",
+                   "a required target field has no source value and no default",
+                   "the value does not fit the target's enum; the lens has no mapping for it",
+                   "the record changed during the run; retried at the next checkpoint"]
+BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+MEDIA_TYPES = ["application/schema+json", "application/json", "application/vnd.panproto.lens+json"]
+
+
+def iso_time(us):
+    return "%s.%03dZ" % (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 1_000_000)), (us // 1000) % 1000)
+
+
+def governance(count, seed, t, clock, communities, community_members, lens_uris, lens_src, lens_tgt, schema_uris,
+               recent_verifications, write):
+    """`count` records of the governance kinds (change proposals, migration runs, federations,
+    community releases), each a create after time `t`, linked to the communities, lenses, schemas
+    and verifications generated before them and to one another (a run carries out a change, a
+    release lists changes). Draws from a random stream of its own. Returns what hot.json tells."""
+    rng = random.Random("gen_events governance %d" % seed)
+    rnd, ri = rng.random, rng.randrange
+    z_lens = Zipf(len(lens_uris), 1.1, rnd)
+    dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    ev_fmt = ('{"did":"%s","time_us":%d,"kind":"commit","commit":{"rev":"%s","operation":"create",'
+              '"collection":"dev.svc.%s","rkey":"%s","record":%s,"cid":"%s"}}\n')
+
+    def weighted(pairs):
+        r = rnd() * sum(w for _, w in pairs)
+        for value, w in pairs:
+            r -= w
+            if r < 0:
+                return value
+        return pairs[-1][0]
+
+    def digest(*parts):
+        return "sha256:" + hashlib.sha256(("%r" % (parts,)).encode()).hexdigest()
+
+    def community_at(skew):
+        return min(int(len(communities) * rnd() ** skew), len(communities) - 1)
+
+    def member_of(ci):
+        members = community_members[ci]
+        return members[int(len(members) * rnd() ** 1.5)]
+
+    proposals = []        # (uri, community index, lens index, status, title)
+    by_community = {}     # community index -> indexes into proposals
+    releasable = []       # indexes of approved or released proposals
+    release_counts = {}
+    found = {"change_community": {}, "change": {}, "release_community": {}, "federation_community": {},
+             "peer": {}, "kinds": {}, "open_changes": 0, "active_runs": 0}
+    buf = []
+    for i in range(count):
+        t += 1 + int(rnd() * 6000)
+        when_us = t - 1_500_000 - (t % 997) * 1000
+        when = iso_time(when_us)
+        kind = "changeProposal" if i < 10 or not proposals else weighted(GOV_MIX)
+        if kind == "changeProposal":
+            ci = community_at(2)
+            cu = communities[ci]
+            li = z_lens()
+            src, tgt = lens_src[li], lens_tgt[li]
+            area = SCHEMA_AREAS[src % len(SCHEMA_AREAS)]
+            field = FIELDS[ri(len(FIELDS))]
+            title, summary, code, severity, headline = CHANGES[ri(len(CHANGES))]
+            status = weighted(CHANGE_STATUSES)
+            version = "%d.%d" % (2025, 1 + ri(12))
+            created_us = when_us - ri(60, 7200) * 1_000_000
+            rec = {
+                "community": cu,
+                "title": "%s: %s" % (area, title % field),
+                "summary": summary % field,
+                "author": member_of(ci),
+                "status": status,
+                "source": {"protocol": LANGUAGES[src % len(LANGUAGES)], "location": schema_uris[src],
+                           "digest": digest(schema_uris[src])},
+                "target": {"protocol": LANGUAGES[src % len(LANGUAGES)],
+                           "location": "schemas/%s/%s.json" % (area, version), "digest": digest(schema_uris[tgt], i)},
+                "compatibility": weighted(COMPATIBILITIES),
+            }
+            if rnd() < 0.8:
+                rec["opticKind"] = OPTIC_KINDS[ri(len(OPTIC_KINDS))]
+            if rnd() < 0.7:
+                rec["consequences"] = [{"code": code, "severity": severity, "headline": headline % field,
+                                        "detail": "%s Readers of %s records should check their use of %s."
+                                                  % (summary % field, area, field)}]
+            if rnd() < 0.5:
+                rec["affected"] = rng.sample(AFFECTED, 1 + ri(3))
+            if rnd() < 0.6:
+                rec["rollback"] = "Restore the previous %s schema; the migration keeps %s in its complement." % (
+                    area, field)
+            if status != "draft":
+                reviewers = []
+                for _ in range(1 + ri(3)):
+                    m = member_of(ci)
+                    if m not in reviewers:
+                        reviewers.append(m)
+                stances = {"approved": ["approve"], "released": ["approve"], "rejected": ["reject", "reject", "abstain"]}
+                rec["reviews"] = [
+                    dict({"reviewer": m, "role": "moderator" if k == 0 else "member",
+                          "stance": rng.choice(stances.get(status, ["approve", "reject", "abstain"])),
+                          "reviewedAt": iso_time(created_us + (when_us - created_us) * (k + 1) // (len(reviewers) + 1))},
+                         **({"comment": "Checked against our %s records." % area} if rnd() < 0.5 else {}))
+                    for k, m in enumerate(reviewers)]
+            rec["verificationStatus"] = {"draft": "not-run", "rejected": "refuted"}.get(
+                status, "verified" if status in ("approved", "released") else ["incomplete", "verified", "refuted"][ri(3)])
+            if recent_verifications and rnd() < 0.5:
+                rec["verifications"] = [recent_verifications[ri(len(recent_verifications))] for _ in range(1 + ri(3))]
+            rec["createdAt"] = iso_time(created_us)
+            rec["updatedAt"] = when
+            found["change_community"][cu] = found["change_community"].get(cu, 0) + 1
+            found["open_changes"] += status in ("draft", "review")
+        elif kind == "migrationRun":
+            # Mostly a recently approved change; now and then a retry, or a dry run of an open one.
+            if releasable and rnd() < 0.85:
+                pi = releasable[-1 - int(min(len(releasable), 20) * rnd() ** 2)]
+            else:
+                pi = len(proposals) - 1 - int(min(len(proposals), 50) * rnd())
+            change, ci, li, _, _ = proposals[pi]
+            cu = communities[ci]
+            status = weighted(RUN_STATUSES)
+            total = int(10 ** (2 + 3 * rnd()))
+            done = {"planned": 0, "completed": total}.get(status, ri(total))
+            failed = 0 if status == "planned" else (ri(1, 50) if status in ("failed", "rolled-back") else ri(3))
+            started = when_us - ri(300, 7200) * 1_000_000
+            rec = {"community": cu, "change": change}
+            if rnd() < 0.9:
+                rec["lens"] = lens_uris[li]
+            rec.update({"status": status, "total": total, "processed": done, "failed": failed})
+            steps = min(done // max(total // 4, 1), 4)
+            if steps:
+                rec["checkpoints"] = [{"cursor": "%s/%08x" % (SCHEMA_AREAS[ci % len(SCHEMA_AREAS)], ri(1 << 32)),
+                                       "processed": done * (k + 1) // steps,
+                                       "recordedAt": iso_time(started + (k + 1) * 60_000_000)} for k in range(steps)]
+            if failed:
+                rec["failures"] = [{"record": "at://%s/app.example.%s/%s" % (
+                    member_of(ci), SCHEMA_AREAS[ci % len(SCHEMA_AREAS)], tid((t - ri(10 ** 12)) << 10)),
+                                    "reason": FAILURE_REASONS[ri(len(FAILURE_REASONS))]} for _ in range(min(failed, 3))]
+            rec["createdAt"] = iso_time(started)
+            rec["updatedAt"] = when
+            found["change"][change] = found["change"].get(change, 0) + 1
+            found["active_runs"] += status in ("planned", "running", "paused")
+        elif kind == "communityRelease":
+            # The community of a recent proposal: one that is active.
+            ci = proposals[min(int(len(proposals) * rnd() ** 0.5), len(proposals) - 1)][1]
+            cu = communities[ci]
+            mine = by_community[ci]
+            ready = [p for p in mine if proposals[p][3] in ("approved", "released")] or mine[-1:]
+            n_rel = release_counts.get(ci, 0)
+            release_counts[ci] = n_rel + 1
+            version = "2025.%d.%d" % (1 + n_rel // 4, n_rel % 4)
+            area = SCHEMA_AREAS[ci % len(SCHEMA_AREAS)]
+            rec = {"community": cu, "version": version, "manifestDigest": digest(cu, version, "manifest"),
+                   "digest": digest(cu, version), "changes": [proposals[p][0] for p in ready[-4:]]}
+            rec["artifacts"] = [{"location": loc, "digest": digest(cu, version, loc), "mediaType": mt}
+                                for loc, mt in [("schemas/%s/%s.json" % (area, version), MEDIA_TYPES[0]),
+                                                ("lenses/%s.lens" % area, MEDIA_TYPES[2]),
+                                                ("MANIFEST.json", MEDIA_TYPES[1])][:1 + ri(3)]]
+            if len(communities) > 1 and rnd() < 0.4:
+                other = community_at(3)
+                if other == ci:
+                    other = (ci + 1) % len(communities)
+                rec["dependencies"] = [{"community": communities[other], "relation": weighted(RELATIONS),
+                                        "release": "2025.%d" % (1 + ri(6)), "updatePolicy": UPDATE_POLICIES[ri(3)]}]
+            rec["signatures"] = [{"signer": member_of(ci), "algorithm": "ES256",
+                                  "publicKey": "zDnae" + "".join(rng.choice(BASE58) for _ in range(44)),
+                                  "signature": "".join(rng.choice(B64URL) for _ in range(86)),
+                                  "signedAt": iso_time(t - (k + 1) * 120_000_000)} for k in range(1 + ri(2))]
+            rec["createdAt"] = when
+            found["release_community"][cu] = found["release_community"].get(cu, 0) + 1
+        else:  # federation
+            ci = community_at(2)
+            cu = communities[ci]
+            pi = community_at(3)
+            if pi == ci:
+                pi = (ci + 1) % len(communities)
+            peer = communities[pi]
+            relation = weighted(RELATIONS)
+            rec = {"community": cu, "peer": peer, "relation": relation}
+            if rnd() < 0.7:
+                rec["release"] = (">=2025.%d" if rnd() < 0.5 else "2025.%d") % (1 + ri(6))
+            rec["updatePolicy"] = UPDATE_POLICIES[ri(3)]
+            if relation in ("bridges", "extends") and rnd() < 0.8:
+                rec["mappings"] = [lens_uris[z_lens()] for _ in range(1 + ri(3))]
+            if rnd() < 0.5:
+                rec["notes"] = "We %s their %s schemas%s." % (
+                    {"follows": "take", "extends": "extend", "bridges": "map to", "forked-from": "forked"}[relation],
+                    SCHEMA_AREAS[pi % len(SCHEMA_AREAS)],
+                    " through the listed lenses" if "mappings" in rec else "; no mapping is claimed")
+            rec["createdAt"] = when
+            found["federation_community"][cu] = found["federation_community"].get(cu, 0) + 1
+            found["peer"][peer] = found["peer"].get(peer, 0) + 1
+        rec["$type"] = "dev.svc." + kind
+        found["kinds"][kind] = found["kinds"].get(kind, 0) + 1
+        cu = rec["community"]
+        did = cu[5:cu.index("/", 5)]
+        ck = clock[did]
+        rkey = tid(((t - 137) << 10) | ck)
+        body = dumps(rec)
+        cid = cid_of(body.encode())
+        if kind == "changeProposal":
+            by_community.setdefault(ci, []).append(len(proposals))
+            if rec["status"] in ("approved", "released"):
+                releasable.append(len(proposals))
+            proposals.append(("at://%s/dev.svc.changeProposal/%s" % (did, rkey), ci, li, rec["status"], rec["title"]))
+        buf.append(ev_fmt % (did, t, tid((t << 10) | ck), kind, rkey, body, cid))
+        if len(buf) >= 8192:
+            write("".join(buf))
+            buf.clear()
+    write("".join(buf))
+    return found
+
+
 def generate(n, out, seed=1):
     rng = random.Random(seed)
     rnd = rng.random
@@ -176,6 +425,7 @@ def generate(n, out, seed=1):
     RING = 4096
     recent_verifications = []  # verification uris, ring buffer
     recent_adapters = []
+    community_members = []    # the members of each community, as `communities`
 
     counts = {
         "requester": {}, "framework": {}, "lens": {}, "member": {}, "community": {}, "pair": {},
@@ -424,6 +674,7 @@ def generate(n, out, seed=1):
         uri = "at://%s/dev.svc.%s/%s" % (did, kind, rkey)
         if kind == "community":
             communities.append(uri)
+            community_members.append(members)
         elif kind == "verification":
             if len(recent_verifications) < RING:
                 recent_verifications.append(uri)
@@ -443,6 +694,16 @@ def generate(n, out, seed=1):
             write("".join(buf))
             buf.clear()
     write("".join(buf))
+    buf.clear()
+
+    # ---- the governance kinds of interface 0.13, after the others ----------------------------
+    # From a random stream of their own and at later times, so that the lines above are the same
+    # for a given N and seed as before these kinds existed.
+    extra = (n + 12) // 24
+    gov = governance(extra, seed, t, clock, communities, community_members, lens_uris, lens_src, lens_tgt,
+                     schema_uris, recent_verifications, write)
+    for kind, c in gov["kinds"].items():
+        c_kinds[kind] = c
 
     def top(d):
         return max(d.items(), key=lambda kv: (kv[1], kv[0]))[0] if d else None
@@ -460,8 +721,13 @@ def generate(n, out, seed=1):
         "holder_did": top(c_hold),
         "community_name": top(c_cname),
         "vocab_name": top(c_vname),
+        "change_community_uri": top(gov["change_community"]),
+        "change_uri": top(gov["change"]),
+        "release_community_uri": top(gov["release_community"]),
+        "federation_community_uri": top(gov["federation_community"]),
+        "peer_uri": top(gov["peer"]),
         "counts": {
-            "events": n,
+            "events": n + extra,
             "kinds": dict(sorted(c_kinds.items())),
             "requester_did": c_req.get(top(c_req), 0),
             "framework": c_fw.get(top(c_fw), 0),
@@ -469,6 +735,10 @@ def generate(n, out, seed=1):
             "member_did": c_mem.get(top(c_mem), 0),
             "source_target_pair_open": c_pair.get(pair, 0),
             "community_uri_dialects": c_comm.get(top(c_comm), 0),
+            "open_change_proposals": gov["open_changes"],
+            "active_migration_runs": gov["active_runs"],
+            "change_uri_migration_runs": gov["change"].get(top(gov["change"]), 0),
+            "peer_uri_federations": gov["peer"].get(top(gov["peer"]), 0),
         },
     }
     return hot

@@ -4,11 +4,16 @@
     python3 bench/mix.py EVENTS OUT [--lines N] [--seed S] [--spec FILE] [--max-events M]
 
 EVENTS is JSON Lines of Jetstream events (bench/gen_events.py makes them); OUT the mix file
-(`-` for stdout). N lines (default 100,000); deterministic for given events, N and seed.
+(`-` for stdout). N lines (default 100,000) of the queries before interface 0.13, the
+sufficiency check and stats, the same for given events, N and seed as before 0.13's queries
+existed; among them, about 1 line in 20 more for 0.13's queries (change proposals, releases,
+migration runs, federations; LATER_QUERIES), from a random stream of their own. Deterministic
+for given events, N and seed.
 
 What is in it, so a figure measured with it means "a realistic mix", not "one hot key":
-- every list query of the specification (spec/queries.json, or --spec), each about as often,
-  at its REST path and, for a tenth, at its XRPC name; plus the sufficiency check and stats;
+- every list query of the specification (spec/queries.json, or --spec), each about as often
+  (0.13's seven together a twentieth of the lines), at its REST path and, for a tenth, at its
+  XRPC name; plus the sufficiency check and stats;
 - parameter values taken from the records, the way the server's filter reads them (so every
   key exists), drawn Zipf-like by how many records share them: hot keys often, a long tail of
   distinct ones too;
@@ -46,6 +51,12 @@ CURSOR_SHARE = 0.15
 SAMPLES_PER_KEY = 4
 XRPC_SHARE = 0.1
 ZIPF_S = 1.0
+# The queries of interface 0.13 (change proposals, releases, migration runs, federations): a
+# twentieth of the lines, from a random stream of their own, so that the lines of the queries
+# before them are what they were for a given seed.
+LATER_QUERIES = {"openChangeProposals", "changeProposalsForCommunity", "communityReleasesForCommunity",
+                 "activeMigrationRuns", "migrationRunsForChange", "federationsForCommunity", "federationsForPeer"}
+LATER_SHARE = 0.05
 
 
 def steps(path):
@@ -179,6 +190,31 @@ def encode(path, params):
     return path + ("?" + query if query else "")
 
 
+def query_route(q, keys, samples, rng):
+    """The route of one query, drawing from `rng`: [] when no record gives it its parameters."""
+    params = q.get("params", [])
+    required = [p for p in params if p.get("required")]
+    ranked = Ranked(keys[q["name"]], rng) if keys[q["name"]] else None
+    enums = {p["name"]: enum_values(p) for p in params if p.get("type") == "enum"}
+    if required and ranked is None and not all(p["name"] in enums for p in required):
+        print("mix: no records give %s its parameters; left out" % q["name"], file=sys.stderr)
+        return []
+    optional = bool(params) and not required
+    places = samples[q["name"]]
+
+    def make():
+        if ranked is not None and (not optional or rng.random() < 0.7):
+            chosen = list(ranked.draw())
+        elif required:
+            chosen = [(p["name"], rng.choice(enums[p["name"]])) for p in required]
+        else:
+            chosen = []  # every record the query lists
+        path = q["path"] if rng.random() >= XRPC_SHARE else "/xrpc/dev.svc.query." + q["name"]
+        return path, chosen + page(rng, places.get(tuple(chosen), ())), chosen
+
+    return [(q["path"], make, 1.0)]
+
+
 def main(argv):
     args, opts = [], {"--lines": "100000", "--seed": "1", "--spec": os.path.join(ROOT, "spec", "queries.json"),
                       "--max-events": "0"}
@@ -205,29 +241,12 @@ def main(argv):
     keys, samples, lens_counts = collect(queries, events, int(opts["--max-events"]))
 
     rng = random.Random(seed)
-    # A route: (label, function returning a path and its parameters).
-    routes = []
-    for q in queries:
-        params = q.get("params", [])
-        required = [p for p in params if p.get("required")]
-        ranked = Ranked(keys[q["name"]], rng) if keys[q["name"]] else None
-        enums = {p["name"]: enum_values(p) for p in params if p.get("type") == "enum"}
-        if required and ranked is None and not all(p["name"] in enums for p in required):
-            print("mix: no records give %s its parameters; left out" % q["name"], file=sys.stderr)
-            continue
-
-        def make(q=q, ranked=ranked, enums=enums, required=required, optional=bool(params) and not required,
-                 places=samples[q["name"]]):
-            if ranked is not None and (not optional or rng.random() < 0.7):
-                chosen = list(ranked.draw())
-            elif required:
-                chosen = [(p["name"], rng.choice(enums[p["name"]])) for p in required]
-            else:
-                chosen = []  # every record the query lists
-            path = q["path"] if rng.random() >= XRPC_SHARE else "/xrpc/dev.svc.query." + q["name"]
-            return path, chosen + page(rng, places.get(tuple(chosen), ())), chosen
-
-        routes.append((q["path"], make, 1.0))
+    # A route: (label, function returning a path and its parameters, weight). The queries that
+    # came later draw from a stream of their own (and come on top of the N lines), so that what
+    # the mix asks of the others stays the same for a given seed.
+    routes = [r for q in queries if q["name"] not in LATER_QUERIES for r in query_route(q, keys, samples, rng)]
+    later_rng = random.Random("mix.py later queries %d" % seed)
+    later = [r for q in queries if q["name"] in LATER_QUERIES for r in query_route(q, keys, samples, later_rng)]
 
     verification_kinds = next((enum_values(p) for q in queries if q["name"] == "verificationsByKind"
                                for p in q["params"] if p["name"] == "kind"), [])
@@ -245,19 +264,31 @@ def main(argv):
     routes.append(("/v1/stats", lambda: ("/v1/stats", [], []), 0.2))
 
     weights = [w for _, _, w in routes]
+    later_weights = [w for _, _, w in later]
     lines_per, distinct = {}, {}
+    written = 0
     out = sys.stdout if out_path == "-" else open(out_path, "w", encoding="utf-8")
-    for _ in range(n_lines):
-        label, make, _ = rng.choices(routes, weights)[0]
+
+    def emit(route):
+        label, make, _ = route
         path, params, key = make()
         out.write(encode(path, params) + "\n")
         lines_per[label] = lines_per.get(label, 0) + 1
         distinct.setdefault(label, set()).add(tuple(key))
+
+    for _ in range(n_lines):
+        # Before each line, later queries' lines with probability LATER_SHARE each: their
+        # share of all the lines.
+        while later and later_rng.random() < LATER_SHARE:
+            emit(later_rng.choices(later, later_weights)[0])
+            written += 1
+        emit(rng.choices(routes, weights)[0])
+        written += 1
     if out is not sys.stdout:
         out.close()
     print("mix: %d requests over %d routes, %d distinct keys" % (
-        n_lines, len(routes), sum(len(v) for v in distinct.values())), file=sys.stderr)
-    for label, _, _ in routes:
+        written, len(routes) + len(later), sum(len(v) for v in distinct.values())), file=sys.stderr)
+    for label, _, _ in routes + later:
         print("  %-40s %7d requests %7d keys" % (label, lines_per.get(label, 0), len(distinct.get(label, ()))),
               file=sys.stderr)
     return 0
