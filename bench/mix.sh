@@ -53,7 +53,7 @@ read -r hits0 built0 shared0 < <(outcomes)
 out=$(wrk_mix "$DURATION")
 read -r hits1 built1 shared1 < <(outcomes)
 wrk_figures "$out"
-printf '%-22s %12.0f %9s %9s %7.2f\n' "mix ($MIX_LINES requests)" "$rate" "$p50" "$p99" \
+printf '%-22s %12.0f %9s %9s %7.2f\n' "mix ($(wc -l <"$mix") requests)" "$rate" "$p50" "$p99" \
   "$(awk -v a="$rate" -v b="$health_rate" 'BEGIN { print a / b }')"
 grep '^mix: ' <<<"$out" || true
 awk -v h=$((hits1 - hits0)) -v b=$((built1 - built0)) -v s=$((shared1 - shared0)) \
