@@ -228,6 +228,13 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
     );
     browser.wait_until(&appeared, Duration::from_secs(10));
     shoot(&browser, "live-table");
+    // The page the server kept is built again once its answer changed.
+    let table = browser.eval("location.href");
+    browser.navigate(table.as_str().expect("the table's address"));
+    assert_eq!(
+        browser.eval("document.querySelectorAll('#answer tbody tr').length"),
+        3
+    );
 
     // The front page's newest changes follow too.
     browser.navigate(&format!("{}/", server.url));

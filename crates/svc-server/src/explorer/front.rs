@@ -72,13 +72,13 @@ struct ChangeRow {
 /// `GET /`.
 pub(crate) async fn front(State(state): State<Arc<AppState>>) -> Response {
     if let Some(html) = state.front.fresh() {
-        return super::with_headers(html, "text/html; charset=utf-8", StatusCode::OK);
+        return super::with_headers(html, super::HTML, StatusCode::OK);
     }
     match build(&state).await {
         Ok(front) => match front.render() {
             Ok(html) => {
                 state.front.keep(html.clone());
-                super::with_headers(html, "text/html; charset=utf-8", StatusCode::OK)
+                super::with_headers(html, super::HTML, StatusCode::OK)
             }
             Err(_) => page(&front, StatusCode::OK),
         },

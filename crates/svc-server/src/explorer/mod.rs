@@ -43,6 +43,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../assets/icon.svg"),
     ),
 ];
+/// The type of every page.
+const HTML: &str = "text/html; charset=utf-8";
 /// The NSID of lens records: the catalog holds none, yet a lens has a page (its verifications).
 const LENS: &str = "dev.panproto.schema.lens";
 
@@ -126,7 +128,7 @@ fn collection_of(uri: &str) -> Option<&str> {
 /// A page, with the headers every page carries.
 fn page(template: &impl Template, status: StatusCode) -> Response {
     match template.render() {
-        Ok(html) => with_headers(html, "text/html; charset=utf-8", status),
+        Ok(html) => with_headers(html, HTML, status),
         Err(error) => {
             let message = format!("a page failed to render: {error}");
             failure(ApiError::Internal(message))
@@ -149,7 +151,7 @@ fn failure(error: ApiError) -> Response {
         message: error.message(),
     };
     match failure.render() {
-        Ok(html) => with_headers(html, "text/html; charset=utf-8", status),
+        Ok(html) => with_headers(html, HTML, status),
         Err(_) => error.into_response(),
     }
 }
@@ -173,7 +175,11 @@ pub(crate) async fn asset(Path(file): Path<String>) -> Response {
     }
 }
 
-fn with_headers(body: String, content_type: &'static str, status: StatusCode) -> Response {
+fn with_headers(
+    body: impl IntoResponse,
+    content_type: &'static str,
+    status: StatusCode,
+) -> Response {
     let mut response = (status, [(header::CONTENT_TYPE, content_type)], body).into_response();
     let headers = response.headers_mut();
     headers.insert(

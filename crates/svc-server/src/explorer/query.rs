@@ -2,16 +2,19 @@
 //! specification, and its answer as a table, asked of the same code (and cache) as the API
 //! with the same query string, so that the page and its JSON link show one answer.
 
+use super::HTML;
 use super::{Linked, Links, fields, json_view, page, record_path};
-use crate::params::{Params, encode_component};
+use crate::cache::{Answer, CacheKey};
+use crate::params::{Params, encode_component, lookup_key};
 use crate::{ApiError, AppState};
 use askama::Template;
+use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use std::sync::Arc;
-use svc_spec::{ParamDef, ParamType, Query};
+use svc_spec::{ParamDef, ParamType, Query, QueryId};
 
 /// Rows a page shows unless the form asks for another number.
 const ROWS: u32 = 25;
@@ -103,7 +106,8 @@ async fn read(state: &AppState, position: usize, api_query: &str) -> Result<Enve
         .map_err(|e| ApiError::Internal(format!("a list answer did not read back: {e}")))
 }
 
-/// `GET /explore/<name>`.
+/// `GET /explore/<name>`. A page is kept in the answer cache while its answer's key is
+/// unchanged: rendering it costs far more than the answer it shows.
 pub(crate) async fn query(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
@@ -112,16 +116,46 @@ pub(crate) async fn query(
     let Some(position) = state.queries.position(&name) else {
         return super::not_found("query of that name");
     };
-    match build(&state, position, raw.as_deref().unwrap_or_default()).await {
-        Ok(query_page) => {
-            let status = match query_page.problem {
-                Some(_) => StatusCode::BAD_REQUEST,
-                None => StatusCode::OK,
-            };
-            page(&query_page, status)
-        }
-        Err(error) => super::failure(error),
+    let raw = raw.unwrap_or_default();
+    let kept = kept_page(&state, position, &raw);
+    let cached = kept
+        .as_ref()
+        .and_then(|(key, version)| state.cache.get(key, *version));
+    if let Some(html) = cached.and_then(|answer| answer.identity().ok()) {
+        return super::with_headers(html, HTML, StatusCode::OK);
     }
+    let query_page = match build(&state, position, &raw).await {
+        Ok(query_page) => query_page,
+        Err(error) => return super::failure(error),
+    };
+    if query_page.problem.is_some() {
+        return page(&query_page, StatusCode::BAD_REQUEST);
+    }
+    match (query_page.render(), kept) {
+        (Ok(html), Some((key, version))) => {
+            let html = Bytes::from(html);
+            state
+                .cache
+                .put(key, version, Arc::new(Answer::new(html.clone())));
+            super::with_headers(html, HTML, StatusCode::OK)
+        }
+        _ => page(&query_page, StatusCode::OK),
+    }
+}
+
+/// Where the page of this query string is kept, and the version of its answer's key (read
+/// before the page is built: a change meanwhile makes the page stale). `None` when the query
+/// string names no answer (a parameter missing or bad), or is too long to keep.
+fn kept_page(state: &AppState, position: usize, raw: &str) -> Option<(CacheKey, u64)> {
+    let query = &state.queries.all()[position];
+    let key = lookup_key(query, &Params::parse(Some(raw))).ok()?;
+    let version = state.catalog.clock().key_version(query.id(), &key);
+    let page_key = CacheKey {
+        query: QueryId::new(&format!("explore:{}", query.name())),
+        key: raw.to_string(),
+        page: None,
+    };
+    state.cache.keeps(&page_key).then_some((page_key, version))
 }
 
 async fn build(state: &AppState, position: usize, raw: &str) -> Result<QueryPage, ApiError> {
