@@ -83,32 +83,7 @@ async fn build(
     json_view::at_uris(&record, &mut uris);
     let links = Links::of(state, uris).await?;
     let author = svc_syntax::at_uri_authority(&uri).unwrap_or_default();
-    let mut lists = Vec::new();
-    if collection == "dev.svc.community" {
-        lists.extend(community_lists(state, &uri, &record).await?);
-    }
-    if collection == "dev.svc.changeProposal" {
-        lists.extend(
-            related(
-                state,
-                "migrationRunsForChange",
-                "Migration runs",
-                "change_uri",
-                &uri,
-            )
-            .await?,
-        );
-    }
-    lists.extend(
-        related(
-            state,
-            "beliefsAboutRecord",
-            "Beliefs about it",
-            "subject_uri",
-            &uri,
-        )
-        .await?,
-    );
+    let lists = lists(state, &collection, &uri, &record).await?;
     Ok(Some(RecordPage {
         title: fields::title(&uri, &record),
         author: Linked::did(author),
@@ -123,6 +98,31 @@ async fn build(
         kind: collection,
         uri,
     }))
+}
+
+/// The records around this one: a community's members, dialects, changes, releases and
+/// federations; a change's migration runs; the beliefs about any record.
+async fn lists(
+    state: &AppState,
+    kind: &str,
+    uri: &str,
+    record: &Value,
+) -> Result<Vec<RecordList>, ApiError> {
+    let mut lists = Vec::new();
+    if kind == "dev.svc.community" {
+        lists.extend(community_lists(state, uri, record).await?);
+    }
+    let mut around = vec![("beliefsAboutRecord", "Beliefs about it", "subject_uri")];
+    if kind == "dev.svc.changeProposal" {
+        around.insert(
+            0,
+            ("migrationRunsForChange", "Migration runs", "change_uri"),
+        );
+    }
+    for (query, title, param) in around {
+        lists.extend(related(state, query, title, param, uri).await?);
+    }
+    Ok(lists)
 }
 
 /// The fields a kind is read by, linked: a bounty's wants, schemas, lens and status.
