@@ -35,10 +35,7 @@ fn a_subscriber_sees_records_enter_change_and_leave_and_resumes_from_a_cursor() 
     let base = now_us() - 1_000_000;
     let replay = Replay::start(Vec::new());
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::launch(
-        dir.path().join("catalog.db"),
-        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
-    );
+    let server = Server::following(dir.path().join("catalog.db"), &replay.url);
     let open = "/v1/changes?query=vocabulariesWithWorld&world=open";
     let events = subscribe(&server, open);
     let uri = |rkey: &str| format!("at://{AUTHOR}/dev.svc.vocab/{rkey}");
@@ -182,10 +179,7 @@ fn the_websocket_form_carries_the_same_messages() {
         commit(base + 2, "3kaaaaaaaaa22", "delete", "", ""),
     ]);
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::launch(
-        dir.path().join("catalog.db"),
-        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
-    );
+    let server = Server::following(dir.path().join("catalog.db"), &replay.url);
     let path = "query=vocabulariesWithWorld&world=open&cursor=0";
     server.wait_for(
         "/v1/vocabularies/by-world?world=open",
@@ -260,10 +254,7 @@ fn the_command_line_watches_an_answer_and_stops_on_ctrl_c() {
     let base = now_us() - 1_000_000;
     let replay = Replay::start(vec![commit(base, "3kaaaaaaaaa22", "create", "one", "open")]);
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::launch(
-        dir.path().join("catalog.db"),
-        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
-    );
+    let server = Server::following(dir.path().join("catalog.db"), &replay.url);
     server.wait_for(
         "/v1/vocabularies/by-world?world=open",
         Duration::from_secs(10),

@@ -29,10 +29,7 @@ fn the_front_page_shows_the_catalog_and_keeps_strangers_text_inert() {
         vocab_named(base + 1, "3kaaaaaaaaa23", breakout),
     ]);
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::launch(
-        dir.path().join("catalog.db"),
-        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
-    );
+    let server = Server::following(dir.path().join("catalog.db"), &replay.url);
     server.wait_for(
         "/v1/vocabularies/by-world?world=open",
         Duration::from_secs(10),
@@ -299,10 +296,7 @@ fn pages_work_without_script_and_say_what_is_wrong() {
         vocab_named(base + 1, "3kaaaaaaaaa23", "Fish"),
     ]);
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::launch(
-        dir.path().join("catalog.db"),
-        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
-    );
+    let server = Server::following(dir.path().join("catalog.db"), &replay.url);
     let world = "/v1/vocabularies/by-world?world=open";
     server.wait_for(world, Duration::from_secs(10), |b| b["total"] == 2);
     let page = |path: &str, status: u16, contains: &str| {

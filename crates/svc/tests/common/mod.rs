@@ -144,6 +144,11 @@ impl Server {
         Server::launch(db, &args)
     }
 
+    /// Starts `svc serve` following a Jetstream (a replay's URL), ready once within 5 s of it.
+    pub fn following(db: impl AsRef<std::ffi::OsStr>, jetstream: &str) -> Server {
+        Server::launch(db, &["--firehose", jetstream, "--ready-lag", "5s"])
+    }
+
     /// Starts `svc serve --listen 127.0.0.1:0 --db <db> <args>` and waits until it is ready
     /// (`--listen` in `args` replaces the address).
     pub fn launch(db: impl AsRef<std::ffi::OsStr>, extra: &[&str]) -> Server {
