@@ -98,13 +98,21 @@ fn screenshots() -> std::path::PathBuf {
     dir
 }
 
-/// Saves the page at a phone's width and a desktop's.
+/// Saves the page at a phone's width and a desktop's, and at the desktop's in the dark.
 fn shoot(browser: &Browser, name: &str) {
     let dir = screenshots();
     browser.viewport(390, 844, true);
     browser.screenshot(dir.join(format!("{name}-phone.png")));
     browser.viewport(1280, 800, false);
     browser.screenshot(dir.join(format!("{name}-desktop.png")));
+    browser.dark(true);
+    browser.screenshot(dir.join(format!("{name}-desktop-dark.png")));
+    browser.dark(false);
+}
+
+/// The page's background colour, as computed.
+fn background(browser: &Browser) -> serde_json::Value {
+    browser.eval("getComputedStyle(document.body).backgroundColor")
 }
 
 /// Clicks a link and waits for the page it leads to.
@@ -170,8 +178,27 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
     assert_eq!(count, "2");
     shoot(&browser, "front");
 
-    // A query's form, filled in and sent.
+    // The system's dark scheme darkens the page.
+    let light = background(&browser);
+    browser.dark(true);
+    assert_ne!(
+        background(&browser),
+        light,
+        "the page follows the dark scheme"
+    );
+    browser.dark(false);
+
+    // A query's form, filled in and sent; from the keyboard, the first stop skips to the
+    // content and the next ones reach the form's labelled fields.
     browser.navigate(&format!("{}/explore/bountiesByRequester", server.url));
+    browser.press("Tab");
+    assert_eq!(
+        browser.eval("document.activeElement.textContent"),
+        "Skip to the content"
+    );
+    let labelled = "[...document.querySelectorAll('form input, form select')]\
+        .every(field => field.labels.length === 1 && field.labels[0].textContent.trim() !== '')";
+    assert_eq!(browser.eval(labelled), true);
     browser.fill("#p-requester_did", &alice.did);
     follow(
         &browser,

@@ -196,6 +196,30 @@ impl Browser {
         );
     }
 
+    /// Has the page see the system's colour scheme as dark (or light).
+    pub fn dark(&self, dark: bool) {
+        let scheme = if dark { "dark" } else { "light" };
+        self.page().call(
+            "Emulation.setEmulatedMedia",
+            json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+        );
+    }
+
+    /// Presses a key (`Tab`, `Enter`) as a person at the keyboard would, on the focused element.
+    pub fn press(&self, key: &str) {
+        let code = match key {
+            "Tab" => 9,
+            "Enter" => 13,
+            other => panic!("no key code known for {other}"),
+        };
+        let mut page = self.page();
+        for kind in ["rawKeyDown", "keyUp"] {
+            let event = json!({"type": kind, "key": key, "code": key,
+                "windowsVirtualKeyCode": code, "nativeVirtualKeyCode": code});
+            page.call("Input.dispatchKeyEvent", event);
+        }
+    }
+
     /// Writes a PNG of the whole page, beyond the viewport, to `path`.
     pub fn screenshot(&self, path: impl AsRef<Path>) {
         let path = path.as_ref();
