@@ -96,7 +96,7 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         Err(error) => return error.into_response(),
     };
     let client = client_of(&request);
-    let subscription = match subscribe(&state, client, answer, cursor) {
+    let subscription = match subscribe(&state, client, answer, cursor).await {
         Ok(subscription) => subscription,
         Err(error) => return error.into_response(),
     };
@@ -141,14 +141,20 @@ pub(crate) fn client_of(request: &Request) -> Option<IpAddr> {
 }
 
 /// Starts feeding a subscriber. Refused past the subscriber limits: the whole server's and
-/// one client's.
-pub(crate) fn subscribe(
+/// one client's. Without a cursor it starts from the newest change as the request is
+/// answered, before the client has the answer's head: a change the client causes after that
+/// reaches it.
+pub(crate) async fn subscribe(
     state: &Arc<AppState>,
     client: Option<IpAddr>,
     answer: Answer,
     cursor: Option<i64>,
 ) -> Result<Subscription, ApiError> {
     let slot = SubscriberSlot::take(state, client)?;
+    let cursor = match cursor {
+        Some(cursor) => cursor,
+        None => state.catalog.change_bounds().await?.newest,
+    };
     let (sender, receiver) = mpsc::channel(QUEUED_AT_MOST);
     let last_word = Arc::new(OnceLock::new());
     let subscription = Subscription {
@@ -240,22 +246,21 @@ struct Feed<'a> {
 }
 
 impl Feed<'_> {
-    async fn run(&self, cursor: Option<i64>) -> Result<(), FeedEnd> {
+    async fn run(&self, cursor: i64) -> Result<(), FeedEnd> {
         let catalog = self.state.catalog.as_ref();
         let bounds = catalog.change_bounds().await?;
         let mut last = match cursor {
-            None => bounds.newest,
-            Some(cursor) if cursor > bounds.newest => {
+            cursor if cursor > bounds.newest => {
                 let json = serde_json::json!({"error": "FutureCursor",
                     "message": format!("the newest change is {}", bounds.newest)});
                 return self.notice(json, true).await;
             }
-            Some(cursor) if cursor + 1 < bounds.oldest => {
+            cursor if cursor + 1 < bounds.oldest => {
                 let json = serde_json::json!({"info": "OutdatedCursor", "oldest": bounds.oldest});
                 self.notice(json, false).await?;
                 bounds.oldest - 1
             }
-            Some(cursor) => cursor,
+            cursor => cursor,
         };
         last = self.replay(last).await?;
         let mut live = self.state.stream.hub(&self.state.catalog).subscribe();

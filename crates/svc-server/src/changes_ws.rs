@@ -65,7 +65,7 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         Err(error) => return error.into_response(),
     };
     let client = client_of(&request);
-    let mut messages = match subscribe(&state, client, answer, cursor) {
+    let mut messages = match subscribe(&state, client, answer, cursor).await {
         Ok(messages) => messages,
         Err(error) => return error.into_response(),
     };
