@@ -274,22 +274,13 @@ pub(crate) fn repository_range(did: &str) -> (String, String) {
     (format!("at://{did}/"), format!("at://{did}0"))
 }
 
-/// One repository's stored records in uri order above `$1` and below `$2` (a range within
-/// [`repository_range`]), none while the account `$3` is inactive, at most `$4`.
+/// One repository's stored records in uri order above `$1` and below `$2` (a
+/// [`RepositorySlice`](crate::RepositorySlice)'s range), none while the account `$3` is
+/// inactive, at most `$4`.
 pub(crate) const REPOSITORY_RECORDS: &str = "SELECT uri, rev, record FROM records \
      WHERE uri > $1 AND uri < $2 AND record IS NOT NULL \
      AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = $3) \
      ORDER BY uri LIMIT $4";
-
-/// Where a page of [`REPOSITORY_RECORDS`] starts (exclusive) and ends, for a repository and
-/// the last uri of the page before.
-pub(crate) fn repository_page_range(did: &str, after: Option<&str>) -> (String, String) {
-    let (start, end) = repository_range(did);
-    let from = after
-        .filter(|uri| **uri > *start)
-        .map_or(start, str::to_string);
-    (from, end)
-}
 
 /// Every source's position, by source.
 pub(crate) const CURSORS: &str =
@@ -322,7 +313,7 @@ pub trait EngineReads: Send + Sync + 'static {
     /// account is inactive.
     fn repository_records(
         &self,
-        did: String,
+        slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
     ) -> CatalogFuture<'_, Vec<Item>>;

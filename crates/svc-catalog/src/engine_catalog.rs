@@ -224,11 +224,11 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
 
     fn repository_records(
         &self,
-        did: String,
+        slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
     ) -> CatalogFuture<'_, Vec<Item>> {
-        self.reads.repository_records(did, after, limit)
+        self.reads.repository_records(slice, after, limit)
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

@@ -67,11 +67,12 @@ pub trait CatalogRead: Send + Sync {
     /// explorer's links), as [`CatalogRead::get`] reads them.
     fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;
 
-    /// One repository's records in uri order, those after `after` (a uri), at most `limit`;
-    /// none while its account is inactive (the explorer's author pages).
+    /// One repository's records (or one collection's of it) in uri order, those after `after`
+    /// (a uri), at most `limit`; none while its account is inactive (the explorer's author
+    /// pages).
     fn repository_records(
         &self,
-        did: String,
+        slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
     ) -> CatalogFuture<'_, Vec<Item>>;

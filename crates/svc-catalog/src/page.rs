@@ -93,3 +93,27 @@ pub struct Page {
 
 /// Record counts per collection NSID (every kind of the family, zero included).
 pub type KindCounts = BTreeMap<String, u64>;
+
+/// Which records of one repository a page reads: all of them, or one collection's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepositorySlice {
+    pub did: String,
+    pub collection: Option<String>,
+}
+
+impl RepositorySlice {
+    /// Where a page starts (exclusive) and ends (exclusive): within `at://<did>/` up to
+    /// `at://<did>0` (or `at://<did>/<collection>/` up to `.../<collection>0`), after `after`.
+    pub(crate) fn range(&self, after: Option<&str>) -> (String, String) {
+        let prefix = match &self.collection {
+            Some(collection) => format!("at://{}/{collection}", self.did),
+            None => format!("at://{}", self.did),
+        };
+        let start = format!("{prefix}/");
+        let end = format!("{prefix}0");
+        let from = after
+            .filter(|uri| **uri > *start)
+            .map_or(start, str::to_string);
+        (from, end)
+    }
+}

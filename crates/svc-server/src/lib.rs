@@ -190,6 +190,7 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::ExplorerQuery => get(explorer::query),
         Endpoint::ExplorerRecord => get(explorer::record),
         Endpoint::ExplorerAuthor => get(explorer::author),
+        Endpoint::ExplorerCollection => get(explorer::collection),
         Endpoint::ExplorerAsset => get(explorer::asset),
     }
 }

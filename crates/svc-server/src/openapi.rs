@@ -212,6 +212,7 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         | Endpoint::ExplorerQuery
         | Endpoint::ExplorerRecord
         | Endpoint::ExplorerAuthor
+        | Endpoint::ExplorerCollection
         | Endpoint::ExplorerAsset => {
             json!({"200": text_response("A page for people.")})
         }

@@ -19,6 +19,7 @@ pub(crate) enum Endpoint {
     ExplorerQuery,
     ExplorerRecord,
     ExplorerAuthor,
+    ExplorerCollection,
     ExplorerAsset,
 }
 
@@ -112,6 +113,11 @@ pub(crate) const ROUTES: &[Route] = &[
         "/at/{did}/{collection}/{rkey}",
         "explorerRecord",
         Endpoint::ExplorerRecord,
+    ),
+    page(
+        "/at/{did}/{collection}",
+        "explorerCollection",
+        Endpoint::ExplorerCollection,
     ),
     page("/at/{did}", "explorerAuthor", Endpoint::ExplorerAuthor),
     page("/assets/{file}", "explorerAsset", Endpoint::ExplorerAsset),

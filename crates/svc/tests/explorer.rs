@@ -378,6 +378,20 @@ fn pages_work_without_script_and_say_what_is_wrong() {
     );
     page("/at/did:plc:jetstream", 200, &format!("href=\"{record}\""));
     page("/at/not-a-did", 400, "not-a-did");
+    // One collection of an author's; its kind cells lead there.
+    let vocabularies = "/at/did:plc:jetstream/dev.svc.vocab";
+    page(vocabularies, 200, &format!("href=\"{record}\""));
+    page(
+        "/at/did:plc:jetstream",
+        200,
+        &format!("href=\"{vocabularies}\""),
+    );
+    page(
+        "/at/did:plc:jetstream/dev.svc.bounty",
+        200,
+        "holds no record",
+    );
+    page("/at/did:plc:jetstream/not%20an%20nsid", 400, "not an nsid");
     let after = "/at/did:plc:jetstream?after=at%3A%2F%2Fdid%3Aplc%3Ajetstream%2Fdev.svc.vocab%2F3kaaaaaaaaa22";
     page(after, 200, &format!("href=\"{record}\""));
 }

@@ -447,13 +447,13 @@ impl EngineReads for PostgresReads {
 
     fn repository_records(
         &self,
-        did: String,
+        slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
     ) -> CatalogFuture<'_, Vec<Item>> {
-        Box::pin(
-            async move { reader::repository_records(&self.0, &did, after.as_deref(), limit).await },
-        )
+        Box::pin(async move {
+            reader::repository_records(&self.0, &slice, after.as_deref(), limit).await
+        })
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

@@ -262,16 +262,16 @@ pub(super) async fn get_many(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<
 
 pub(super) async fn repository_records(
     pool: &Pool,
-    did: &str,
+    slice: &crate::RepositorySlice,
     after: Option<&str>,
     limit: usize,
 ) -> CatalogResult<Vec<Item>> {
-    let (from, to) = crate::engine::repository_page_range(did, after);
+    let (from, to) = slice.range(after);
     let client = connection(pool).await?;
     let rows = client
         .query(
             crate::engine::REPOSITORY_RECORDS,
-            &[&from, &to, &did, &(limit as i64)],
+            &[&from, &to, &slice.did, &(limit as i64)],
         )
         .await
         .map_err(storage)?;

@@ -262,12 +262,12 @@ impl EngineReads for ReaderPool {
 
     fn repository_records(
         &self,
-        did: String,
+        slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
     ) -> CatalogFuture<'_, Vec<Item>> {
         Box::pin(
-            self.run(move |conn| reader::repository_records(conn, &did, after.as_deref(), limit)),
+            self.run(move |conn| reader::repository_records(conn, &slice, after.as_deref(), limit)),
         )
     }
 

@@ -456,13 +456,13 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
 
 pub(crate) fn repository_records(
     conn: &Connection,
-    did: &str,
+    slice: &crate::RepositorySlice,
     after: Option<&str>,
     limit: usize,
 ) -> CatalogResult<Vec<Item>> {
-    let (from, to) = crate::engine::repository_page_range(did, after);
+    let (from, to) = slice.range(after);
     let mut statement = conn.prepare_cached(crate::engine::REPOSITORY_RECORDS)?;
-    let mut rows = statement.query(params![from, to, did, limit as i64])?;
+    let mut rows = statement.query(params![from, to, slice.did, limit as i64])?;
     let mut items = Vec::new();
     while let Some(row) = rows.next()? {
         items.push(Item::try_from(item_ref(row)?)?);

@@ -612,24 +612,31 @@ pub async fn a_repository_is_read_in_pages_while_its_account_is_active(fresh: Fr
         .collect();
     apply(&fresh, changes).await;
     apply(&fresh, vec![delete(mine[1], "3b")]).await;
-    let page = |after: Option<&str>| {
+    let page = |collection: Option<&str>, after: Option<&str>| {
+        let slice = crate::RepositorySlice {
+            did: "did:plc:a".into(),
+            collection: collection.map(str::to_string),
+        };
         let after = after.map(str::to_string);
         let catalog = &fresh.catalog;
         async move {
-            let items = catalog
-                .repository_records("did:plc:a".into(), after, 1)
-                .await
-                .unwrap();
+            let items = catalog.repository_records(slice, after, 1).await.unwrap();
             items.into_iter().map(|item| item.uri).collect::<Vec<_>>()
         }
     };
-    assert_eq!(page(None).await, vec![mine[0]]);
+    assert_eq!(page(None, None).await, vec![mine[0]]);
     assert_eq!(
-        page(Some(mine[0])).await,
+        page(None, Some(mine[0])).await,
         vec![mine[2]],
         "the deleted record is not read"
     );
-    assert!(page(Some(mine[2])).await.is_empty());
+    assert!(page(None, Some(mine[2])).await.is_empty());
+    assert_eq!(page(Some("dev.svc.vocab"), None).await, vec![mine[2]]);
+    assert!(page(Some("dev.svc.vocab"), Some(mine[2])).await.is_empty());
+    assert!(
+        page(Some("dev.svc.vo"), None).await.is_empty(),
+        "a collection is whole"
+    );
     let hidden = AccountStatus::Inactive("takendown".into());
     fresh
         .catalog
@@ -637,7 +644,7 @@ pub async fn a_repository_is_read_in_pages_while_its_account_is_active(fresh: Fr
         .await
         .unwrap();
     assert!(
-        page(None).await.is_empty(),
+        page(None, None).await.is_empty(),
         "an inactive account shows nothing"
     );
 }

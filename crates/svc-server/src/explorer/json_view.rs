@@ -116,12 +116,17 @@ mod tests {
             "fulfillment": "at://did:plc:y/dev.svc.verification/2",
             "missing": "at://did:plc:y/dev.svc.verification/3",
             "site": "javascript:alert(1)",
+            "repository": "at://did:plc:y",
+            "collection": "at://did:plc:y/dev.svc.vocab",
+            "by_handle": "at://alice.test/dev.svc.vocab",
             "n": [1, true, null, {}]
         });
         let lines = rendered(&record, &["at://did:plc:y/dev.svc.verification/2"]);
         // Members in name order, as the record is stored.
         let expected = [
             "{",
+            "  \"by_handle\": \"at://alice.test/dev.svc.vocab\",",
+            "  \"collection\": \"at://did:plc:y/dev.svc.vocab\", -> /at/did:plc:y/dev.svc.vocab",
             "  \"fulfillment\": \"at://did:plc:y/dev.svc.verification/2\", -> /at/did:plc:y/dev.svc.verification/2",
             "  \"missing\": \"at://did:plc:y/dev.svc.verification/3\",",
             "  \"n\": [",
@@ -130,6 +135,7 @@ mod tests {
             "    null,",
             "    {}",
             "  ],",
+            "  \"repository\": \"at://did:plc:y\", -> /at/did:plc:y",
             "  \"requester\": \"did:plc:abc\", -> /at/did:plc:abc",
             "  \"site\": \"javascript:alert(1)\",",
             "  \"wants\": {",

@@ -13,7 +13,7 @@ mod record;
 pub(crate) use front::FrontCache;
 pub(crate) use front::front;
 pub(crate) use query::query;
-pub(crate) use record::{author, record};
+pub(crate) use record::{author, collection, record};
 
 use crate::{ApiError, AppState};
 use askama::Template;
@@ -90,8 +90,9 @@ impl Links {
         Ok(Links { held })
     }
 
-    /// A string's link: a DID to its author's records, an at-uri to its record's page when
-    /// the catalog holds the record or it is a lens (whose page lists its verifications).
+    /// A string's link: a DID to its author's records; an at-uri naming a record to its page
+    /// when the catalog holds the record or it is a lens (whose page lists its
+    /// verifications), one naming a repository or a collection to that list of records.
     fn link(&self, text: &str) -> Option<String> {
         if text.starts_with("did:") {
             return svc_syntax::check_did(text)
@@ -101,8 +102,10 @@ impl Links {
         if !text.starts_with("at://") {
             return None;
         }
-        let linkable = self.held.contains(text) || collection_of(text) == Some(LENS);
-        linkable.then(|| record_path(text)).flatten()
+        let parts = svc_syntax::check_at_uri(text).ok()?;
+        let listed = parts.rkey.is_none() && svc_syntax::check_did(parts.authority).is_ok();
+        let linkable = listed || self.held.contains(text) || parts.collection == Some(LENS);
+        linkable.then(|| page_path(&parts))
     }
 }
 
@@ -114,10 +117,18 @@ fn author_path(did: &str) -> String {
 /// The page of the record at `uri`, for a checked at-uri naming a record.
 fn record_path(uri: &str) -> Option<String> {
     let parts = svc_syntax::check_at_uri(uri).ok()?;
-    Some(format!(
-        "/at/{}/{}/{}",
-        parts.authority, parts.collection?, parts.rkey?
-    ))
+    parts.rkey.is_some().then(|| page_path(&parts))
+}
+
+/// The explorer's page of what an at-uri names: a record, a collection of a repository, or a
+/// repository.
+fn page_path(parts: &svc_syntax::AtUriParts<'_>) -> String {
+    let mut path = format!("/at/{}", parts.authority);
+    for part in [parts.collection, parts.rkey].into_iter().flatten() {
+        path.push('/');
+        path.push_str(part);
+    }
+    path
 }
 
 /// The collection an at-uri names, if it is one.

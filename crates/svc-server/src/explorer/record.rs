@@ -13,6 +13,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 use std::sync::Arc;
+use svc_catalog::RepositorySlice;
 
 /// Records of a lens, community or subject a panel lists at most.
 const PANEL_ROWS: u32 = 1000;
@@ -275,7 +276,9 @@ fn linked_record(item: &EnvelopeItem) -> Linked {
 #[template(path = "explorer/author.html")]
 struct AuthorPage {
     did: String,
-    rows: Vec<(String, Linked, String)>,
+    /// The one collection listed, when the page lists one.
+    collection: Option<String>,
+    rows: Vec<(Linked, Linked, String)>,
     next: Option<String>,
 }
 
@@ -285,10 +288,35 @@ pub(crate) async fn author(
     Path(did): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    if let Err(error) = svc_syntax::check_did(&did) {
-        return super::failure(ApiError::InvalidRequest(format!("{did}: {error}")));
+    author_or_collection(&state, did, None, raw.as_deref()).await
+}
+
+/// `GET /at/<did>/<collection>`: the author's records of one collection.
+pub(crate) async fn collection(
+    State(state): State<Arc<AppState>>,
+    Path((did, collection)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    author_or_collection(&state, did, Some(collection), raw.as_deref()).await
+}
+
+async fn author_or_collection(
+    state: &AppState,
+    did: String,
+    collection: Option<String>,
+    raw: Option<&str>,
+) -> Response {
+    let checked = svc_syntax::check_did(&did)
+        .map_err(|e| format!("{did}: {e}"))
+        .and_then(|()| match &collection {
+            Some(nsid) => svc_syntax::check_nsid(nsid).map_err(|e| format!("{nsid}: {e}")),
+            None => Ok(()),
+        });
+    if let Err(message) = checked {
+        return super::failure(ApiError::InvalidRequest(message));
     }
-    match author_page(&state, did, raw.as_deref()).await {
+    let slice = RepositorySlice { did, collection };
+    match author_page(state, slice, raw).await {
         Ok(author_page) => page(&author_page, StatusCode::OK),
         Err(error) => super::failure(error),
     }
@@ -296,25 +324,31 @@ pub(crate) async fn author(
 
 async fn author_page(
     state: &AppState,
-    did: String,
+    slice: RepositorySlice,
     raw: Option<&str>,
 ) -> Result<AuthorPage, ApiError> {
     let after = Params::parse(raw).get("after")?.map(str::to_string);
     let items = state
         .catalog
-        .repository_records(did.clone(), after, AUTHOR_ROWS)
+        .repository_records(slice.clone(), after, AUTHOR_ROWS)
         .await?;
+    let here = match &slice.collection {
+        Some(collection) => format!("/at/{}/{collection}", slice.did),
+        None => super::author_path(&slice.did),
+    };
     let next = (items.len() == AUTHOR_ROWS)
         .then(|| items.last())
         .flatten()
-        .map(|last| format!("/at/{did}?after={}", encode_component(&last.uri)));
+        .map(|last| format!("{here}?after={}", encode_component(&last.uri)));
     let rows = items
         .into_iter()
         .map(|item| {
             let record: Value = serde_json::from_str(&item.record_json).unwrap_or(Value::Null);
-            let kind = super::collection_of(&item.uri)
-                .unwrap_or_default()
-                .to_string();
+            let kind = super::collection_of(&item.uri).unwrap_or_default();
+            let kind = Linked {
+                href: Some(format!("/at/{}/{kind}", slice.did)),
+                text: kind.to_string(),
+            };
             let link = Linked {
                 text: fields::title(&item.uri, &record),
                 href: record_path(&item.uri),
@@ -322,5 +356,10 @@ async fn author_page(
             (kind, link, fields::time(&record))
         })
         .collect();
-    Ok(AuthorPage { did, rows, next })
+    Ok(AuthorPage {
+        did: slice.did,
+        collection: slice.collection,
+        rows,
+        next,
+    })
 }
