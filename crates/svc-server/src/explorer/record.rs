@@ -86,7 +86,7 @@ async fn build(
     let author = svc_syntax::at_uri_authority(&uri).unwrap_or_default();
     let lists = lists(state, &collection, &uri, &record).await?;
     Ok(Some(RecordPage {
-        title: fields::title(&uri, &record),
+        title: heading(&collection, &uri, &record),
         author: Linked::did(author),
         rev: item.map(|item| item.rev),
         facts: facts(&collection, &record, &links),
@@ -124,6 +124,17 @@ async fn lists(
         lists.extend(related(state, query, title, param, uri).await?);
     }
     Ok(lists)
+}
+
+/// What a record's page is headed with: its name or title, else its kind and key
+/// (`bounty 3lqnj54becahi`).
+fn heading(kind: &str, uri: &str, record: &Value) -> String {
+    let title = fields::title(uri, record);
+    let key = uri.rsplit('/').next().unwrap_or(uri);
+    match title == key {
+        true => format!("{} {key}", kind.rsplit('.').next().unwrap_or(kind)),
+        false => title,
+    }
 }
 
 /// The fields a kind is read by, linked: a bounty's wants, schemas, lens and status.
