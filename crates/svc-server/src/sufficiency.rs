@@ -31,7 +31,7 @@ struct Question<'a> {
     require_holds: bool,
 }
 
-pub(crate) async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> {
+async fn answer(state: &AppState, raw: Option<&str>) -> Result<Bytes, ApiError> {
     let params = Params::parse(raw);
     let question = read_question(&params)?;
     let index = sufficiency_index(state)?;
