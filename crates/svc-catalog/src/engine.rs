@@ -4,6 +4,7 @@
 
 use crate::changelog::{LogEntry, NO_KEYS};
 use crate::keys_column::QueryIds;
+use crate::resync::{RepositoryHead, ResyncEntry, ResyncSummary, SyncWrites};
 use crate::stream::{StreamBounds, StreamEntry, StreamRow};
 use crate::{
     CatalogFuture, CatalogResult, Change, CursorPosition, Item, KindCounts, Page, PageRequest,
@@ -127,6 +128,8 @@ pub struct Plan<'a> {
     /// Record count deltas per collection.
     pub kind_counts: BTreeMap<String, i64>,
     pub cursors: Vec<&'a CursorPosition>,
+    /// The repositories' synchronisation, moved with the cursors.
+    pub sync: Vec<&'a SyncWrites>,
     pub account: Option<AccountWrite>,
     /// The (query, key) pairs whose answers change (a record's text may change under keys
     /// that stay), for the change clock once committed.
@@ -213,6 +216,12 @@ pub trait Engine: Send + 'static {
     fn query_ids(&self) -> QueryIds;
     /// Accounts stored as inactive or deleted.
     fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>>;
+
+    /// Queued repositories due by `now`, soonest first, at most `limit`.
+    fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>>;
+    fn resync_summary(&mut self) -> CatalogResult<ResyncSummary>;
+    /// Stored heads of followed repositories, at most `limit`.
+    fn repository_heads(&mut self, limit: usize) -> CatalogResult<Vec<RepositoryHead>>;
 
     /// Whether no uri holds anything, not even a tombstone.
     fn is_empty(&mut self) -> CatalogResult<bool>;

@@ -10,7 +10,8 @@ use crate::writer::{WriterHandle, spawn_writer};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogFuture, CatalogRead, CatalogResult,
     CatalogRole, CatalogWrite, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
-    PageRequest, PageWriter, RecordChange, StreamBounds,
+    PageRequest, PageWriter, RecordChange, RepositoryHead, ResyncEntry, ResyncSummary,
+    StreamBounds, SyncWrites,
 };
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -253,12 +254,28 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
 }
 
 impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
-    fn apply(
+    fn apply_synced(
         &self,
         changes: Vec<Change>,
         cursor: Option<CursorPosition>,
+        sync: SyncWrites,
     ) -> CatalogFuture<'_, ApplyReport> {
-        through_writer!(self, apply(changes, cursor))
+        through_writer!(self, apply(changes, cursor, sync))
+    }
+
+    fn resync_due(&self, now: UnixMillis, limit: usize) -> CatalogFuture<'_, Vec<ResyncEntry>> {
+        through_writer!(self, sync_read(move |engine| engine.resync_due(now, limit)))
+    }
+
+    fn resync_summary(&self) -> CatalogFuture<'_, ResyncSummary> {
+        through_writer!(self, sync_read(|engine| engine.resync_summary()))
+    }
+
+    fn repository_heads(&self, limit: usize) -> CatalogFuture<'_, Vec<RepositoryHead>> {
+        through_writer!(
+            self,
+            sync_read(move |engine| engine.repository_heads(limit))
+        )
     }
 
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {
@@ -270,8 +287,9 @@ impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
         did: Did,
         rev: Tid,
         records: Vec<Change>,
+        sync: SyncWrites,
     ) -> CatalogFuture<'_, ApplyReport> {
-        through_writer!(self, replace_repository(did, rev, records))
+        through_writer!(self, replace_repository(did, rev, records, sync))
     }
 
     fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, ()> {

@@ -5,7 +5,8 @@
 
 use crate::{
     AccountStatus, ApplyReport, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
-    PageRequest, PageWriter, RecordChange, Refusal, StreamBounds,
+    PageRequest, PageWriter, RecordChange, Refusal, RepositoryHead, ResyncEntry, ResyncSummary,
+    StreamBounds, SyncWrites,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -101,7 +102,28 @@ pub trait CatalogWrite: Send + Sync {
         &self,
         changes: Vec<Change>,
         cursor: Option<CursorPosition>,
+    ) -> CatalogFuture<'_, ApplyReport> {
+        self.apply_synced(changes, cursor, SyncWrites::default())
+    }
+
+    /// [`CatalogWrite::apply`], with what the batch says of the repositories'
+    /// synchronisation (heads reached, repositories owed a whole read) in the same
+    /// transaction as its cursor.
+    fn apply_synced(
+        &self,
+        changes: Vec<Change>,
+        cursor: Option<CursorPosition>,
+        sync: SyncWrites,
     ) -> CatalogFuture<'_, ApplyReport>;
+
+    /// Queued repositories due by `now`, soonest first, at most `limit`.
+    fn resync_due(&self, now: UnixMillis, limit: usize) -> CatalogFuture<'_, Vec<ResyncEntry>>;
+
+    /// The resynchronisation queue at a glance.
+    fn resync_summary(&self) -> CatalogFuture<'_, ResyncSummary>;
+
+    /// Stored heads of followed repositories, at most `limit`.
+    fn repository_heads(&self, limit: usize) -> CatalogFuture<'_, Vec<RepositoryHead>>;
 
     /// Where a source stood after the last batch stored with its cursor: where it resumes.
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
@@ -109,12 +131,13 @@ pub trait CatalogWrite: Send + Sync {
     /// Makes a repository's records those of `records` (a verified copy of the whole
     /// repository at revision `rev`, one change per record), in one transaction: each live
     /// record of the repository not among them is deleted at `rev`, then they are applied
-    /// under the rules of `apply`.
+    /// under the rules of `apply`; `sync` is written in the same transaction.
     fn replace_repository(
         &self,
         did: Did,
         rev: Tid,
         records: Vec<Change>,
+        sync: SyncWrites,
     ) -> CatalogFuture<'_, ApplyReport>;
 
     /// Records an account's status change, hiding, restoring or removing its records.

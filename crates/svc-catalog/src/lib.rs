@@ -12,6 +12,7 @@ mod keys_column;
 mod location;
 mod page;
 pub mod postgres;
+mod resync;
 mod rules;
 mod runtime;
 pub mod sqlite;
@@ -23,6 +24,9 @@ pub use clock::ChangeClock;
 pub use interface::*;
 pub use location::{ACCEPTED_FORMS, Location, LocationError, PostgresUrl};
 pub use page::*;
+pub use resync::{
+    RepositoryHead, ResyncEntry, ResyncRequest, ResyncRetry, ResyncSummary, SyncWrites,
+};
 pub use stream::{RecordChange, StreamBounds, StreamOp, StreamRow};
 
 #[cfg(any(test, feature = "testing"))]

@@ -12,7 +12,7 @@ use crate::keys_column::QueryIds;
 use crate::rules::{Filing, Queued, plan_group};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
-    Refusal,
+    Refusal, RepositoryHead, ResyncEntry, ResyncSummary, SyncWrites,
 };
 use bulk_load::BulkLoad;
 use std::collections::HashSet;
@@ -26,6 +26,7 @@ enum WriteJob {
     Apply {
         changes: Vec<Change>,
         cursor: Option<CursorPosition>,
+        sync: SyncWrites,
         reply: oneshot::Sender<CatalogResult<ApplyReport>>,
     },
     BeginBulk {
@@ -39,7 +40,12 @@ enum WriteJob {
         did: Did,
         rev: Tid,
         records: Vec<Change>,
+        sync: SyncWrites,
         reply: oneshot::Sender<CatalogResult<ApplyReport>>,
+    },
+    /// A read of the repositories' synchronisation, on the writer's connection.
+    SyncRead {
+        read: Box<dyn FnOnce(&mut dyn SyncReads) + Send>,
     },
     Account {
         did: Did,
@@ -55,15 +61,44 @@ enum WriteJob {
 /// An apply job waiting in a group commit.
 type QueuedApply = (
     Vec<Change>,
-    Option<CursorPosition>,
+    (Option<CursorPosition>, SyncWrites),
     oneshot::Sender<CatalogResult<ApplyReport>>,
 );
+
+/// The reads of the repositories' synchronisation, as the writer's engine answers them.
+pub(crate) trait SyncReads {
+    fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>>;
+    fn resync_summary(&mut self) -> CatalogResult<ResyncSummary>;
+    fn repository_heads(&mut self, limit: usize) -> CatalogResult<Vec<RepositoryHead>>;
+}
+
+impl<E: Engine> SyncReads for E {
+    fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>> {
+        Engine::resync_due(self, now, limit)
+    }
+
+    fn resync_summary(&mut self) -> CatalogResult<ResyncSummary> {
+        Engine::resync_summary(self)
+    }
+
+    fn repository_heads(&mut self, limit: usize) -> CatalogResult<Vec<RepositoryHead>> {
+        Engine::repository_heads(self, limit)
+    }
+}
 
 /// A write of some of a group's changes, reporting what each batch did.
 type Write<'a, E> = fn(&mut Writer<E>, &[Queued<'a>], &mut [ApplyReport]) -> CatalogResult<()>;
 
 /// Queued batches merged into one commit, at most this many changes.
 const GROUP_COMMIT_CHANGES: usize = 100_000;
+
+/// What moves with a commit's changes: the sources' cursors and what the batches say of the
+/// repositories' synchronisation.
+#[derive(Default)]
+struct Marks<'a> {
+    cursors: Vec<&'a CursorPosition>,
+    sync: Vec<&'a SyncWrites>,
+}
 
 struct Writer<E: Engine> {
     tx: Transactions<E>,
@@ -106,10 +141,12 @@ impl WriterHandle {
         &self,
         changes: Vec<Change>,
         cursor: Option<CursorPosition>,
+        sync: SyncWrites,
     ) -> crate::CatalogFuture<'_, ApplyReport> {
         self.ask(|reply| WriteJob::Apply {
             changes,
             cursor,
+            sync,
             reply,
         })
     }
@@ -119,12 +156,26 @@ impl WriterHandle {
         did: Did,
         rev: Tid,
         records: Vec<Change>,
+        sync: SyncWrites,
     ) -> crate::CatalogFuture<'_, ApplyReport> {
         self.ask(|reply| WriteJob::Replace {
             did,
             rev,
             records,
+            sync,
             reply,
+        })
+    }
+
+    /// Runs a read of the repositories' synchronisation on the writer's thread.
+    pub fn sync_read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&mut dyn SyncReads) -> CatalogResult<T> + Send + 'static,
+    ) -> crate::CatalogFuture<'_, T> {
+        self.ask(|reply| WriteJob::SyncRead {
+            read: Box::new(move |engine| {
+                let _ = reply.send(read(engine));
+            }),
         })
     }
 
@@ -234,10 +285,11 @@ fn gather(
             Ok(WriteJob::Apply {
                 changes,
                 cursor,
+                sync,
                 reply,
             }) => {
                 size += changes.len();
-                group.push((changes, cursor, reply));
+                group.push((changes, (cursor, sync), reply));
             }
             Ok(other) => return (group, Some(other)),
             Err(_) => break,
@@ -254,9 +306,10 @@ impl<E: Engine> Writer<E> {
                 WriteJob::Apply {
                     changes,
                     cursor,
+                    sync,
                     reply,
                 } => {
-                    let (group, next) = gather((changes, cursor, reply), &jobs);
+                    let (group, next) = gather((changes, (cursor, sync), reply), &jobs);
                     held = next;
                     if !self.apply_group(group) && held.is_none() {
                         held = fail_queued_applies(&jobs);
@@ -266,10 +319,12 @@ impl<E: Engine> Writer<E> {
                     did,
                     rev,
                     records,
+                    sync,
                     reply,
                 } => {
-                    let _ = reply.send(self.replace_repository(&did, &rev, records));
+                    let _ = reply.send(self.replace_repository(&did, &rev, records, &sync));
                 }
+                WriteJob::SyncRead { read } => read(&mut self.tx.engine),
                 WriteJob::Account { did, status, reply } => {
                     let _ = reply.send(self.account(&did, &status));
                 }
@@ -304,24 +359,32 @@ impl<E: Engine> Writer<E> {
             .enumerate()
             .flat_map(|(batch, (changes, _, _))| changes.iter().map(move |c| (batch, c)))
             .collect();
-        let cursors: Vec<&CursorPosition> = group
-            .iter()
-            .filter_map(|(_, cursor, _)| cursor.as_ref())
-            .collect();
+        let marks = Marks {
+            cursors: group
+                .iter()
+                .filter_map(|(_, (cursor, _), _)| cursor.as_ref())
+                .collect(),
+            sync: group
+                .iter()
+                .map(|(_, (_, sync), _)| sync)
+                .filter(|sync| !sync.is_empty())
+                .collect(),
+        };
         let mut reports = vec![ApplyReport::default(); group.len()];
         let outcome = if self.bulk.is_some() {
             self.attempt(&changes, &mut reports, |writer, part, _| writer.stage(part))
+                .and_then(|()| self.commit_sync_beside_bulk(&marks.sync))
         } else {
             // The group and its cursors in one commit, unless the store refuses something.
-            match self.commit(&changes, &cursors, &mut reports) {
+            match self.commit(&changes, &marks, &mut reports) {
                 Err(CatalogError::Refused { reason, message }) => self
                     .isolate(
                         &changes,
                         &mut reports,
                         (reason, message),
-                        |writer, part, r| writer.commit(part, &[], r),
+                        |writer, part, r| writer.commit(part, &Marks::default(), r),
                     )
-                    .and_then(|()| self.commit_cursors(&cursors, &mut reports)),
+                    .and_then(|()| self.commit_cursors(&marks, &mut reports)),
                 outcome => outcome,
             }
         };
@@ -390,10 +453,10 @@ impl<E: Engine> Writer<E> {
     /// one, and its events replay harmlessly.
     fn commit_cursors(
         &mut self,
-        cursors: &[&CursorPosition],
+        marks: &Marks<'_>,
         reports: &mut [ApplyReport],
     ) -> CatalogResult<()> {
-        match self.commit(&[], cursors, reports) {
+        match self.commit(&[], marks, reports) {
             Err(CatalogError::Refused { reason, message }) => {
                 tracing::warn!(
                     reason = reason.label(),
@@ -406,18 +469,35 @@ impl<E: Engine> Writer<E> {
         }
     }
 
-    /// Commits changes and cursors in one transaction; what each batch did is added to its
-    /// report once committed.
+    /// During a bulk load the staged changes are out of sight and the cursor waits for the
+    /// load to settle; the queue does not wait (a repository owed a read stays owed whatever
+    /// becomes of the load), but heads do, since a load that does not settle empties the
+    /// catalog and a head must never be ahead of it.
+    fn commit_sync_beside_bulk(&mut self, sync: &[&SyncWrites]) -> CatalogResult<()> {
+        let kept: Vec<SyncWrites> = sync.iter().map(|sync| sync.without_heads()).collect();
+        let marks = Marks {
+            cursors: Vec::new(),
+            sync: kept.iter().filter(|sync| !sync.is_empty()).collect(),
+        };
+        if marks.sync.is_empty() {
+            return Ok(());
+        }
+        self.commit(&[], &marks, &mut [])
+    }
+
+    /// Commits changes, cursors and what they say of the repositories' synchronisation in
+    /// one transaction; what each batch did is added to its report once committed.
     fn commit(
         &mut self,
         changes: &[Queued<'_>],
-        cursors: &[&CursorPosition],
+        marks: &Marks<'_>,
         reports: &mut [ApplyReport],
     ) -> CatalogResult<()> {
         let batches = reports.len();
         let done = self.tx.run(|engine, filing| {
             let (mut plan, done) = plan_group(engine, filing, changes, batches)?;
-            plan.cursors.extend_from_slice(cursors);
+            plan.cursors.extend_from_slice(&marks.cursors);
+            plan.sync.extend_from_slice(&marks.sync);
             engine.write(&plan)?;
             Ok((plan, done))
         })?;
@@ -458,6 +538,7 @@ impl<E: Engine> Writer<E> {
         did: &Did,
         rev: &Tid,
         mut records: Vec<Change>,
+        sync: &SyncWrites,
     ) -> CatalogResult<ApplyReport> {
         if self.bulk.is_some() {
             return Err(CatalogError::Storage(
@@ -482,10 +563,24 @@ impl<E: Engine> Writer<E> {
         records.extend(gone);
         let queued: Vec<Queued<'_>> = records.iter().map(|change| (0, change)).collect();
         let mut reports = [ApplyReport::default()];
-        // One commit, unless the store refuses a record: then the others still go in.
-        self.attempt(&queued, &mut reports, |writer, part, r| {
-            writer.commit(part, &[], r)
-        })?;
+        let marks = Marks {
+            cursors: Vec::new(),
+            sync: vec![sync],
+        };
+        // One commit, unless the store refuses a record: then the others still go in, and
+        // the repository leaves the queue after them.
+        match self.commit(&queued, &marks, &mut reports) {
+            Err(CatalogError::Refused { reason, message }) => {
+                self.isolate(
+                    &queued,
+                    &mut reports,
+                    (reason, message),
+                    |writer, part, r| writer.commit(part, &Marks::default(), r),
+                )?;
+                self.commit(&[], &marks, &mut reports)?;
+            }
+            outcome => outcome?,
+        }
         let [report] = reports;
         Ok(report)
     }

@@ -128,6 +128,25 @@ const MIGRATIONS: &[&str] = &[
         after_keys TEXT NOT NULL
     );
     "#,
+    // 9: what the catalog keeps of each followed repository's synchronisation: the
+    // repositories owed a whole read, with their retry schedule, and each chain's head.
+    r#"
+    CREATE TABLE resync_queue (
+        did TEXT COLLATE "C" PRIMARY KEY,
+        reason TEXT NOT NULL,
+        since_ms BIGINT NOT NULL,
+        attempts BIGINT NOT NULL,
+        due_ms BIGINT NOT NULL,
+        last_error TEXT
+    );
+    CREATE INDEX resync_queue_due ON resync_queue (due_ms, did);
+    CREATE INDEX resync_queue_since ON resync_queue (since_ms, did);
+    CREATE TABLE repository_heads (
+        did TEXT COLLATE "C" PRIMARY KEY,
+        rev TEXT COLLATE "C" NOT NULL,
+        data BYTEA NOT NULL
+    );
+    "#,
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):

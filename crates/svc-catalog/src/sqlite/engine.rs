@@ -7,6 +7,7 @@ use crate::engine::{
     Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
 };
 use crate::keys_column::QueryIds;
+use crate::resync::{self, RepositoryHead, ResyncEntry, ResyncSummary, SyncWrites};
 use crate::runtime::now_ms;
 use crate::stream::{self, STREAM_KEEP_AT_MOST, StreamEntry, StreamRow};
 use crate::{CatalogError, CatalogResult, Change};
@@ -112,12 +113,45 @@ impl SqliteEngine {
         Ok(())
     }
 
+    fn write_sync(&self, sync: &SyncWrites) -> CatalogResult<()> {
+        for head in &sync.heads {
+            self.conn
+                .prepare_cached(resync::sql::HEAD)?
+                .execute(params![head.did.as_str(), head.rev.as_str(), head.data])?;
+        }
+        let now = now_ms();
+        for request in &sync.queued {
+            self.conn
+                .prepare_cached(resync::sql::QUEUE)?
+                .execute(params![request.did.as_str(), request.reason, now])?;
+        }
+        for retry in &sync.retried {
+            self.conn
+                .prepare_cached(resync::sql::RETRY)?
+                .execute(params![retry.due.0, retry.error, retry.did.as_str()])?;
+        }
+        for did in &sync.done {
+            self.conn
+                .prepare_cached(resync::sql::DONE)?
+                .execute([did.as_str()])?;
+        }
+        for did in &sync.forgotten {
+            self.conn
+                .prepare_cached(resync::sql::FORGET)?
+                .execute([did.as_str()])?;
+        }
+        Ok(())
+    }
+
     fn write_status(&self, plan: &Plan<'_>) -> CatalogResult<()> {
         for cursor in &plan.cursors {
             self.conn.prepare_cached(
                 "INSERT OR REPLACE INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
             .execute(params![cursor.source, cursor.endpoint, cursor.cursor, cursor.event_time.map(|time| time.0), now_ms()])?;
+        }
+        for sync in &plan.sync {
+            self.write_sync(sync)?;
         }
         if let Some(account) = &plan.account {
             match &account.inactive {
@@ -317,6 +351,44 @@ impl Engine for SqliteEngine {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>> {
+        let mut statement = self.conn.prepare_cached(resync::sql::DUE)?;
+        let rows = statement.query_map(params![now.0, limit as i64], queue_row)?;
+        Ok(rows
+            .collect::<rusqlite::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+
+    fn resync_summary(&mut self) -> CatalogResult<ResyncSummary> {
+        let (waiting, untried): (i64, i64) = self
+            .conn
+            .query_row(resync::sql::COUNTS, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let oldest = self
+            .conn
+            .query_row(resync::sql::OLDEST, [], queue_row)
+            .optional()?
+            .flatten();
+        Ok(ResyncSummary {
+            waiting: waiting.max(0) as u64,
+            untried: untried.max(0) as u64,
+            oldest,
+        })
+    }
+
+    fn repository_heads(&mut self, limit: usize) -> CatalogResult<Vec<RepositoryHead>> {
+        let mut statement = self.conn.prepare_cached(resync::sql::HEADS)?;
+        let rows = statement.query_map([limit as i64], |r| {
+            Ok(resync::head(r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+        Ok(rows
+            .collect::<rusqlite::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+
     fn is_empty(&mut self) -> CatalogResult<bool> {
         Ok(self
             .conn
@@ -443,4 +515,16 @@ impl Engine for SqliteEngine {
         )?;
         Ok(())
     }
+}
+
+/// A queue row, or `None` when it does not hold a queue entry.
+fn queue_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<ResyncEntry>> {
+    Ok(resync::entry(
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ))
 }

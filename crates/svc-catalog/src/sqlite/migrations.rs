@@ -94,6 +94,25 @@ const MIGRATIONS: &[&str] = &[
         after_keys TEXT NOT NULL
     );
     "#,
+    // 6: what the catalog keeps of each followed repository's synchronisation: the
+    // repositories owed a whole read, with their retry schedule, and each chain's head.
+    r#"
+    CREATE TABLE resync_queue (
+        did TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        since_ms INTEGER NOT NULL,
+        attempts INTEGER NOT NULL,
+        due_ms INTEGER NOT NULL,
+        last_error TEXT
+    ) WITHOUT ROWID;
+    CREATE INDEX resync_queue_due ON resync_queue (due_ms, did);
+    CREATE INDEX resync_queue_since ON resync_queue (since_ms, did);
+    CREATE TABLE repository_heads (
+        did TEXT PRIMARY KEY,
+        rev TEXT NOT NULL,
+        data BLOB NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -163,6 +163,7 @@ each_backend!(
     hostile_values_are_loaded_in_bulk_and_found,
     a_refused_change_is_skipped_and_its_neighbours_applied,
     a_refused_change_in_a_bulk_load_is_skipped,
+    the_resync_queue_and_heads_move_with_their_batch,
 );
 
 use hostile::*;

@@ -573,6 +573,7 @@ pub async fn a_repository_replaced_whole_keeps_only_what_it_proves(fresh: Fresh)
             did("did:plc:a"),
             tid("3c"),
             vec![upsert(a2, "3c", other.clone()), upsert(a4, "3c", r.clone())],
+            crate::SyncWrites::default(),
         )
         .await
         .unwrap();
@@ -1200,4 +1201,97 @@ pub async fn a_catalog_opens_through_the_database_socket(fresh: Fresh) {
         uris(&through_socket, "bountiesByRequester", &[Some("did:plc:r")]).await,
         vec![bounty.to_string()]
     );
+}
+
+pub async fn the_resync_queue_and_heads_move_with_their_batch(fresh: Fresh) {
+    use crate::{RepositoryHead, ResyncRequest, ResyncRetry, SyncWrites};
+    use svc_syntax::UnixMillis;
+    let catalog = &fresh.catalog;
+    let head = |rev: &str, data: &[u8]| RepositoryHead {
+        did: did("did:plc:a"),
+        rev: tid(rev),
+        data: data.to_vec(),
+    };
+    let queue = |name: &str, reason: &str| ResyncRequest {
+        did: did(name),
+        reason: reason.into(),
+    };
+    let sync = SyncWrites {
+        heads: vec![head("3b", b"root-b")],
+        queued: vec![queue("did:plc:q", "key"), queue("did:plc:r", "chain")],
+        ..SyncWrites::default()
+    };
+    let cursor = CursorPosition {
+        source: "firehose".into(),
+        endpoint: "ws://pds.test".into(),
+        cursor: "7".into(),
+        event_time: None,
+    };
+    catalog
+        .apply_synced(Vec::new(), Some(cursor.clone()), sync)
+        .await
+        .unwrap();
+    assert_eq!(
+        catalog.cursor("firehose".into()).await.unwrap(),
+        Some(cursor)
+    );
+    assert_eq!(
+        catalog.repository_heads(10).await.unwrap(),
+        vec![head("3b", b"root-b")]
+    );
+    // An older head never replaces a newer one; a queued repository keeps its schedule.
+    let far = UnixMillis(i64::MAX / 2);
+    let later = SyncWrites {
+        heads: vec![head("3a", b"root-a")],
+        queued: vec![queue("did:plc:q", "chain")],
+        retried: vec![ResyncRetry {
+            did: did("did:plc:r"),
+            due: far,
+            error: "503 from the directory".into(),
+        }],
+        ..SyncWrites::default()
+    };
+    catalog.apply_synced(Vec::new(), None, later).await.unwrap();
+    assert_eq!(
+        catalog.repository_heads(10).await.unwrap(),
+        vec![head("3b", b"root-b")]
+    );
+    let due = catalog.resync_due(UnixMillis::now(), 10).await.unwrap();
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!(
+        (due[0].did.as_str(), due[0].reason.as_str()),
+        ("did:plc:q", "key")
+    );
+    assert_eq!(due[0].attempts, 0);
+    let summary = catalog.resync_summary().await.unwrap();
+    assert_eq!((summary.waiting, summary.untried), (2, 1));
+    let everything = catalog.resync_due(far, 10).await.unwrap();
+    let retried = everything.iter().find(|e| e.did.as_str() == "did:plc:r");
+    let retried = retried.expect("the retried entry");
+    assert_eq!(retried.attempts, 1);
+    assert_eq!(
+        retried.last_error.as_deref(),
+        Some("503 from the directory")
+    );
+    // Read whole: out of the queue, in the transaction of the repository's records.
+    let done = SyncWrites {
+        done: vec![did("did:plc:q")],
+        forgotten: vec![did("did:plc:a")],
+        ..SyncWrites::default()
+    };
+    let uri = "at://did:plc:q/dev.svc.bounty/1";
+    catalog
+        .replace_repository(
+            did("did:plc:q"),
+            tid("3c"),
+            vec![upsert(uri, "3c", json!({"requester": "did:plc:r"}))],
+            done,
+        )
+        .await
+        .unwrap();
+    assert!(catalog.get(uri.into()).await.unwrap().is_some());
+    let left = catalog.resync_due(far, 10).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].did.as_str(), "did:plc:r");
+    assert!(catalog.repository_heads(10).await.unwrap().is_empty());
 }
