@@ -168,9 +168,11 @@ impl Resolver {
             .map_err(|e| http_error(url, e))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(AtprotoError::Http {
+            return Err(AtprotoError::Status {
                 url: url.to_string(),
+                status: status.as_u16(),
                 message: format!("{status}"),
+                retry_after: crate::retry_after(response.headers()),
             });
         }
         let body = read_body(url, response, IDENTITY_ANSWER, MAX_IDENTITY_ANSWER_BYTES).await?;
@@ -238,10 +240,17 @@ impl Resolver {
 
     /// The key that signs a DID's repository commits, read from its DID document now.
     pub async fn signing_key(&self, did: &Did) -> AtprotoResult<PublicKey> {
+        Ok(self.key_and_pds(did).await?.0)
+    }
+
+    /// The key that signs a DID's repository commits and its PDS, from one read of its DID
+    /// document now.
+    pub async fn key_and_pds(&self, did: &Did) -> AtprotoResult<(PublicKey, Option<String>)> {
         let url = self.document_url(did)?;
         let document = self.get_json(&url).await?;
+        let pds = pds_endpoint(&document, did);
         match signing_key(&document, did) {
-            Some(Ok(key)) => Ok(key),
+            Some(Ok(key)) => Ok((key, pds)),
             Some(Err(error)) => Err(AtprotoError::Invalid(format!(
                 "{did}: the DID document's signing key: {error}"
             ))),

@@ -30,6 +30,16 @@ pub enum AtprotoError {
         status: u16,
         error: String,
         message: String,
+        /// How long the server asked to be left alone (`Retry-After` on a 429 or 503).
+        retry_after: Option<Duration>,
+    },
+    /// A peer answered a request that is not XRPC (a DID document) with an error status.
+    #[error("{url}: {message}")]
+    Status {
+        url: String,
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
     },
     #[error("{path}: {message}")]
     Store { path: String, message: String },
@@ -50,6 +60,53 @@ impl AtprotoError {
             _ => None,
         }
     }
+
+    /// Whether asking again later could succeed: no connection, no answer in time, a broken
+    /// or unreadable answer, a server error, a rate limit. Anything else (a DID the directory
+    /// does not know, a repository not found, an answer over its limit, a document that names
+    /// no key) is the peer's verdict, and asking again gives the same.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            AtprotoError::Http { .. } => true,
+            AtprotoError::Xrpc { status, .. } | AtprotoError::Status { status, .. } => {
+                transient_status(*status)
+            }
+            AtprotoError::Invalid(_)
+            | AtprotoError::Store { .. }
+            | AtprotoError::TooLarge { .. } => false,
+        }
+    }
+
+    /// How long the peer asked to be left alone, when it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AtprotoError::Xrpc { retry_after, .. } | AtprotoError::Status { retry_after, .. } => {
+                *retry_after
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A status a server gives while it is down, overloaded or limiting its callers.
+pub fn transient_status(status: u16) -> bool {
+    status >= 500 || status == 429 || status == 408
+}
+
+/// The most of a `Retry-After` that is believed: a peer cannot park svc for hours.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// A `Retry-After` header in seconds (the date form is not used by the peers svc talks to,
+/// and is taken as absent).
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let seconds: u64 = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds).min(MAX_RETRY_AFTER))
 }
 
 pub type AtprotoResult<T> = Result<T, AtprotoError>;

@@ -94,6 +94,7 @@ impl Xrpc {
         if status.is_success() {
             return read_body(url, response, "an XRPC answer", self.answer_limit).await;
         }
+        let retry_after = crate::retry_after(response.headers());
         // The status is the error; a body too long or broken only loses its details.
         let body: Value = read_body(url, response, "an XRPC error", MAX_ERROR_ANSWER_BYTES)
             .await
@@ -106,6 +107,7 @@ impl Xrpc {
             status: status.as_u16(),
             error: field("error").unwrap_or_else(|| "Error".to_string()),
             message: field("message").unwrap_or_default(),
+            retry_after,
         })
     }
 

@@ -25,7 +25,8 @@ pub use interface::*;
 pub use location::{ACCEPTED_FORMS, Location, LocationError, PostgresUrl};
 pub use page::*;
 pub use resync::{
-    RepositoryHead, ResyncEntry, ResyncRequest, ResyncRetry, ResyncSummary, SyncWrites,
+    FRESH_ATTEMPTS, RepositoryHead, ResyncEntry, ResyncRequest, ResyncRetry, ResyncSummary,
+    SyncWrites,
 };
 pub use stream::{RecordChange, StreamBounds, StreamOp, StreamRow};
 

@@ -44,12 +44,15 @@ pub struct ResyncEntry {
     pub last_error: Option<String>,
 }
 
+/// Failed reads after which an entry no longer counts as fresh (about 15 s of retries).
+pub const FRESH_ATTEMPTS: u32 = 4;
+
 /// The queue at a glance, for readiness and metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResyncSummary {
     pub waiting: u64,
-    /// Never tried yet.
-    pub untried: u64,
+    /// Tried fewer than [`FRESH_ATTEMPTS`] times: still in their first seconds of reads.
+    pub fresh: u64,
     /// The entry queued longest ago.
     pub oldest: Option<ResyncEntry>,
 }
@@ -115,7 +118,7 @@ pub(crate) mod sql {
     pub const DUE: &str = "SELECT did, reason, since_ms, attempts, due_ms, last_error \
          FROM resync_queue WHERE due_ms <= $1 ORDER BY due_ms, did LIMIT $2";
     pub const COUNTS: &str = "SELECT count(*), \
-         coalesce(sum(CASE WHEN attempts = 0 THEN 1 ELSE 0 END), 0) FROM resync_queue";
+         coalesce(sum(CASE WHEN attempts < 4 THEN 1 ELSE 0 END), 0) FROM resync_queue";
     pub const OLDEST: &str = "SELECT did, reason, since_ms, attempts, due_ms, last_error \
          FROM resync_queue ORDER BY since_ms, did LIMIT 1";
     pub const HEADS: &str = "SELECT did, rev, data FROM repository_heads LIMIT $1";

@@ -44,9 +44,7 @@ enum WriteJob {
         reply: oneshot::Sender<CatalogResult<ApplyReport>>,
     },
     /// A read of the repositories' synchronisation, on the writer's connection.
-    SyncRead {
-        read: Box<dyn FnOnce(&mut dyn SyncReads) + Send>,
-    },
+    SyncRead { read: SyncRead },
     Account {
         did: Did,
         status: AccountStatus,
@@ -57,6 +55,9 @@ enum WriteJob {
         reply: oneshot::Sender<CatalogResult<()>>,
     },
 }
+
+/// A read of the repositories' synchronisation, answering its caller itself.
+type SyncRead = Box<dyn FnOnce(&mut dyn SyncReads) + Send>;
 
 /// An apply job waiting in a group commit.
 type QueuedApply = (

@@ -9,7 +9,10 @@ mod import;
 mod ingest;
 mod jetstream;
 mod metrics;
+mod peer;
 mod readiness;
+mod repository_read;
+pub mod resync;
 mod signing_keys;
 mod verification;
 
@@ -22,6 +25,8 @@ pub use import::{
 pub use ingest::{Ingestor, Prepared};
 pub use jetstream::{JetstreamLine, parse_jetstream_line};
 pub use metrics::IngestMetrics;
+pub use peer::MAX_REPOSITORY_BYTES;
 pub use readiness::{Readiness, WriteHealth};
+pub use resync::{Resync, ResyncProgress};
 pub use signing_keys::{KeyCheckError, SigningKeys};
 pub use verification::{Reason, Unverified, VerifiedRepository, verify_repository};

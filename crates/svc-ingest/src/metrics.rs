@@ -43,8 +43,12 @@ pub struct IngestMetrics {
     pub unverified: Family<ReasonLabel, Counter>,
     /// Commits whose signature and proof were checked before they were applied.
     pub verified: Counter,
-    /// Repositories read whole again after their chain broke, by outcome (`done`, `failed`).
+    /// Reads of repositories owed a whole read, by outcome (`done`, `retried`, `refused`).
     pub resyncs: Family<OutcomeLabel, Counter>,
+    /// Repositories queued to be read whole, by why (`chain`, `key`, `host`, `backfill`).
+    pub resync_queued: Family<ReasonLabel, Counter>,
+    /// Repositories waiting in the queue.
+    pub resync_waiting: Gauge,
     /// 1 when the live source's commits are verified before they apply; 0 when they are not
     /// (Jetstream, which carries no proofs, or `--verify none`).
     pub live_verified: Gauge,
@@ -75,8 +79,19 @@ impl IngestMetrics {
         );
         registry.register(
             "svc_ingest_resyncs",
-            "Repositories read whole again after their chain of commits broke, by outcome",
+            "Reads of repositories owed a whole read, by outcome: done, retried (a failure a \
+             retry could undo), refused (a verdict on the data)",
             self.resyncs.clone(),
+        );
+        registry.register(
+            "svc_ingest_resync_queued",
+            "Repositories queued to be read whole, by why: chain, key, host, backfill",
+            self.resync_queued.clone(),
+        );
+        registry.register(
+            "svc_ingest_resync_waiting",
+            "Repositories waiting to be read whole",
+            self.resync_waiting.clone(),
         );
         registry.register(
             "svc_ingest_live_verified",

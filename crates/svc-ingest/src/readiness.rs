@@ -105,6 +105,8 @@ pub struct Readiness {
     backfill_done: AtomicBool,
     live: Option<(Arc<LiveStatus>, Duration)>,
     writes: Arc<WriteHealth>,
+    /// The repositories owed a whole read, when something reads them.
+    resync: Option<Arc<crate::ResyncProgress>>,
 }
 
 impl Readiness {
@@ -120,6 +122,15 @@ impl Readiness {
             backfill_done: AtomicBool::new(!backfill),
             live,
             writes,
+            resync: None,
+        }
+    }
+
+    /// Notes what the resynchronisation queue waits for.
+    pub fn with_resync(self, progress: Arc<crate::ResyncProgress>) -> Readiness {
+        Readiness {
+            resync: Some(progress),
+            ..self
         }
     }
 
@@ -135,13 +146,16 @@ impl Readiness {
         self.not_ready_because().is_none()
     }
 
-    /// What `/readyz` says beside readiness: that the live source is not verified, or which
-    /// repositories wait to be read whole again.
+    /// What `/readyz` says beside readiness: that the live source is not verified, and how
+    /// many repositories wait to be read whole, since when and why.
     pub fn notes(&self) -> Vec<String> {
-        self.live
+        let mut notes: Vec<String> = self
+            .live
             .as_ref()
             .map(|(status, _)| status.notes())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        notes.extend(self.resync.iter().flat_map(|progress| progress.notes()));
+        notes
     }
 
     /// Why the catalog is not caught up, or `None` when it is.

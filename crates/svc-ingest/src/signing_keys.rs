@@ -2,38 +2,97 @@
 //! DID document through the resolver and kept. A key can rotate: an `#identity` event forgets
 //! it, and a commit whose signature fails is checked once more against the document read
 //! again, so a rotated key never refuses a valid commit while a forged one stays refused.
+//!
+//! The directory is asked politely: every caller wanting the same DID's document at once
+//! shares one request, at most [`READS_AT_ONCE`] documents are read at a time, and a document
+//! that could not be read just now is not asked for again for [`FAILURE_KEPT`] (the callers
+//! hear the same failure, and keep what they owe until later).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use svc_atproto::{AtprotoError, Resolver};
 use svc_repo::commit::{Commit, CommitError};
 use svc_repo::crypto::PublicKey;
 use svc_syntax::Did;
+use tokio::sync::{OnceCell, Semaphore};
 
 /// Keys kept at most: one DID document's worth of memory each (about 100 bytes with the map's
 /// own), so the bound is some tens of megabytes whatever a source sends.
 const MAX_KEYS: usize = 200_000;
+/// Documents read from the directory (or did:web hosts) at once.
+const READS_AT_ONCE: usize = 16;
+/// How long a failure to read a document stands for every caller before it is asked again.
+const FAILURE_KEPT: Duration = Duration::from_secs(2);
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum KeyCheckError {
     /// The key could not be read: the DID document is unreachable, or names none.
-    #[error("signing key of {did}: {source}")]
-    Key { did: Did, source: AtprotoError },
+    #[error("signing key of {did}: {message}")]
+    Key {
+        did: Did,
+        message: String,
+        /// Asking again later could succeed (see [`AtprotoError::is_transient`]).
+        transient: bool,
+        retry_after: Option<Duration>,
+    },
     /// The commit is not signed by the key the author's document names, read again.
     #[error("{0} (with the key the DID document names now)")]
     Signature(CommitError),
 }
 
+impl KeyCheckError {
+    fn reading(did: &Did, error: &AtprotoError) -> KeyCheckError {
+        KeyCheckError::Key {
+            did: did.clone(),
+            message: error.to_string(),
+            transient: error.is_transient(),
+            retry_after: error.retry_after(),
+        }
+    }
+
+    /// Whether asking again later could succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            KeyCheckError::Key {
+                transient: true,
+                ..
+            }
+        )
+    }
+}
+
+/// What one read of a DID document found: its PDS, and its key.
+#[derive(Debug, Clone)]
+pub struct Located {
+    pub pds: Option<String>,
+    pub key: PublicKey,
+}
+
+type Reading = Arc<OnceCell<Result<Located, KeyCheckError>>>;
+
+#[derive(Default)]
+struct Known {
+    keys: HashMap<Did, PublicKey>,
+    /// Reads under way, shared by whoever asks meanwhile.
+    reading: HashMap<Did, Reading>,
+    /// Recent failures, by when they stop standing.
+    failed: HashMap<Did, (Instant, KeyCheckError)>,
+}
+
 pub struct SigningKeys {
     resolver: Resolver,
-    known: Mutex<HashMap<Did, PublicKey>>,
+    known: Mutex<Known>,
+    reads: Semaphore,
 }
 
 impl SigningKeys {
     pub fn new(resolver: Resolver) -> SigningKeys {
         SigningKeys {
             resolver,
-            known: Mutex::new(HashMap::new()),
+            known: Mutex::new(Known::default()),
+            reads: Semaphore::new(READS_AT_ONCE),
         }
     }
 
@@ -44,15 +103,22 @@ impl SigningKeys {
 
     /// The author's key: the one kept, else read from its DID document and kept.
     pub async fn key(&self, did: &Did) -> Result<PublicKey, KeyCheckError> {
-        if let Some(key) = self.lock().get(did) {
+        if let Some(key) = self.lock().keys.get(did) {
             return Ok(*key);
         }
+        Ok(self.read(did).await?.key)
+    }
+
+    /// The author's PDS and key, read from its DID document now (and the key kept).
+    pub async fn locate(&self, did: &Did) -> Result<Located, KeyCheckError> {
         self.read(did).await
     }
 
     /// The key is no longer known: the next commit reads it again (an `#identity` event).
     pub fn forget(&self, did: &Did) {
-        self.lock().remove(did);
+        let mut known = self.lock();
+        known.keys.remove(did);
+        known.failed.remove(did);
     }
 
     /// Whether the commit's author signed it, with the kept key, or else the key read again.
@@ -61,31 +127,68 @@ impl SigningKeys {
         if commit.verify(&kept).is_ok() {
             return Ok(());
         }
-        let current = self.read(&commit.did).await?;
+        let current = self.read(&commit.did).await?.key;
         commit.verify(&current).map_err(KeyCheckError::Signature)
     }
 
-    async fn read(&self, did: &Did) -> Result<PublicKey, KeyCheckError> {
-        let key = self
-            .resolver
-            .signing_key(did)
-            .await
-            .map_err(|source| KeyCheckError::Key {
-                did: did.clone(),
-                source,
-            })?;
+    /// Reads the document, or joins the read under way, or hears the failure that stands.
+    async fn read(&self, did: &Did) -> Result<Located, KeyCheckError> {
+        let reading = {
+            let mut known = self.lock();
+            if let Some((until, error)) = known.failed.get(did) {
+                if Instant::now() < *until {
+                    return Err(error.clone());
+                }
+                known.failed.remove(did);
+            }
+            Arc::clone(known.reading.entry(did.clone()).or_default())
+        };
+        let outcome = reading.get_or_init(|| self.read_now(did)).await.clone();
         let mut known = self.lock();
-        if known.len() >= MAX_KEYS
-            && !known.contains_key(did)
-            && let Some(any) = known.keys().next().cloned()
+        if known
+            .reading
+            .get(did)
+            .is_some_and(|under_way| Arc::ptr_eq(under_way, &reading))
         {
-            known.remove(&any);
+            known.reading.remove(did);
         }
-        known.insert(did.clone(), key);
-        Ok(key)
+        outcome
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Did, PublicKey>> {
+    async fn read_now(&self, did: &Did) -> Result<Located, KeyCheckError> {
+        let outcome = match self.reads.acquire().await {
+            Ok(_slot) => self.resolver.key_and_pds(did).await,
+            Err(_) => Err(AtprotoError::Invalid("the key reader is closed".into())),
+        };
+        let located = outcome
+            .map(|(key, pds)| Located { pds, key })
+            .map_err(|error| KeyCheckError::reading(did, &error));
+        let mut known = self.lock();
+        match &located {
+            Ok(found) => {
+                if known.keys.len() >= MAX_KEYS
+                    && !known.keys.contains_key(did)
+                    && let Some(any) = known.keys.keys().next().cloned()
+                {
+                    known.keys.remove(&any);
+                }
+                known.keys.insert(did.clone(), found.key);
+            }
+            Err(error) => {
+                if known.failed.len() >= MAX_KEYS {
+                    let now = Instant::now();
+                    known.failed.retain(|_, (until, _)| *until > now);
+                }
+                if known.failed.len() < MAX_KEYS {
+                    let until = Instant::now() + FAILURE_KEPT;
+                    known.failed.insert(did.clone(), (until, error.clone()));
+                }
+            }
+        }
+        located
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
         self.known
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

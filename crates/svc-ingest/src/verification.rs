@@ -49,6 +49,11 @@ impl Reason {
 pub struct Unverified {
     pub reason: Reason,
     pub message: String,
+    /// Not a verdict: what was needed to check it could not be read just now (the author's
+    /// DID document), and asking again later could settle it.
+    pub transient: bool,
+    /// How long the peer asked to be left alone, when it said.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl Unverified {
@@ -56,6 +61,8 @@ impl Unverified {
         Unverified {
             reason,
             message: message.into(),
+            transient: false,
+            retry_after: None,
         }
     }
 }
@@ -73,11 +80,15 @@ impl From<SyncError> for Unverified {
 
 impl From<KeyCheckError> for Unverified {
     fn from(error: KeyCheckError) -> Unverified {
-        let reason = match error {
-            KeyCheckError::Key { .. } => Reason::Key,
-            KeyCheckError::Signature(_) => Reason::Signature,
+        let (reason, retry_after) = match &error {
+            KeyCheckError::Key { retry_after, .. } => (Reason::Key, *retry_after),
+            KeyCheckError::Signature(_) => (Reason::Signature, None),
         };
-        Unverified::new(reason, error.to_string())
+        Unverified {
+            transient: error.is_transient(),
+            retry_after,
+            ..Unverified::new(reason, error.to_string())
+        }
     }
 }
 

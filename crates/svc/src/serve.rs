@@ -14,8 +14,8 @@ use svc_catalog::sqlite::SqliteCatalog;
 use svc_catalog::{Catalog, Location, Role};
 use svc_ingest::firehose::{LiveConfig, LiveStatus, run_live};
 use svc_ingest::{
-    BackfillPeers, IngestMetrics, Ingestor, Readiness, RepositoryImportError, import_file,
-    import_repository, run_backfill,
+    BackfillPeers, IngestMetrics, Ingestor, Readiness, RepositoryImportError, Resync,
+    ResyncProgress, import_file, import_repository, run_backfill,
 };
 use svc_lexicon::Lexicons;
 use svc_spec::QuerySet;
@@ -204,6 +204,8 @@ fn catalog_location(args: &ServeArgs) -> anyhow::Result<Location> {
 /// What the HTTP API, the indexer and the role's watchers share.
 struct Shared {
     ingestor: Ingestor,
+    /// The repositories owed a whole read, as the queue's reader counts them.
+    resync_progress: Arc<ResyncProgress>,
     readiness: Arc<Readiness>,
     live_status: Arc<LiveStatus>,
     indexer_watch: Arc<IndexerWatch>,
@@ -224,13 +226,17 @@ impl Shared {
         role_metrics.register(registry);
         let live_status = Arc::new(LiveStatus::default());
         let ingestor = Ingestor::new(Arc::new(plan.queries.clone()), ingest_metrics);
-        let readiness = Arc::new(Readiness::new(
-            plan.live_url
-                .as_ref()
-                .map(|_| (Arc::clone(&live_status), args.ready_lag)),
-            args.backfill.is_some(),
-            Arc::clone(ingestor.writes()),
-        ));
+        let resync_progress = Arc::new(ResyncProgress::default());
+        let readiness = Arc::new(
+            Readiness::new(
+                plan.live_url
+                    .as_ref()
+                    .map(|_| (Arc::clone(&live_status), args.ready_lag)),
+                args.backfill.is_some(),
+                Arc::clone(ingestor.writes()),
+            )
+            .with_resync(Arc::clone(&resync_progress)),
+        );
         let indexer_watch = Arc::new(IndexerWatch::default());
         // While this process does not write, the indexer's heartbeat says how current it is.
         let not_ready: svc_server::NotReady = {
@@ -243,6 +249,7 @@ impl Shared {
         };
         Shared {
             ingestor,
+            resync_progress,
             readiness,
             live_status,
             indexer_watch,
@@ -404,6 +411,18 @@ async fn index(
         return Ok(());
     }
     shared.readiness.imports_finished();
+    let resync = Arc::new(
+        Resync::new(
+            &args.plc_url,
+            args.verify == "all",
+            record_kinds(),
+            Arc::clone(&catalog) as Arc<dyn svc_catalog::CatalogWrite>,
+            shared.ingestor.clone(),
+            Arc::clone(&shared.resync_progress),
+        )
+        .context("starting the resynchronisation")?,
+    );
+    tokio::spawn(Arc::clone(&resync).run(stopped.clone()));
     // The live stream starts before the backfill, so no event falls between the two.
     let live = live_url.map(|url| {
         tokio::spawn(run_live(
@@ -411,6 +430,7 @@ async fn index(
             shared.ingestor.clone(),
             live_config(args, url),
             Arc::clone(&shared.live_status),
+            Some(Arc::clone(&resync)),
             stopped.clone(),
         ))
     });
@@ -418,12 +438,8 @@ async fn index(
         tokio::select! {
             outcome = backfill(
                 catalog.as_ref(),
-                &shared.ingestor,
-                BackfillPeers {
-                    server: url,
-                    plc_directory: &args.plc_url,
-                    verify: args.verify == "all",
-                },
+                &resync,
+                BackfillPeers { server: url },
             ) => {
                 fail_on_storage_error(outcome)?;
             }
@@ -469,7 +485,7 @@ fn live_config(args: &ServeArgs, url: String) -> LiveConfig {
         ready_lag: args.ready_lag,
         max_backoff: std::time::Duration::from_secs(30),
         compress: args.jetstream_zstd,
-        verify_with: (args.verify == "all").then(|| args.plc_url.clone()),
+        verify: args.verify == "all",
     }
 }
 
@@ -652,7 +668,7 @@ async fn import_one(catalog: &dyn Catalog, ingestor: &Ingestor, path: &Path) -> 
 
 async fn backfill(
     catalog: &dyn Catalog,
-    ingestor: &Ingestor,
+    resync: &Resync,
     peers: BackfillPeers<'_>,
 ) -> anyhow::Result<()> {
     let url = peers.server;
@@ -663,7 +679,7 @@ async fn backfill(
     let collections = record_kinds();
     let started = std::time::Instant::now();
     tracing::info!(%url, "backfill started");
-    let summary = run_backfill(catalog, ingestor, peers, &collections, |done, total| {
+    let summary = run_backfill(catalog, resync, peers, &collections, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
         if done % 100 == 0 || done == total {
@@ -680,6 +696,7 @@ async fn backfill(
         stale = summary.stale,
         invalid = summary.invalid,
         failed = summary.failed,
+        waiting = summary.waiting,
         "backfill finished in {:.1}s",
         started.elapsed().as_secs_f64()
     );

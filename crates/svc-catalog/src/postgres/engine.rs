@@ -533,13 +533,13 @@ impl Engine for PostgresEngine {
     fn resync_summary(&mut self) -> CatalogResult<ResyncSummary> {
         self.run(async |link| {
             let counts = link.query(resync::sql::COUNTS, &[]).await?;
-            let (waiting, untried): (i64, i64) = counts
+            let (waiting, fresh): (i64, i64) = counts
                 .first()
                 .map_or((0, 0), |row| (row.get(0), row.get(1)));
             let oldest = link.query(resync::sql::OLDEST, &[]).await?;
             Ok(ResyncSummary {
                 waiting: waiting.max(0) as u64,
-                untried: untried.max(0) as u64,
+                fresh: fresh.max(0) as u64,
                 oldest: oldest.first().and_then(queue_row),
             })
         })

@@ -362,7 +362,7 @@ impl Engine for SqliteEngine {
     }
 
     fn resync_summary(&mut self) -> CatalogResult<ResyncSummary> {
-        let (waiting, untried): (i64, i64) = self
+        let (waiting, fresh): (i64, i64) = self
             .conn
             .query_row(resync::sql::COUNTS, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
         let oldest = self
@@ -372,7 +372,7 @@ impl Engine for SqliteEngine {
             .flatten();
         Ok(ResyncSummary {
             waiting: waiting.max(0) as u64,
-            untried: untried.max(0) as u64,
+            fresh: fresh.max(0) as u64,
             oldest,
         })
     }

@@ -1264,7 +1264,7 @@ pub async fn the_resync_queue_and_heads_move_with_their_batch(fresh: Fresh) {
     );
     assert_eq!(due[0].attempts, 0);
     let summary = catalog.resync_summary().await.unwrap();
-    assert_eq!((summary.waiting, summary.untried), (2, 1));
+    assert_eq!((summary.waiting, summary.fresh), (2, 1));
     let everything = catalog.resync_due(far, 10).await.unwrap();
     let retried = everything.iter().find(|e| e.did.as_str() == "did:plc:r");
     let retried = retried.expect("the retried entry");

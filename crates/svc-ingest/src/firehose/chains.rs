@@ -5,8 +5,9 @@
 //! or never sent) desynchronizes the repository: its commits wait while a verified copy of the
 //! whole repository is read (see `resync`), which then continues the chain.
 //!
-//! The chain lives in memory: after a restart each repository's chain begins again at the
-//! first commit of it svc sees, after the stored cursor.
+//! The chain is kept in memory and each head reached is stored with the cursor that moved
+//! past its commit (see `svc_catalog::SyncWrites`), so after a restart the stored heads are
+//! loaded and a commit that does not continue one sends its repository to be read whole.
 
 use crate::verification::{Reason, Unverified};
 use std::collections::HashMap;
@@ -33,7 +34,7 @@ struct Head {
 
 /// A verified commit, as its chain sees it.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Step<'a> {
+pub(crate) struct Step<'a> {
     pub did: &'a Did,
     pub rev: &'a Tid,
     /// The root of the tree it leaves.
@@ -45,7 +46,7 @@ pub(super) struct Step<'a> {
 
 /// What continuing a chain found.
 #[derive(Debug)]
-pub(super) enum Followed {
+pub(crate) enum Followed {
     /// The commit continues its repository's chain (or begins it).
     Continues,
     /// It does not: the repository is desynchronized now and must be read whole.
@@ -53,7 +54,7 @@ pub(super) enum Followed {
 }
 
 #[derive(Default)]
-pub(super) struct Chains(Mutex<HashMap<Did, Head>>);
+pub(crate) struct Chains(Mutex<HashMap<Did, Head>>);
 
 impl Chains {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Did, Head>> {
@@ -150,10 +151,15 @@ impl Chains {
     }
 
     /// The repository was read whole at `rev`: its chain continues from there, unless a
-    /// newer commit came while it was read (`false`: it must be read again).
+    /// newer commit came while it was read (`false`: it must be read again). A chain in step
+    /// past `rev` (it was followed on while the copy was owed) stays where it is.
     pub fn resynchronized(&self, did: &Did, rev: Tid, data: Cid) -> bool {
         let mut heads = self.lock();
-        let missed = heads.get(did.as_str()).and_then(|head| head.missed.clone());
+        let head = heads.get(did.as_str());
+        if head.is_some_and(|head| !head.desynchronized && head.rev > rev) {
+            return true;
+        }
+        let missed = head.and_then(|head| head.missed.clone());
         if missed.is_some_and(|missed| missed > rev) {
             return false;
         }
@@ -172,6 +178,55 @@ impl Chains {
     /// The repository could not be read whole: its chain begins again at its next commit.
     pub fn forget(&self, did: &Did) {
         self.lock().remove(did.as_str());
+    }
+
+    /// The repository is owed a whole read (a commit of it could not be checked now, at
+    /// `missed`): its commits wait until the copy is read. Whether it was in step until now.
+    pub fn wait_for_copy(&self, did: &Did, missed: Option<&Tid>) -> bool {
+        let mut heads = self.lock();
+        let in_step = heads
+            .get(did.as_str())
+            .is_none_or(|head| !head.desynchronized);
+        if heads.len() >= MAX_REPOSITORIES
+            && !heads.contains_key(did.as_str())
+            && let Some(any) = heads.keys().next().cloned()
+        {
+            heads.remove(&any);
+        }
+        let head = heads.entry(did.clone()).or_insert_with(|| Head {
+            // Never compared while it waits: the copy read replaces it whole.
+            rev: missed
+                .cloned()
+                .unwrap_or_else(|| Tid::from_time(UnixMicros(0), 0)),
+            data: Vec::new(),
+            desynchronized: true,
+            missed: None,
+        });
+        head.desynchronized = true;
+        if let Some(missed) = missed
+            && head.missed.as_ref().is_none_or(|known| missed > known)
+        {
+            head.missed = Some(missed.clone());
+        }
+        in_step
+    }
+
+    /// Replaces every chain with the heads stored (at start, or when the source resumes from
+    /// the stored cursor, behind what was followed in memory).
+    pub fn load(&self, stored: Vec<svc_catalog::RepositoryHead>) {
+        let mut heads = self.lock();
+        heads.clear();
+        for head in stored.into_iter().take(MAX_REPOSITORIES) {
+            heads.insert(
+                head.did,
+                Head {
+                    rev: head.rev,
+                    data: head.data,
+                    desynchronized: false,
+                    missed: None,
+                },
+            );
+        }
     }
 }
 
@@ -262,6 +317,57 @@ mod tests {
             Some(&four),
             Some(b"d")
         ))));
+    }
+
+    #[test]
+    fn a_repository_owed_a_copy_waits_for_one_at_least_as_new_as_its_commits() {
+        let chains = Chains::default();
+        let did = Did::new("did:plc:z72i7hdynmk6r22z27h6tvur").unwrap();
+        let (one, two, three) = (tid(1), tid(2), tid(3));
+        // Never followed: its key could not be read for `two`.
+        assert!(chains.wait_for_copy(&did, Some(&two)));
+        assert!(!chains.wait_for_copy(&did, Some(&one)), "already waiting");
+        assert_eq!(
+            reason(chains.follow(step(&did, &three, b"c", Some(&two), Some(b"b")))),
+            Reason::Desynchronized
+        );
+        assert!(!chains.resynchronized(&did, two.clone(), b"b".to_vec()));
+        assert!(chains.resynchronized(&did, three.clone(), b"c".to_vec()));
+        // Followed on past a copy owed since before a restart: the chain stays in step.
+        let four = tid(4);
+        assert!(continues(chains.follow(step(
+            &did,
+            &four,
+            b"d",
+            Some(&three),
+            Some(b"c")
+        ))));
+        assert!(chains.resynchronized(&did, two, b"b".to_vec()));
+        let five = tid(5);
+        assert!(continues(chains.follow(step(
+            &did,
+            &five,
+            b"e",
+            Some(&four),
+            Some(b"d")
+        ))));
+    }
+
+    #[test]
+    fn stored_heads_continue_their_chains() {
+        let chains = Chains::default();
+        let did = Did::new("did:plc:z72i7hdynmk6r22z27h6tvur").unwrap();
+        let (one, two) = (tid(1), tid(2));
+        chains.load(vec![svc_catalog::RepositoryHead {
+            did: did.clone(),
+            rev: one.clone(),
+            data: b"a".to_vec(),
+        }]);
+        assert!(chains.follows(&did));
+        assert_eq!(
+            reason(chains.follow(step(&did, &two, b"b", Some(&tid(0)), Some(b"z")))),
+            Reason::Chain
+        );
     }
 
     #[test]

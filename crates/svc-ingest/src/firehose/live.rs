@@ -1,12 +1,12 @@
 //! Following a live source: connect, read, batch, apply with the cursor in the same
 //! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
 
-use super::resync::Waiting;
 use super::verifier::{Checked, Verifier};
 use super::{Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
 use crate::event::{CommitEvent, host_lost_sync};
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
+use crate::resync::Resync;
 use crate::verification::{Reason, Unverified};
 use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};
@@ -51,9 +51,9 @@ pub struct LiveConfig {
     pub max_backoff: Duration,
     /// Ask Jetstream for zstd-compressed events (`compress=true`).
     pub compress: bool,
-    /// The PLC directory that names the authors' signing keys: the repository firehose's
-    /// commits are verified before they are applied. `None`: they are not.
-    pub verify_with: Option<String>,
+    /// The repository firehose's commits are verified before they are applied (with the
+    /// keys and chains of the resynchronisation given to [`run_live`]).
+    pub verify: bool,
 }
 
 /// The dictionary Jetstream compresses events with (see `data/README.md`).
@@ -89,8 +89,6 @@ pub struct LiveStatus {
     last_pong_us: AtomicI64,
     /// Whether the source's commits are verified before they apply.
     verified: AtomicBool,
-    /// Repositories waiting to be read whole again.
-    waiting: Arc<Waiting>,
 }
 
 impl LiveStatus {
@@ -106,13 +104,12 @@ impl LiveStatus {
     }
 
     /// What an operator should know of the source while it is ready (for `/readyz`): that
-    /// its events are not verified, or which repositories wait for resynchronisation.
+    /// its events are not verified.
     pub fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         if self.connected.load(Ordering::Acquire) && !self.verified.load(Ordering::Acquire) {
             notes.push("the live source's events are applied unverified".to_string());
         }
-        notes.extend(self.waiting.describe());
         notes
     }
 
@@ -220,11 +217,13 @@ fn drop_implausible(kind: SourceKind, message: &mut SourceMessage) {
 }
 
 /// Follows the live source until shutdown. Only storage failure ends it with an error.
+/// `resync`: what verified commits are checked with and broken chains are read whole by.
 pub async fn run_live(
     catalog: Arc<dyn CatalogWrite>,
     ingestor: Ingestor,
     config: LiveConfig,
     status: Arc<LiveStatus>,
+    resync: Option<Arc<Resync>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), LiveError> {
     svc_atproto::install_crypto();
@@ -243,7 +242,9 @@ pub async fn run_live(
         );
     }
     let cursor = resume_from(stored.as_ref(), kind, &endpoint, config.force_cursor);
-    let verifier = verifier(kind, &config, &catalog, &ingestor, &status)?.map(Arc::new);
+    let verifier = verifier(kind, &config, catalog.as_ref(), resync)
+        .await?
+        .map(Arc::new);
     status.verified.store(verifier.is_some(), Ordering::Release);
     ingestor
         .metrics()
@@ -265,14 +266,13 @@ pub async fn run_live(
 }
 
 /// What the source's commits are verified with; `None` when they are not (said at start).
-fn verifier(
+async fn verifier(
     kind: SourceKind,
     config: &LiveConfig,
-    catalog: &Arc<dyn CatalogWrite>,
-    ingestor: &Ingestor,
-    status: &LiveStatus,
+    catalog: &dyn CatalogWrite,
+    resync: Option<Arc<Resync>>,
 ) -> Result<Option<Verifier>, LiveError> {
-    match (kind, &config.verify_with) {
+    match (kind, resync.filter(|_| config.verify)) {
         (SourceKind::Jetstream, _) => {
             tracing::warn!(
                 "Jetstream carries no proofs: its events are applied unverified \
@@ -284,15 +284,7 @@ fn verifier(
             tracing::warn!("--verify none: the firehose's commits are applied unverified");
             Ok(None)
         }
-        (SourceKind::Repos, Some(plc)) => Verifier::start(
-            plc,
-            Arc::clone(catalog),
-            ingestor.clone(),
-            Arc::clone(&status.waiting),
-            LIVE_SOURCE,
-        )
-        .map(Some)
-        .map_err(LiveError::Config),
+        (SourceKind::Repos, Some(resync)) => Ok(Some(Verifier::start(resync, catalog).await?)),
     }
 }
 
@@ -336,7 +328,7 @@ impl Connection<'_> {
                 return;
             }
             if reread_cursor {
-                match self.catalog.cursor(LIVE_SOURCE.to_string()).await {
+                match self.reread_cursor().await {
                     Ok(stored) => {
                         cursor = self.resume_from(stored.as_ref());
                         reread_cursor = false;
@@ -364,6 +356,16 @@ impl Connection<'_> {
                 return;
             }
         }
+    }
+
+    /// The stored cursor, and the chains stored with it: what was followed in memory past it
+    /// was never acknowledged, and its commits come again.
+    async fn reread_cursor(&self) -> Result<Option<CursorPosition>, CatalogError> {
+        let stored = self.catalog.cursor(LIVE_SOURCE.to_string()).await?;
+        if let Some(verifier) = self.verifier {
+            verifier.reload(self.catalog).await?;
+        }
+        Ok(stored)
     }
 
     fn resume_from(&self, stored: Option<&CursorPosition>) -> Option<i64> {
@@ -813,6 +815,15 @@ impl Session<'_> {
             Ok(()) => {
                 metrics.verified.inc();
             }
+            Err((Some((did, rev)), why)) if why.transient => {
+                // Not a verdict: the repository is owed a whole read, stored with this batch.
+                if verifier.owe(&did, &rev) {
+                    tracing::warn!(%did, %rev, "commit held back, its repository will be read whole: {why}");
+                }
+                message
+                    .events
+                    .retain(|event| !matches!(event, SourceEvent::Commit(_)));
+            }
             Err((claimed, why)) => {
                 metrics.count_unverified(why.reason);
                 let (did, rev) = claimed.map_or_else(
@@ -949,17 +960,28 @@ impl Session<'_> {
     /// Sends what was read to the catalog, with the cursor that covers it (one transaction),
     /// without waiting for the commit.
     fn send(&mut self) {
-        if self.batch.is_empty() && !self.dirty {
+        let sync = self
+            .source
+            .verifier
+            .map(|verifier| verifier.take_sync())
+            .unwrap_or_default();
+        if self.batch.is_empty() && !self.dirty && sync.is_empty() {
             return;
         }
         let cursor = self
             .cursor
             .map(|cursor| self.position(cursor, self.batch_time));
         let changes = std::mem::take(&mut self.batch);
-        let applying = self.source.catalog.apply(changes, cursor);
+        let queued = !sync.queued.is_empty();
+        let applying = self.source.catalog.apply_synced(changes, cursor, sync);
         let time = self.batch_time;
+        let verifier = self.source.verifier.cloned();
         self.in_flight.push_back(Box::pin(async move {
-            applying.await.map(|report| (report, time))
+            let report = applying.await?;
+            if let Some(verifier) = verifier.filter(|_| queued) {
+                verifier.queued();
+            }
+            Ok((report, time))
         }));
         self.dirty = false;
     }

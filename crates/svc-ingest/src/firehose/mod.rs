@@ -2,16 +2,14 @@
 //! picked by the shape of the `--firehose` URL, followed with cursors, reconnects and a
 //! liveness check.
 
-mod chains;
+pub(crate) mod chains;
 mod frames;
 mod live;
-mod resync;
 mod verifier;
 
 pub use frames::{Proof, decode_frame};
 pub(crate) use live::MAX_MESSAGE_BYTES;
 pub use live::{LiveConfig, LiveStatus, run_live};
-pub use resync::{MAX_REPOSITORY_BYTES, Waiting};
 
 use crate::event::CommitEvent;
 use svc_catalog::AccountStatus;

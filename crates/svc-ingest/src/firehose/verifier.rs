@@ -1,18 +1,21 @@
 //! What the repository firehose's events must prove before anything of them applies: a
 //! commit's blocks, tree proof and signature (svc-repo, and the author's key), then its place
 //! in its repository's chain; a `#sync` event's signed commit against that chain. A broken
-//! chain sends the repository to be read whole again.
+//! chain, or a commit that could not be checked for a reason a retry could undo, sends the
+//! repository to be read whole (the resynchronisation queue), and what the chains reached goes
+//! to the catalog with the cursor (see [`Verifier::take_sync`]).
 
-use super::chains::{Chains, Followed, Step};
-use super::resync::{Resync, ResyncQueue, Waiting};
-use crate::ingest::Ingestor;
-use crate::signing_keys::SigningKeys;
+use super::chains::{Followed, Step};
+use crate::resync::{Resync, reasons};
 use crate::verification::Unverified;
-use std::sync::Arc;
-use svc_catalog::CatalogWrite;
+use std::sync::{Arc, Mutex};
+use svc_catalog::{CatalogError, CatalogWrite, RepositoryHead, ResyncRequest, SyncWrites};
 use svc_repo::dagcbor::Cid;
 use svc_repo::sync::{CommitProof, SyncEvent};
 use svc_syntax::{Did, Tid};
+
+/// Heads loaded from the catalog at most (as many as the chains follow).
+const MAX_HEADS: usize = 500_000;
 
 /// A commit whose proof and signature hold, to be placed in its repository's chain.
 #[derive(Debug)]
@@ -25,43 +28,49 @@ pub(super) struct Checked {
 }
 
 pub(super) struct Verifier {
-    keys: Arc<SigningKeys>,
-    chains: Arc<Chains>,
-    resyncs: ResyncQueue,
+    resync: Arc<Resync>,
+    /// What the commits taken since the last batch say of the repositories' synchronisation,
+    /// for the next batch sent.
+    pending: Mutex<SyncWrites>,
 }
 
 impl Verifier {
-    /// Keys come from DID documents through the PLC directory at `plc`; repositories are
-    /// resynchronised into `catalog` in the background.
-    pub fn start(
-        plc: &str,
-        catalog: Arc<dyn CatalogWrite>,
-        ingestor: Ingestor,
-        waiting: Arc<Waiting>,
-        source: &'static str,
-    ) -> Result<Verifier, String> {
-        let http =
-            svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT).map_err(|e| e.to_string())?;
-        let keys = Arc::new(SigningKeys::new(svc_atproto::Resolver::new(http, plc)));
-        let chains = Arc::new(Chains::default());
-        let resyncs = ResyncQueue::start(Resync {
-            keys: Arc::clone(&keys),
-            chains: Arc::clone(&chains),
-            catalog,
-            ingestor,
-            waiting,
-            source,
-        });
-        Ok(Verifier {
-            keys,
-            chains,
-            resyncs,
-        })
+    /// Keys and chains are the resynchronisation's; the chains begin where the catalog's
+    /// stored heads are.
+    pub async fn start(
+        resync: Arc<Resync>,
+        catalog: &dyn CatalogWrite,
+    ) -> Result<Verifier, CatalogError> {
+        let verifier = Verifier {
+            resync,
+            pending: Mutex::new(SyncWrites::default()),
+        };
+        verifier.reload(catalog).await?;
+        Ok(verifier)
+    }
+
+    /// Chains as the catalog stored them, forgetting what was followed in memory beyond: the
+    /// source resumes from the stored cursor, before those commits.
+    pub async fn reload(&self, catalog: &dyn CatalogWrite) -> Result<(), CatalogError> {
+        let heads = catalog.repository_heads(MAX_HEADS).await?;
+        tracing::info!(followed = heads.len(), "repository chains loaded");
+        self.resync.chains.load(heads);
+        *self.lock() = SyncWrites::default();
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SyncWrites> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What goes with the next batch: the heads reached and the repositories owed a read.
+    pub fn take_sync(&self) -> SyncWrites {
+        std::mem::take(&mut *self.lock())
     }
 
     /// Whether every commit of the repository is verified (it is followed).
     pub fn follows(&self, repo: &str) -> bool {
-        self.chains.follows(repo)
+        self.resync.chains.follows(repo)
     }
 
     /// What a commit proves on its own: its proof holds and its author signed it. Commits
@@ -69,7 +78,7 @@ impl Verifier {
     /// order.
     pub async fn check(&self, proof: &CommitProof) -> Result<Checked, Unverified> {
         let commit = proof.check()?;
-        self.keys.verify(&commit).await?;
+        self.resync.keys.verify(&commit).await?;
         Ok(Checked {
             did: commit.did,
             rev: commit.rev,
@@ -89,20 +98,48 @@ impl Verifier {
             since: commit.since.as_ref(),
             prev_data: commit.prev_data.as_deref(),
         };
-        match self.chains.follow(step)? {
-            Followed::Continues => Ok(()),
+        match self.resync.chains.follow(step)? {
+            Followed::Continues => {
+                self.lock().heads.push(RepositoryHead {
+                    did: commit.did.clone(),
+                    rev: commit.rev.clone(),
+                    data: commit.data.clone(),
+                });
+                Ok(())
+            }
             Followed::Broke(why) => {
-                self.resyncs.request(commit.did.clone());
+                self.queue(&commit.did, reasons::CHAIN);
                 Err(why)
             }
         }
+    }
+
+    /// A commit of the repository could not be checked now (its author's key could not be
+    /// read): its commits wait, and it is read whole once that can be done. Whether it was
+    /// in step until now (the caller says so once, not for every commit that waits).
+    pub fn owe(&self, did: &Did, missed: &Tid) -> bool {
+        let in_step = self.resync.chains.wait_for_copy(did, Some(missed));
+        self.queue(did, reasons::KEY);
+        in_step
+    }
+
+    fn queue(&self, did: &Did, reason: &'static str) {
+        self.resync
+            .ingestor_metrics()
+            .resync_queued
+            .get_or_create(&crate::metrics::ReasonLabel { reason })
+            .inc();
+        self.lock().queued.push(ResyncRequest {
+            did: did.clone(),
+            reason: reason.into(),
+        });
     }
 
     /// A `#sync` event: once its commit verifies, a followed repository whose tree is not the
     /// one svc holds is read whole.
     pub async fn sync_event(&self, event: &SyncEvent) -> Result<(), Unverified> {
         let commit = event.check()?;
-        self.keys.verify(&commit).await?;
+        self.resync.keys.verify(&commit).await?;
         let step = Step {
             did: &commit.did,
             rev: &commit.rev,
@@ -110,9 +147,9 @@ impl Verifier {
             since: None,
             prev_data: None,
         };
-        if self.chains.synced(step) {
+        if self.resync.chains.synced(step) {
             tracing::info!(did = %commit.did, rev = %commit.rev, "#sync moved the repository; resynchronising");
-            self.resyncs.request(commit.did.clone());
+            self.queue(&commit.did, reasons::HOST);
         }
         Ok(())
     }
@@ -120,13 +157,18 @@ impl Verifier {
     /// The host says it lost the repository's chain (`desynchronized`, `throttled`): a
     /// followed repository is read whole from its own PDS.
     pub fn host_lost(&self, did: &Did) {
-        if self.chains.desynchronize(did) {
-            self.resyncs.request(did.clone());
+        if self.resync.chains.desynchronize(did) {
+            self.queue(did, reasons::HOST);
         }
     }
 
     /// The account's key may have rotated (`#identity`): the next commit reads it again.
     pub fn identity_changed(&self, did: &Did) {
-        self.keys.forget(did);
+        self.resync.keys.forget(did);
+    }
+
+    /// A batch carrying queued repositories was committed: read them now.
+    pub fn queued(&self) {
+        self.resync.wake();
     }
 }

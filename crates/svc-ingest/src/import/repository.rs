@@ -4,8 +4,8 @@
 //! records of that repository become exactly the family records the export proves (a record
 //! the catalog holds at a later revision stays).
 
-use crate::firehose::MAX_REPOSITORY_BYTES;
 use crate::ingest::{Ingestor, Prepared};
+use crate::peer::MAX_REPOSITORY_BYTES;
 use crate::signing_keys::SigningKeys;
 use crate::verification::{Unverified, verify_repository};
 use std::io::Read;
@@ -83,7 +83,12 @@ pub async fn import_repository(
         }
     }
     let report = catalog
-        .replace_repository(repository.did.clone(), repository.rev.clone(), changes)
+        .replace_repository(
+            repository.did.clone(),
+            repository.rev.clone(),
+            changes,
+            svc_catalog::SyncWrites::default(),
+        )
         .await?;
     ingestor.metrics().count_report(SOURCE, &report);
     ingestor.metrics().count(SOURCE, "invalid", invalid);

@@ -1,0 +1,298 @@
+//! Reading one repository from its own PDS: whole (`com.atproto.sync.getRepo`) and verified
+//! against its author's key, or, from a server that does not serve whole repositories (or with
+//! verification off), listed record by record (`listRecords`), unverified. Every failure says
+//! whether asking again later could undo it.
+
+use crate::event::{Action, CommitEvent};
+use crate::peer::{Client, MAX_REPOSITORY_BYTES, Paging};
+use crate::signing_keys::{KeyCheckError, SigningKeys};
+use crate::verification::{Reason, Unverified, VerifiedRepository, verify_repository};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::time::Duration;
+use svc_atproto::{AtprotoError, Method};
+use svc_syntax::{AtUri, Did};
+
+/// Records listed from one repository at most: a server that pages without end is cut here.
+const MAX_LISTED_RECORDS: usize = 100_000;
+
+/// A repository as it was read.
+#[derive(Debug)]
+pub(crate) enum RepositoryCopy {
+    /// Read whole and verified: exactly the records it proves.
+    Whole(VerifiedRepository),
+    /// Listed record by record, unverified: the records listed, at the revision taken first.
+    Listed(Vec<CommitEvent>),
+}
+
+/// Why a repository could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct ReadFailure {
+    pub message: String,
+    /// Asking again later could succeed.
+    pub transient: bool,
+    pub retry_after: Option<Duration>,
+    /// What it proved not to be, when it was read and refused.
+    pub refused: Option<Reason>,
+}
+
+impl From<AtprotoError> for ReadFailure {
+    fn from(error: AtprotoError) -> ReadFailure {
+        ReadFailure {
+            transient: error.is_transient(),
+            retry_after: error.retry_after(),
+            message: error.to_string(),
+            refused: None,
+        }
+    }
+}
+
+impl From<KeyCheckError> for ReadFailure {
+    fn from(error: KeyCheckError) -> ReadFailure {
+        ReadFailure::from(Unverified::from(error))
+    }
+}
+
+impl From<Unverified> for ReadFailure {
+    fn from(error: Unverified) -> ReadFailure {
+        ReadFailure {
+            message: format!("{error} ({})", error.reason.label()),
+            transient: error.transient,
+            retry_after: error.retry_after,
+            refused: (!error.transient).then_some(error.reason),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RecordPage {
+    #[serde(default)]
+    records: Vec<RecordEntry>,
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RecordEntry {
+    uri: String,
+    cid: Option<String>,
+    /// Kept as text until its turn: a page of generic trees can take many times its text.
+    value: Box<RawValue>,
+}
+
+#[derive(Deserialize)]
+struct LatestCommit {
+    rev: String,
+}
+
+/// What reading repositories works with.
+pub(crate) struct RepositoryReader {
+    pub keys: std::sync::Arc<SigningKeys>,
+    /// A client of any server (its XRPC settings; the server is chosen per repository).
+    pub client: Client,
+    /// Whole repositories are verified; `false`: every repository is listed, unverified.
+    pub verify: bool,
+    /// The collections read.
+    pub collections: Vec<String>,
+}
+
+impl RepositoryReader {
+    /// The repository's own PDS, from its DID document; `fallback` (the server that listed
+    /// it) when the document cannot be read or names none.
+    pub async fn pds(&self, did: &Did, fallback: Option<&str>) -> Result<String, ReadFailure> {
+        let failure = match self.keys.locate(did).await {
+            Ok(located) => match located.pds {
+                Some(pds) => return Ok(pds),
+                None => ReadFailure {
+                    message: format!("{did} names no PDS (#atproto_pds)"),
+                    transient: false,
+                    retry_after: None,
+                    refused: None,
+                },
+            },
+            Err(error) => ReadFailure::from(error),
+        };
+        match fallback {
+            Some(server) => {
+                tracing::warn!(%did, "no PDS from the DID document ({failure}); asking {server}");
+                Ok(server.to_string())
+            }
+            None => Err(failure),
+        }
+    }
+
+    /// Reads the repository from `pds`.
+    pub async fn read(&self, did: &Did, pds: &str) -> Result<RepositoryCopy, ReadFailure> {
+        let client = self.client.at(pds);
+        if self.verify {
+            if let Some(whole) = self.read_whole(&client, did).await? {
+                return Ok(RepositoryCopy::Whole(whole));
+            }
+            tracing::warn!(
+                %did,
+                "{pds} does not serve whole repositories; its records are listed, unverified"
+            );
+        }
+        self.list(&client, did).await.map(RepositoryCopy::Listed)
+    }
+
+    /// The repository read whole and verified; `None` when the server does not serve whole
+    /// repositories.
+    async fn read_whole(
+        &self,
+        client: &Client,
+        did: &Did,
+    ) -> Result<Option<VerifiedRepository>, ReadFailure> {
+        let whole = Client {
+            xrpc: client.xrpc.clone().with_answer_limit(MAX_REPOSITORY_BYTES),
+            base: client.base.clone(),
+        };
+        let Some(car) = whole.get_bytes(Method::GET_REPO, &[("did", did)]).await? else {
+            return Ok(None);
+        };
+        let wanted = |collection: &str| self.collections.iter().any(|c| c == collection);
+        let repository = verify_repository(Some(&self.keys), &car, Some(did), wanted).await?;
+        Ok(Some(repository))
+    }
+
+    /// Every record of the collections, listed page by page.
+    async fn list(&self, client: &Client, did: &Did) -> Result<Vec<CommitEvent>, ReadFailure> {
+        // The revision is taken before listing: every listed record is at most that new.
+        let Some(latest) = client
+            .get::<LatestCommit>(Method::GET_LATEST_COMMIT, &[("did", did)])
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let mut records = Vec::new();
+        for collection in &self.collections {
+            list_collection(client, did, collection, &latest.rev, &mut records).await?;
+        }
+        Ok(records)
+    }
+}
+
+/// Pages through one collection of a repository.
+async fn list_collection(
+    client: &Client,
+    did: &Did,
+    collection: &str,
+    rev: &str,
+    records: &mut Vec<CommitEvent>,
+) -> Result<(), ReadFailure> {
+    let mut paging = Paging::new(format!("listRecords {did} {collection} at {}", client.base));
+    loop {
+        let mut query = vec![
+            ("repo", did.as_str()),
+            ("collection", collection),
+            ("limit", "100"),
+        ];
+        if let Some(c) = paging.cursor() {
+            query.push(("cursor", c));
+        }
+        let Some(page) = client
+            .get::<RecordPage>(Method::LIST_RECORDS, &query)
+            .await?
+        else {
+            return Ok(());
+        };
+        for record in &page.records {
+            records.extend(listed_record(record, did, collection, rev));
+        }
+        if records.len() > MAX_LISTED_RECORDS {
+            return Err(ReadFailure {
+                message: format!(
+                    "{}: over {MAX_LISTED_RECORDS} records listed for {did}; refused",
+                    client.base
+                ),
+                transient: false,
+                retry_after: None,
+                refused: None,
+            });
+        }
+        if !paging.next(page.cursor, page.records.len()) {
+            return Ok(());
+        }
+    }
+}
+
+/// A listed record as a create at `rev`. A record of another repository or collection than
+/// the one asked for is not believed; one whose value is not JSON reaches validation as
+/// invalid.
+fn listed_record(
+    record: &RecordEntry,
+    did: &Did,
+    collection: &str,
+    rev: &str,
+) -> Option<CommitEvent> {
+    let rkey = asked_for(&record.uri, did, collection)?;
+    // Stored in the form it always was: compact, with sorted keys.
+    let value = serde_json::from_str::<serde_json::Value>(record.value.get()).ok();
+    Some(CommitEvent {
+        did: did.to_string(),
+        collection: collection.to_string(),
+        rkey,
+        action: Action::Create,
+        rev: rev.to_string(),
+        cid: record.cid.clone(),
+        record_json: value.map(|value| value.to_string()),
+        time_us: None,
+    })
+}
+
+/// The record key of a listed record's uri, when the uri is one of the repository and
+/// collection that were asked for.
+fn asked_for(uri: &str, did: &Did, collection: &str) -> Option<String> {
+    let parsed = AtUri::new(uri).ok();
+    let parts = parsed.as_ref().and_then(AtUri::record_parts);
+    match parts {
+        Some((from, of, rkey)) if from == *did && of.as_str() == collection => Some(rkey.into()),
+        _ => {
+            tracing::warn!(
+                %did,
+                %collection,
+                uri = %uri.chars().take(300).collect::<String>(),
+                "a listed record is not of the repository and collection asked for"
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_say_whether_a_retry_could_undo_them() {
+        let unavailable = AtprotoError::Status {
+            url: "http://plc.test/did:plc:a".into(),
+            status: 503,
+            message: "503 Service Unavailable".into(),
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        let failure = ReadFailure::from(unavailable);
+        assert!(failure.transient);
+        assert_eq!(failure.retry_after, Some(Duration::from_secs(3)));
+        let gone = AtprotoError::Status {
+            url: "http://plc.test/did:plc:a".into(),
+            status: 404,
+            message: "404 Not Found".into(),
+            retry_after: None,
+        };
+        assert!(!ReadFailure::from(gone).transient);
+        let taken_down = AtprotoError::Xrpc {
+            url: String::new(),
+            status: 400,
+            error: "RepoTakendown".into(),
+            message: String::new(),
+            retry_after: None,
+        };
+        assert!(!ReadFailure::from(taken_down).transient);
+        let forged = ReadFailure::from(Unverified::new(Reason::Signature, "bad signature"));
+        assert_eq!(
+            (forged.transient, forged.refused),
+            (false, Some(Reason::Signature))
+        );
+    }
+}

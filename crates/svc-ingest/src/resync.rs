@@ -1,0 +1,578 @@
+//! Reading whole the repositories the catalog owes a read: those whose chain broke, whose
+//! commit could not be checked for a reason a retry could undo (the author's DID document
+//! unreachable), and those a backfill listed. The queue lives in the catalog
+//! (`svc_catalog::SyncWrites`), written with the cursor that moved past the event that put a
+//! repository there, so a crash loses nothing; this reads it in small pages, so memory holds
+//! only the reads under way whatever its size.
+//!
+//! Each repository is read from its own PDS, verified, and the catalog's records of it made
+//! exactly those the copy proves, in the transaction that takes it out of the queue (and
+//! stores its chain's new head). A read that fails for a reason a retry could undo is tried
+//! again with exponential backoff and jitter (the peer's `Retry-After` honoured), without end;
+//! a verdict on the data (a copy that does not verify, a DID the directory does not know, a
+//! repository not found) takes it out, counted and logged. Reads are bounded in flight overall
+//! and per host.
+
+use crate::firehose::chains::Chains;
+use crate::ingest::{Ingestor, Prepared};
+use crate::peer::{Client, origin};
+use crate::repository_read::{ReadFailure, RepositoryCopy, RepositoryReader};
+use crate::signing_keys::SigningKeys;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use svc_atproto::Xrpc;
+use svc_catalog::{
+    ApplyReport, CatalogWrite, RepositoryHead, ResyncEntry, ResyncRetry, ResyncSummary, SyncWrites,
+};
+use svc_syntax::{Did, UnixMillis};
+use tokio::sync::{Notify, Semaphore, watch};
+
+/// Repositories read at once, overall.
+const AT_ONCE: usize = 16;
+/// Repositories read at once from one host (a PDS, or the listing server).
+const PER_HOST: usize = 4;
+/// The first wait after a failed read; each failure doubles it, up to [`MAX_WAIT`].
+const FIRST_WAIT: Duration = Duration::from_secs(1);
+/// The longest wait between two reads of one repository: a peer back from an outage is read
+/// again within this.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+/// The queue is read at least this often.
+const POLL: Duration = Duration::from_secs(1);
+/// Hosts whose slots are kept at most; idle ones are forgotten past it.
+const MAX_HOSTS: usize = 10_000;
+
+/// Why a repository is queued (the queue's `reason`).
+pub mod reasons {
+    /// Its chain of commits broke.
+    pub const CHAIN: &str = "chain";
+    /// A commit's author key could not be read.
+    pub const KEY: &str = "key";
+    /// Its host says it lost the repository's chain, or a `#sync` moved it.
+    pub const HOST: &str = "host";
+    /// A backfill listed it.
+    pub const BACKFILL: &str = "backfill";
+}
+
+/// Counts of what the queue's reads did, for readiness, metrics and the backfill's summary.
+#[derive(Debug, Default)]
+pub struct ResyncProgress {
+    /// The queue at its last reading, and when it was read.
+    summary: Mutex<Option<ResyncSummary>>,
+    pub read: AtomicU64,
+    /// Taken out of the queue on a verdict.
+    pub refused: AtomicU64,
+    pub records: AtomicU64,
+    pub applied: AtomicU64,
+    pub stale: AtomicU64,
+    pub invalid: AtomicU64,
+    /// (when, repositories read by then), once a poll, for the rate.
+    samples: Mutex<VecDeque<(Instant, u64)>>,
+}
+
+impl ResyncProgress {
+    fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        mutex.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn summary(&self) -> Option<ResyncSummary> {
+        Self::lock(&self.summary).clone()
+    }
+
+    fn observed(&self, summary: ResyncSummary) {
+        *Self::lock(&self.summary) = Some(summary);
+        let mut samples = Self::lock(&self.samples);
+        samples.push_back((Instant::now(), self.read.load(Ordering::Relaxed)));
+        while samples.len() > 60 {
+            samples.pop_front();
+        }
+    }
+
+    /// Repositories read per second over the last minute, once there is one.
+    pub fn rate(&self) -> Option<f64> {
+        let samples = Self::lock(&self.samples);
+        let ((first_at, first), (last_at, last)) = (samples.front()?, samples.back()?);
+        let seconds = last_at.duration_since(*first_at).as_secs_f64();
+        (seconds >= 1.0).then(|| (last - first) as f64 / seconds)
+    }
+
+    /// What `/readyz` and the explorer say of the queue, or nothing while it is empty.
+    pub fn notes(&self) -> Vec<String> {
+        let Some(summary) = self.summary().filter(|s| s.waiting > 0) else {
+            return Vec::new();
+        };
+        let (noun, verb) = match summary.waiting {
+            1 => ("repository", "waits"),
+            _ => ("repositories", "wait"),
+        };
+        let mut note = format!("{} {noun} {verb} to be read whole", summary.waiting);
+        let read = self.read.load(Ordering::Relaxed);
+        if let Some(rate) = self.rate().filter(|rate| *rate > 0.0) {
+            let left = summary.waiting as f64 / rate;
+            note.push_str(&format!(
+                " ({read} read, {rate:.1}/s, about {left:.0} s left)"
+            ));
+        }
+        let mut notes = vec![note];
+        if let Some(oldest) = &summary.oldest {
+            let waited = (UnixMillis::now().0 - oldest.since.0).max(0) / 1000;
+            let why = oldest
+                .last_error
+                .clone()
+                .unwrap_or_else(|| format!("queued ({}), not read yet", oldest.reason));
+            notes.push(format!(
+                "the oldest, {}, waits since {waited} s ({} failed reads): {}",
+                oldest.did,
+                oldest.attempts,
+                one_line(&why, 300)
+            ));
+        }
+        notes
+    }
+}
+
+/// At most `limit` bytes of the first line of `text`.
+fn one_line(text: &str, limit: usize) -> &str {
+    let line = text.lines().next().unwrap_or_default();
+    let mut end = line.len().min(limit);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+/// What reading the queue works with; shared by the live source (whose chains it continues)
+/// and the backfill (which fills it).
+pub struct Resync {
+    pub(crate) keys: Arc<SigningKeys>,
+    pub(crate) chains: Arc<Chains>,
+    reader: RepositoryReader,
+    catalog: Arc<dyn CatalogWrite>,
+    ingestor: Ingestor,
+    progress: Arc<ResyncProgress>,
+    /// The server a backfill lists from: asked for a repository whose DID document cannot
+    /// be read or names no PDS.
+    fallback: Mutex<Option<String>>,
+    wake: Notify,
+    slots: Arc<Semaphore>,
+    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+    in_flight: Mutex<HashSet<Did>>,
+}
+
+/// What reading one repository came to.
+enum Outcome {
+    Read,
+    /// A newer commit came while it was read: read it again soon.
+    Moved,
+    Failed(ReadFailure),
+}
+
+impl Resync {
+    /// `plc`: the directory the authors' DID documents are read from; `verify`: whole
+    /// repositories are verified (else listed, unverified); `collections`: what is read.
+    pub fn new(
+        plc: &str,
+        verify: bool,
+        collections: Vec<String>,
+        catalog: Arc<dyn CatalogWrite>,
+        ingestor: Ingestor,
+        progress: Arc<ResyncProgress>,
+    ) -> Result<Resync, svc_atproto::AtprotoError> {
+        let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)?;
+        let keys = Arc::new(SigningKeys::new(svc_atproto::Resolver::new(
+            http.clone(),
+            plc,
+        )));
+        let repository_http =
+            svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT.saturating_mul(4))?;
+        Ok(Resync {
+            reader: RepositoryReader {
+                keys: Arc::clone(&keys),
+                client: Client::new(Xrpc::new(repository_http), ""),
+                verify,
+                collections,
+            },
+            keys,
+            chains: Arc::new(Chains::default()),
+            catalog,
+            ingestor,
+            progress,
+            fallback: Mutex::new(None),
+            wake: Notify::new(),
+            slots: Arc::new(Semaphore::new(AT_ONCE)),
+            hosts: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The backfill's skipped repositories, which readiness names.
+    pub(crate) fn skips(&self) -> &crate::readiness::BackfillSkips {
+        self.ingestor.writes().backfill_skips()
+    }
+
+    pub(crate) fn ingestor_metrics(&self) -> &crate::IngestMetrics {
+        self.ingestor.metrics()
+    }
+
+    pub fn progress(&self) -> &Arc<ResyncProgress> {
+        &self.progress
+    }
+
+    /// The server a backfill lists from, asked when a repository's own PDS cannot be found.
+    pub fn set_fallback(&self, server: &str) {
+        *lock(&self.fallback) = Some(server.trim_end_matches('/').to_string());
+    }
+
+    /// Something was queued: read the queue now rather than at the next poll.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Reads the queue until shutdown.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            if let Err(error) = self.poll().await {
+                tracing::warn!("reading the resynchronisation queue failed; waiting: {error}");
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(POLL) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+        }
+    }
+
+    /// Notes the queue's state and starts reading what is due, as far as slots allow.
+    async fn poll(self: &Arc<Self>) -> Result<(), svc_catalog::CatalogError> {
+        let summary = self.catalog.resync_summary().await?;
+        let metrics = self.ingestor.metrics();
+        metrics.resync_waiting.set(summary.waiting as i64);
+        self.progress.observed(summary);
+        let free = self.slots.available_permits();
+        if free == 0 {
+            return Ok(());
+        }
+        let busy = lock(&self.in_flight).len();
+        let due = self
+            .catalog
+            .resync_due(UnixMillis::now(), free + busy)
+            .await?;
+        for entry in due {
+            if lock(&self.in_flight).contains(&entry.did) {
+                continue;
+            }
+            let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
+                break;
+            };
+            lock(&self.in_flight).insert(entry.did.clone());
+            let resync = Arc::clone(self);
+            tokio::spawn(async move {
+                resync.settle(&entry).await;
+                lock(&resync.in_flight).remove(&entry.did);
+                drop(slot);
+                resync.wake();
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads one repository and settles its entry: out of the queue, or back with a later
+    /// time.
+    async fn settle(&self, entry: &ResyncEntry) {
+        let metrics = self.ingestor.metrics();
+        let did = &entry.did;
+        let failure = match self.read(entry).await {
+            Outcome::Read => {
+                metrics.resyncs.get_or_create(&outcome("done")).inc();
+                self.progress.read.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Outcome::Moved => {
+                tracing::info!(%did, "a newer commit came while the repository was read; reading it again");
+                let retry = ResyncRetry {
+                    did: did.clone(),
+                    due: after(FIRST_WAIT),
+                    error: "a newer commit came while it was read".into(),
+                };
+                self.store(SyncWrites {
+                    retried: vec![retry],
+                    ..SyncWrites::default()
+                })
+                .await;
+                return;
+            }
+            Outcome::Failed(failure) => failure,
+        };
+        if failure.transient {
+            self.retry_later(entry, &failure).await;
+        } else {
+            self.refuse(entry, &failure).await;
+        }
+    }
+
+    async fn retry_later(&self, entry: &ResyncEntry, failure: &ReadFailure) {
+        let did = &entry.did;
+        let metrics = self.ingestor.metrics();
+        metrics.resyncs.get_or_create(&outcome("retried")).inc();
+        let wait = backoff(entry.attempts).max(failure.retry_after.unwrap_or_default());
+        // Once per repository, not once per attempt.
+        if entry.attempts == 0 {
+            tracing::warn!(%did, reason = %entry.reason, "cannot read the repository now, asking again later until it succeeds: {failure}");
+        } else {
+            tracing::debug!(%did, attempts = entry.attempts + 1, "reading the repository failed again: {failure}");
+        }
+        let retry = ResyncRetry {
+            did: did.clone(),
+            due: after(wait),
+            error: failure.message.clone(),
+        };
+        self.store(SyncWrites {
+            retried: vec![retry],
+            ..SyncWrites::default()
+        })
+        .await;
+    }
+
+    async fn refuse(&self, entry: &ResyncEntry, failure: &ReadFailure) {
+        let did = &entry.did;
+        let metrics = self.ingestor.metrics();
+        if let Some(reason) = failure.refused {
+            metrics.count_unverified(reason);
+        }
+        metrics.resyncs.get_or_create(&outcome("refused")).inc();
+        self.progress.refused.fetch_add(1, Ordering::Relaxed);
+        if entry.reason == reasons::BACKFILL {
+            self.ingestor.writes().backfill_skips().skipped(did);
+            tracing::warn!(%did, "backfill skipped a repository: {failure}");
+        } else {
+            tracing::warn!(%did, "the repository cannot be read whole, its chain begins again: {failure}");
+        }
+        self.chains.forget(did);
+        self.store(SyncWrites {
+            done: vec![did.clone()],
+            forgotten: vec![did.clone()],
+            ..SyncWrites::default()
+        })
+        .await;
+    }
+
+    /// Writes what settles an entry, waiting out a failing catalog (a full disk) meanwhile:
+    /// the entry stays queued until this lands, so a crash in between reads it again.
+    async fn store(&self, sync: SyncWrites) {
+        let mut wait = FIRST_WAIT;
+        loop {
+            match self
+                .catalog
+                .apply_synced(Vec::new(), None, sync.clone())
+                .await
+            {
+                Ok(_) => return,
+                Err(error) => {
+                    tracing::error!(
+                        "writing the resynchronisation queue failed; retrying: {error}"
+                    );
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(MAX_WAIT);
+                }
+            }
+        }
+    }
+
+    async fn read(&self, entry: &ResyncEntry) -> Outcome {
+        let did = &entry.did;
+        let fallback = match entry.reason.as_str() {
+            reasons::BACKFILL => lock(&self.fallback).clone(),
+            _ => None,
+        };
+        let pds = match self.reader.pds(did, fallback.as_deref()).await {
+            Ok(pds) => pds,
+            Err(failure) => return Outcome::Failed(failure),
+        };
+        let host = self.host_slots(&pds);
+        let Ok(_host_slot) = host.acquire().await else {
+            return Outcome::Failed(closed());
+        };
+        let copy = match self.reader.read(did, &pds).await {
+            Ok(copy) => copy,
+            Err(failure) => return Outcome::Failed(failure),
+        };
+        match self.apply(did, copy).await {
+            Ok(true) => Outcome::Read,
+            Ok(false) => Outcome::Moved,
+            Err(error) => Outcome::Failed(ReadFailure {
+                message: format!("writing the catalog: {error}"),
+                transient: true,
+                retry_after: None,
+                refused: None,
+            }),
+        }
+    }
+
+    /// Makes the catalog hold the copy and takes the repository out of the queue, in one
+    /// transaction; `false` when the chain moved past the copy while it was read.
+    async fn apply(
+        &self,
+        did: &Did,
+        copy: RepositoryCopy,
+    ) -> Result<bool, svc_catalog::CatalogError> {
+        let report = match copy {
+            RepositoryCopy::Whole(repository) => {
+                let changes = self.prepare(repository.records);
+                let (rev, data) = (repository.rev, repository.data);
+                if !self.chains.resynchronized(did, rev.clone(), data.clone()) {
+                    return Ok(false);
+                }
+                let sync = SyncWrites {
+                    heads: vec![RepositoryHead {
+                        did: did.clone(),
+                        rev: rev.clone(),
+                        data,
+                    }],
+                    done: vec![did.clone()],
+                    ..SyncWrites::default()
+                };
+                let report = self
+                    .catalog
+                    .replace_repository(did.clone(), rev.clone(), changes, sync)
+                    .await?;
+                tracing::info!(%did, %rev, applied = report.applied, "repository read whole");
+                report
+            }
+            RepositoryCopy::Listed(records) => {
+                let changes = self.prepare(records);
+                let sync = SyncWrites {
+                    done: vec![did.clone()],
+                    ..SyncWrites::default()
+                };
+                self.catalog.apply_synced(changes, None, sync).await?
+            }
+        };
+        self.ingestor.writes().succeeded();
+        self.counted(&report);
+        Ok(true)
+    }
+
+    fn prepare(&self, records: Vec<crate::event::CommitEvent>) -> Vec<svc_catalog::Change> {
+        let mut changes = Vec::with_capacity(records.len());
+        self.progress
+            .records
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+        for record in records {
+            match self.ingestor.prepare(record) {
+                Prepared::Change(change) => changes.push(change),
+                Prepared::Invalid => {
+                    self.progress.invalid.fetch_add(1, Ordering::Relaxed);
+                    self.ingestor.metrics().count(SOURCE, "invalid", 1);
+                }
+                Prepared::Ignored => {}
+            }
+        }
+        changes
+    }
+
+    fn counted(&self, report: &ApplyReport) {
+        self.progress
+            .applied
+            .fetch_add(report.applied, Ordering::Relaxed);
+        self.progress
+            .stale
+            .fetch_add(report.stale, Ordering::Relaxed);
+        self.ingestor.metrics().count_report(SOURCE, report);
+    }
+
+    /// The slots of the host `url` names.
+    fn host_slots(&self, url: &str) -> Arc<Semaphore> {
+        let mut hosts = lock(&self.hosts);
+        if hosts.len() >= MAX_HOSTS {
+            hosts.retain(|_, slots| slots.available_permits() < PER_HOST);
+        }
+        Arc::clone(
+            hosts
+                .entry(origin(url))
+                .or_insert_with(|| Arc::new(Semaphore::new(PER_HOST))),
+        )
+    }
+}
+
+/// The source name records read whole are counted under.
+const SOURCE: &str = "resync";
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn closed() -> ReadFailure {
+    ReadFailure {
+        message: "shutting down".into(),
+        transient: true,
+        retry_after: None,
+        refused: None,
+    }
+}
+
+/// The wait after `attempts` failed reads: doubling from [`FIRST_WAIT`] up to [`MAX_WAIT`],
+/// with jitter so that repositories that failed together are not asked again together.
+fn backoff(attempts: u32) -> Duration {
+    let base = FIRST_WAIT
+        .saturating_mul(1 << attempts.min(16))
+        .min(MAX_WAIT);
+    let jitter = 0.5 + f64::from(svc_syntax::clock_noise() % 1000) / 1000.0;
+    base.mul_f64(jitter)
+}
+
+fn after(wait: Duration) -> UnixMillis {
+    UnixMillis(UnixMillis::now().0.saturating_add(wait.as_millis() as i64))
+}
+
+fn outcome(outcome: &'static str) -> crate::metrics::OutcomeLabel {
+    crate::metrics::OutcomeLabel { outcome }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_double_up_to_a_cap_with_jitter() {
+        for attempts in [0, 1, 3, 10, 40, u32::MAX] {
+            let wait = backoff(attempts);
+            let base = FIRST_WAIT
+                .saturating_mul(1 << attempts.min(16))
+                .min(MAX_WAIT);
+            assert!(
+                wait >= base / 2 && wait <= base.mul_f64(1.5),
+                "{attempts}: {wait:?}"
+            );
+        }
+        assert!(backoff(40) <= MAX_WAIT.mul_f64(1.5));
+    }
+
+    #[test]
+    fn the_queue_is_described_by_its_size_and_its_oldest_wait() {
+        let progress = ResyncProgress::default();
+        assert!(progress.notes().is_empty());
+        progress.observed(ResyncSummary {
+            waiting: 3,
+            fresh: 1,
+            oldest: Some(ResyncEntry {
+                did: Did::new("did:plc:aaa").unwrap(),
+                reason: reasons::KEY.into(),
+                since: UnixMillis(UnixMillis::now().0 - 12_000),
+                attempts: 2,
+                due: UnixMillis::now(),
+                last_error: Some("http://plc.test: 503 Service Unavailable\nmore".into()),
+            }),
+        });
+        let notes = progress.notes();
+        assert_eq!(notes[0], "3 repositories wait to be read whole");
+        assert!(
+            notes[1].starts_with("the oldest, did:plc:aaa, waits since 1"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].ends_with("(2 failed reads): http://plc.test: 503 Service Unavailable"),
+            "{notes:?}"
+        );
+    }
+}
