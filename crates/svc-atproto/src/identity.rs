@@ -240,24 +240,28 @@ impl Resolver {
 
     /// The key that signs a DID's repository commits, read from its DID document now.
     pub async fn signing_key(&self, did: &Did) -> AtprotoResult<PublicKey> {
-        Ok(self.key_and_pds(did).await?.0)
+        self.key_and_pds(did).await?.0
     }
 
-    /// The key that signs a DID's repository commits and its PDS, from one read of its DID
-    /// document now.
-    pub async fn key_and_pds(&self, did: &Did) -> AtprotoResult<(PublicKey, Option<String>)> {
+    /// The key that signs a DID's repository commits (or why the document names none) and
+    /// its PDS, from one read of its DID document now.
+    pub async fn key_and_pds(
+        &self,
+        did: &Did,
+    ) -> AtprotoResult<(AtprotoResult<PublicKey>, Option<String>)> {
         let url = self.document_url(did)?;
         let document = self.get_json(&url).await?;
         let pds = pds_endpoint(&document, did);
-        match signing_key(&document, did) {
-            Some(Ok(key)) => Ok((key, pds)),
+        let key = match signing_key(&document, did) {
+            Some(Ok(key)) => Ok(key),
             Some(Err(error)) => Err(AtprotoError::Invalid(format!(
                 "{did}: the DID document's signing key: {error}"
             ))),
             None => Err(AtprotoError::Invalid(format!(
                 "{did} names no signing key (#atproto)"
             ))),
-        }
+        };
+        Ok((key, pds))
     }
 
     /// The DID and PDS of an account named by a DID or a handle (an at-uri's authority).

@@ -12,6 +12,9 @@
 use crate::peer::{Client, Paging};
 use crate::resync::{Resync, reasons};
 use serde::Deserialize;
+use std::collections::HashSet;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use svc_atproto::{AtprotoError, Method, Xrpc};
@@ -130,6 +133,7 @@ pub async fn run_backfill(
         resync,
         client: Client::new(Xrpc::new(http), server),
         collections,
+        queued: std::sync::Mutex::new((HashSet::new(), RandomState::new())),
     };
     let listed = listing.run().await?;
     let metrics = resync.ingestor_metrics();
@@ -199,7 +203,13 @@ struct Lister<'a> {
     resync: &'a Resync,
     client: Client,
     collections: &'a [String],
+    /// Hashes of the DIDs queued by this listing, so that one listed under several
+    /// collections is read once (up to [`MAX_REMEMBERED`]; past it, at worst read again).
+    queued: std::sync::Mutex<(HashSet<u64>, RandomState)>,
 }
+
+/// DIDs a listing remembers having queued at most (8 bytes each, with the set's own).
+const MAX_REMEMBERED: usize = 1_000_000;
 
 impl Lister<'_> {
     /// Lists from where the stored position says; how many repositories it listed now.
@@ -313,6 +323,7 @@ impl Lister<'_> {
 
     /// Queues a page's repositories with the listing's new position, in one transaction.
     async fn queue(&self, dids: Vec<Did>, next: &Listing) -> Result<u64, BackfillError> {
+        let dids = self.not_queued_yet(dids);
         let count = dids.len() as u64;
         let queued = dids
             .into_iter()
@@ -336,6 +347,19 @@ impl Lister<'_> {
             .await?;
         self.resync.wake();
         Ok(count)
+    }
+}
+
+impl Lister<'_> {
+    fn not_queued_yet(&self, dids: Vec<Did>) -> Vec<Did> {
+        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let (seen, hasher) = &mut *queued;
+        dids.into_iter()
+            .filter(|did| {
+                let hash = hasher.hash_one(did.as_str());
+                seen.len() >= MAX_REMEMBERED || seen.insert(hash)
+            })
+            .collect()
     }
 }
 

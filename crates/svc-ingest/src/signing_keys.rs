@@ -63,11 +63,11 @@ impl KeyCheckError {
     }
 }
 
-/// What one read of a DID document found: its PDS, and its key.
+/// What one read of a DID document found: its PDS, and its key (or why it names none).
 #[derive(Debug, Clone)]
 pub struct Located {
     pub pds: Option<String>,
-    pub key: PublicKey,
+    pub key: Result<PublicKey, KeyCheckError>,
 }
 
 type Reading = Arc<OnceCell<Result<Located, KeyCheckError>>>;
@@ -106,7 +106,7 @@ impl SigningKeys {
         if let Some(key) = self.lock().keys.get(did) {
             return Ok(*key);
         }
-        Ok(self.read(did).await?.key)
+        self.read(did).await?.key
     }
 
     /// The author's PDS and key, read from its DID document now (and the key kept).
@@ -127,7 +127,7 @@ impl SigningKeys {
         if commit.verify(&kept).is_ok() {
             return Ok(());
         }
-        let current = self.read(&commit.did).await?.key;
+        let current = self.read(&commit.did).await?.key?;
         commit.verify(&current).map_err(KeyCheckError::Signature)
     }
 
@@ -161,19 +161,23 @@ impl SigningKeys {
             Err(_) => Err(AtprotoError::Invalid("the key reader is closed".into())),
         };
         let located = outcome
-            .map(|(key, pds)| Located { pds, key })
+            .map(|(key, pds)| Located {
+                pds,
+                key: key.map_err(|error| KeyCheckError::reading(did, &error)),
+            })
             .map_err(|error| KeyCheckError::reading(did, &error));
         let mut known = self.lock();
         match &located {
-            Ok(found) => {
+            Ok(Located { key: Ok(key), .. }) => {
                 if known.keys.len() >= MAX_KEYS
                     && !known.keys.contains_key(did)
                     && let Some(any) = known.keys.keys().next().cloned()
                 {
                     known.keys.remove(&any);
                 }
-                known.keys.insert(did.clone(), found.key);
+                known.keys.insert(did.clone(), *key);
             }
+            Ok(_) => {}
             Err(error) => {
                 if known.failed.len() >= MAX_KEYS {
                     let now = Instant::now();
