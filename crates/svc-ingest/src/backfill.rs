@@ -148,6 +148,9 @@ pub async fn run_backfill(
         metrics.backfill_repos_skipped.set(now.refused as i64);
         progress(now.read + now.refused, total.max(listed));
         if summary.fresh == 0 {
+            if let Some(skipped) = ingestor_skips.describe() {
+                tracing::warn!("backfill: {skipped} (each logged above with its reason)");
+            }
             return Ok(BackfillSummary {
                 repositories: now.read,
                 records: now.records,
