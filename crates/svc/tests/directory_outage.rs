@@ -12,7 +12,7 @@ use common::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -24,6 +24,8 @@ struct Gate {
     url: String,
     open: Arc<AtomicBool>,
     state: tokio::sync::watch::Sender<bool>,
+    /// Connections being relayed.
+    relaying: Arc<AtomicUsize>,
 }
 
 impl Gate {
@@ -36,6 +38,8 @@ impl Gate {
         let (state, watching) = tokio::sync::watch::channel(true);
         let (sender, receiver) = std::sync::mpsc::channel();
         let gate_open = Arc::clone(&open);
+        let relaying = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&relaying);
         spawn_async(async move {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             sender
@@ -44,11 +48,14 @@ impl Gate {
             while let Ok((client, _)) = listener.accept().await {
                 let (open, target) = (gate_open.load(Ordering::SeqCst), target.clone());
                 let mut closing = watching.clone();
+                let relaying = Arc::clone(&counted);
+                relaying.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = relay_or_refuse(client, open, &target) => {}
                         _ = closing.wait_for(|open| !open), if open => {}
                     }
+                    relaying.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         });
@@ -57,12 +64,19 @@ impl Gate {
             url: format!("http://{address}"),
             open,
             state,
+            relaying,
         }
     }
 
     fn set_open(&self, open: bool) {
         self.open.store(open, Ordering::SeqCst);
         self.state.send_replace(open);
+        // Closed: no request may pass through a connection relayed from before.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !open && self.relaying.load(Ordering::SeqCst) > 0 {
+            assert!(std::time::Instant::now() < deadline, "relays not cut");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
@@ -105,20 +119,25 @@ fn ground_truth(peers: &Peers, accounts: &[&Account]) -> BTreeSet<String> {
     uris
 }
 
-fn served(server: &Server, world: &str) -> BTreeSet<String> {
+/// What svc serves of these accounts' vocabularies (all are published in the `open` world).
+fn served(server: &Server, accounts: &[&Account]) -> BTreeSet<String> {
     server
-        .uris(&format!(
-            "/v1/vocabularies/by-world?world={world}&limit=1000"
-        ))
+        .uris("/v1/vocabularies/by-world?world=open&limit=1000")
         .into_iter()
+        .filter(|uri| {
+            accounts
+                .iter()
+                .any(|a| uri.starts_with(&format!("at://{}/", a.did)))
+        })
         .collect()
 }
 
-/// Waits until svc serves exactly `expected` under `world`.
-fn converges(server: &Server, world: &str, expected: &BTreeSet<String>, within: Duration) {
+/// Waits until svc serves exactly the vocabularies the PDS holds for these accounts.
+fn converges(server: &Server, peers: &Peers, accounts: &[&Account], within: Duration) {
+    let expected = &ground_truth(peers, accounts);
     let deadline = std::time::Instant::now() + within;
     loop {
-        let found = served(server, world);
+        let found = served(server, accounts);
         if &found == expected {
             return;
         }
@@ -149,8 +168,8 @@ fn waits_for_a_read(server: &Server) -> String {
     }
 }
 
-fn publish(peers: &Peers, account: &Account, name: &str, world: &str) {
-    let record: Value = vocab(name, world);
+fn publish(peers: &Peers, account: &Account, name: &str) {
+    let record: Value = vocab(name, "open");
     peers.create_record(account, "dev.svc.vocab", record, None);
 }
 
@@ -168,28 +187,24 @@ fn a_record_published_while_the_directory_answers_503_reaches_the_catalog() {
         "5s",
     ];
     let server = Server::launch(dir.path().join("catalog.db"), &args);
-    let world = "outage-live";
-    let (early, late) = (peers.create_account("early"), peers.create_account("late"));
-    publish(peers, &early, "before", world);
-    converges(
-        &server,
-        world,
-        &ground_truth(peers, &[&early]),
-        Duration::from_secs(20),
-    );
+    let early = peers.create_account("early");
+    publish(peers, &early, "before");
+    converges(&server, peers, &[&early], Duration::from_secs(20));
 
+    // The PDS registers the new account with the directory itself; svc meets its key first
+    // through the gate.
     gate.set_open(false);
-    publish(peers, &late, "during", world);
-    publish(peers, &late, "during-again", world);
+    let late = peers.create_account("late");
+    publish(peers, &late, "during");
+    publish(peers, &late, "during-again");
     let note = waits_for_a_read(&server);
     eprint!("/readyz while the directory is down: {note}");
     assert!(note.contains(&late.did), "{note}");
-    assert_eq!(served(&server, world).len(), 1);
+    assert_eq!(served(&server, &[&early, &late]).len(), 1);
 
     gate.set_open(true);
-    let truth = ground_truth(peers, &[&early, &late]);
-    assert_eq!(truth.len(), 3);
-    converges(&server, world, &truth, Duration::from_secs(60));
+    assert_eq!(ground_truth(peers, &[&early, &late]).len(), 3);
+    converges(&server, peers, &[&early, &late], Duration::from_secs(60));
 }
 
 #[test]
@@ -207,27 +222,20 @@ fn a_record_held_back_survives_a_kill_9_before_the_directory_is_back() {
         "5s",
     ];
     let server = Server::launch(&db, &args);
-    let world = "outage-kill";
-    let author = peers.create_account("killed");
     // The firehose is followed before the directory goes away.
     let first = peers.create_account("first");
-    publish(peers, &first, "first", world);
-    converges(
-        &server,
-        world,
-        &ground_truth(peers, &[&first]),
-        Duration::from_secs(20),
-    );
+    publish(peers, &first, "first");
+    converges(&server, peers, &[&first], Duration::from_secs(20));
 
     gate.set_open(false);
-    publish(peers, &author, "held-back", world);
+    let author = peers.create_account("killed");
+    publish(peers, &author, "held-back");
     eprint!("before kill -9: {}", waits_for_a_read(&server));
     // The queue entry is in the catalog with the cursor: the restart does not see the commit
     // again, and still reads the repository.
     server.kill9();
     gate.set_open(true);
     let server = Server::launch(&db, &args);
-    let truth = ground_truth(peers, &[&first, &author]);
-    assert_eq!(truth.len(), 2);
-    converges(&server, world, &truth, Duration::from_secs(60));
+    assert_eq!(ground_truth(peers, &[&first, &author]).len(), 2);
+    converges(&server, peers, &[&first, &author], Duration::from_secs(60));
 }
