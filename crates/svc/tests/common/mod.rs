@@ -4,6 +4,7 @@
 pub mod browser;
 pub mod cli;
 pub mod examples;
+pub mod fault_proxy;
 pub mod peers;
 pub mod replay;
 pub mod stream;
