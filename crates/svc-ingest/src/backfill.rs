@@ -29,7 +29,7 @@ const LISTED: &str = "listed";
 const FIRST_WAIT: Duration = Duration::from_millis(250);
 const MAX_WAIT: Duration = Duration::from_secs(30);
 /// How often the backfill looks at the queue while its repositories are read.
-const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackfillError {

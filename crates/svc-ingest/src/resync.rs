@@ -40,6 +40,8 @@ const FIRST_WAIT: Duration = Duration::from_secs(1);
 const MAX_WAIT: Duration = Duration::from_secs(30);
 /// The queue is read at least this often.
 const POLL: Duration = Duration::from_secs(1);
+/// The queue is counted this often: a count walks the whole queue, on the writer's thread.
+const COUNT_EVERY: Duration = Duration::from_secs(5);
 /// Hosts whose slots are kept at most; idle ones are forgotten past it.
 const MAX_HOSTS: usize = 10_000;
 
@@ -59,7 +61,7 @@ pub mod reasons {
 #[derive(Debug, Default)]
 pub struct ResyncProgress {
     /// The queue at its last reading, and when it was read.
-    summary: Mutex<Option<ResyncSummary>>,
+    summary: Mutex<Option<(ResyncSummary, Instant)>>,
     pub read: AtomicU64,
     /// Taken out of the queue on a verdict.
     pub refused: AtomicU64,
@@ -77,14 +79,23 @@ impl ResyncProgress {
     }
 
     pub fn summary(&self) -> Option<ResyncSummary> {
-        Self::lock(&self.summary).clone()
+        Self::lock(&self.summary)
+            .as_ref()
+            .map(|(summary, _)| summary.clone())
+    }
+
+    /// Whether the queue was counted within `every`.
+    fn counted_within(&self, every: Duration) -> bool {
+        Self::lock(&self.summary)
+            .as_ref()
+            .is_some_and(|(_, at)| at.elapsed() < every)
     }
 
     fn observed(&self, summary: ResyncSummary) {
-        *Self::lock(&self.summary) = Some(summary);
+        *Self::lock(&self.summary) = Some((summary, Instant::now()));
         let mut samples = Self::lock(&self.samples);
         samples.push_back((Instant::now(), self.read.load(Ordering::Relaxed)));
-        while samples.len() > 60 {
+        while samples.len() > 12 {
             samples.pop_front();
         }
     }
@@ -245,10 +256,12 @@ impl Resync {
 
     /// Notes the queue's state and starts reading what is due, as far as slots allow.
     async fn poll(self: &Arc<Self>) -> Result<(), svc_catalog::CatalogError> {
-        let summary = self.catalog.resync_summary().await?;
-        let metrics = self.ingestor.metrics();
-        metrics.resync_waiting.set(summary.waiting as i64);
-        self.progress.observed(summary);
+        if !self.progress.counted_within(COUNT_EVERY) {
+            let summary = self.catalog.resync_summary().await?;
+            let metrics = self.ingestor.metrics();
+            metrics.resync_waiting.set(summary.waiting as i64);
+            self.progress.observed(summary);
+        }
         let free = self.slots.available_permits();
         if free == 0 {
             return Ok(());
