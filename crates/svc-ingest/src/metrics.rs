@@ -47,6 +47,9 @@ pub struct IngestMetrics {
     pub resyncs: Family<OutcomeLabel, Counter>,
     /// Repositories queued to be read whole, by why (`chain`, `key`, `host`, `backfill`).
     pub resync_queued: Family<ReasonLabel, Counter>,
+    /// Reads of queued repositories that failed for a reason a retry could undo, by why the
+    /// repository was queued.
+    pub resync_retries: Family<ReasonLabel, Counter>,
     /// Repositories waiting in the queue.
     pub resync_waiting: Gauge,
     /// 1 when the live source's commits are verified before they apply; 0 when they are not
@@ -87,6 +90,12 @@ impl IngestMetrics {
             "svc_ingest_resync_queued",
             "Repositories queued to be read whole, by why: chain, key, host, backfill",
             self.resync_queued.clone(),
+        );
+        registry.register(
+            "svc_ingest_resync_retries",
+            "Reads of queued repositories that failed for a reason a retry could undo, by why \
+             the repository was queued: chain, key, host, backfill",
+            self.resync_retries.clone(),
         );
         registry.register(
             "svc_ingest_resync_waiting",

@@ -55,6 +55,14 @@ pub mod reasons {
     pub const HOST: &str = "host";
     /// A backfill listed it.
     pub const BACKFILL: &str = "backfill";
+
+    /// The reason as a metric's label (a queue written by hand may hold anything).
+    pub fn label(reason: &str) -> &'static str {
+        [CHAIN, KEY, HOST, BACKFILL]
+            .into_iter()
+            .find(|known| *known == reason)
+            .unwrap_or("other")
+    }
 }
 
 /// Counts of what the queue's reads did, for readiness, metrics and the backfill's summary.
@@ -118,6 +126,13 @@ impl ResyncProgress {
             _ => ("repositories", "wait"),
         };
         let mut note = format!("{} {noun} {verb} to be read whole", summary.waiting);
+        let failing = summary.waiting.saturating_sub(summary.fresh);
+        if failing > 0 {
+            note.push_str(&format!(
+                ", {failing} failing for {} reads or more",
+                svc_catalog::FRESH_ATTEMPTS
+            ));
+        }
         let read = self.read.load(Ordering::Relaxed);
         if let Some(rate) = self.rate().filter(|rate| *rate > 0.0) {
             let left = summary.waiting as f64 / rate;
@@ -328,6 +343,11 @@ impl Resync {
         let did = &entry.did;
         let metrics = self.ingestor.metrics();
         metrics.resyncs.get_or_create(&outcome("retried")).inc();
+        let reason = reasons::label(&entry.reason);
+        metrics
+            .resync_retries
+            .get_or_create(&crate::metrics::ReasonLabel { reason })
+            .inc();
         let wait = backoff(entry.attempts).max(failure.retry_after.unwrap_or_default());
         // Once per repository, not once per attempt.
         if entry.attempts == 0 {
@@ -578,7 +598,10 @@ mod tests {
             }),
         });
         let notes = progress.notes();
-        assert_eq!(notes[0], "3 repositories wait to be read whole");
+        assert_eq!(
+            notes[0],
+            "3 repositories wait to be read whole, 2 failing for 4 reads or more"
+        );
         assert!(
             notes[1].starts_with("the oldest, did:plc:aaa, waits since 1"),
             "{notes:?}"
