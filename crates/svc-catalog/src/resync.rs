@@ -70,7 +70,14 @@ pub struct SyncWrites {
     pub done: Vec<Did>,
     /// Heads forgotten: the chain begins again at the repository's next commit.
     pub forgotten: Vec<Did>,
+    /// A peer that was failing answers again: the entries waiting longest after failures (at
+    /// most [`HURRIED_AT_MOST`]) are due at this time instead of at their later one.
+    pub hurry: Option<UnixMillis>,
 }
+
+/// Entries one hurry moves up at most, so that it costs the writer a bounded update whatever
+/// the queue's size.
+pub const HURRIED_AT_MOST: i64 = 1000;
 
 impl SyncWrites {
     pub fn is_empty(&self) -> bool {
@@ -79,6 +86,7 @@ impl SyncWrites {
             && self.retried.is_empty()
             && self.done.is_empty()
             && self.forgotten.is_empty()
+            && self.hurry.is_none()
     }
 
     /// Adds `other`'s writes after these.
@@ -88,6 +96,7 @@ impl SyncWrites {
         self.retried.extend(other.retried);
         self.done.extend(other.done);
         self.forgotten.extend(other.forgotten);
+        self.hurry = self.hurry.max(other.hurry);
     }
 
     /// Only what does not depend on records being visible (during a bulk load the heads wait:
@@ -115,6 +124,10 @@ pub(crate) mod sql {
          WHERE did = $3";
     pub const DONE: &str = "DELETE FROM resync_queue WHERE did = $1";
     pub const FORGET: &str = "DELETE FROM repository_heads WHERE did = $1";
+    /// The soonest `$2` entries waiting after failures are due at `$1`.
+    pub const HURRY: &str = "UPDATE resync_queue SET due_ms = $1 WHERE did IN \
+         (SELECT did FROM resync_queue WHERE due_ms > $1 AND attempts > 0 \
+          ORDER BY due_ms LIMIT $2)";
     pub const DUE: &str = "SELECT did, reason, since_ms, attempts, due_ms, last_error \
          FROM resync_queue WHERE due_ms <= $1 ORDER BY due_ms, did LIMIT $2";
     pub const COUNTS: &str = "SELECT count(*), \

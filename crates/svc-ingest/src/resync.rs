@@ -44,6 +44,13 @@ const POLL: Duration = Duration::from_secs(1);
 const COUNT_EVERY: Duration = Duration::from_secs(5);
 /// Hosts whose slots are kept at most; idle ones are forgotten past it.
 const MAX_HOSTS: usize = 10_000;
+/// A read that failed for a reason a retry could undo holds its slot this long more: a peer
+/// that fails at once (a refused connection, an instant 503) is asked at most so often per
+/// slot, and the queue's writes stay few.
+const FAILURE_PAUSE: Duration = Duration::from_millis(100);
+/// A read that succeeds after failures moves up what waits after failures (a peer is back),
+/// at most this often.
+const HURRY_EVERY: Duration = Duration::from_secs(2);
 
 /// Why a repository is queued (the queue's `reason`).
 pub mod reasons {
@@ -184,6 +191,8 @@ pub struct Resync {
     slots: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
     in_flight: Mutex<HashSet<Did>>,
+    /// When what waits after failures was last moved up.
+    hurried: Mutex<Option<Instant>>,
 }
 
 /// What reading one repository came to.
@@ -229,6 +238,7 @@ impl Resync {
             slots: Arc::new(Semaphore::new(AT_ONCE)),
             hosts: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashSet::new()),
+            hurried: Mutex::new(None),
         })
     }
 
@@ -296,7 +306,9 @@ impl Resync {
             lock(&self.in_flight).insert(entry.did.clone());
             let resync = Arc::clone(self);
             tokio::spawn(async move {
-                resync.settle(&entry).await;
+                if !resync.settle(&entry).await {
+                    tokio::time::sleep(FAILURE_PAUSE).await;
+                }
                 lock(&resync.in_flight).remove(&entry.did);
                 drop(slot);
                 resync.wake();
@@ -306,15 +318,18 @@ impl Resync {
     }
 
     /// Reads one repository and settles its entry: out of the queue, or back with a later
-    /// time.
-    async fn settle(&self, entry: &ResyncEntry) {
+    /// time; `false` when the read failed for a reason a retry could undo.
+    async fn settle(&self, entry: &ResyncEntry) -> bool {
         let metrics = self.ingestor.metrics();
         let did = &entry.did;
         let failure = match self.read(entry).await {
             Outcome::Read => {
                 metrics.resyncs.get_or_create(&outcome("done")).inc();
                 self.progress.read.fetch_add(1, Ordering::Relaxed);
-                return;
+                if entry.attempts > 0 {
+                    self.hurry().await;
+                }
+                return true;
             }
             Outcome::Moved => {
                 tracing::info!(%did, "a newer commit came while the repository was read; reading it again");
@@ -328,7 +343,7 @@ impl Resync {
                     ..SyncWrites::default()
                 })
                 .await;
-                return;
+                return true;
             }
             Outcome::Failed(failure) => failure,
         };
@@ -337,6 +352,27 @@ impl Resync {
         } else {
             self.refuse(entry, &failure).await;
         }
+        !failure.transient
+    }
+
+    /// A read failed before and succeeds now: the peers of what waits after failures may be
+    /// back too, so the longest-waiting of them are tried now rather than at the end of
+    /// their backoff (at most every [`HURRY_EVERY`]; a peer still down fails them again at
+    /// once, and they go back to their schedule, one attempt further).
+    async fn hurry(&self) {
+        {
+            let mut hurried = lock(&self.hurried);
+            if hurried.is_some_and(|at| at.elapsed() < HURRY_EVERY) {
+                return;
+            }
+            *hurried = Some(Instant::now());
+        }
+        self.store(SyncWrites {
+            hurry: Some(UnixMillis::now()),
+            ..SyncWrites::default()
+        })
+        .await;
+        self.wake();
     }
 
     async fn retry_later(&self, entry: &ResyncEntry, failure: &ReadFailure) {

@@ -4,9 +4,11 @@
 //! again, so a rotated key never refuses a valid commit while a forged one stays refused.
 //!
 //! The directory is asked politely: every caller wanting the same DID's document at once
-//! shares one request, at most [`READS_AT_ONCE`] documents are read at a time, and a document
+//! shares one request, at most [`READS_AT_ONCE`] documents are read at a time, a document
 //! that could not be read just now is not asked for again for [`FAILURE_KEPT`] (the callers
-//! hear the same failure, and keep what they owe until later).
+//! hear the same failure, and keep what they owe until later), and a host that failed for a
+//! reason a retry could undo (the directory down, rate-limiting) is asked nothing for
+//! [`FAILURE_KEPT`], or for as long as it asked (`Retry-After`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -79,6 +81,8 @@ struct Known {
     reading: HashMap<Did, Reading>,
     /// Recent failures, by when they stop standing.
     failed: HashMap<Did, (Instant, KeyCheckError)>,
+    /// Hosts that failed for a reason a retry could undo, until when they are left alone.
+    resting: HashMap<String, (Instant, String)>,
 }
 
 pub struct SigningKeys {
@@ -141,6 +145,9 @@ impl SigningKeys {
                 }
                 known.failed.remove(did);
             }
+            if let Some(error) = self.resting(&mut known, did) {
+                return Err(error);
+            }
             Arc::clone(known.reading.entry(did.clone()).or_default())
         };
         let outcome = reading.get_or_init(|| self.read_now(did)).await.clone();
@@ -153,6 +160,29 @@ impl SigningKeys {
             known.reading.remove(did);
         }
         outcome
+    }
+
+    /// The failure standing for the host of `did`'s document while it is left alone.
+    fn resting(&self, known: &mut Known, did: &Did) -> Option<KeyCheckError> {
+        let host = self.host_of(did)?;
+        let (until, message) = known.resting.get(&host)?;
+        if Instant::now() >= *until {
+            known.resting.remove(&host);
+            return None;
+        }
+        Some(KeyCheckError::Key {
+            did: did.clone(),
+            message: format!("{host} failed just now, not asked again yet: {message}"),
+            transient: true,
+            retry_after: Some(until.saturating_duration_since(Instant::now())),
+        })
+    }
+
+    /// The host (scheme, host, port) `did`'s document is read from.
+    fn host_of(&self, did: &Did) -> Option<String> {
+        let url = self.resolver.document_url(did).ok()?;
+        let url = svc_atproto::Url::parse(&url).ok()?;
+        Some(url.origin().ascii_serialization())
     }
 
     async fn read_now(&self, did: &Did) -> Result<Located, KeyCheckError> {
@@ -179,6 +209,20 @@ impl SigningKeys {
             }
             Ok(_) => {}
             Err(error) => {
+                if let KeyCheckError::Key {
+                    transient: true,
+                    retry_after,
+                    message,
+                    ..
+                } = error
+                    && let Some(host) = self.host_of(did)
+                    && (known.resting.len() < MAX_KEYS || known.resting.contains_key(&host))
+                {
+                    let rest = FAILURE_KEPT.max(retry_after.unwrap_or_default());
+                    known
+                        .resting
+                        .insert(host, (Instant::now() + rest, message.clone()));
+                }
                 if known.failed.len() >= MAX_KEYS {
                     let now = Instant::now();
                     known.failed.retain(|_, (until, _)| *until > now);

@@ -298,6 +298,10 @@ impl Link {
         for did in &sync.forgotten {
             self.execute(resync::sql::FORGET, &[&did.as_str()]).await?;
         }
+        if let Some(at) = sync.hurry {
+            self.execute(resync::sql::HURRY, &[&at.0, &resync::HURRIED_AT_MOST])
+                .await?;
+        }
         Ok(())
     }
 

@@ -140,6 +140,11 @@ impl SqliteEngine {
                 .prepare_cached(resync::sql::FORGET)?
                 .execute([did.as_str()])?;
         }
+        if let Some(at) = sync.hurry {
+            self.conn
+                .prepare_cached(resync::sql::HURRY)?
+                .execute(params![at.0, resync::HURRIED_AT_MOST])?;
+        }
         Ok(())
     }
 

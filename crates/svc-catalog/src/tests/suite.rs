@@ -1031,6 +1031,8 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
              ALTER TABLE records ADD COLUMN author TEXT COLLATE "C" NOT NULL DEFAULT '',
                  ALTER COLUMN keys SET NOT NULL;
              DROP TABLE record_changes;
+             DROP TABLE resync_queue;
+             DROP TABLE repository_heads;
              UPDATE svc_schema SET version = 4;"#,
         )
         .await
@@ -1264,7 +1266,8 @@ pub async fn the_resync_queue_and_heads_move_with_their_batch(fresh: Fresh) {
     );
     assert_eq!(due[0].attempts, 0);
     let summary = catalog.resync_summary().await.unwrap();
-    assert_eq!((summary.waiting, summary.fresh), (2, 1));
+    // Neither has failed 4 reads yet.
+    assert_eq!((summary.waiting, summary.fresh), (2, 2));
     let everything = catalog.resync_due(far, 10).await.unwrap();
     let retried = everything.iter().find(|e| e.did.as_str() == "did:plc:r");
     let retried = retried.expect("the retried entry");
@@ -1294,4 +1297,14 @@ pub async fn the_resync_queue_and_heads_move_with_their_batch(fresh: Fresh) {
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].did.as_str(), "did:plc:r");
     assert!(catalog.repository_heads(10).await.unwrap().is_empty());
+    // A peer answers again: what waits after failures is due now.
+    let now = UnixMillis::now();
+    let hurry = SyncWrites {
+        hurry: Some(now),
+        ..SyncWrites::default()
+    };
+    catalog.apply_synced(Vec::new(), None, hurry).await.unwrap();
+    let due = catalog.resync_due(now, 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!((due[0].did.as_str(), due[0].attempts), ("did:plc:r", 1));
 }

@@ -866,6 +866,14 @@ impl Session<'_> {
                 if let Some(verifier) = self.source.verifier
                     && let Err(why) = verifier.sync_event(&event).await
                 {
+                    if why.transient {
+                        // The key could not be read now: a followed repository is read whole
+                        // later, which settles what the event would have.
+                        if verifier.follows(event.repo.as_str()) {
+                            verifier.owe(&event.repo, &event.rev);
+                        }
+                        return Ok(());
+                    }
                     self.source.ingestor.metrics().count_unverified(why.reason);
                     tracing::warn!(did = %event.repo, rev = %event.rev, reason = why.reason.label(), "#sync not believed: {why}");
                 }

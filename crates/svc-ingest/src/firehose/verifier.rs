@@ -8,6 +8,7 @@
 use super::chains::{Followed, Step};
 use crate::resync::{Resync, reasons};
 use crate::verification::Unverified;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use svc_catalog::{CatalogError, CatalogWrite, RepositoryHead, ResyncRequest, SyncWrites};
 use svc_repo::dagcbor::Cid;
@@ -63,9 +64,19 @@ impl Verifier {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What goes with the next batch: the heads reached and the repositories owed a read.
+    /// What goes with the next batch: the heads reached (the newest of each repository) and
+    /// the repositories owed a read.
     pub fn take_sync(&self) -> SyncWrites {
-        std::mem::take(&mut *self.lock())
+        let mut sync = std::mem::take(&mut *self.lock());
+        if sync.heads.len() > 1 {
+            // Heads come in stream order, so a repository's last is its newest.
+            let mut newest: HashMap<Did, RepositoryHead> = HashMap::with_capacity(sync.heads.len());
+            for head in sync.heads.drain(..) {
+                newest.insert(head.did.clone(), head);
+            }
+            sync.heads = newest.into_values().collect();
+        }
+        sync
     }
 
     /// Whether every commit of the repository is verified (it is followed).
