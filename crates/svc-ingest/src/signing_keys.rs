@@ -135,6 +135,65 @@ impl SigningKeys {
         commit.verify(&current).map_err(KeyCheckError::Signature)
     }
 
+    /// [`SigningKeys::verify`], waiting at most `wait` for a key to be read: the live
+    /// source checks commits in the stream's order, and one author's slow host must not hold
+    /// up the others. A read that takes longer goes on in the background (its key is kept, or
+    /// its failure remembered), and meanwhile its host is left alone; the caller hears a
+    /// transient failure and owes the repository a whole read.
+    pub async fn verify_within(
+        self: &Arc<Self>,
+        commit: &Commit,
+        wait: Duration,
+    ) -> Result<(), KeyCheckError> {
+        let kept = self.lock().keys.get(&commit.did).copied();
+        let kept = match kept {
+            Some(key) => key,
+            None => self.read_within(&commit.did, wait).await?.key?,
+        };
+        if commit.verify(&kept).is_ok() {
+            return Ok(());
+        }
+        let current = self.read_within(&commit.did, wait).await?.key?;
+        commit.verify(&current).map_err(KeyCheckError::Signature)
+    }
+
+    /// Reads the document on a task of its own, waiting for it at most `wait`.
+    pub(crate) async fn read_within(
+        self: &Arc<Self>,
+        did: &Did,
+        wait: Duration,
+    ) -> Result<Located, KeyCheckError> {
+        let keys = Arc::clone(self);
+        let owned = did.clone();
+        let reading = tokio::spawn(async move { keys.read(&owned).await });
+        match tokio::time::timeout(wait, reading).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(stopped)) => Err(KeyCheckError::Key {
+                did: did.clone(),
+                message: format!("the read of its DID document stopped: {stopped}"),
+                transient: true,
+                retry_after: None,
+            }),
+            Err(_) => {
+                let message = format!("its DID document did not come within {wait:?}");
+                let mut known = self.lock();
+                // Until the read under way ends, or the longest it may take.
+                if let Some(host) = self.host_of(did)
+                    && (known.resting.len() < MAX_KEYS || known.resting.contains_key(&host))
+                {
+                    let until = Instant::now() + svc_atproto::REQUEST_TIMEOUT;
+                    known.resting.insert(host, (until, message.clone()));
+                }
+                Err(KeyCheckError::Key {
+                    did: did.clone(),
+                    message,
+                    transient: true,
+                    retry_after: None,
+                })
+            }
+        }
+    }
+
     /// Reads the document, or joins the read under way, or hears the failure that stands.
     async fn read(&self, did: &Did) -> Result<Located, KeyCheckError> {
         let reading = {
@@ -186,6 +245,7 @@ impl SigningKeys {
     }
 
     async fn read_now(&self, did: &Did) -> Result<Located, KeyCheckError> {
+        let started = Instant::now();
         let outcome = match self.reads.acquire().await {
             Ok(_slot) => self.resolver.key_and_pds(did).await,
             Err(_) => Err(AtprotoError::Invalid("the key reader is closed".into())),
@@ -197,6 +257,12 @@ impl SigningKeys {
             })
             .map_err(|error| KeyCheckError::reading(did, &error));
         let mut known = self.lock();
+        if located.is_ok()
+            && let Some(host) = self.host_of(did)
+        {
+            // The host answers: whatever rest it was given while it did not is over.
+            known.resting.remove(&host);
+        }
         match &located {
             Ok(Located { key: Ok(key), .. }) => {
                 if known.keys.len() >= MAX_KEYS
@@ -218,7 +284,10 @@ impl SigningKeys {
                     && let Some(host) = self.host_of(did)
                     && (known.resting.len() < MAX_KEYS || known.resting.contains_key(&host))
                 {
-                    let rest = FAILURE_KEPT.max(retry_after.unwrap_or_default());
+                    // A host that took long to fail is left alone as long.
+                    let rest = FAILURE_KEPT
+                        .max(retry_after.unwrap_or_default())
+                        .max(started.elapsed());
                     known
                         .resting
                         .insert(host, (Instant::now() + rest, message.clone()));
@@ -240,5 +309,38 @@ impl SigningKeys {
         self.known
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host that accepts connections and never answers.
+    async fn hanging_host() -> (tokio::net::TcpListener, u16) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        (listener, port)
+    }
+
+    #[tokio::test]
+    async fn a_hanging_host_costs_one_short_wait_and_then_is_left_alone() {
+        svc_atproto::install_crypto();
+        let (_listener, port) = hanging_host().await;
+        let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT).unwrap();
+        let keys = Arc::new(SigningKeys::new(Resolver::new(http, "http://127.0.0.1:1")));
+        let first = Did::new(format!("did:web:127.0.0.1%3A{port}")).unwrap();
+        let wait = Duration::from_millis(300);
+        let started = Instant::now();
+        let error = keys.read_within(&first, wait).await.unwrap_err();
+        let took = started.elapsed();
+        assert!(error.is_transient(), "{error}");
+        assert!(took >= wait && took < wait * 3, "{took:?}");
+        // Asked again while its host is left alone, the answer comes at once.
+        let again = Instant::now();
+        let error = keys.read_within(&first, wait).await.unwrap_err();
+        assert!(again.elapsed() < wait / 2, "{:?}", again.elapsed());
+        assert!(error.is_transient(), "{error}");
+        assert!(error.to_string().contains("not asked again yet"), "{error}");
     }
 }

@@ -17,6 +17,10 @@ use svc_syntax::{Did, Tid};
 
 /// Heads loaded from the catalog at most (as many as the chains follow).
 const MAX_HEADS: usize = 500_000;
+/// How long a commit waits for its author's key to be read: past it, the commit is held back
+/// and its repository read whole later, so a slow host delays the stream at most this long,
+/// and then not again while it is left alone.
+const KEY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A commit whose proof and signature hold, to be placed in its repository's chain.
 #[derive(Debug)]
@@ -89,7 +93,7 @@ impl Verifier {
     /// order.
     pub async fn check(&self, proof: &CommitProof) -> Result<Checked, Unverified> {
         let commit = proof.check()?;
-        self.resync.keys.verify(&commit).await?;
+        self.resync.keys.verify_within(&commit, KEY_WAIT).await?;
         Ok(Checked {
             did: commit.did,
             rev: commit.rev,
@@ -150,7 +154,7 @@ impl Verifier {
     /// one svc holds is read whole.
     pub async fn sync_event(&self, event: &SyncEvent) -> Result<(), Unverified> {
         let commit = event.check()?;
-        self.resync.keys.verify(&commit).await?;
+        self.resync.keys.verify_within(&commit, KEY_WAIT).await?;
         let step = Step {
             did: &commit.did,
             rev: &commit.rev,
