@@ -23,6 +23,7 @@
 use crate::health::PROBES;
 use axum::Router;
 use axum::extract::ConnectInfo;
+use futures_util::future::Either;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -151,6 +152,8 @@ async fn accept(
             write_timeout: limits.write_timeout,
             place,
             slot,
+            // Until its first bytes say otherwise.
+            lane: Lane::Queries,
         };
         let lanes = Arc::clone(&lanes);
         tokio::spawn(serve_on_its_lane(
@@ -196,16 +199,16 @@ async fn serve_on_its_lane(
     lanes: Arc<Lanes>,
     head_timeout: Duration,
 ) {
-    let lane = match first_bytes(&stream, head_timeout, &mut evicted).await {
-        Some(Lane::Probes) => &lanes.probes,
-        Some(Lane::Queries) => &lanes.queries,
+    let (lane, runtime) = match first_bytes(&stream, head_timeout, &mut evicted).await {
+        Some(Lane::Probes) => (Lane::Probes, &lanes.probes),
+        Some(Lane::Queries) => (Lane::Queries, &lanes.queries),
         None => return,
     };
-    hand_over(connection, stream, evicted, lane);
+    hand_over(Connection { lane, ..connection }, stream, evicted, runtime);
 }
 
 /// Where a connection is answered.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lane {
     Probes,
     Queries,
@@ -533,6 +536,22 @@ struct Connection {
     write_timeout: Duration,
     place: Arc<Place>,
     slot: OwnedSemaphorePermit,
+    /// The lane it is served on: the probe lane serves probes and metrics only, on every
+    /// request of the connection, so that a connection opened with a probe cannot bring
+    /// queries or streams onto the probe thread.
+    lane: Lane,
+}
+
+/// A request of a probe-lane connection that is not a probe: 421 (the client may send it again
+/// on a new connection, RFC 9110), and the connection closes.
+fn misdirected() -> axum::response::Response {
+    let body = r#"{"error":"misdirected","message":"this connection was opened for health probes, which alone it serves; send other requests on a new connection"}"#;
+    axum::response::Response::builder()
+        .status(axum::http::StatusCode::MISDIRECTED_REQUEST)
+        .header(axum::http::header::CONTENT_TYPE, "application/json")
+        .header(axum::http::header::CONNECTION, "close")
+        .body(axum::body::Body::from(body))
+        .unwrap_or_default()
 }
 
 impl Connection {
@@ -545,6 +564,7 @@ impl Connection {
             write_timeout,
             place,
             slot,
+            lane,
         } = self;
         // Answers go out whole: no Nagle delay on small ones, and a send buffer that takes a
         // full page of records (about 70 KB) in one write.
@@ -554,8 +574,11 @@ impl Connection {
             let place = Arc::clone(&place);
             hyper::service::service_fn(move |mut request: hyper::Request<_>| {
                 place.prove();
+                if lane == Lane::Probes && !served_on_the_probe_lane(request.uri().path()) {
+                    return Either::Left(std::future::ready(Ok(misdirected())));
+                }
                 request.extensions_mut().insert(ConnectInfo(peer));
-                router.clone().oneshot(request.map(axum::body::Body::new))
+                Either::Right(router.clone().oneshot(request.map(axum::body::Body::new)))
             })
         };
         let stream = WriteTimed::new(stream, write_timeout, Arc::clone(&place));
@@ -585,6 +608,12 @@ impl Connection {
         }
         drop(slot);
     }
+}
+
+/// What a connection of the probe lane may ask: the probes, and the metrics a monitor reads
+/// beside them.
+fn served_on_the_probe_lane(path: &str) -> bool {
+    crate::health::is_probe(path) || path == crate::health::METRICS
 }
 
 /// Resolves once `stop` turns true (or its sender is gone).

@@ -58,7 +58,7 @@ pub(crate) const ROUTES: &[Route] = &[
         summary: None,
     },
     Route {
-        path: "/metrics",
+        path: health::METRICS,
         name: "metrics",
         endpoint: Endpoint::Metrics,
         xrpc: false,

@@ -481,3 +481,51 @@ fn cors_allows_get_only_and_host_names_are_listened_on() {
     let allowed = preflight("GET");
     assert_eq!(allowed.headers()["access-control-allow-methods"], "GET");
 }
+
+/// The statuses of the answers a connection gets to `requests`, sent at once on it, until the
+/// server closes it.
+fn statuses_on_one_connection(server: &Server, requests: &[&str]) -> Vec<u16> {
+    let mut stream = TcpStream::connect(address(server)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    // The last asks the server to close the connection after its answer.
+    let raw: String = requests
+        .iter()
+        .enumerate()
+        .map(|(n, path)| {
+            let close = if n + 1 == requests.len() {
+                "Connection: close\r\n"
+            } else {
+                ""
+            };
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\n{close}\r\n")
+        })
+        .collect();
+    stream.write_all(raw.as_bytes()).expect("write");
+    let mut answers = Vec::new();
+    let _ = stream.read_to_end(&mut answers);
+    String::from_utf8_lossy(&answers)
+        .split("HTTP/1.1 ")
+        .skip(1)
+        .filter_map(|answer| answer.get(..3)?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_connection_opened_with_a_probe_serves_nothing_but_probes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path().join("catalog.db"), &[]);
+    // Probes and metrics on a probe's connection; a query there is sent elsewhere (421), and
+    // the connection closes, so no query or stream ever runs on the probe lane.
+    let statuses = statuses_on_one_connection(
+        &server,
+        &["/healthz", "/metrics", "/readyz", "/v1/stats", "/healthz"],
+    );
+    assert_eq!(statuses, vec![200, 200, 200, 421]);
+    let statuses = statuses_on_one_connection(&server, &["/readyz", "/v1/changes"]);
+    assert_eq!(statuses, vec![200, 421]);
+    // A connection opened with a query serves everything, probes included.
+    let statuses = statuses_on_one_connection(&server, &["/v1/stats", "/healthz", "/v1/stats"]);
+    assert_eq!(statuses, vec![200, 200, 200]);
+}
