@@ -54,7 +54,8 @@ pub(crate) fn json_response(body: Bytes) -> Response {
 }
 
 /// Whether `Accept-Encoding` accepts gzip: gzip (or x-gzip) listed with a non-zero quality,
-/// or, when neither is listed, `*` with a non-zero quality.
+/// or, when neither is listed, `*` with a non-zero quality. An element whose weight is not a
+/// qvalue of RFC 9110 (`q=abc`, `q=2`, `q=0.0001`) is not understood, and counts as unlisted.
 fn accepts_gzip(headers: &HeaderMap) -> bool {
     let (mut named, mut any) = (None, None);
     let codings = headers
@@ -65,16 +66,15 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
     for coding in codings {
         let mut parts = coding.split(';');
         let name = parts.next().unwrap_or_default().trim();
-        let quality = parts
+        let weight = parts
             .filter_map(|p| {
                 let (key, value) = p.split_once('=')?;
-                key.trim()
-                    .eq_ignore_ascii_case("q")
-                    .then(|| value.trim().parse::<f32>().ok())
-                    .flatten()
+                key.trim().eq_ignore_ascii_case("q").then(|| value.trim())
             })
-            .next()
-            .unwrap_or(1.0);
+            .next();
+        let Some(quality) = weight.map_or(Some(1.0), qvalue) else {
+            continue;
+        };
         if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
             named = Some(named.unwrap_or(0.0f32).max(quality));
         } else if name == "*" {
@@ -82,6 +82,17 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
         }
     }
     named.or(any).is_some_and(|quality| quality > 0.0)
+}
+
+/// A weight as RFC 9110 writes it: `0` to `1`, with at most three decimals.
+fn qvalue(text: &str) -> Option<f32> {
+    let (whole, decimals) = text.split_once('.').unwrap_or((text, ""));
+    let valid = match whole {
+        "0" => decimals.len() <= 3 && decimals.bytes().all(|b| b.is_ascii_digit()),
+        "1" => decimals.len() <= 3 && decimals.bytes().all(|b| b == b'0'),
+        _ => false,
+    };
+    valid.then(|| text.parse().ok()).flatten()
 }
 
 pub(crate) async fn answer(
@@ -350,6 +361,20 @@ mod tests {
         assert!(!accepting("br, zstd"));
         assert!(!accepting("identity"));
         assert!(!accepts_gzip(&HeaderMap::new()));
+        // Weights that are no qvalue: the element is not understood.
+        for odd in [
+            "gzip;q=abc",
+            "gzip;q=2",
+            "gzip;q=-1",
+            "gzip;q=0.0001",
+            "gzip;q=NaN",
+        ] {
+            assert!(!accepting(odd), "{odd}");
+        }
+        assert!(accepting("gzip;q=abc, *;q=0.5"));
+        assert!(accepting("gzip;q=1.000"));
+        assert!(accepting("gzip;q=0.001"));
+        assert!(!accepting("gzip;q=0.000"));
     }
 
     #[test]
