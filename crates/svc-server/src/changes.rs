@@ -6,6 +6,7 @@
 //! from the last one held misses nothing and repeats nothing: the changes after it are read
 //! from storage, then the live ones from the hub, each once.
 
+use crate::client::{Client, ClientPrefixes};
 use crate::params::{Params, lookup_key};
 use crate::stream_hub::{Published, with_items};
 use crate::{ApiError, AppState};
@@ -13,7 +14,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -95,7 +96,7 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         Ok(subscription) => subscription,
         Err(error) => return error.into_response(),
     };
-    let client = client_of(&request);
+    let client = client_of(&request, state.stream.prefixes);
     let subscription = match subscribe(&state, client, answer, cursor).await {
         Ok(subscription) => subscription,
         Err(error) => return error.into_response(),
@@ -132,12 +133,12 @@ impl Subscription {
     }
 }
 
-/// The address of the client that sent a request.
-pub(crate) fn client_of(request: &Request) -> Option<IpAddr> {
+/// The client that sent a request, as the per-client limits count it.
+pub(crate) fn client_of(request: &Request, prefixes: ClientPrefixes) -> Option<Client> {
     request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| peer.ip())
+        .map(|ConnectInfo(peer)| Client::of(peer.ip(), prefixes))
 }
 
 /// Starts feeding a subscriber. Refused past the subscriber limits: the whole server's and
@@ -146,7 +147,7 @@ pub(crate) fn client_of(request: &Request) -> Option<IpAddr> {
 /// reaches it.
 pub(crate) async fn subscribe(
     state: &Arc<AppState>,
-    client: Option<IpAddr>,
+    client: Option<Client>,
     answer: Answer,
     cursor: Option<i64>,
 ) -> Result<Subscription, ApiError> {
@@ -180,11 +181,11 @@ pub(crate) async fn subscribe(
 /// A subscriber's place among the server's and its client's; given back when dropped.
 struct SubscriberSlot {
     state: Arc<AppState>,
-    client: Option<IpAddr>,
+    client: Option<Client>,
 }
 
 impl SubscriberSlot {
-    fn take(state: &Arc<AppState>, client: Option<IpAddr>) -> Result<SubscriberSlot, ApiError> {
+    fn take(state: &Arc<AppState>, client: Option<Client>) -> Result<SubscriberSlot, ApiError> {
         let stream = &state.stream;
         if let Some(client) = client {
             let mut clients = stream.per_client.lock().unwrap_or_else(|p| p.into_inner());

@@ -64,7 +64,7 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         Ok(accept) => accept,
         Err(error) => return error.into_response(),
     };
-    let client = client_of(&request);
+    let client = client_of(&request, state.stream.prefixes);
     let mut messages = match subscribe(&state, client, answer, cursor).await {
         Ok(messages) => messages,
         Err(error) => return error.into_response(),

@@ -536,14 +536,15 @@ struct Connection {
     write_timeout: Duration,
     place: Arc<Place>,
     slot: OwnedSemaphorePermit,
-    /// The lane it is served on: the probe lane serves probes and metrics only, on every
-    /// request of the connection, so that a connection opened with a probe cannot bring
-    /// queries or streams onto the probe thread.
+    /// The lane it is served on. The probe lane answers one request a connection, the probe
+    /// that chose it, and closes it (`Connection: close`; a client's next request comes on a
+    /// new connection, which its first bytes place), so that a connection opened with a probe
+    /// cannot bring queries or streams onto the probe thread.
     lane: Lane,
 }
 
-/// A request of a probe-lane connection that is not a probe: 421 (the client may send it again
-/// on a new connection, RFC 9110), and the connection closes.
+/// A request of a probe-lane connection that is not a probe (its first bytes looked like one):
+/// 421 (the client may send it again on a new connection, RFC 9110), and the connection closes.
 fn misdirected() -> axum::response::Response {
     let body = r#"{"error":"misdirected","message":"this connection was opened for health probes, which alone it serves; send other requests on a new connection"}"#;
     axum::response::Response::builder()
@@ -583,6 +584,10 @@ impl Connection {
         };
         let stream = WriteTimed::new(stream, write_timeout, Arc::clone(&place));
         let stream = crate::error::JsonHeadErrors::new(stream);
+        let mut http = http;
+        if lane == Lane::Probes {
+            http.keep_alive(false);
+        }
         // Upgrades carry the change stream's WebSocket subscribers; the upgraded connection
         // keeps the write time limit.
         let connection = http

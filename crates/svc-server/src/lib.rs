@@ -5,6 +5,7 @@
 mod cache;
 mod changes;
 mod changes_ws;
+mod client;
 mod connections;
 mod error;
 mod every_request;
@@ -21,6 +22,7 @@ mod stats;
 mod stream_hub;
 mod sufficiency;
 
+pub use client::ClientPrefixes;
 pub use connections::{ConnectionLimits, RESERVED_DESCRIPTORS, serve};
 pub use error::ApiError;
 pub use limits::RequestLimits;
@@ -64,7 +66,7 @@ pub struct ServerConfig {
     pub api: bool,
     /// Change-stream subscribers connected at once, at most.
     pub max_subscribers: usize,
-    /// Change-stream subscribers from one client address at once, at most.
+    /// Change-stream subscribers from one client (its address prefix) at once, at most.
     pub max_subscribers_per_client: usize,
 }
 
@@ -88,9 +90,11 @@ pub(crate) struct AppState {
 pub(crate) struct StreamState {
     pub subscribers: std::sync::atomic::AtomicUsize,
     pub max_subscribers: usize,
-    /// Subscriptions by client address, each at most `max_per_client`.
-    pub per_client: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+    /// Subscriptions by client, each at most `max_per_client`.
+    pub per_client: std::sync::Mutex<std::collections::HashMap<client::Client, usize>>,
     pub max_per_client: usize,
+    /// How much of an address names one client.
+    pub prefixes: ClientPrefixes,
     hub: std::sync::OnceLock<Arc<stream_hub::Hub>>,
 }
 
@@ -126,6 +130,7 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
             max_subscribers: config.max_subscribers,
             per_client: Default::default(),
             max_per_client: config.max_subscribers_per_client,
+            prefixes: config.limits.client_prefixes,
             hub: Default::default(),
         },
         front: Default::default(),

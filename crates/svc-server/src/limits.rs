@@ -3,12 +3,13 @@
 //! (429 with `Retry-After`). Health and readiness probes are exempt from the last two, so an
 //! overloaded server still says whether it is alive.
 
+use crate::client::{Client, ClientPrefixes};
 use crate::error::json_error;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -19,8 +20,11 @@ pub struct RequestLimits {
     pub max_header_bytes: usize,
     /// Requests being answered at once, at most.
     pub max_in_flight: usize,
-    /// Requests per second per client IP address (a burst of as many); `None`: no limit.
+    /// Requests per second per client (its address prefix; a burst of as many); `None`: no
+    /// limit.
     pub rate_per_client: Option<u32>,
+    /// How much of an address names one client.
+    pub client_prefixes: ClientPrefixes,
 }
 
 /// Client addresses remembered at most before the idle ones are forgotten.
@@ -34,7 +38,7 @@ struct Bucket {
 pub(crate) struct Gate {
     limits: RequestLimits,
     in_flight: Arc<Semaphore>,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    buckets: Mutex<HashMap<Client, Bucket>>,
 }
 
 impl Gate {
@@ -47,7 +51,7 @@ impl Gate {
     }
 
     /// `Err(seconds to wait)` when the client has used its rate.
-    fn take_token(&self, client: IpAddr, rate: u32) -> Result<(), u64> {
+    fn take_token(&self, client: Client, rate: u32) -> Result<(), u64> {
         let rate = f64::from(rate.max(1));
         let now = Instant::now();
         let Ok(mut buckets) = self.buckets.lock() else {
@@ -137,9 +141,10 @@ pub(crate) fn admit(gate: &Gate, request: &Request) -> Admission {
         let client = request
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(peer)| peer.ip());
-        if let Some(Err(wait)) = client.map(|ip| gate.take_token(ip, rate)) {
-            let message = format!("more than {rate} requests per second from this address");
+            .map(|ConnectInfo(peer)| Client::of(peer.ip(), limits.client_prefixes));
+        if let Some(Err(wait)) = client.map(|client| gate.take_token(client, rate)) {
+            let message =
+                format!("more than {rate} requests per second from this address's network");
             let response = json_error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", &message);
             return Admission::Refused(with_retry_after(response, wait));
         }
@@ -168,17 +173,24 @@ mod tests {
             max_header_bytes: 16384,
             max_in_flight: 8,
             rate_per_client: Some(3),
+            client_prefixes: ClientPrefixes::default(),
         });
-        let client: IpAddr = [192, 0, 2, 1].into();
+        let client = |last: u8| Client::of([192, 0, 2, last].into(), ClientPrefixes::default());
+        let one = client(1);
         for _ in 0..3 {
-            assert_eq!(gate.take_token(client, 3), Ok(()));
+            assert_eq!(gate.take_token(one, 3), Ok(()));
         }
-        assert_eq!(gate.take_token(client, 3), Err(1));
-        let other: IpAddr = [192, 0, 2, 2].into();
+        assert_eq!(gate.take_token(one, 3), Err(1));
+        assert_eq!(
+            gate.take_token(client(2), 3),
+            Err(1),
+            "an address of the same /24 shares its rate"
+        );
+        let other = Client::of([198, 51, 100, 2].into(), ClientPrefixes::default());
         assert_eq!(
             gate.take_token(other, 3),
             Ok(()),
-            "each address has its own rate"
+            "another network has its own"
         );
     }
 }

@@ -329,10 +329,20 @@ pub struct ServeArgs {
     #[arg(long = "max-requests", env = "SVC_MAX_REQUESTS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_requests: u32,
 
-    /// Requests per second per client IP address (a burst of as many); beyond, 429 with
+    /// Requests per second per client (its address prefix; a burst of as many); beyond, 429 with
     /// Retry-After [default: no limit].
     #[arg(long = "rate-limit", env = "SVC_RATE_LIMIT", value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_limit: Option<u32>,
+
+    /// Leading bits of an IPv4 address that name one client, for the per-client limits (the
+    /// rate, change-stream subscribers); loopback addresses are always one client.
+    #[arg(long = "client-prefix-v4", env = "SVC_CLIENT_PREFIX_V4", default_value_t = 24, value_parser = clap::value_parser!(u8).range(0..=32))]
+    pub client_prefix_v4: u8,
+
+    /// Leading bits of an IPv6 address that name one client (an IPv4-mapped one counts as its
+    /// IPv4 address).
+    #[arg(long = "client-prefix-v6", env = "SVC_CLIENT_PREFIX_V6", default_value_t = 64, value_parser = clap::value_parser!(u8).range(0..=128))]
+    pub client_prefix_v6: u8,
 
     /// Serve queries only: no live source, imports or backfill (a query replica of a
     /// catalog another process indexes); `/readyz` follows the indexer's heartbeat.

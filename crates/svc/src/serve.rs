@@ -288,6 +288,10 @@ fn server_config(
             max_header_bytes: MAX_HEADER_BYTES,
             max_in_flight: args.max_requests as usize,
             rate_per_client: args.rate_limit,
+            client_prefixes: svc_server::ClientPrefixes {
+                v4: args.client_prefix_v4,
+                v6: args.client_prefix_v6,
+            },
         },
         cache_bytes: args.cache_mb.saturating_mul(1 << 20),
         version: env!("CARGO_PKG_VERSION").to_string(),

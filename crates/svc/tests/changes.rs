@@ -372,6 +372,17 @@ fn subscribers_are_bounded_per_client_and_in_all() {
         (status, body["error"].as_str()),
         (429, Some("too_many_subscribers"))
     );
+    // Another loopback address is the same host, as another address of its /24 would be.
+    let elsewhere = reqwest::blocking::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().ok())
+        .build()
+        .expect("a client");
+    let answer = elsewhere
+        .get(format!("{}/v1/changes", per_client.url))
+        .send()
+        .expect("an answer");
+    assert_eq!(answer.status().as_u16(), 429);
+    drop(answer);
     // Given back when the subscriber leaves (found at the next keep-alive).
     drop(held);
     per_client.wait_for("/v1/stats", Duration::from_secs(10), |_| {
