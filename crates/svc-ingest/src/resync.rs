@@ -106,6 +106,18 @@ impl ResyncProgress {
             .is_some_and(|(_, at)| at.elapsed() < every)
     }
 
+    /// An entry left the queue: the count kept until the next is one less, so that an
+    /// emptied queue is said at once.
+    fn settled(&self) {
+        if let Some((summary, _)) = Self::lock(&self.summary).as_mut() {
+            summary.waiting = summary.waiting.saturating_sub(1);
+            summary.fresh = summary.fresh.min(summary.waiting);
+            if summary.waiting == 0 {
+                summary.oldest = None;
+            }
+        }
+    }
+
     fn observed(&self, summary: ResyncSummary) {
         *Self::lock(&self.summary) = Some((summary, Instant::now()));
         let mut samples = Self::lock(&self.samples);
@@ -326,6 +338,7 @@ impl Resync {
             Outcome::Read => {
                 metrics.resyncs.get_or_create(&outcome("done")).inc();
                 self.progress.read.fetch_add(1, Ordering::Relaxed);
+                self.progress.settled();
                 if entry.attempts > 0 {
                     self.hurry().await;
                 }
@@ -411,6 +424,7 @@ impl Resync {
         }
         metrics.resyncs.get_or_create(&outcome("refused")).inc();
         self.progress.refused.fetch_add(1, Ordering::Relaxed);
+        self.progress.settled();
         if entry.reason == reasons::BACKFILL {
             self.ingestor.writes().backfill_skips().skipped(did);
             tracing::warn!(%did, "backfill skipped a repository: {failure}");
@@ -646,5 +660,10 @@ mod tests {
             notes[1].ends_with("(2 failed reads): http://plc.test: 503 Service Unavailable"),
             "{notes:?}"
         );
+        // Emptied, it says so at once, before the queue is counted again.
+        for _ in 0..3 {
+            progress.settled();
+        }
+        assert!(progress.notes().is_empty(), "{:?}", progress.notes());
     }
 }
