@@ -89,16 +89,6 @@ impl SyncWrites {
             && self.hurry.is_none()
     }
 
-    /// Adds `other`'s writes after these.
-    pub fn extend(&mut self, other: SyncWrites) {
-        self.heads.extend(other.heads);
-        self.queued.extend(other.queued);
-        self.retried.extend(other.retried);
-        self.done.extend(other.done);
-        self.forgotten.extend(other.forgotten);
-        self.hurry = self.hurry.max(other.hurry);
-    }
-
     /// Only what does not depend on records being visible (during a bulk load the heads wait:
     /// a load that does not settle empties the catalog, and a head must never be ahead of it).
     pub(crate) fn without_heads(&self) -> SyncWrites {
