@@ -117,8 +117,9 @@ pub(crate) fn document(queries: &QuerySet, version: &str, limits: &RequestLimits
         paths.insert(query.def().path.clone(), operation(name.to_string()));
         paths.insert(xrpc_path(name), operation(xrpc_operation_id(name)));
     }
+    let names: Vec<&str> = queries.public().map(|(_, query)| query.name()).collect();
     for route in ROUTES.iter().filter(|route| route.listed) {
-        let operation = |id: String| route_operation(route, id, limits);
+        let operation = |id: String| route_operation(route, id, limits, &names);
         paths.insert(route.path.into(), operation(route.name.to_string()));
         if route.xrpc {
             paths.insert(
@@ -152,8 +153,9 @@ fn query_operation(query: &Query, id: String, limits: &RequestLimits) -> Value {
     }})
 }
 
-/// A hand-written route's operation, named `id`.
-fn route_operation(route: &Route, id: String, limits: &RequestLimits) -> Value {
+/// A hand-written route's operation, named `id`; `queries` are the names the change stream
+/// may follow.
+fn route_operation(route: &Route, id: String, limits: &RequestLimits, queries: &[&str]) -> Value {
     let mut operation = json!({
         "operationId": id,
         "responses": route_responses(route.endpoint, limits),
@@ -165,7 +167,7 @@ fn route_operation(route: &Route, id: String, limits: &RequestLimits) -> Value {
         operation["parameters"] = json!([
             {"name": "query", "in": "query", "required": false,
              "description": "A query's name; its own parameters go beside it. Absent: every record's changes.",
-             "schema": {"type": "string"}},
+             "schema": {"type": "string", "enum": queries}},
             {"name": "cursor", "in": "query", "required": false,
              "description": "The seq of the last message held: the stream goes on after it. Absent: from now.",
              "schema": {"type": "integer", "minimum": 0}}

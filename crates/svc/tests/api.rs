@@ -670,6 +670,14 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
             .count(),
         24
     );
+    // The change stream follows a query by its name: one of the 23, nothing else.
+    let follows = &paths["/v1/changes"]["get"]["parameters"][0];
+    assert_eq!(follows["name"], "query");
+    let names = follows["schema"]["enum"]
+        .as_array()
+        .expect("the query names");
+    assert_eq!(names.len(), 23);
+    assert!(names.contains(&serde_json::json!("openBounties")));
     let response = common::http()
         .clone()
         .get(format!("{}/v1/stats", s.url))
