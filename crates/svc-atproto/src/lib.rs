@@ -269,9 +269,45 @@ fn io_failure(io: &std::io::Error) -> String {
 /// announces more): a peer cannot make svc hold more than `limit` of it.
 pub async fn read_body(
     url: &str,
+    response: reqwest::Response,
+    what: &'static str,
+    limit: usize,
+) -> AtprotoResult<Vec<u8>> {
+    read_body_paced(url, response, what, limit, Pace::LEAST).await
+}
+
+/// The least pace an answer's body must keep: after `grace`, `bytes_per_second` on average. A
+/// peer that trickles its answer is cut there rather than at the request's whole time limit,
+/// so that a few slow peers cannot hold every reader for minutes (the cut is a transport
+/// failure, which a retry could undo).
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    pub grace: Duration,
+    pub bytes_per_second: u64,
+}
+
+impl Pace {
+    /// 10 s, then 16 KiB/s: a real answer is far faster; a 256 MiB repository at that pace
+    /// would still meet the request's own time limit first.
+    pub const LEAST: Pace = Pace {
+        grace: Duration::from_secs(10),
+        bytes_per_second: 16 << 10,
+    };
+
+    /// When the body must have more than `read` bytes.
+    fn deadline(&self, started: tokio::time::Instant, read: usize) -> tokio::time::Instant {
+        let earned = Duration::from_secs_f64(read as f64 / self.bytes_per_second.max(1) as f64);
+        started + self.grace + earned
+    }
+}
+
+/// [`read_body`] at a given least pace.
+pub async fn read_body_paced(
+    url: &str,
     mut response: reqwest::Response,
     what: &'static str,
     limit: usize,
+    pace: Pace,
 ) -> AtprotoResult<Vec<u8>> {
     let too_large = || AtprotoError::TooLarge {
         url: url.to_string(),
@@ -284,7 +320,23 @@ pub async fn read_body(
     }
     // The announced length is a hint within the limit, never trusted beyond it.
     let mut body = Vec::with_capacity((announced as usize).max(FIRST_READ_BYTES));
-    while let Some(chunk) = response.chunk().await.map_err(|e| http_error(url, e))? {
+    let started = tokio::time::Instant::now();
+    loop {
+        let deadline = pace.deadline(started, body.len());
+        let Ok(next) = tokio::time::timeout_at(deadline, response.chunk()).await else {
+            return Err(AtprotoError::Http {
+                url: url.to_string(),
+                message: format!(
+                    "{what} came slower than {} bytes/s ({} bytes in {:.0} s); cut",
+                    pace.bytes_per_second,
+                    body.len(),
+                    started.elapsed().as_secs_f64()
+                ),
+            });
+        };
+        let Some(chunk) = next.map_err(|e| http_error(url, e))? else {
+            break;
+        };
         let needed = body.len() + chunk.len();
         if needed > limit {
             return Err(too_large());
@@ -369,6 +421,47 @@ mod tests {
         let http = http_client(timeout)?;
         let response = http.get(url).send().await.map_err(|e| http_error(url, e))?;
         read_body(url, response, "a test answer", limit).await
+    }
+
+    #[tokio::test]
+    async fn a_body_slower_than_the_least_pace_is_cut_long_before_the_time_limit() {
+        // One byte every 50 ms, for ever: 20 bytes/s.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/answer", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await?;
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request).await;
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+                .await?;
+            loop {
+                stream.write_all(b" ").await?;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            #[allow(unreachable_code)]
+            std::io::Result::Ok(())
+        });
+        let http = http_client(Duration::from_secs(30)).unwrap();
+        let response = http.get(&url).send().await.unwrap();
+        let pace = Pace {
+            grace: Duration::from_millis(300),
+            bytes_per_second: 1000,
+        };
+        let started = std::time::Instant::now();
+        let error = read_body_paced(&url, response, "a test answer", 1 << 20, pace)
+            .await
+            .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(error.is_transient(), "{error}");
+        assert!(
+            error.to_string().contains("slower than 1000 bytes/s"),
+            "{error}"
+        );
     }
 
     #[tokio::test]
