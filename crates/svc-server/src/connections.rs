@@ -23,7 +23,6 @@
 use crate::health::PROBES;
 use axum::Router;
 use axum::extract::ConnectInfo;
-use futures_util::future::Either;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -543,18 +542,6 @@ struct Connection {
     lane: Lane,
 }
 
-/// A request of a probe-lane connection that is not a probe (its first bytes looked like one):
-/// 421 (the client may send it again on a new connection, RFC 9110), and the connection closes.
-fn misdirected() -> axum::response::Response {
-    let body = r#"{"error":"misdirected","message":"this connection was opened for health probes, which alone it serves; send other requests on a new connection"}"#;
-    axum::response::Response::builder()
-        .status(axum::http::StatusCode::MISDIRECTED_REQUEST)
-        .header(axum::http::header::CONTENT_TYPE, "application/json")
-        .header(axum::http::header::CONNECTION, "close")
-        .body(axum::body::Body::from(body))
-        .unwrap_or_default()
-}
-
 impl Connection {
     async fn serve(self, stream: TcpStream, evicted: oneshot::Receiver<GiveWay>) {
         let Connection {
@@ -575,11 +562,8 @@ impl Connection {
             let place = Arc::clone(&place);
             hyper::service::service_fn(move |mut request: hyper::Request<_>| {
                 place.prove();
-                if lane == Lane::Probes && !served_on_the_probe_lane(request.uri().path()) {
-                    return Either::Left(std::future::ready(Ok(misdirected())));
-                }
                 request.extensions_mut().insert(ConnectInfo(peer));
-                Either::Right(router.clone().oneshot(request.map(axum::body::Body::new)))
+                router.clone().oneshot(request.map(axum::body::Body::new))
             })
         };
         let stream = WriteTimed::new(stream, write_timeout, Arc::clone(&place));
@@ -613,12 +597,6 @@ impl Connection {
         }
         drop(slot);
     }
-}
-
-/// What a connection of the probe lane may ask: the probes, and the metrics a monitor reads
-/// beside them.
-fn served_on_the_probe_lane(path: &str) -> bool {
-    crate::health::is_probe(path) || path == crate::health::METRICS
 }
 
 /// Resolves once `stop` turns true (or its sender is gone).

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 pub(crate) const HEALTHZ: &str = "/healthz";
 pub(crate) const READYZ: &str = "/readyz";
-pub(crate) const METRICS: &str = "/metrics";
 /// The probes' paths: exempt from the request limits, and served on a lane of their own.
 pub(crate) const PROBES: [&str; 2] = [HEALTHZ, READYZ];
 

@@ -58,7 +58,7 @@ pub(crate) const ROUTES: &[Route] = &[
         summary: None,
     },
     Route {
-        path: health::METRICS,
+        path: "/metrics",
         name: "metrics",
         endpoint: Endpoint::Metrics,
         xrpc: false,
