@@ -10,7 +10,7 @@ use crate::engine::{
     Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
 };
 use crate::keys_column::QueryIds;
-use crate::resync::{self, RepositoryHead, ResyncEntry, ResyncSummary, SyncWrites};
+use crate::resync::{RepositoryHead, ResyncEntry, ResyncSummary};
 use crate::runtime::now_ms;
 use crate::stream::{self, STREAM_KEEP_AT_MOST, StreamEntry, StreamRow};
 use crate::{CatalogError, CatalogResult, Change};
@@ -275,36 +275,6 @@ impl Link {
         Ok(())
     }
 
-    async fn write_sync(&mut self, sync: &SyncWrites) -> CatalogResult<()> {
-        for head in &sync.heads {
-            let (did, rev) = (head.did.as_str(), head.rev.as_str());
-            self.execute(resync::sql::HEAD, &[&did, &rev, &head.data])
-                .await?;
-        }
-        let now = now_ms();
-        for request in &sync.queued {
-            let did = request.did.as_str();
-            self.execute(resync::sql::QUEUE, &[&did, &request.reason, &now])
-                .await?;
-        }
-        for retry in &sync.retried {
-            let did = retry.did.as_str();
-            self.execute(resync::sql::RETRY, &[&retry.due.0, &retry.error, &did])
-                .await?;
-        }
-        for did in &sync.done {
-            self.execute(resync::sql::DONE, &[&did.as_str()]).await?;
-        }
-        for did in &sync.forgotten {
-            self.execute(resync::sql::FORGET, &[&did.as_str()]).await?;
-        }
-        if let Some(at) = sync.hurry {
-            self.execute(resync::sql::HURRY, &[&at.0, &resync::HURRIED_AT_MOST])
-                .await?;
-        }
-        Ok(())
-    }
-
     async fn write_status(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
         for cursor in &plan.cursors {
             self.execute(
@@ -526,37 +496,15 @@ impl Engine for PostgresEngine {
     }
 
     fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>> {
-        self.run(async |link| {
-            let rows = link
-                .query(resync::sql::DUE, &[&now.0, &(limit as i64)])
-                .await?;
-            Ok(rows.iter().filter_map(queue_row).collect())
-        })
+        self.run(async |link| link.resync_due(now, limit).await)
     }
 
     fn resync_summary(&mut self) -> CatalogResult<ResyncSummary> {
-        self.run(async |link| {
-            let counts = link.query(resync::sql::COUNTS, &[]).await?;
-            let (waiting, fresh): (i64, i64) = counts
-                .first()
-                .map_or((0, 0), |row| (row.get(0), row.get(1)));
-            let oldest = link.query(resync::sql::OLDEST, &[]).await?;
-            Ok(ResyncSummary {
-                waiting: waiting.max(0) as u64,
-                fresh: fresh.max(0) as u64,
-                oldest: oldest.first().and_then(queue_row),
-            })
-        })
+        self.run(async |link| link.resync_summary().await)
     }
 
     fn repository_heads(&mut self, limit: usize) -> CatalogResult<Vec<RepositoryHead>> {
-        self.run(async |link| {
-            let rows = link.query(resync::sql::HEADS, &[&(limit as i64)]).await?;
-            Ok(rows
-                .iter()
-                .filter_map(|r| resync::head(r.get(0), r.get(1), r.get(2)))
-                .collect())
-        })
+        self.run(async |link| link.repository_heads(limit).await)
     }
 
     fn is_empty(&mut self) -> CatalogResult<bool> {
@@ -739,9 +687,4 @@ fn stored_keys(ids: &QueryIds, column: Option<&str>, record: Option<&str>) -> St
         (None, Some(record)) => StoredKeys::InRecord(record.to_string()),
         (None, None) => StoredKeys::Filed(svc_spec::IndexKeys::new()),
     }
-}
-
-/// A queue row, or `None` when it does not hold a queue entry.
-fn queue_row(r: &tokio_postgres::Row) -> Option<ResyncEntry> {
-    resync::entry(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))
 }

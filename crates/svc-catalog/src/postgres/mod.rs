@@ -11,6 +11,7 @@ mod link;
 mod migrations;
 mod reader;
 mod staging;
+mod sync_state;
 
 use crate::changelog::{self, LogRow, LogSource};
 use crate::engine::EngineReads;
