@@ -4,6 +4,7 @@
 
 mod cli;
 mod commands;
+mod loading;
 mod process;
 mod roles;
 mod serve;
