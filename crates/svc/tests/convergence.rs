@@ -386,13 +386,34 @@ fn publish_through_a_directory_outage(
     vec![a, b, c]
 }
 
-fn a_record_published_while_the_directory_is_down_reaches_the_catalog(backend: Backend) {
-    let Some(peers) = peers() else { return };
-    let _cluster = shared_cluster();
+/// What every test here starts from: the peers, and a fresh catalog on `backend` (kept while
+/// the value lives, with the shared cluster's read lock); `None` when they cannot start
+/// (outside CI).
+struct Start {
+    peers: &'static Peers,
+    db: String,
+    _dir: tempfile::TempDir,
+    _cluster: RwLockReadGuard<'static, ()>,
+}
+
+fn start(backend: Backend) -> Option<Start> {
+    let peers = peers()?;
+    let cluster = shared_cluster();
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let Some(db) = backend.fresh_db(dir.path()) else {
+    let db = backend.fresh_db(dir.path())?;
+    Some(Start {
+        peers,
+        db,
+        _dir: dir,
+        _cluster: cluster,
+    })
+}
+
+fn a_record_published_while_the_directory_is_down_reaches_the_catalog(backend: Backend) {
+    let Some(Start { peers, db, .. }) = &start(backend) else {
         return;
     };
+    let peers: &Peers = peers;
     let directory = FaultProxy::start(peers.plc_port);
     let directory_url = directory.url();
     let mut server = Server::launch(db.as_str(), &following(&peers.pds_ws, &directory_url));
@@ -413,12 +434,10 @@ fn a_record_published_while_the_directory_is_down_reaches_the_catalog(backend: B
 }
 
 fn after_kill_9_during_a_directory_outage_nothing_is_lost(backend: Backend) {
-    let Some(peers) = peers() else { return };
-    let _cluster = shared_cluster();
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let Some(db) = backend.fresh_db(dir.path()) else {
+    let Some(Start { peers, db, .. }) = &start(backend) else {
         return;
     };
+    let peers: &Peers = peers;
     let directory = FaultProxy::start(peers.plc_port);
     let directory_url = directory.url();
     let args = following(&peers.pds_ws, &directory_url);
@@ -522,12 +541,10 @@ impl Authors {
 }
 
 fn faults_on_every_peer_and_kill_9_at_random_moments_converge_to_the_pds(backend: Backend) {
-    let Some(peers) = peers() else { return };
-    let _cluster = shared_cluster();
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let Some(db) = backend.fresh_db(dir.path()) else {
+    let Some(Start { peers, db, .. }) = &start(backend) else {
         return;
     };
+    let peers: &Peers = peers;
     let mut chaos = Chaos::seeded(&format!("convergence on {backend:?}"));
     let directory = FaultProxy::start(peers.plc_port);
     let firehose = FaultProxy::start(peers.pds_port);
@@ -608,12 +625,10 @@ fn faults_on_every_peer_and_kill_9_at_random_moments_converge_to_the_pds(backend
 fn a_backfill_started_while_the_directory_is_down_holds_every_record_once_it_is_back(
     backend: Backend,
 ) {
-    let Some(peers) = peers() else { return };
-    let _cluster = shared_cluster();
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let Some(db) = backend.fresh_db(dir.path()) else {
+    let Some(Start { peers, db, .. }) = &start(backend) else {
         return;
     };
+    let peers: &Peers = peers;
     let accounts: Vec<Account> = (0..3).map(|_| account(peers, "cv-backfill")).collect();
     for (n, account) in accounts.iter().enumerate() {
         let first = create(peers, account, &format!("backfill-{n}-1"), "open");
