@@ -8,6 +8,7 @@
 
 use crate::client::{Client, ClientPrefixes};
 use crate::params::{Params, lookup_key};
+use crate::socket_budget::SocketBudget;
 use crate::stream_hub::{Published, with_items};
 use crate::{ApiError, AppState};
 use axum::extract::{ConnectInfo, Request, State};
@@ -16,11 +17,11 @@ use axum::response::{IntoResponse, Response};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use svc_catalog::{CatalogError, RecordChange, StreamOp};
 use svc_spec::QueryId;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{Notify, broadcast, mpsc};
 
 /// Messages waiting for one subscriber's connection: one that falls this far behind is told
 /// `ConsumerTooSlow` and closed.
@@ -32,6 +33,9 @@ const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(5);
 const REPLAY_STEP: usize = 500;
 /// How long a full queue may wait before its subscriber is given up on.
 const TOO_SLOW_AFTER: Duration = Duration::from_secs(5);
+/// How long a subscriber given up on has to take its last word before its connection is
+/// reset (when it reads nothing, at once after that).
+const LAST_WORD_GRACE: Duration = Duration::from_secs(1);
 
 /// What a subscription follows: one query's answer under one key, or every record.
 #[derive(Debug, Clone)]
@@ -96,8 +100,8 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         Ok(subscription) => subscription,
         Err(error) => return error.into_response(),
     };
-    let client = client_of(&request, state.stream.prefixes);
-    let subscription = match subscribe(&state, client, answer, cursor).await {
+    let subscriber = Subscriber::of(&request, state.stream.prefixes);
+    let subscription = match subscribe(&state, subscriber, answer, cursor).await {
         Ok(subscription) => subscription,
         Err(error) => return error.into_response(),
     };
@@ -105,9 +109,15 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         let message = subscription.next().await?;
         Some((Ok::<Event, Infallible>(sse_event(message)), subscription))
     });
-    Sse::new(events)
+    let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE_EVERY))
-        .into_response()
+        .into_response();
+    // A stream is its connection's last answer: once it ends, the connection closes.
+    response.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 fn sse_event(message: Message) -> Event {
@@ -117,28 +127,73 @@ fn sse_event(message: Message) -> Event {
     }
 }
 
-/// A subscriber's messages, in order, and the last word of a feed that gave up on it.
+/// A subscriber's messages, in order, and the last word of a feed that gave up on it. It
+/// holds the subscriber's place among the server's and its client's until its connection
+/// closes.
 pub(crate) struct Subscription {
     messages: mpsc::Receiver<Message>,
-    last_word: Arc<OnceLock<Message>>,
+    last_word: Arc<LastWord>,
+    ended: bool,
+    _slot: SubscriberSlot,
 }
 
 impl Subscription {
-    /// The next message; `None` once the feed ended and its last word was said.
+    /// The next message; `None` once the feed ended and its last word was said. A feed that
+    /// gives up has its last word said next, before what is still queued.
     pub async fn next(&mut self) -> Option<Message> {
-        if let Some(message) = self.messages.recv().await {
-            return Some(message);
+        if self.ended {
+            return None;
         }
-        Arc::get_mut(&mut self.last_word).and_then(OnceLock::take)
+        let message = tokio::select! {
+            biased;
+            () = self.last_word.said.notified() => None,
+            message = self.messages.recv() => message,
+        };
+        if message.is_none() {
+            self.ended = true;
+            return self.last_word.take();
+        }
+        message
     }
 }
 
-/// The client that sent a request, as the per-client limits count it.
-pub(crate) fn client_of(request: &Request, prefixes: ClientPrefixes) -> Option<Client> {
-    request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| Client::of(peer.ip(), prefixes))
+/// What a feed says as it gives up on its subscriber, and the signal that it did.
+#[derive(Default)]
+struct LastWord {
+    word: Mutex<Option<Message>>,
+    said: Notify,
+}
+
+impl LastWord {
+    fn say(&self, message: Message) {
+        *self.word.lock().unwrap_or_else(PoisonError::into_inner) = Some(message);
+        self.said.notify_one();
+    }
+
+    fn take(&self) -> Option<Message> {
+        self.word
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// Who asks for a subscription: the client, as the per-client limits count it, and the
+/// connection's socket budget.
+pub(crate) struct Subscriber {
+    client: Option<Client>,
+    budget: Option<Arc<SocketBudget>>,
+}
+
+impl Subscriber {
+    pub fn of(request: &Request, prefixes: ClientPrefixes) -> Subscriber {
+        let client = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| Client::of(peer.ip(), prefixes));
+        let budget = request.extensions().get::<Arc<SocketBudget>>().cloned();
+        Subscriber { client, budget }
+    }
 }
 
 /// Starts feeding a subscriber. Refused past the subscriber limits: the whole server's and
@@ -147,20 +202,25 @@ pub(crate) fn client_of(request: &Request, prefixes: ClientPrefixes) -> Option<C
 /// reaches it.
 pub(crate) async fn subscribe(
     state: &Arc<AppState>,
-    client: Option<Client>,
+    subscriber: Subscriber,
     answer: Answer,
     cursor: Option<i64>,
 ) -> Result<Subscription, ApiError> {
-    let slot = SubscriberSlot::take(state, client)?;
+    let slot = SubscriberSlot::take(state, subscriber.client)?;
     let cursor = match cursor {
         Some(cursor) => cursor,
         None => state.catalog.change_bounds().await?.newest,
     };
+    if let Some(budget) = &subscriber.budget {
+        budget.carries_a_stream();
+    }
     let (sender, receiver) = mpsc::channel(QUEUED_AT_MOST);
-    let last_word = Arc::new(OnceLock::new());
+    let last_word = Arc::new(LastWord::default());
     let subscription = Subscription {
         messages: receiver,
         last_word: Arc::clone(&last_word),
+        ended: false,
+        _slot: slot,
     };
     let state = Arc::clone(state);
     tokio::spawn(async move {
@@ -169,11 +229,11 @@ pub(crate) async fn subscribe(
             answer,
             sender,
             last_word,
+            budget: subscriber.budget,
         };
         if let Err(FeedEnd::Catalog(error)) = feed.run(cursor).await {
             tracing::warn!("a change stream subscriber was ended: {error}");
         }
-        drop(slot);
     });
     Ok(subscription)
 }
@@ -242,8 +302,10 @@ struct Feed<'a> {
     state: &'a AppState,
     answer: Answer,
     sender: mpsc::Sender<Message>,
-    /// Said after everything queued, when the feed gives up on its subscriber.
-    last_word: Arc<OnceLock<Message>>,
+    /// Said next, before what is queued, when the feed gives up on its subscriber.
+    last_word: Arc<LastWord>,
+    /// Its connection's, hung up when the feed gives up.
+    budget: Option<Arc<SocketBudget>>,
 }
 
 impl Feed<'_> {
@@ -352,10 +414,16 @@ impl Feed<'_> {
     fn too_slow(&self) -> FeedEnd {
         let json = serde_json::json!({"error": "ConsumerTooSlow",
             "message": "the subscriber fell behind; resume from the last seq it holds"});
-        let _ = self.last_word.set(Message::Notice {
+        self.last_word.say(Message::Notice {
             json: json.to_string(),
             ends: true,
         });
+        if let Some(budget) = self.budget.clone() {
+            tokio::spawn(async move {
+                tokio::time::sleep(LAST_WORD_GRACE).await;
+                budget.hang_up();
+            });
+        }
         self.state.metrics.stream_too_slow.inc();
         FeedEnd::TooSlow
     }

@@ -3,7 +3,7 @@
 //! Parameters are checked before the upgrade (a 400 JSON answer); the connection is pinged,
 //! and one that stops answering is closed.
 
-use crate::changes::{Message, client_of, subscribe, subscription};
+use crate::changes::{Message, Subscriber, subscribe, subscription};
 use crate::{ApiError, AppState};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -64,8 +64,8 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         Ok(accept) => accept,
         Err(error) => return error.into_response(),
     };
-    let client = client_of(&request, state.stream.prefixes);
-    let mut messages = match subscribe(&state, client, answer, cursor).await {
+    let subscriber = Subscriber::of(&request, state.stream.prefixes);
+    let mut messages = match subscribe(&state, subscriber, answer, cursor).await {
         Ok(messages) => messages,
         Err(error) => return error.into_response(),
     };

@@ -21,6 +21,7 @@
 //! for ever without the write time limit.
 
 use crate::health::PROBES;
+use crate::socket_budget::{Budgeted, SocketBudget};
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -554,15 +555,14 @@ impl Connection {
             slot,
             lane,
         } = self;
-        // Answers go out whole: no Nagle delay on small ones, and a send buffer that takes a
-        // full page of records (about 70 KB) in one write.
-        let _ = stream.set_nodelay(true);
-        let _ = socket2::SockRef::from(&stream).set_send_buffer_size(1 << 20);
+        let budget = Arc::new(SocketBudget::default());
+        let stream = Budgeted::new(stream, Arc::clone(&budget));
         let service = {
             let place = Arc::clone(&place);
             hyper::service::service_fn(move |mut request: hyper::Request<_>| {
                 place.prove();
                 request.extensions_mut().insert(ConnectInfo(peer));
+                request.extensions_mut().insert(Arc::clone(&budget));
                 router.clone().oneshot(request.map(axum::body::Body::new))
             })
         };

@@ -18,6 +18,7 @@ mod openapi;
 mod params;
 mod plain;
 mod routes;
+mod socket_budget;
 mod stats;
 mod stream_hub;
 mod sufficiency;

@@ -429,3 +429,131 @@ fn a_restart_loses_nothing_a_subscriber_can_resume() {
     );
     assert_eq!(second.id, first.id.map(|seq| seq + 1));
 }
+
+/// A subscriber that never reads: its receive buffer is as small as the kernel allows, so
+/// what the server sends piles up on the server's side, as it would across a network.
+fn stalled_subscriber(server: &Server) -> std::net::TcpStream {
+    use std::io::Write;
+    let address: std::net::SocketAddr = server
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address");
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small buffer");
+    socket.connect(&address.into()).expect("connect");
+    let mut stream: std::net::TcpStream = socket.into();
+    write!(
+        stream,
+        "GET /v1/changes HTTP/1.1\r\nHost: {address}\r\n\r\n"
+    )
+    .expect("ask");
+    stream
+}
+
+/// The server's side of the connections of `clients`: (bytes waiting in their send queues,
+/// how many are open), from `/proc/net/tcp`.
+fn server_side_of(clients: &[std::net::TcpStream]) -> (u64, usize) {
+    let server = clients
+        .first()
+        .and_then(|client| client.peer_addr().ok())
+        .map(|address| address.port());
+    let ports: Vec<u16> = clients
+        .iter()
+        .filter_map(|client| client.local_addr().ok())
+        .map(|address| address.port())
+        .collect();
+    let port_of = |address: &str| {
+        let hex = address.rsplit(':').next().unwrap_or_default();
+        u16::from_str_radix(hex, 16).ok()
+    };
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let mut queued = 0;
+    let mut open = 0;
+    for line in table.lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(remote), Some(queues)) =
+            (fields.get(1), fields.get(2), fields.get(4))
+        else {
+            continue;
+        };
+        let ours = port_of(local) == server;
+        if ours && port_of(remote).is_some_and(|port| ports.contains(&port)) {
+            let tx = queues.split(':').next().unwrap_or_default();
+            queued += u64::from_str_radix(tx, 16).unwrap_or_default();
+            open += 1;
+        }
+    }
+    (queued, open)
+}
+
+fn subscribers_gauge(server: &Server) -> Option<u64> {
+    let metrics = server.get_raw("/metrics").2;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("svc_stream_subscribers "))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+#[test]
+fn subscribers_that_never_read_hold_little_and_are_cut_at_once() {
+    const STALLED: usize = 40;
+    let replay = Replay::start(Vec::new());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
+    );
+    let held: Vec<_> = (0..STALLED).map(|_| stalled_subscriber(&server)).collect();
+    server.wait_for("/v1/stats", Duration::from_secs(10), |_| {
+        subscribers_gauge(&server) == Some(STALLED as u64)
+    });
+    // 3,000 changes of 2 KB: 6 MB for each subscriber, far past its queue and buffers.
+    // Events of now: a catch-up from the past would be bulk-loaded, past the change stream.
+    let base = now_us();
+    let description = "d".repeat(2000);
+    let events = (0..3000)
+        .map(|i| {
+            let (time_us, line) = commit(base + i, &tid(base + i), "create", "big", "open");
+            let mut line: Value = serde_json::from_str(&line).expect("an event");
+            line["commit"]["record"]["description"] = json!(description);
+            (time_us, line.to_string())
+        })
+        .collect::<Vec<_>>();
+    replay.publish(events);
+    server.wait_for(
+        "/v1/vocabularies/by-world?world=open&limit=1",
+        Duration::from_secs(30),
+        |body| body["total"] == 3000,
+    );
+    let (queued, sockets) = server_side_of(&held);
+    assert_eq!(sockets, STALLED, "the subscribers' connections");
+    // Each stream's send buffer is 16 KiB, which the kernel doubles.
+    assert!(
+        queued <= (STALLED as u64) * 40 * 1024,
+        "{queued} bytes wait in the kernel for {STALLED} subscribers that read nothing"
+    );
+    // Cut as too slow (5 s with a full queue), each connection is closed as its place is
+    // given back, not left to hold its bytes until the write time limit.
+    let started = std::time::Instant::now();
+    loop {
+        let gauge = subscribers_gauge(&server);
+        if gauge == Some(0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the stalled subscribers were never cut: {gauge:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (queued, sockets) = server_side_of(&held);
+    assert_eq!(
+        (queued, sockets),
+        (0, 0),
+        "the cut connections still hold bytes"
+    );
+    drop(held);
+}
