@@ -161,6 +161,8 @@ class Svc:
             [binary, "serve", "--listen", "127.0.0.1:0", "--db", db, *flags],
             stderr=self.log,
             stdout=subprocess.DEVNULL,
+            # Every peer here is on loopback (a build without the setting ignores it).
+            env={**os.environ, "SVC_ALLOW_PRIVATE_PEERS": "true"},
         )
         self.url = None
         deadline = time.time() + 60

@@ -2,6 +2,7 @@
 //! handles (HTTPS `/.well-known/atproto-did`, then DNS TXT `_atproto.<handle>`).
 
 use crate::dns::HandleDns;
+use crate::reach::Reach;
 use crate::xrpc::{Method, Xrpc};
 use crate::{AtprotoError, AtprotoResult, MAX_IDENTITY_ANSWER_BYTES, http_error, read_body};
 use svc_repo::crypto::{KeyError, PublicKey};
@@ -133,6 +134,9 @@ struct ResolvedHandle {
 
 pub struct Resolver {
     http: reqwest::Client,
+    /// For what the network names (`did:web` hosts), under `reach`.
+    web: reqwest::Client,
+    reach: Reach,
     /// Identity answers are small: this client reads at most [`MAX_IDENTITY_ANSWER_BYTES`].
     xrpc: Xrpc,
     plc_url: String,
@@ -144,6 +148,8 @@ impl Resolver {
     pub fn new(http: reqwest::Client, plc_url: &str) -> Resolver {
         Resolver {
             xrpc: Xrpc::new(http.clone()).with_answer_limit(MAX_IDENTITY_ANSWER_BYTES),
+            web: http.clone(),
+            reach: Reach::Anywhere,
             http,
             plc_url: plc_url.trim_end_matches('/').to_string(),
             dns: tokio::sync::OnceCell::new(),
@@ -158,14 +164,24 @@ impl Resolver {
         }
     }
 
+    /// Reads `did:web` documents only where `reach` allows, with `web` (a client of that
+    /// reach); the directory, which the operator names, is asked as before.
+    pub fn reaching(self, reach: Reach, web: reqwest::Client) -> Resolver {
+        Resolver { reach, web, ..self }
+    }
+
+    /// The DID document of `did`, from `url`.
+    async fn document(&self, did: &Did, url: &str) -> AtprotoResult<Value> {
+        if did.starts_with("did:web:") {
+            self.reach.check(url)?;
+            return self.get_json(&self.web, url).await;
+        }
+        self.get_json(&self.http, url).await
+    }
+
     /// A JSON answer about an identity, read up to [`MAX_IDENTITY_ANSWER_BYTES`].
-    async fn get_json(&self, url: &str) -> AtprotoResult<Value> {
-        let response = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| http_error(url, e))?;
+    async fn get_json(&self, http: &reqwest::Client, url: &str) -> AtprotoResult<Value> {
+        let response = http.get(url).send().await.map_err(|e| http_error(url, e))?;
         let status = response.status();
         if !status.is_success() {
             return Err(AtprotoError::Status {
@@ -185,7 +201,7 @@ impl Resolver {
     pub async fn resolve_did(&self, did: &Did) -> AtprotoResult<ResolvedDid> {
         let url = did_document_url(did, &self.plc_url)?;
         let method = did.split(':').nth(1).unwrap_or_default().to_string();
-        let document = self.get_json(&url).await?;
+        let document = self.document(did, &url).await?;
         if document.get("id").and_then(Value::as_str) != Some(did.as_str()) {
             return Err(AtprotoError::Invalid(format!(
                 "{did}: the DID document is for another DID"
@@ -250,7 +266,7 @@ impl Resolver {
         did: &Did,
     ) -> AtprotoResult<(AtprotoResult<PublicKey>, Option<String>)> {
         let url = self.document_url(did)?;
-        let document = self.get_json(&url).await?;
+        let document = self.document(did, &url).await?;
         let pds = pds_endpoint(&document, did);
         let key = match signing_key(&document, did) {
             Some(Ok(key)) => Ok(key),

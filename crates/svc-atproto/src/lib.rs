@@ -4,6 +4,7 @@
 
 mod dns;
 mod identity;
+mod reach;
 mod session;
 mod xrpc;
 
@@ -11,6 +12,7 @@ pub use dns::HandleDns;
 pub use identity::{
     Located, ResolvedDid, Resolver, did_document_url, is_loopback_host, pds_endpoint, signing_key,
 };
+pub use reach::{CrossHostRedirect, Reach, RefusedAddress};
 pub use reqwest::{Client, Url};
 pub use session::{Session, SessionStore, SessionSummary};
 pub use xrpc::{CreatedRecord, FetchedRecord, Login, Method, Xrpc};
@@ -43,6 +45,9 @@ pub enum AtprotoError {
     },
     #[error("{path}: {message}")]
     Store { path: String, message: String },
+    /// An address the client does not reach (see [`Reach`]).
+    #[error("{url}: {message}")]
+    Refused { url: String, message: String },
     /// The peer's answer is longer than svc reads of that kind of answer.
     #[error("{url}: the answer is over {}, the most read of {what}; refused", in_units(*limit))]
     TooLarge {
@@ -73,6 +78,7 @@ impl AtprotoError {
             }
             AtprotoError::Invalid(_)
             | AtprotoError::Store { .. }
+            | AtprotoError::Refused { .. }
             | AtprotoError::TooLarge { .. } => false,
         }
     }
@@ -146,6 +152,22 @@ fn in_units(bytes: usize) -> String {
 /// A transport failure (no connection, no answer in time, a broken body) as an error naming
 /// the peer once, and what failed ([`transport_failure`]).
 pub(crate) fn http_error(url: &str, error: reqwest::Error) -> AtprotoError {
+    let refused = causes(&error).into_iter().find_map(|cause| {
+        let refused = cause
+            .downcast_ref::<RefusedAddress>()
+            .map(ToString::to_string);
+        refused.or_else(|| {
+            cause
+                .downcast_ref::<CrossHostRedirect>()
+                .map(ToString::to_string)
+        })
+    });
+    if let Some(message) = refused {
+        return AtprotoError::Refused {
+            url: url.to_string(),
+            message,
+        };
+    }
     AtprotoError::Http {
         url: url.to_string(),
         message: transport_failure(url, error),
@@ -360,16 +382,22 @@ pub fn install_crypto() {
 /// An HTTP client with the ring TLS provider, giving up on a request after `timeout` (the
 /// whole request, body included) and on connecting after [`CONNECT_TIMEOUT`].
 pub fn http_client(timeout: Duration) -> AtprotoResult<reqwest::Client> {
+    build_client(client_builder(timeout))
+}
+
+fn client_builder(timeout: Duration) -> reqwest::ClientBuilder {
     install_crypto();
     reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(CONNECT_TIMEOUT.min(timeout))
         .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| AtprotoError::Http {
-            url: String::new(),
-            message: e.to_string(),
-        })
+}
+
+fn build_client(builder: reqwest::ClientBuilder) -> AtprotoResult<reqwest::Client> {
+    builder.build().map_err(|e| AtprotoError::Http {
+        url: String::new(),
+        message: e.to_string(),
+    })
 }
 
 /// An HTTP client for an answer that does not end (a stream of events): no limit on the

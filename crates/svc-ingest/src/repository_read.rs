@@ -85,11 +85,23 @@ struct LatestCommit {
     rev: String,
 }
 
+/// Where a repository is read: its own PDS, which its DID document names, or the server the
+/// operator backfills from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pds {
+    pub url: String,
+    pub named_by_operator: bool,
+}
+
 /// What reading repositories works with.
 pub(crate) struct RepositoryReader {
     pub keys: std::sync::Arc<SigningKeys>,
-    /// A client of any server (its XRPC settings; the server is chosen per repository).
+    /// A client of the servers DID documents name, connecting only where `reach` allows (its
+    /// XRPC settings; the server is chosen per repository).
     pub client: Client,
+    /// A client of the server the operator names.
+    pub operator_client: Client,
+    pub reach: svc_atproto::Reach,
     /// Whole repositories are verified; `false`: every repository is listed, unverified.
     pub verify: bool,
     /// The collections read.
@@ -99,10 +111,16 @@ pub(crate) struct RepositoryReader {
 impl RepositoryReader {
     /// The repository's own PDS, from its DID document; `fallback` (the server that listed
     /// it) when the document cannot be read or names none.
-    pub async fn pds(&self, did: &Did, fallback: Option<&str>) -> Result<String, ReadFailure> {
+    pub async fn pds(&self, did: &Did, fallback: Option<&str>) -> Result<Pds, ReadFailure> {
         let failure = match self.keys.locate(did).await {
             Ok(located) => match located.pds {
-                Some(pds) => return Ok(pds),
+                Some(url) => {
+                    self.reach.check(&url).map_err(ReadFailure::from)?;
+                    return Ok(Pds {
+                        url,
+                        named_by_operator: false,
+                    });
+                }
                 None => ReadFailure {
                     message: format!("{did} names no PDS (#atproto_pds)"),
                     transient: false,
@@ -115,15 +133,22 @@ impl RepositoryReader {
         match fallback {
             Some(server) => {
                 tracing::warn!(%did, "no PDS from the DID document ({failure}); asking {server}");
-                Ok(server.to_string())
+                Ok(Pds {
+                    url: server.to_string(),
+                    named_by_operator: true,
+                })
             }
             None => Err(failure),
         }
     }
 
     /// Reads the repository from `pds`.
-    pub async fn read(&self, did: &Did, pds: &str) -> Result<RepositoryCopy, ReadFailure> {
-        let client = self.client.at(pds);
+    pub async fn read(&self, did: &Did, pds: &Pds) -> Result<RepositoryCopy, ReadFailure> {
+        let client = match pds.named_by_operator {
+            true => self.operator_client.at(&pds.url),
+            false => self.client.at(&pds.url),
+        };
+        let pds = &pds.url;
         if self.verify {
             if let Some(whole) = self.read_whole(&client, did).await? {
                 return Ok(RepositoryCopy::Whole(whole));

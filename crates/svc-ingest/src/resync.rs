@@ -220,6 +220,7 @@ impl Resync {
     /// repositories are verified (else listed, unverified); `collections`: what is read.
     pub fn new(
         plc: &str,
+        reach: svc_atproto::Reach,
         verify: bool,
         collections: Vec<String>,
         catalog: Arc<dyn CatalogWrite>,
@@ -227,16 +228,19 @@ impl Resync {
         progress: Arc<ResyncProgress>,
     ) -> Result<Resync, svc_atproto::AtprotoError> {
         let http = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)?;
-        let keys = Arc::new(SigningKeys::new(svc_atproto::Resolver::new(
-            http.clone(),
-            plc,
-        )));
-        let repository_http =
-            svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT.saturating_mul(4))?;
+        let web = reach.client(svc_atproto::REQUEST_TIMEOUT)?;
+        let keys = Arc::new(SigningKeys::new(
+            svc_atproto::Resolver::new(http, plc).reaching(reach, web),
+        ));
+        let whole_read = svc_atproto::REQUEST_TIMEOUT.saturating_mul(4);
+        let network_client = Client::new(Xrpc::new(reach.client(whole_read)?), "");
+        let operator_client = Client::new(Xrpc::new(svc_atproto::http_client(whole_read)?), "");
         Ok(Resync {
             reader: RepositoryReader {
                 keys: Arc::clone(&keys),
-                client: Client::new(Xrpc::new(repository_http), ""),
+                client: network_client,
+                operator_client,
+                reach,
                 verify,
                 collections,
             },
@@ -472,7 +476,7 @@ impl Resync {
             Ok(pds) => pds,
             Err(failure) => return Outcome::Failed(failure),
         };
-        let host = self.host_slots(&pds);
+        let host = self.host_slots(&pds.url);
         let Ok(_host_slot) = host.acquire().await else {
             return Outcome::Failed(closed());
         };

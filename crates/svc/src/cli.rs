@@ -288,6 +288,13 @@ pub struct ServeArgs {
     #[arg(long = "jetstream-zstd", env = "SVC_JETSTREAM_ZSTD")]
     pub jetstream_zstd: bool,
 
+    /// Reach loopback, private, link-local and other non-public addresses when the network
+    /// names them (a `did:web` host, the PDS a DID document names); without it they are
+    /// refused, and redirects are not followed to another host. Addresses given here
+    /// (--firehose, --backfill, --plc-url) are reached as given either way.
+    #[arg(long = "allow-private-peers", env = "SVC_ALLOW_PRIVATE_PEERS")]
+    pub allow_private_peers: bool,
+
     /// Reuse a stored cursor even if it was stored for another firehose endpoint.
     #[arg(long, env = "SVC_FORCE_CURSOR")]
     pub force_cursor: bool,
@@ -392,6 +399,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(format!("duration must be positive: {text:?}"));
     }
     Ok(Duration::from_secs_f64(seconds))
+}
+
+impl ServeArgs {
+    /// Where svc serve connects when the network names the address.
+    pub fn network_reach(&self) -> svc_atproto::Reach {
+        match self.allow_private_peers {
+            true => svc_atproto::Reach::Anywhere,
+            false => svc_atproto::Reach::PublicOnly,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ pub(crate) async fn run_imports(
         let is_repository = path.extension().is_some_and(|ext| ext == "car");
         tokio::select! {
             outcome = import_one(catalog, ingestor, path), if !is_repository => outcome?,
-            outcome = import_repository_file(catalog, ingestor, path, plc), if is_repository => outcome?,
+            outcome = import_repository_file(catalog, ingestor, path, plc, args.network_reach()), if is_repository => outcome?,
             _ = stopped.wait_for(|stop| *stop) => return Ok(false),
         }
     }
@@ -57,9 +57,10 @@ async fn import_repository_file(
     ingestor: &Ingestor,
     path: &Path,
     plc: Option<&str>,
+    reach: svc_atproto::Reach,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let done = match import_repository(catalog, ingestor, path, plc).await {
+    let done = match import_repository(catalog, ingestor, path, plc, reach).await {
         Ok(done) => done,
         // A repository that does not verify is refused whole, and the rest goes on.
         Err(error @ RepositoryImportError::Unverified { .. }) => {

@@ -415,6 +415,7 @@ async fn index(
     let resync = Arc::new(
         Resync::new(
             &args.plc_url,
+            args.network_reach(),
             args.verify == "all",
             record_kinds(),
             Arc::clone(&catalog) as Arc<dyn svc_catalog::CatalogWrite>,

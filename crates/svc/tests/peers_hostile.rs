@@ -573,3 +573,64 @@ fn an_answer_that_never_finishes_times_out_and_the_backfill_goes_on() {
     assert!(message.contains("came slower than"), "{message}");
     assert!(took < Duration::from_secs(60), "{took:?}");
 }
+
+/// A DID document may name any address as its PDS. Run as a public service, svc reaches none
+/// that is loopback or private, literal or by name, and counts the repository as refused; a
+/// repository whose document names no PDS is read from the server the operator named, which
+/// is reached as given. With `--allow-private-peers` the same addresses are asked.
+#[test]
+fn private_addresses_the_network_names_are_refused_unless_allowed() {
+    let internal = Peer::start(|_| Answer::Json(json!({"records": []})));
+    let literal = "did:plc:aaainternalliteral";
+    let named = "did:plc:bbbinternalbyname";
+    let unnamed = "did:plc:cccnopds";
+    let internal_url = internal.url.clone();
+    let by_name = internal.url.replace("127.0.0.1", "localhost");
+    let operator = Peer::start(move |target| {
+        if let Some(answer) = common_answer(target) {
+            return answer;
+        }
+        if target.contains("listReposByCollection") {
+            let page = json!({"repos": [{"did": literal}, {"did": named}, {"did": unnamed}]});
+            return Answer::Json(page);
+        }
+        if target.contains("listRecords") {
+            let repo = param(target, "repo").unwrap_or_default();
+            return Answer::Json(one_vocab(&repo, "fromoperator", None));
+        }
+        match target.strip_prefix('/') {
+            Some(did) if did == literal => Answer::Json(did_document(did, &internal_url)),
+            Some(did) if did == named => Answer::Json(did_document(did, &by_name)),
+            Some(did) if did == unnamed => Answer::Json(json!({"id": did, "alsoKnownAs": []})),
+            _ => Answer::Missing,
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--firehose",
+        "none",
+        "--backfill",
+        operator.url.as_str(),
+        "--plc-url",
+        operator.url.as_str(),
+        "--verify",
+        "none",
+    ];
+    let mut public = Server::listening_in_public(dir.path().join("public.db"), &args);
+    let refused = public.wait_log("a loopback address", Duration::from_secs(30));
+    eprintln!("{refused}");
+    public.wait_ready();
+    assert_eq!(internal.asked(&[""]), 0, "the internal service was asked");
+    assert_eq!(
+        public.uris("/v1/vocabularies/by-world?world=open"),
+        [format!("at://{unnamed}/dev.svc.vocab/fromoperator")]
+    );
+    // Each is refused once per listing that names it (one per collection at most).
+    let refusals = metric(&public, "svc_ingest_resyncs_total{outcome=\"refused\"}");
+    assert!(refusals >= 2, "{refusals} refusals");
+    drop(public);
+    let allowed = Server::launch(dir.path().join("allowed.db"), &args);
+    let asked = internal.asked(&[""]);
+    assert!(asked >= 2, "the internal service was asked {asked} times");
+    drop(allowed);
+}

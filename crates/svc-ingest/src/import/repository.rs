@@ -42,24 +42,23 @@ pub struct RepositoryImport {
 }
 
 /// Imports a repository export; its signature is checked with keys read through the PLC
-/// directory at `plc` (`None`: not checked, only its blocks and tree).
+/// directory at `plc` (`None`: not checked, only its blocks and tree), and `did:web`
+/// documents where `reach` allows.
 pub async fn import_repository(
     catalog: &dyn CatalogWrite,
     ingestor: &Ingestor,
     path: &Path,
     plc: Option<&str>,
+    reach: svc_atproto::Reach,
 ) -> Result<RepositoryImport, RepositoryImportError> {
     let car = read_bounded(path)?;
     let keys = match plc {
-        Some(plc) => Some(SigningKeys::new(svc_atproto::Resolver::new(
-            svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT).map_err(|e| {
-                RepositoryImportError::Keys {
-                    path: path.to_path_buf(),
-                    message: e.to_string(),
-                }
+        Some(plc) => Some(
+            signing_keys(plc, reach).map_err(|e| RepositoryImportError::Keys {
+                path: path.to_path_buf(),
+                message: e.to_string(),
             })?,
-            plc,
-        ))),
+        ),
         None => None,
     };
     let repository = verify_repository(keys.as_ref(), &car, None, |c| ingestor.wants(c))
@@ -120,4 +119,15 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, RepositoryImportError> {
         });
     }
     Ok(car)
+}
+
+fn signing_keys(
+    plc: &str,
+    reach: svc_atproto::Reach,
+) -> Result<SigningKeys, svc_atproto::AtprotoError> {
+    let directory = svc_atproto::http_client(svc_atproto::REQUEST_TIMEOUT)?;
+    let web = reach.client(svc_atproto::REQUEST_TIMEOUT)?;
+    Ok(SigningKeys::new(
+        svc_atproto::Resolver::new(directory, plc).reaching(reach, web),
+    ))
 }

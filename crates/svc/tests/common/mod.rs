@@ -127,9 +127,12 @@ pub struct Server {
 
 /// The `svc` binary. Once this test binary's peers run, DIDs resolve through their PLC
 /// directory (`SVC_PLC_URL`, which a `--plc-url` given overrides), as a deployment's do through
-/// its own: the signing keys that verify the PDS's commits are there.
+/// its own: the signing keys that verify the PDS's commits are there. Every peer here is on
+/// loopback, which `svc serve` reaches when the network names it only with
+/// `--allow-private-peers` (`SVC_ALLOW_PRIVATE_PEERS`).
 pub fn svc() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_svc"));
+    command.env("SVC_ALLOW_PRIVATE_PEERS", "true");
     if let Some(peers) = peers::started() {
         command.env("SVC_PLC_URL", &peers.plc);
     }
@@ -160,13 +163,25 @@ impl Server {
 
     /// Starts `svc serve` and returns as soon as it listens, ready or not.
     pub fn listening(db: impl AsRef<std::ffi::OsStr>, extra: &[&str]) -> Server {
+        Server::spawn(svc(), db, extra)
+    }
+
+    /// Starts `svc serve` as a public service runs it, reaching no private address the
+    /// network names, and returns as soon as it listens.
+    pub fn listening_in_public(db: impl AsRef<std::ffi::OsStr>, extra: &[&str]) -> Server {
+        let mut command = svc();
+        command.env_remove("SVC_ALLOW_PRIVATE_PEERS");
+        Server::spawn(command, db, extra)
+    }
+
+    fn spawn(mut command: Command, db: impl AsRef<std::ffi::OsStr>, extra: &[&str]) -> Server {
         // An ephemeral loopback port unless the test names its own address.
         let listen: &[&str] = if extra.contains(&"--listen") {
             &[]
         } else {
             &["--listen", "127.0.0.1:0"]
         };
-        let mut child = svc()
+        let mut child = command
             .arg("serve")
             .args(listen)
             .arg("--db")

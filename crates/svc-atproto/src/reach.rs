@@ -1,0 +1,259 @@
+//! Which addresses a client connects to. What the network names (a `did:web` host, the PDS a
+//! DID document names, where a peer redirects) could point a public service at its own
+//! private network: its cloud's metadata address, an admin port on loopback, a database on
+//! 10.0.0.0/8. With [`Reach::PublicOnly`] such addresses are refused where the connection is
+//! made, after name resolution (so a name that resolves to a public address once and to a
+//! private one later gains nothing), and redirects are not followed to another host.
+//! Addresses the operator gives are trusted as given and use [`Reach::Anywhere`].
+
+use crate::{AtprotoError, AtprotoResult};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::{Url, redirect};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Redirects followed at most, on one host.
+const REDIRECTS_AT_MOST: usize = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reach {
+    /// Every address (the operator's own peers; the command line, which acts for the person
+    /// running it; private networks and tests).
+    #[default]
+    Anywhere,
+    /// Public unicast addresses only, and no redirect to another host.
+    PublicOnly,
+}
+
+impl Reach {
+    /// Whether `url` may be asked for: its host, when an address, is one this reach allows
+    /// (a name is checked when it is resolved).
+    pub fn check(self, url: &str) -> AtprotoResult<()> {
+        if self == Reach::Anywhere {
+            return Ok(());
+        }
+        let parsed = Url::parse(url)
+            .map_err(|error| AtprotoError::Invalid(format!("{url}: not a URL: {error}")))?;
+        let Some(host) = parsed.host_str() else {
+            return Err(AtprotoError::Invalid(format!("{url}: names no host")));
+        };
+        // A name is checked when it is resolved.
+        let Ok(address) = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+        else {
+            return Ok(());
+        };
+        match refusal(address) {
+            None => Ok(()),
+            Some(kind) => Err(AtprotoError::Refused {
+                url: url.to_string(),
+                message: RefusedAddress {
+                    host: address.to_string(),
+                    address,
+                    kind,
+                }
+                .to_string(),
+            }),
+        }
+    }
+
+    /// An HTTP client that connects only where this reach allows, giving up on a request
+    /// after `timeout` (see [`crate::http_client`]).
+    pub fn client(self, timeout: Duration) -> AtprotoResult<reqwest::Client> {
+        let builder = crate::client_builder(timeout);
+        let builder = match self {
+            Reach::Anywhere => builder,
+            Reach::PublicOnly => builder
+                .dns_resolver(Arc::new(PublicAddresses))
+                .redirect(redirect::Policy::custom(same_host_redirects)),
+        };
+        crate::build_client(builder)
+    }
+}
+
+/// An address's kind when it is not a public unicast one.
+fn refusal(address: IpAddr) -> Option<&'static str> {
+    match address {
+        IpAddr::V4(ip) => refusal_v4(ip),
+        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+            Some(mapped) => refusal_v4(mapped),
+            None => refusal_v6(ip),
+        },
+    }
+}
+
+fn refusal_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let [first, second, ..] = ip.octets();
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_private() || (first == 100 && (64..128).contains(&second)) {
+        // 100.64.0.0/10 is the carrier-grade NAT's shared space: private in practice.
+        Some("private")
+    } else if ip.is_link_local() {
+        Some("link-local")
+    } else if ip.is_multicast() || ip.is_broadcast() {
+        Some("multicast or broadcast")
+    } else if ip.is_unspecified() || first == 0 {
+        Some("unspecified")
+    } else {
+        None
+    }
+}
+
+fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    let first = ip.segments()[0];
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_unspecified() {
+        Some("unspecified")
+    } else if ip.is_multicast() {
+        Some("multicast or broadcast")
+    } else if first & 0xffc0 == 0xfe80 {
+        Some("link-local")
+    } else if first & 0xfe00 == 0xfc00 {
+        Some("private")
+    } else {
+        None
+    }
+}
+
+/// A host that resolves, or is, an address the reach does not allow.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{host} is {address}, a {kind} address, which svc serve does not reach when the network \
+     names it (--allow-private-peers reaches it)"
+)]
+pub struct RefusedAddress {
+    host: String,
+    address: IpAddr,
+    kind: &'static str,
+}
+
+/// A redirect to another host than the one asked.
+#[derive(Debug, thiserror::Error)]
+#[error("redirected from {from} to another host, {to}, which is not followed")]
+pub struct CrossHostRedirect {
+    from: String,
+    to: String,
+}
+
+fn same_host_redirects(attempt: redirect::Attempt<'_>) -> redirect::Action {
+    let Some(first) = attempt.previous().first() else {
+        return attempt.follow();
+    };
+    let origin = |url: &Url| {
+        (
+            url.host_str().map(str::to_string),
+            url.port_or_known_default(),
+        )
+    };
+    if origin(first) != origin(attempt.url()) {
+        let error = CrossHostRedirect {
+            from: first.host_str().unwrap_or_default().to_string(),
+            to: attempt.url().host_str().unwrap_or_default().to_string(),
+        };
+        return attempt.error(error);
+    }
+    if attempt.previous().len() > REDIRECTS_AT_MOST {
+        return attempt.error(format!("more than {REDIRECTS_AT_MOST} redirects"));
+    }
+    attempt.follow()
+}
+
+/// The system's resolver, keeping only public addresses: the connection is made to what is
+/// kept, so there is no second resolution to rebind.
+struct PublicAddresses;
+
+impl Resolve for PublicAddresses {
+    fn resolve(&self, name: Name) -> Resolving {
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let resolved: Vec<_> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let first_refused = resolved
+                .iter()
+                .find_map(|address| refusal(address.ip()).map(|kind| (address.ip(), kind)));
+            let public: Vec<_> = resolved
+                .into_iter()
+                .filter(|address| refusal(address.ip()).is_none())
+                .collect();
+            match (public.is_empty(), first_refused) {
+                (true, Some((address, kind))) => Err(Box::new(RefusedAddress {
+                    host,
+                    address,
+                    kind,
+                })
+                    as Box<dyn std::error::Error + Send + Sync>),
+                _ => Ok(Box::new(public.into_iter()) as Addrs),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_loopback_link_local_and_mapped_addresses_are_refused() {
+        for refused in [
+            "127.0.0.1",
+            "10.0.0.1",
+            "172.16.5.4",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "224.0.0.1",
+            "255.255.255.255",
+            "::1",
+            "::",
+            "fe80::1",
+            "fd00::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+        ] {
+            let address: IpAddr = refused.parse().unwrap();
+            assert!(refusal(address).is_some(), "{refused} was allowed");
+        }
+        for allowed in ["1.1.1.1", "8.8.8.8", "2606:4700::1111", "::ffff:1.1.1.1"] {
+            let address: IpAddr = allowed.parse().unwrap();
+            assert_eq!(refusal(address), None, "{allowed} was refused");
+        }
+    }
+
+    #[test]
+    fn literal_addresses_in_urls_are_checked_and_names_left_to_resolution() {
+        let reach = Reach::PublicOnly;
+        let refused = reach.check("https://169.254.169.254/latest/meta-data/");
+        assert!(
+            matches!(&refused, Err(AtprotoError::Refused { .. })),
+            "{refused:?}"
+        );
+        assert!(refused.is_err_and(|error| !error.is_transient()));
+        assert!(reach.check("http://[::1]:2583/xrpc").is_err());
+        assert!(reach.check("https://pds.example.com").is_ok());
+        assert!(reach.check("https://1.1.1.1/").is_ok());
+        assert!(Reach::Anywhere.check("http://127.0.0.1:2583").is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_to_loopback_is_refused_at_connection() {
+        crate::install_crypto();
+        let client = Reach::PublicOnly.client(Duration::from_secs(5)).unwrap();
+        let error = client
+            .get("http://localhost:9/")
+            .send()
+            .await
+            .expect_err("refused");
+        let error = crate::http_error("http://localhost:9/", error);
+        assert!(
+            matches!(&error, AtprotoError::Refused { message, .. }
+                if message.contains("loopback")),
+            "{error}"
+        );
+    }
+}
