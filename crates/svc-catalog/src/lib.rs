@@ -25,8 +25,8 @@ pub use interface::*;
 pub use location::{ACCEPTED_FORMS, Location, LocationError, PostgresUrl};
 pub use page::*;
 pub use resync::{
-    FRESH_ATTEMPTS, RepositoryHead, ResyncEntry, ResyncRequest, ResyncRetry, ResyncSummary,
-    SyncWrites,
+    FRESH_ATTEMPTS, RepositoryHead, ResyncEntry, ResyncPostponed, ResyncRequest, ResyncRetry,
+    ResyncSummary, SyncWrites,
 };
 pub use stream::{RecordChange, StreamBounds, StreamOp, StreamRow};
 

@@ -31,6 +31,13 @@ pub struct ResyncRetry {
     pub error: String,
 }
 
+/// A repository whose read waits for a turn, not for a peer to recover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResyncPostponed {
+    pub did: Did,
+    pub due: UnixMillis,
+}
+
 /// A repository in the queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResyncEntry {
@@ -58,7 +65,7 @@ pub struct ResyncSummary {
 }
 
 /// What one batch changes of the repositories' synchronisation, written in its transaction,
-/// in this order: heads, queued, retried, done, forgotten.
+/// in this order: heads, queued, retried, postponed, done, forgotten.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SyncWrites {
     /// Heads stored, each unless the stored one is newer.
@@ -66,6 +73,8 @@ pub struct SyncWrites {
     /// Queued, each unless it waits already (its schedule stays).
     pub queued: Vec<ResyncRequest>,
     pub retried: Vec<ResyncRetry>,
+    /// Due later without a failure counted (its host was busy with other reads).
+    pub postponed: Vec<ResyncPostponed>,
     /// Read whole: out of the queue.
     pub done: Vec<Did>,
     /// Heads forgotten: the chain begins again at the repository's next commit.
@@ -84,6 +93,7 @@ impl SyncWrites {
         self.heads.is_empty()
             && self.queued.is_empty()
             && self.retried.is_empty()
+            && self.postponed.is_empty()
             && self.done.is_empty()
             && self.forgotten.is_empty()
             && self.hurry.is_none()
@@ -112,6 +122,7 @@ pub(crate) mod sql {
     /// Parameters in the order they appear: SQLite numbers `$N` by first appearance.
     pub const RETRY: &str = "UPDATE resync_queue SET attempts = attempts + 1, due_ms = $1, last_error = $2 \
          WHERE did = $3";
+    pub const POSTPONE: &str = "UPDATE resync_queue SET due_ms = $1 WHERE did = $2";
     pub const DONE: &str = "DELETE FROM resync_queue WHERE did = $1";
     pub const FORGET: &str = "DELETE FROM repository_heads WHERE did = $1";
     /// The soonest `$2` entries waiting after failures are due at `$1`.

@@ -5,6 +5,7 @@
 mod backfill;
 mod event;
 pub mod firehose;
+mod host_turns;
 mod import;
 mod ingest;
 mod jetstream;

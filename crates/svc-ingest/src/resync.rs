@@ -14,25 +14,25 @@
 //! and per host.
 
 use crate::firehose::chains::Chains;
+use crate::host_turns::HostTurns;
 use crate::ingest::{Ingestor, Prepared};
-use crate::peer::{Client, origin};
+use crate::peer::Client;
 use crate::repository_read::{ReadFailure, RepositoryCopy, RepositoryReader};
 use crate::signing_keys::SigningKeys;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svc_atproto::Xrpc;
 use svc_catalog::{
-    ApplyReport, CatalogWrite, RepositoryHead, ResyncEntry, ResyncRetry, ResyncSummary, SyncWrites,
+    ApplyReport, CatalogWrite, RepositoryHead, ResyncEntry, ResyncPostponed, ResyncRetry,
+    ResyncSummary, SyncWrites,
 };
 use svc_syntax::{Did, UnixMillis};
 use tokio::sync::{Notify, Semaphore, watch};
 
 /// Repositories read at once, overall.
 const AT_ONCE: usize = 16;
-/// Repositories read at once from one host (a PDS, or the listing server).
-const PER_HOST: usize = 4;
 /// The first wait after a failed read; each failure doubles it, up to [`MAX_WAIT`].
 const FIRST_WAIT: Duration = Duration::from_secs(1);
 /// The longest wait between two reads of one repository: a peer back from an outage is read
@@ -42,8 +42,12 @@ const MAX_WAIT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_secs(1);
 /// The queue is counted this often: a count walks the whole queue, on the writer's thread.
 const COUNT_EVERY: Duration = Duration::from_secs(5);
-/// Hosts whose slots are kept at most; idle ones are forgotten past it.
-const MAX_HOSTS: usize = 10_000;
+/// Entries read from the queue at a poll beyond those in flight: those of busy hosts are
+/// passed over, so what waits behind them is found.
+const WINDOW: usize = 256;
+/// The longest one repository's read may take in all, listing pages included: a peer that
+/// answers just fast enough for each request cannot hold a slot for longer.
+const WHOLE_READ_DEADLINE: Duration = Duration::from_secs(120);
 /// A read that failed for a reason a retry could undo holds its slot this long more: a peer
 /// that fails at once (a refused connection, an instant 503) is asked at most so often per
 /// slot, and the queue's writes stay few.
@@ -201,8 +205,10 @@ pub struct Resync {
     fallback: Mutex<Option<String>>,
     wake: Notify,
     slots: Arc<Semaphore>,
-    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+    turns: HostTurns,
     in_flight: Mutex<HashSet<Did>>,
+    /// When a window of busy hosts' repositories was last moved later.
+    passed_over: Mutex<Option<Instant>>,
     /// When what waits after failures was last moved up.
     hurried: Mutex<Option<Instant>>,
 }
@@ -212,6 +218,8 @@ enum Outcome {
     Read,
     /// A newer commit came while it was read: read it again soon.
     Moved,
+    /// Its host is reading all it may: passed over until it has a turn.
+    HostBusy,
     Failed(ReadFailure),
 }
 
@@ -252,8 +260,9 @@ impl Resync {
             fallback: Mutex::new(None),
             wake: Notify::new(),
             slots: Arc::new(Semaphore::new(AT_ONCE)),
-            hosts: Mutex::new(HashMap::new()),
+            turns: HostTurns::default(),
             in_flight: Mutex::new(HashSet::new()),
+            passed_over: Mutex::new(None),
             hurried: Mutex::new(None),
         })
     }
@@ -310,10 +319,15 @@ impl Resync {
         let busy = lock(&self.in_flight).len();
         let due = self
             .catalog
-            .resync_due(UnixMillis::now(), free + busy)
+            .resync_due(UnixMillis::now(), free + busy + WINDOW)
             .await?;
+        let mut waiting_on_busy_hosts = Vec::new();
         for entry in due {
             if lock(&self.in_flight).contains(&entry.did) {
+                continue;
+            }
+            if self.turns.is_busy(&entry.did) {
+                waiting_on_busy_hosts.push(entry.did);
                 continue;
             }
             let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
@@ -330,7 +344,39 @@ impl Resync {
                 resync.wake();
             });
         }
+        if self.slots.available_permits() > 0 {
+            self.pass_over(waiting_on_busy_hosts).await;
+        }
         Ok(())
+    }
+
+    /// Slots are free and what is due is of busy hosts only: moved later, so that the
+    /// entries behind it come into the window (at most once a poll, one write).
+    async fn pass_over(&self, waiting: Vec<Did>) {
+        if waiting.is_empty() {
+            return;
+        }
+        {
+            let mut passed = lock(&self.passed_over);
+            if passed.is_some_and(|at| at.elapsed() < POLL) {
+                return;
+            }
+            *passed = Some(Instant::now());
+        }
+        let postponed = waiting
+            .into_iter()
+            .map(|did| ResyncPostponed {
+                did,
+                // About the longest wait after failures: long enough for the window to move
+                // on, and for a busy host's reads to end.
+                due: after(backoff(u32::MAX)),
+            })
+            .collect();
+        self.store(SyncWrites {
+            postponed,
+            ..SyncWrites::default()
+        })
+        .await;
     }
 
     /// Reads one repository and settles its entry: out of the queue, or back with a later
@@ -362,6 +408,8 @@ impl Resync {
                 .await;
                 return true;
             }
+            // It stays due, and is passed over while its host is busy.
+            Outcome::HostBusy => return true,
             Outcome::Failed(failure) => failure,
         };
         if failure.transient {
@@ -476,14 +524,26 @@ impl Resync {
             Ok(pds) => pds,
             Err(failure) => return Outcome::Failed(failure),
         };
-        let host = self.host_slots(&pds.url);
-        let Ok(_host_slot) = host.acquire().await else {
-            return Outcome::Failed(closed());
+        let Some(_turn) = self.turns.try_take(did, &pds.url) else {
+            return Outcome::HostBusy;
         };
-        let copy = match self.reader.read(did, &pds).await {
-            Ok(copy) => copy,
-            Err(failure) => return Outcome::Failed(failure),
-        };
+        let copy =
+            match tokio::time::timeout(WHOLE_READ_DEADLINE, self.reader.read(did, &pds)).await {
+                Ok(Ok(copy)) => copy,
+                Ok(Err(failure)) => return Outcome::Failed(failure),
+                Err(_) => {
+                    return Outcome::Failed(ReadFailure {
+                        message: format!(
+                            "{}: the read took longer than {} s in all",
+                            pds.url,
+                            WHOLE_READ_DEADLINE.as_secs()
+                        ),
+                        transient: true,
+                        retry_after: None,
+                        refused: None,
+                    });
+                }
+            };
         match self.apply(did, copy).await {
             Ok(true) => Outcome::Read,
             Ok(false) => Outcome::Moved,
@@ -567,19 +627,6 @@ impl Resync {
             .fetch_add(report.stale, Ordering::Relaxed);
         self.ingestor.metrics().count_report(SOURCE, report);
     }
-
-    /// The slots of the host `url` names.
-    fn host_slots(&self, url: &str) -> Arc<Semaphore> {
-        let mut hosts = lock(&self.hosts);
-        if hosts.len() >= MAX_HOSTS {
-            hosts.retain(|_, slots| slots.available_permits() < PER_HOST);
-        }
-        Arc::clone(
-            hosts
-                .entry(origin(url))
-                .or_insert_with(|| Arc::new(Semaphore::new(PER_HOST))),
-        )
-    }
 }
 
 /// The source name records read whole are counted under.
@@ -587,15 +634,6 @@ const SOURCE: &str = "resync";
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn closed() -> ReadFailure {
-    ReadFailure {
-        message: "shutting down".into(),
-        transient: true,
-        retry_after: None,
-        refused: None,
-    }
 }
 
 /// The wait after `attempts` failed reads: doubling from [`FIRST_WAIT`] up to [`MAX_WAIT`],

@@ -634,3 +634,63 @@ fn private_addresses_the_network_names_are_refused_unless_allowed() {
     assert!(asked >= 2, "the internal service was asked {asked} times");
     drop(allowed);
 }
+
+/// Twenty repositories on a PDS that answers with a head and then nothing take no slot from
+/// the repository of another host: its read starts at once, though the twenty are queued
+/// before it and are more than the reader's slots.
+#[test]
+fn a_stalling_host_cannot_hold_the_slots_of_the_others() {
+    let stalling = Peer::start(|_| Answer::Stall);
+    let honest = Peer::start(|target| {
+        common_answer(target).unwrap_or_else(|| {
+            let repo = param(target, "repo").unwrap_or_default();
+            Answer::Json(one_vocab(&repo, "honest", None))
+        })
+    });
+    let slow: Vec<String> = (0..20).map(|n| format!("did:plc:aaaslow{n:02}")).collect();
+    let good = "did:plc:zzzhonest";
+    let listed: Vec<Value> = slow
+        .iter()
+        .map(|did| json!({"did": did}))
+        .chain([json!({"did": good})])
+        .collect();
+    let (stalling_url, honest_url) = (stalling.url.clone(), honest.url.clone());
+    let operator = Peer::start(move |target| {
+        if target.contains("listReposByCollection") {
+            return Answer::Json(json!({"repos": listed}));
+        }
+        match target.strip_prefix('/') {
+            Some(did) if did == good => Answer::Json(did_document(did, &honest_url)),
+            Some(did) if did.starts_with("did:plc:") => {
+                Answer::Json(did_document(did, &stalling_url))
+            }
+            _ => Answer::Missing,
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let server = Server::listening(
+        dir.path().join("catalog.db"),
+        &[
+            "--firehose",
+            "none",
+            "--backfill",
+            operator.url.as_str(),
+            "--plc-url",
+            operator.url.as_str(),
+            "--verify",
+            "none",
+        ],
+    );
+    let uri = format!("at://{good}/dev.svc.vocab/honest");
+    while !server.uris("/v1/vocabularies/by-world?world=open").contains(&uri) {
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "the honest repository was not read while the stalling host held its reads"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("read after {:?}", started.elapsed());
+    // The stalling host was asked for no more than its share at once.
+    assert!(stalling.asked(&[""]) <= 20);
+}

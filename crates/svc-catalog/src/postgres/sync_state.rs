@@ -26,6 +26,11 @@ impl Link {
             self.execute(resync::sql::RETRY, &[&retry.due.0, &retry.error, &did])
                 .await?;
         }
+        for postponed in &sync.postponed {
+            let did = postponed.did.as_str();
+            self.execute(resync::sql::POSTPONE, &[&postponed.due.0, &did])
+                .await?;
+        }
         for did in &sync.done {
             self.execute(resync::sql::DONE, &[&did.as_str()]).await?;
         }

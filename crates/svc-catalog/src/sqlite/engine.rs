@@ -130,6 +130,11 @@ impl SqliteEngine {
                 .prepare_cached(resync::sql::RETRY)?
                 .execute(params![retry.due.0, retry.error, retry.did.as_str()])?;
         }
+        for postponed in &sync.postponed {
+            self.conn
+                .prepare_cached(resync::sql::POSTPONE)?
+                .execute(params![postponed.due.0, postponed.did.as_str()])?;
+        }
         for did in &sync.done {
             self.conn
                 .prepare_cached(resync::sql::DONE)?

@@ -1206,7 +1206,7 @@ pub async fn a_catalog_opens_through_the_database_socket(fresh: Fresh) {
 }
 
 pub async fn the_resync_queue_and_heads_move_with_their_batch(fresh: Fresh) {
-    use crate::{RepositoryHead, ResyncRequest, ResyncRetry, SyncWrites};
+    use crate::{RepositoryHead, ResyncPostponed, ResyncRequest, ResyncRetry, SyncWrites};
     use svc_syntax::UnixMillis;
     let catalog = &fresh.catalog;
     let head = |rev: &str, data: &[u8]| RepositoryHead {
@@ -1275,6 +1275,30 @@ pub async fn the_resync_queue_and_heads_move_with_their_batch(fresh: Fresh) {
     assert_eq!(
         retried.last_error.as_deref(),
         Some("503 from the directory")
+    );
+    // Postponed for a turn: later, with no failure counted.
+    let turn = SyncWrites {
+        postponed: vec![ResyncPostponed {
+            did: did("did:plc:q"),
+            due: UnixMillis(far.0 - 1),
+        }],
+        ..SyncWrites::default()
+    };
+    catalog.apply_synced(Vec::new(), None, turn).await.unwrap();
+    assert!(
+        catalog
+            .resync_due(UnixMillis::now(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let waiting = catalog.resync_due(far, 10).await.unwrap();
+    assert_eq!(
+        waiting
+            .iter()
+            .map(|e| (e.did.as_str(), e.attempts))
+            .collect::<Vec<_>>(),
+        [("did:plc:q", 0), ("did:plc:r", 1)]
     );
     // Read whole: out of the queue, in the transaction of the repository's records.
     let done = SyncWrites {
