@@ -104,6 +104,25 @@ pub fn account_status(active: bool, status: Option<&str>) -> AccountStatus {
     AccountStatus::from_event(active, status)
 }
 
+/// What a stream's account event does: the status stored now, and why the repository is then
+/// queued to be read whole, if it is. An event is the word of whoever sent it (a relay signs
+/// nothing of it), so `deleted` only hides the records until the account's own PDS or DID
+/// document confirms it, and a reactivation reads the repository again when the source's
+/// commits are verified (for what changed meanwhile).
+pub fn from_stream(status: AccountStatus, verified: bool) -> (AccountStatus, Option<&'static str>) {
+    match status {
+        AccountStatus::Deleted => (
+            AccountStatus::Inactive("deleted".into()),
+            Some(crate::resync::reasons::DELETED),
+        ),
+        AccountStatus::Active if verified => (
+            AccountStatus::Active,
+            Some(crate::resync::reasons::REACTIVATED),
+        ),
+        status => (status, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,35 @@ pub(crate) struct ReadFailure {
     pub retry_after: Option<Duration>,
     /// What it proved not to be, when it was read and refused.
     pub refused: Option<Reason>,
+    /// What the peer said of the account itself, when it did.
+    pub account: Option<AccountSaid>,
+}
+
+/// What a peer says of an account by refusing to serve its repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AccountSaid {
+    /// The PDS holds no such repository, or the directory no such DID (or a tombstone).
+    Gone,
+    /// The PDS holds it but serves it to nobody now: `deactivated`, `takendown`, `suspended`.
+    Inactive(&'static str),
+}
+
+impl AccountSaid {
+    fn of(error: &AtprotoError) -> Option<AccountSaid> {
+        match error {
+            AtprotoError::Xrpc { error, .. } => match error.as_str() {
+                "RepoNotFound" | "RepoDeleted" => Some(AccountSaid::Gone),
+                "RepoDeactivated" => Some(AccountSaid::Inactive("deactivated")),
+                "RepoTakendown" => Some(AccountSaid::Inactive("takendown")),
+                "RepoSuspended" => Some(AccountSaid::Inactive("suspended")),
+                _ => None,
+            },
+            AtprotoError::Status {
+                status: 404 | 410, ..
+            } => Some(AccountSaid::Gone),
+            _ => None,
+        }
+    }
 }
 
 impl From<AtprotoError> for ReadFailure {
@@ -44,13 +73,18 @@ impl From<AtprotoError> for ReadFailure {
             retry_after: error.retry_after(),
             message: error.to_string(),
             refused: None,
+            account: AccountSaid::of(&error),
         }
     }
 }
 
 impl From<KeyCheckError> for ReadFailure {
     fn from(error: KeyCheckError) -> ReadFailure {
-        ReadFailure::from(Unverified::from(error))
+        let gone = matches!(error, KeyCheckError::Key { gone: true, .. });
+        ReadFailure {
+            account: gone.then_some(AccountSaid::Gone),
+            ..ReadFailure::from(Unverified::from(error))
+        }
     }
 }
 
@@ -61,6 +95,7 @@ impl From<Unverified> for ReadFailure {
             transient: error.transient,
             retry_after: error.retry_after,
             refused: (!error.transient).then_some(error.reason),
+            account: None,
         }
     }
 }
@@ -126,6 +161,7 @@ impl RepositoryReader {
                     transient: false,
                     retry_after: None,
                     refused: None,
+                    account: None,
                 },
             },
             Err(error) => ReadFailure::from(error),
@@ -233,6 +269,7 @@ async fn list_collection(
                 transient: false,
                 retry_after: None,
                 refused: None,
+                account: None,
             });
         }
         if !paging.next(page.cursor, page.records.len()) {

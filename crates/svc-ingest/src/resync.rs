@@ -17,6 +17,7 @@ use crate::firehose::chains::Chains;
 use crate::host_turns::HostTurns;
 use crate::ingest::{Ingestor, Prepared};
 use crate::peer::Client;
+use crate::repository_read::AccountSaid;
 use crate::repository_read::{ReadFailure, RepositoryCopy, RepositoryReader};
 use crate::signing_keys::SigningKeys;
 use std::collections::{HashSet, VecDeque};
@@ -25,8 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use svc_atproto::Xrpc;
 use svc_catalog::{
-    ApplyReport, CatalogWrite, RepositoryHead, ResyncEntry, ResyncPostponed, ResyncRetry,
-    ResyncSummary, SyncWrites,
+    AccountStatus, ApplyReport, CatalogWrite, RepositoryHead, ResyncEntry, ResyncPostponed,
+    ResyncRetry, ResyncSummary, SyncWrites,
 };
 use svc_syntax::{Did, UnixMillis};
 use tokio::sync::{Notify, Semaphore, watch};
@@ -66,10 +67,15 @@ pub mod reasons {
     pub const HOST: &str = "host";
     /// A backfill listed it.
     pub const BACKFILL: &str = "backfill";
+    /// An `#account` event said it was deleted: its records are hidden until its own PDS or
+    /// DID document confirms it (then removed) or shows it alive (then read again).
+    pub const DELETED: &str = "deleted";
+    /// An `#account` event said it is active again: read again for what changed meanwhile.
+    pub const REACTIVATED: &str = "reactivated";
 
     /// The reason as a metric's label (a queue written by hand may hold anything).
     pub fn label(reason: &str) -> &'static str {
-        [CHAIN, KEY, HOST, BACKFILL]
+        [CHAIN, KEY, HOST, BACKFILL, DELETED, REACTIVATED]
             .into_iter()
             .find(|known| *known == reason)
             .unwrap_or("other")
@@ -220,6 +226,8 @@ enum Outcome {
     Moved,
     /// Its host is reading all it may: passed over until it has a turn.
     HostBusy,
+    /// A deletion was to be confirmed, and the account's own peers say this of it.
+    Account(AccountStatus),
     Failed(ReadFailure),
 }
 
@@ -410,6 +418,7 @@ impl Resync {
             }
             // It stays due, and is passed over while its host is busy.
             Outcome::HostBusy => return true,
+            Outcome::Account(status) => return self.settle_account(entry, status).await,
             Outcome::Failed(failure) => failure,
         };
         if failure.transient {
@@ -520,9 +529,10 @@ impl Resync {
             reasons::BACKFILL => lock(&self.fallback).clone(),
             _ => None,
         };
+        let confirming = entry.reason == reasons::DELETED;
         let pds = match self.reader.pds(did, fallback.as_deref()).await {
             Ok(pds) => pds,
-            Err(failure) => return Outcome::Failed(failure),
+            Err(failure) => return failed(confirming, failure),
         };
         let Some(_turn) = self.turns.try_take(did, &pds.url) else {
             return Outcome::HostBusy;
@@ -530,7 +540,7 @@ impl Resync {
         let copy =
             match tokio::time::timeout(WHOLE_READ_DEADLINE, self.reader.read(did, &pds)).await {
                 Ok(Ok(copy)) => copy,
-                Ok(Err(failure)) => return Outcome::Failed(failure),
+                Ok(Err(failure)) => return failed(confirming, failure),
                 Err(_) => {
                     return Outcome::Failed(ReadFailure {
                         message: format!(
@@ -541,19 +551,46 @@ impl Resync {
                         transient: true,
                         retry_after: None,
                         refused: None,
+                        account: None,
                     });
                 }
             };
+        if confirming {
+            // Its PDS serves it: shown again, then made what the PDS holds. A crash between
+            // the two leaves it queued, and it is read again.
+            if let Err(error) = self
+                .catalog
+                .set_account(did.clone(), AccountStatus::Active)
+                .await
+            {
+                return Outcome::Failed(catalog_failure(&error));
+            }
+        }
         match self.apply(did, copy).await {
             Ok(true) => Outcome::Read,
             Ok(false) => Outcome::Moved,
-            Err(error) => Outcome::Failed(ReadFailure {
-                message: format!("writing the catalog: {error}"),
-                transient: true,
-                retry_after: None,
-                refused: None,
-            }),
+            Err(error) => Outcome::Failed(catalog_failure(&error)),
         }
+    }
+
+    /// A deletion confirmed by the account's own peers (or another status they give):
+    /// stored, then out of the queue; `false` when the catalog could not be written.
+    async fn settle_account(&self, entry: &ResyncEntry, status: AccountStatus) -> bool {
+        let did = &entry.did;
+        if let Err(error) = self.catalog.set_account(did.clone(), status.clone()).await {
+            self.retry_later(entry, &catalog_failure(&error)).await;
+            return false;
+        }
+        tracing::info!(%did, ?status, "the account's own PDS or DID document confirms its status");
+        let metrics = self.ingestor.metrics();
+        metrics.resyncs.get_or_create(&outcome("account")).inc();
+        self.progress.settled();
+        self.store(SyncWrites {
+            done: vec![did.clone()],
+            ..SyncWrites::default()
+        })
+        .await;
+        true
     }
 
     /// Makes the catalog hold the copy and takes the repository out of the queue, in one
@@ -644,6 +681,28 @@ fn backoff(attempts: u32) -> Duration {
         .min(MAX_WAIT);
     let jitter = 0.5 + f64::from(svc_syntax::clock_noise() % 1000) / 1000.0;
     base.mul_f64(jitter)
+}
+
+/// What a failed read comes to: when a deletion is being confirmed, what the account's peers
+/// say of the account settles it.
+fn failed(confirming: bool, failure: ReadFailure) -> Outcome {
+    match (confirming, &failure.account) {
+        (true, Some(AccountSaid::Gone)) => Outcome::Account(AccountStatus::Deleted),
+        (true, Some(AccountSaid::Inactive(status))) => {
+            Outcome::Account(AccountStatus::Inactive((*status).to_string()))
+        }
+        _ => Outcome::Failed(failure),
+    }
+}
+
+fn catalog_failure(error: &svc_catalog::CatalogError) -> ReadFailure {
+    ReadFailure {
+        message: format!("writing the catalog: {error}"),
+        transient: true,
+        retry_after: None,
+        refused: None,
+        account: None,
+    }
 }
 
 fn after(wait: Duration) -> UnixMillis {

@@ -37,6 +37,8 @@ pub enum KeyCheckError {
         /// Asking again later could succeed (see [`AtprotoError::is_transient`]).
         transient: bool,
         retry_after: Option<Duration>,
+        /// The directory (or the `did:web` host) holds no such DID, or its tombstone.
+        gone: bool,
     },
     /// The commit is not signed by the key the author's document names, read again.
     #[error("{0} (with the key the DID document names now)")]
@@ -50,6 +52,13 @@ impl KeyCheckError {
             message: error.to_string(),
             transient: error.is_transient(),
             retry_after: error.retry_after(),
+            gone: matches!(
+                error,
+                AtprotoError::Status {
+                    status: 404 | 410,
+                    ..
+                }
+            ),
         }
     }
 
@@ -173,6 +182,7 @@ impl SigningKeys {
                 message: format!("the read of its DID document stopped: {stopped}"),
                 transient: true,
                 retry_after: None,
+                gone: false,
             }),
             Err(_) => {
                 let message = format!("its DID document did not come within {wait:?}");
@@ -189,6 +199,7 @@ impl SigningKeys {
                     message,
                     transient: true,
                     retry_after: None,
+                    gone: false,
                 })
             }
         }
@@ -234,6 +245,7 @@ impl SigningKeys {
             message: format!("{host} failed just now, not asked again yet: {message}"),
             transient: true,
             retry_after: Some(until.saturating_duration_since(Instant::now())),
+            gone: false,
         })
     }
 

@@ -683,7 +683,10 @@ fn a_stalling_host_cannot_hold_the_slots_of_the_others() {
         ],
     );
     let uri = format!("at://{good}/dev.svc.vocab/honest");
-    while !server.uris("/v1/vocabularies/by-world?world=open").contains(&uri) {
+    while !server
+        .uris("/v1/vocabularies/by-world?world=open")
+        .contains(&uri)
+    {
         assert!(
             started.elapsed() < Duration::from_secs(6),
             "the honest repository was not read while the stalling host held its reads"

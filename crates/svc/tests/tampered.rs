@@ -184,3 +184,142 @@ fn commits_changed_in_flight_are_refused_and_the_rest_applied() {
 fn server_metrics_hold(server: &Server, line: &str) -> bool {
     server.get_raw("/metrics").2.contains(line)
 }
+
+/// A record whose commit the forging proxy follows with a forged `#account` frame saying
+/// its author was deleted.
+const FORGED: &[u8] = b"Forged";
+
+/// A relay's unsigned `#account` frame: `did` deleted, numbered as the frame before it.
+fn forged_deletion(did: &str, seq: i64) -> Vec<u8> {
+    use svc_repo::dagcbor::{Cbor, encode};
+    let header = Cbor::Map(vec![
+        ("t".into(), Cbor::Text("#account".into())),
+        ("op".into(), Cbor::Integer(1)),
+    ]);
+    let body = Cbor::Map(vec![
+        ("did".into(), Cbor::Text(did.into())),
+        ("seq".into(), Cbor::Integer(i128::from(seq))),
+        ("time".into(), Cbor::Text(NOW.into())),
+        ("active".into(), Cbor::Bool(false)),
+        ("status".into(), Cbor::Text("deleted".into())),
+    ]);
+    let mut frame = encode(&header).expect("a header");
+    frame.extend(encode(&body).expect("a body"));
+    frame
+}
+
+/// The `seq` of a commit frame.
+fn seq_of(frame: &[u8]) -> Option<i64> {
+    let (_, body) = svc_repo::dagcbor::decode(frame).ok()?;
+    let (body, _) = svc_repo::dagcbor::decode(body).ok()?;
+    body.get("seq").and_then(svc_repo::dagcbor::Cbor::as_i64)
+}
+
+/// Starts a proxy to `upstream` that sends, after each commit holding [`FORGED`], a forged
+/// deletion of the account `victim` names.
+fn forging_proxy(upstream: &str, victim: std::sync::Arc<std::sync::Mutex<String>>) -> String {
+    let upstream = upstream.trim_end_matches('/').to_string();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    spawn_async(async move {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        sender
+            .send(listener.local_addr().expect("address"))
+            .expect("port");
+        while let Ok((stream, _)) = listener.accept().await {
+            let (upstream, victim) = (upstream.clone(), victim.clone());
+            tokio::spawn(async move {
+                let _ = forge(stream, &upstream, &victim).await;
+            });
+        }
+    });
+    format!("ws://{}", receiver.recv().expect("the proxy started"))
+}
+
+#[allow(clippy::result_large_err)]
+async fn forge(
+    stream: tokio::net::TcpStream,
+    upstream: &str,
+    victim: &std::sync::Mutex<String>,
+) -> Option<()> {
+    let mut path = String::new();
+    let callback = |request: &Request, response: Response| {
+        path = request.uri().to_string();
+        Ok(response)
+    };
+    let client = tokio_tungstenite::accept_hdr_async(stream, callback)
+        .await
+        .ok()?;
+    let (server, _) = tokio_tungstenite::connect_async(format!("{upstream}{path}"))
+        .await
+        .ok()?;
+    let (mut to_client, mut from_client) = client.split();
+    let (mut to_server, mut from_server) = server.split();
+    loop {
+        tokio::select! {
+            message = from_server.next() => match message?.ok()? {
+                Message::Binary(frame) => {
+                    let forged = position(&frame, FORGED)
+                        .and_then(|_| seq_of(&frame))
+                        .map(|seq| forged_deletion(&victim.lock().unwrap(), seq));
+                    to_client.send(Message::Binary(frame)).await.ok()?;
+                    if let Some(forged) = forged {
+                        to_client.send(Message::Binary(forged.into())).await.ok()?;
+                    }
+                }
+                other => to_client.send(other).await.ok()?,
+            },
+            message = from_client.next() => to_server.send(message?.ok()?).await.ok()?,
+        }
+    }
+}
+
+/// A forged `#account` deletion hides its account's records only until the account's own PDS
+/// shows it alive, and then they are all served again; an account the PDS really deletes is
+/// removed once the PDS confirms it.
+#[test]
+fn a_forged_deletion_deletes_nothing_and_a_real_one_is_confirmed() {
+    let Some(peers) = peers() else { return };
+    let victim = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let source = forging_proxy(&peers.pds_ws, victim.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", source.as_str(), "--ready-lag", "5s"],
+    );
+    let alice = peers.create_account("forged");
+    *victim.lock().unwrap() = alice.did.clone();
+    let by_name = |name: &str| format!("/v1/vocabularies/by-name?name={name}");
+    peers.create_record(&alice, "dev.svc.vocab", vocab("Kept"), None);
+    server.wait_for(&by_name("Kept"), Duration::from_secs(10), |b| {
+        b["total"] == 1
+    });
+    peers.create_record(&alice, "dev.svc.vocab", vocab("Forged"), None);
+    server.wait_for("/v1/stats", Duration::from_secs(20), |_| {
+        server_metrics_hold(&server, "svc_ingest_resyncs_total{outcome=\"done\"}")
+    });
+    for name in ["Kept", "Forged"] {
+        server.wait_for(&by_name(name), Duration::from_secs(10), |b| {
+            b["total"] == 1
+        });
+    }
+    // A real deletion, which the PDS itself announces and then confirms.
+    let bob = peers.create_account("deleted");
+    peers.create_record(&bob, "dev.svc.vocab", vocab("Doomed"), None);
+    server.wait_for(&by_name("Doomed"), Duration::from_secs(10), |b| {
+        b["total"] == 1
+    });
+    let deleted = peers
+        .admin(peers.http().post(format!(
+            "{}/xrpc/com.atproto.admin.deleteAccount",
+            peers.pds
+        )))
+        .json(&json!({"did": bob.did}))
+        .send()
+        .expect("deleteAccount");
+    assert!(deleted.status().is_success(), "{:?}", deleted.text());
+    server.wait_for("/v1/stats", Duration::from_secs(20), |_| {
+        server_metrics_hold(&server, "svc_ingest_resyncs_total{outcome=\"account\"}")
+    });
+    assert_eq!(server.get(&by_name("Doomed")).1["total"], 0);
+    assert_eq!(server.get(&by_name("Kept")).1["total"], 1);
+}

@@ -3,7 +3,7 @@
 
 use super::verifier::{Checked, Verifier};
 use super::{Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
-use crate::event::{CommitEvent, host_lost_sync};
+use crate::event::{CommitEvent, from_stream as account_from_stream, host_lost_sync};
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
 use crate::resync::Resync;
@@ -16,7 +16,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
-use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change, CursorPosition};
+use svc_catalog::{
+    ApplyReport, CatalogError, CatalogWrite, Change, CursorPosition, ResyncRequest, SyncWrites,
+};
 use svc_syntax::now_unix_micros;
 use svc_syntax::{Did, Tid};
 use tokio::sync::watch;
@@ -854,7 +856,25 @@ impl Session<'_> {
                 self.end_catch_up().await?;
                 self.flush().await?;
                 tracing::info!(%did, ?status, "account status");
-                self.source.catalog.set_account(did, status).await?;
+                let verified = self.source.verifier.is_some();
+                let (stored, read_again) = account_from_stream(status, verified);
+                self.source.catalog.set_account(did.clone(), stored).await?;
+                if let Some(reason) = read_again {
+                    let sync = SyncWrites {
+                        queued: vec![ResyncRequest {
+                            did,
+                            reason: reason.into(),
+                        }],
+                        ..SyncWrites::default()
+                    };
+                    self.source
+                        .catalog
+                        .apply_synced(Vec::new(), None, sync)
+                        .await?;
+                    if let Some(verifier) = self.source.verifier {
+                        verifier.queued();
+                    }
+                }
             }
             SourceEvent::Identity { did } => {
                 if let (Some(verifier), Ok(did)) = (self.source.verifier, svc_syntax::Did::new(did))
