@@ -106,7 +106,7 @@ impl ApplyReport {
         self.refused.iter().sum()
     }
 
-    pub(crate) fn add(&mut self, other: &ApplyReport) {
+    pub fn add(&mut self, other: &ApplyReport) {
         self.applied += other.applied;
         self.stale += other.stale;
         for (mine, theirs) in self.refused.iter_mut().zip(other.refused) {

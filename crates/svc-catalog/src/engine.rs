@@ -23,6 +23,8 @@ pub struct Stored {
     pub collection: String,
     /// A record, not a tombstone.
     pub live: bool,
+    /// The version's CID, when its source gave one.
+    pub cid: Option<String>,
     /// The keys the version was filed under (or would be, for a hidden account's record).
     pub keys: StoredKeys,
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 use svc_spec::{IndexSet, QueryId};
 use svc_syntax::UnixMillis;
-use svc_syntax::{Did, Tid};
+use svc_syntax::{AtUri, Did, Tid};
 use tokio::sync::watch;
 
 /// How often an indexer standing by tries the writer lock.
@@ -287,9 +287,13 @@ impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
         did: Did,
         rev: Tid,
         records: Vec<Change>,
+        applied_before: Vec<AtUri>,
         sync: SyncWrites,
     ) -> CatalogFuture<'_, ApplyReport> {
-        through_writer!(self, replace_repository(did, rev, records, sync))
+        through_writer!(
+            self,
+            replace_repository(did, rev, records, applied_before, sync)
+        )
     }
 
     fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, ()> {

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use svc_spec::QueryId;
 use svc_syntax::UnixMillis;
-use svc_syntax::{Did, Tid};
+use svc_syntax::{AtUri, Did, Tid};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CatalogError {
@@ -128,15 +128,17 @@ pub trait CatalogWrite: Send + Sync {
     /// Where a source stood after the last batch stored with its cursor: where it resumes.
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
 
-    /// Makes a repository's records those of `records` (a verified copy of the whole
-    /// repository at revision `rev`, one change per record), in one transaction: each live
-    /// record of the repository not among them is deleted at `rev`, then they are applied
-    /// under the rules of `apply`; `sync` is written in the same transaction.
+    /// Makes a repository's records those of a verified copy of the whole repository at
+    /// revision `rev`: `records` (one change per record) and `applied_before` (the uris of
+    /// its records already applied, in earlier batches). In one transaction, each live record
+    /// of the repository among neither is deleted at `rev`, then `records` are applied under
+    /// the rules of `apply`; `sync` is written in the same transaction.
     fn replace_repository(
         &self,
         did: Did,
         rev: Tid,
         records: Vec<Change>,
+        applied_before: Vec<AtUri>,
         sync: SyncWrites,
     ) -> CatalogFuture<'_, ApplyReport>;
 

@@ -112,7 +112,11 @@ fn plan_change<'a>(
         plan.count_kind(row.collection, 1);
     }
     let was_live = before.as_ref().is_some_and(|b| b.live);
-    let same_rev = before.as_ref().is_some_and(|b| b.rev == row.rev);
+    // The same revision, or the same content (a copy read whole states every record again
+    // at its own revision), is the same version.
+    let same_version = before
+        .as_ref()
+        .is_some_and(|b| b.rev == row.rev || (row.cid.is_some() && b.cid.as_deref() == row.cid));
     let old = before.map_or_else(IndexKeys::new, |b| {
         filing.keys_of(row.uri, &b.collection, b.keys)
     });
@@ -124,9 +128,9 @@ fn plan_change<'a>(
         before: old,
         after: row.keys.clone(),
     };
-    // The same revision of a record is the same version: applied again (a source replaying
-    // after a restart), it changes nothing anyone could see.
-    let replayed = same_rev && was_live == entry.is_live && entry.before == entry.after;
+    // The same version applied again (a source replaying after a restart, a repository read
+    // whole) changes nothing anyone could see.
+    let replayed = same_version && was_live == entry.is_live && entry.before == entry.after;
     if entry.visible() && !replayed {
         plan.stream.push(entry);
     }

@@ -40,6 +40,7 @@ enum WriteJob {
         did: Did,
         rev: Tid,
         records: Vec<Change>,
+        applied_before: Vec<AtUri>,
         sync: SyncWrites,
         reply: oneshot::Sender<CatalogResult<ApplyReport>>,
     },
@@ -157,12 +158,14 @@ impl WriterHandle {
         did: Did,
         rev: Tid,
         records: Vec<Change>,
+        applied_before: Vec<AtUri>,
         sync: SyncWrites,
     ) -> crate::CatalogFuture<'_, ApplyReport> {
         self.ask(|reply| WriteJob::Replace {
             did,
             rev,
             records,
+            applied_before,
             sync,
             reply,
         })
@@ -320,10 +323,12 @@ impl<E: Engine> Writer<E> {
                     did,
                     rev,
                     records,
+                    applied_before,
                     sync,
                     reply,
                 } => {
-                    let _ = reply.send(self.replace_repository(&did, &rev, records, &sync));
+                    let copy = (records, applied_before.as_slice());
+                    let _ = reply.send(self.replace_repository(&did, &rev, copy, &sync));
                 }
                 WriteJob::SyncRead { read } => read(&mut self.tx.engine),
                 WriteJob::Account { did, status, reply } => {
@@ -532,13 +537,14 @@ impl<E: Engine> Writer<E> {
         accounts::set_account(&mut self.tx, did, status)
     }
 
-    /// The repository's live records not among `records` are deleted at `rev`, in the same
-    /// commit as `records`: readers see the old repository or the new, never a mix.
+    /// The repository's live records neither among `records` nor `applied_before` (the
+    /// copy's records applied in earlier batches) are deleted at `rev`, in the same commit as
+    /// `records`.
     fn replace_repository(
         &mut self,
         did: &Did,
         rev: &Tid,
-        mut records: Vec<Change>,
+        (mut records, applied_before): (Vec<Change>, &[AtUri]),
         sync: &SyncWrites,
     ) -> CatalogResult<ApplyReport> {
         if self.bulk.is_some() {
@@ -549,7 +555,11 @@ impl<E: Engine> Writer<E> {
         let live = self
             .tx
             .run(|engine, _| Ok((Plan::default(), engine.repository(did.as_str())?)))?;
-        let kept: HashSet<&str> = records.iter().map(Change::uri).collect();
+        let kept: HashSet<&str> = records
+            .iter()
+            .map(Change::uri)
+            .chain(applied_before.iter().map(AtUri::as_str))
+            .collect();
         let gone: Vec<Change> = live
             .into_iter()
             .filter(|filed| !kept.contains(filed.uri.as_str()))

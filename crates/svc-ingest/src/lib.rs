@@ -12,6 +12,7 @@ mod jetstream;
 mod metrics;
 mod peer;
 mod readiness;
+mod repository_apply;
 mod repository_read;
 pub mod resync;
 mod signing_keys;

@@ -6,21 +6,21 @@
 use crate::event::{Action, CommitEvent};
 use crate::peer::{Client, MAX_REPOSITORY_BYTES, Paging};
 use crate::signing_keys::{KeyCheckError, SigningKeys};
-use crate::verification::{Reason, Unverified, VerifiedRepository, verify_repository};
+use crate::verification::{
+    MAX_REPOSITORY_RECORD_BYTES, MAX_REPOSITORY_RECORDS, Reason, Unverified, VerifiedRepository,
+    verify_repository,
+};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::time::Duration;
 use svc_atproto::{AtprotoError, Method};
 use svc_syntax::{AtUri, Did};
 
-/// Records listed from one repository at most: a server that pages without end is cut here.
-const MAX_LISTED_RECORDS: usize = 100_000;
-
 /// A repository as it was read.
 #[derive(Debug)]
 pub(crate) enum RepositoryCopy {
     /// Read whole and verified: exactly the records it proves.
-    Whole(VerifiedRepository),
+    Whole(Box<VerifiedRepository>),
     /// Listed record by record, unverified: the records listed, at the revision taken first.
     Listed(Vec<CommitEvent>),
 }
@@ -187,7 +187,7 @@ impl RepositoryReader {
         let pds = &pds.url;
         if self.verify {
             if let Some(whole) = self.read_whole(&client, did).await? {
-                return Ok(RepositoryCopy::Whole(whole));
+                return Ok(RepositoryCopy::Whole(Box::new(whole)));
             }
             tracing::warn!(
                 %did,
@@ -212,7 +212,7 @@ impl RepositoryReader {
             return Ok(None);
         };
         let wanted = |collection: &str| self.collections.iter().any(|c| c == collection);
-        let repository = verify_repository(Some(&self.keys), &car, Some(did), wanted).await?;
+        let repository = verify_repository(Some(&self.keys), car, Some(did), wanted).await?;
         Ok(Some(repository))
     }
 
@@ -260,11 +260,17 @@ async fn list_collection(
         for record in &page.records {
             records.extend(listed_record(record, did, collection, rev));
         }
-        if records.len() > MAX_LISTED_RECORDS {
+        let bytes: usize = records
+            .iter()
+            .filter_map(|record| record.record_json.as_ref())
+            .map(String::len)
+            .sum();
+        if records.len() > MAX_REPOSITORY_RECORDS || bytes > MAX_REPOSITORY_RECORD_BYTES {
             return Err(ReadFailure {
                 message: format!(
-                    "{}: over {MAX_LISTED_RECORDS} records listed for {did}; refused",
-                    client.base
+                    "{}: over {MAX_REPOSITORY_RECORDS} records or {} MiB listed for {did}; refused",
+                    client.base,
+                    MAX_REPOSITORY_RECORD_BYTES >> 20
                 ),
                 transient: false,
                 retry_after: None,

@@ -17,6 +17,7 @@ use crate::firehose::chains::Chains;
 use crate::host_turns::HostTurns;
 use crate::ingest::{Ingestor, Prepared};
 use crate::peer::Client;
+use crate::repository_apply::apply_whole;
 use crate::repository_read::AccountSaid;
 use crate::repository_read::{ReadFailure, RepositoryCopy, RepositoryReader};
 use crate::signing_keys::SigningKeys;
@@ -602,8 +603,7 @@ impl Resync {
     ) -> Result<bool, svc_catalog::CatalogError> {
         let report = match copy {
             RepositoryCopy::Whole(repository) => {
-                let changes = self.prepare(repository.records);
-                let (rev, data) = (repository.rev, repository.data);
+                let (rev, data) = (repository.rev.clone(), repository.data.clone());
                 if !self.chains.resynchronized(did, rev.clone(), data.clone()) {
                     return Ok(false);
                 }
@@ -616,10 +616,18 @@ impl Resync {
                     done: vec![did.clone()],
                     ..SyncWrites::default()
                 };
-                let report = self
-                    .catalog
-                    .replace_repository(did.clone(), rev.clone(), changes, sync)
-                    .await?;
+                let applied =
+                    apply_whole(self.catalog.as_ref(), &self.ingestor, &repository, sync).await?;
+                self.progress
+                    .records
+                    .fetch_add(applied.records, Ordering::Relaxed);
+                self.progress
+                    .invalid
+                    .fetch_add(applied.invalid, Ordering::Relaxed);
+                self.ingestor
+                    .metrics()
+                    .count(SOURCE, "invalid", applied.invalid);
+                let report = applied.report;
                 tracing::info!(%did, %rev, applied = report.applied, "repository read whole");
                 report
             }

@@ -47,6 +47,11 @@ pub fn blocks(car: &[u8]) -> Result<Blocks, CborError> {
 
 /// The roots a CAR's header names (binary CIDs), and every block by binary CID.
 pub fn read(car: &[u8]) -> Result<(Vec<Vec<u8>>, Blocks), CborError> {
+    read_at_most(car, usize::MAX)
+}
+
+/// [`read`], refusing a CAR of more than `max_blocks` blocks before holding more.
+pub fn read_at_most(car: &[u8], max_blocks: usize) -> Result<(Vec<Vec<u8>>, Blocks), CborError> {
     let mut rest = car;
     let header = usize::try_from(varint(&mut rest)?)
         .map_err(|_| CborError("CAR: header too long".into()))?;
@@ -63,6 +68,11 @@ pub fn read(car: &[u8]) -> Result<(Vec<Vec<u8>>, Blocks), CborError> {
             return Err(CborError("CAR: truncated block".into()));
         }
         let (block, after) = rest.split_at(length);
+        if found.len() >= max_blocks {
+            return Err(CborError(format!(
+                "CAR: more than {max_blocks} blocks, the most read of one"
+            )));
+        }
         let cid = cid_length(block)?;
         found.insert(block[..cid].to_vec(), block[cid..].to_vec());
         rest = after;

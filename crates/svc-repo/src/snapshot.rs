@@ -29,7 +29,13 @@ pub struct SnapshotRecord<'a> {
 impl Snapshot {
     /// Reads a CAR repository export and checks everything but the signature.
     pub fn read(car_bytes: &[u8]) -> Result<Snapshot, SyncError> {
-        let (roots, blocks) = car::read(car_bytes).map_err(|e| SyncError::Commit(e.0))?;
+        Snapshot::read_at_most(car_bytes, usize::MAX)
+    }
+
+    /// [`Snapshot::read`], refusing an export of more than `max_blocks` blocks.
+    pub fn read_at_most(car_bytes: &[u8], max_blocks: usize) -> Result<Snapshot, SyncError> {
+        let (roots, blocks) =
+            car::read_at_most(car_bytes, max_blocks).map_err(|e| SyncError::Commit(e.0))?;
         let [root] = roots.as_slice() else {
             return Err(SyncError::Commit(format!(
                 "a repository has one root, not {}",
@@ -58,8 +64,17 @@ impl Snapshot {
         &self,
         wanted: impl Fn(&str) -> bool,
     ) -> Result<Vec<SnapshotRecord<'_>>, SyncError> {
-        let mut records = Vec::new();
-        for (key, cid) in &self.entries {
+        let wanted = self.wanted_entries(wanted)?;
+        Ok(wanted.iter().filter_map(|at| self.record(*at)).collect())
+    }
+
+    /// Where the records of the collections `wanted` says yes to are among the entries,
+    /// checked as [`Snapshot::records`] checks them, to be read one by one with
+    /// [`Snapshot::record`] (a caller that turns records into something larger need not
+    /// hold them all).
+    pub fn wanted_entries(&self, wanted: impl Fn(&str) -> bool) -> Result<Vec<usize>, SyncError> {
+        let mut found = Vec::new();
+        for (at, (key, cid)) in self.entries.iter().enumerate() {
             let (collection, rkey) = std::str::from_utf8(key)
                 .ok()
                 .and_then(|key| key.split_once('/'))
@@ -72,18 +87,27 @@ impl Snapshot {
             if !wanted(collection) {
                 continue;
             }
-            let block = self.blocks.get(cid).ok_or_else(|| {
-                SyncError::Proof(format!(
+            if !self.blocks.contains_key(cid) {
+                return Err(SyncError::Proof(format!(
                     "the record of {collection}/{rkey} is not in the CAR"
-                ))
-            })?;
-            records.push(SnapshotRecord {
-                collection,
-                rkey,
-                cid,
-                block,
-            });
+                )));
+            }
+            found.push(at);
         }
-        Ok(records)
+        Ok(found)
+    }
+
+    /// The record at `at` among the entries; `None` unless [`Snapshot::wanted_entries`] gave
+    /// it.
+    pub fn record(&self, at: usize) -> Option<SnapshotRecord<'_>> {
+        let (key, cid) = self.entries.get(at)?;
+        let (collection, rkey) = std::str::from_utf8(key).ok()?.split_once('/')?;
+        let block = self.blocks.get(cid)?;
+        Some(SnapshotRecord {
+            collection,
+            rkey,
+            cid,
+            block,
+        })
     }
 }

@@ -166,3 +166,58 @@ fn a_repository_export_imports_verified_and_a_forged_one_is_refused() {
         "{metrics}"
     );
 }
+
+/// An export whose `n` paths all name one small vocabulary block.
+fn one_block_many_paths(n: usize) -> Vec<u8> {
+    use svc_repo::author::{Repository, SigningKey, Write};
+    use svc_repo::crypto::Curve;
+    use svc_repo::dagcbor::Cbor;
+    let did = svc_syntax::Did::new(format!("did:plc:paths{n}")).unwrap();
+    let key = SigningKey::from_seed(Curve::K256, b"a key for exports of many paths");
+    let record = Cbor::Map(vec![
+        ("name".into(), Cbor::Text("same".into())),
+        ("$type".into(), Cbor::Text("dev.svc.vocab".into())),
+        ("world".into(), Cbor::Text("open".into())),
+        ("occurredAt".into(), Cbor::Text("2026-01-01T00:00:00Z".into())),
+    ]);
+    let writes: Vec<Write> = (0..n)
+        .map(|i| Write::create("dev.svc.vocab", &format!("r{i:07}"), record.clone()))
+        .collect();
+    let mut repository = Repository::new(did, key);
+    repository.commit(&writes).expect("a commit");
+    repository.car().expect("an export")
+}
+
+/// Paths that all name one record block count once each: an export past the records one
+/// repository may hold is refused whole, named in the log and counted (`oversized`); one
+/// within it is applied in batches, every record served.
+#[test]
+fn an_export_past_the_records_one_repository_may_hold_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (oversized, within) = (dir.path().join("over.car"), dir.path().join("within.car"));
+    std::fs::write(&oversized, one_block_many_paths(100_001)).unwrap();
+    std::fs::write(&within, one_block_many_paths(2_500)).unwrap();
+    let mut server = common::Server::listening(
+        dir.path().join("catalog.db"),
+        &[
+            "--firehose",
+            "none",
+            "--verify",
+            "none",
+            "--import",
+            oversized.to_str().unwrap(),
+            "--import",
+            within.to_str().unwrap(),
+        ],
+    );
+    let refused = server.wait_log("import refused", std::time::Duration::from_secs(60));
+    assert!(refused.contains("100001 records"), "{refused}");
+    server.wait_ready();
+    let (_, stats) = server.get("/v1/stats");
+    assert_eq!(stats["vocabularies"], 2_500, "{stats}");
+    let metrics = server.get_raw("/metrics").2;
+    assert!(
+        metrics.contains("svc_ingest_unverified_total{reason=\"oversized\"} 1"),
+        "{metrics}"
+    );
+}

@@ -358,7 +358,7 @@ impl Engine for PostgresEngine {
             let rows = link
                 .query(
                     "SELECT uri, rev, collection, record IS NOT NULL, keys, \
-                       CASE WHEN keys IS NULL THEN record END FROM records WHERE uri = ANY($1)",
+                       CASE WHEN keys IS NULL THEN record END, cid FROM records WHERE uri = ANY($1)",
                     &[&uris],
                 )
                 .await?;
@@ -369,6 +369,7 @@ impl Engine for PostgresEngine {
                         rev: r.get(1),
                         collection: r.get(2),
                         live: r.get(3),
+                        cid: r.get(6),
                         keys: stored_keys(&link.ids, r.get(4), r.get(5)),
                     };
                     (r.get(0), stored)

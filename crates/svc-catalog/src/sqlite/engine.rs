@@ -200,7 +200,7 @@ impl Engine for SqliteEngine {
     fn stored(&mut self, uris: &[&str]) -> CatalogResult<HashMap<String, Stored>> {
         let mut found = HashMap::new();
         let mut lookup = self.conn.prepare_cached(
-            "SELECT rev, collection, record IS NOT NULL, keys FROM records WHERE uri = ?1",
+            "SELECT rev, collection, record IS NOT NULL, keys, cid FROM records WHERE uri = ?1",
         )?;
         for uri in uris {
             let row = lookup
@@ -210,10 +210,11 @@ impl Engine for SqliteEngine {
                         r.get(1)?,
                         r.get(2)?,
                         r.get::<_, String>(3)?,
+                        r.get::<_, Option<String>>(4)?,
                     ))
                 })
                 .optional()?;
-            if let Some((rev, collection, live, keys)) = row {
+            if let Some((rev, collection, live, keys, cid)) = row {
                 let keys = StoredKeys::Filed(self.ids.decode(&keys));
                 found.insert(
                     uri.to_string(),
@@ -221,6 +222,7 @@ impl Engine for SqliteEngine {
                         rev,
                         collection,
                         live,
+                        cid,
                         keys,
                     },
                 );

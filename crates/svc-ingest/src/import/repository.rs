@@ -4,8 +4,9 @@
 //! records of that repository become exactly the family records the export proves (a record
 //! the catalog holds at a later revision stays).
 
-use crate::ingest::{Ingestor, Prepared};
+use crate::ingest::Ingestor;
 use crate::peer::MAX_REPOSITORY_BYTES;
+use crate::repository_apply::apply_whole;
 use crate::signing_keys::SigningKeys;
 use crate::verification::{Unverified, verify_repository};
 use std::io::Read;
@@ -61,7 +62,7 @@ pub async fn import_repository(
         ),
         None => None,
     };
-    let repository = verify_repository(keys.as_ref(), &car, None, |c| ingestor.wants(c))
+    let repository = verify_repository(keys.as_ref(), car, None, |c| ingestor.wants(c))
         .await
         .map_err(|error| {
             ingestor.metrics().count_unverified(error.reason);
@@ -70,25 +71,14 @@ pub async fn import_repository(
                 error,
             }
         })?;
-    drop(car);
-    let records = repository.records.len() as u64;
-    let mut invalid = 0;
-    let mut changes = Vec::with_capacity(repository.records.len());
-    for record in repository.records {
-        match ingestor.prepare(record) {
-            Prepared::Change(change) => changes.push(change),
-            Prepared::Invalid => invalid += 1,
-            Prepared::Ignored => {}
-        }
-    }
-    let report = catalog
-        .replace_repository(
-            repository.did.clone(),
-            repository.rev.clone(),
-            changes,
-            svc_catalog::SyncWrites::default(),
-        )
-        .await?;
+    let applied = apply_whole(
+        catalog,
+        ingestor,
+        &repository,
+        svc_catalog::SyncWrites::default(),
+    )
+    .await?;
+    let (report, records, invalid) = (applied.report, applied.records, applied.invalid);
     ingestor.metrics().count_report(SOURCE, &report);
     ingestor.metrics().count(SOURCE, "invalid", invalid);
     Ok(RepositoryImport {
