@@ -298,9 +298,7 @@ fn a_forged_deletion_deletes_nothing_and_a_real_one_is_confirmed() {
         server_metrics_hold(&server, "svc_ingest_resyncs_total{outcome=\"done\"}")
     });
     for name in ["Kept", "Forged"] {
-        server.wait_for(&by_name(name), Duration::from_secs(10), |b| {
-            b["total"] == 1
-        });
+        server.wait_for(&by_name(name), Duration::from_secs(10), |b| b["total"] == 1);
     }
     // A real deletion, which the PDS itself announces and then confirms.
     let bob = peers.create_account("deleted");
