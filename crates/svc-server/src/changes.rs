@@ -229,6 +229,7 @@ pub(crate) async fn subscribe(
             answer,
             sender,
             last_word,
+            replay: state.stream.replay.of(subscriber.client),
             budget: subscriber.budget,
         };
         if let Err(FeedEnd::Catalog(error)) = feed.run(cursor).await {
@@ -304,6 +305,8 @@ struct Feed<'a> {
     sender: mpsc::Sender<Message>,
     /// Said next, before what is queued, when the feed gives up on its subscriber.
     last_word: Arc<LastWord>,
+    /// Its client's replay budget, when replays are paced.
+    replay: Option<Arc<crate::replay_pace::Budget>>,
     /// Its connection's, hung up when the feed gives up.
     budget: Option<Arc<SocketBudget>>,
 }
@@ -360,31 +363,38 @@ impl Feed<'_> {
                 .filter(|change| self.answer.op(change).is_some() || change.is_gap())
                 .collect();
             for published in with_items(catalog, sent).await? {
-                self.deliver(&published).await?;
+                let bytes = self.deliver(&published).await?;
+                if let Some(replay) = &self.replay {
+                    replay.spend(bytes).await;
+                }
             }
             last = newest;
         }
     }
 
-    async fn deliver(&self, published: &Published) -> Result<(), FeedEnd> {
+    /// Sends what a change says to this subscriber, if anything; the bytes of its message.
+    async fn deliver(&self, published: &Published) -> Result<usize, FeedEnd> {
         let change = &published.change;
         if change.is_gap() {
             let json = serde_json::json!({"info": "OutdatedCursor", "oldest": change.seq});
-            return self.notice(json, false).await;
+            return self.notice(json, false).await.map(|()| 0);
         }
         let Some(op) = self.answer.op(change) else {
-            return Ok(());
+            return Ok(0);
         };
         // A record gone since its change was made: a later change says so.
         let item = published.item.as_ref();
         if op != StreamOp::Leave && item.is_none() {
-            return Ok(());
+            return Ok(0);
         }
+        let json = published.message(op);
+        let bytes = json.len();
         self.send(Message::Change {
             seq: change.seq,
-            json: published.message(op),
+            json,
         })
         .await
+        .map(|()| bytes)
     }
 
     async fn notice(&self, json: serde_json::Value, ends: bool) -> Result<(), FeedEnd> {

@@ -17,6 +17,7 @@ mod metrics;
 mod openapi;
 mod params;
 mod plain;
+mod replay_pace;
 mod routes;
 mod socket_budget;
 mod stats;
@@ -69,6 +70,8 @@ pub struct ServerConfig {
     pub max_subscribers: usize,
     /// Change-stream subscribers from one client (its address prefix) at once, at most.
     pub max_subscribers_per_client: usize,
+    /// Bytes per second one client's replays from a cursor send at most; 0: not paced.
+    pub replay_bytes_per_second: u64,
 }
 
 pub(crate) struct AppState {
@@ -96,6 +99,8 @@ pub(crate) struct StreamState {
     pub max_per_client: usize,
     /// How much of an address names one client.
     pub prefixes: ClientPrefixes,
+    /// What each client's replays may send.
+    pub replay: replay_pace::ReplayBudgets,
     hub: std::sync::OnceLock<Arc<stream_hub::Hub>>,
 }
 
@@ -132,6 +137,7 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
             per_client: Default::default(),
             max_per_client: config.max_subscribers_per_client,
             prefixes: config.limits.client_prefixes,
+            replay: replay_pace::ReplayBudgets::new(config.replay_bytes_per_second),
             hub: Default::default(),
         },
         front: Default::default(),

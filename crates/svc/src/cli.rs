@@ -277,6 +277,16 @@ pub struct ServeArgs {
     )]
     pub max_subscribers_per_client: usize,
 
+    /// KiB per second one client's change-stream replays (the changes stored after a cursor)
+    /// send at most, all its subscriptions together; live changes are not counted. 0: not
+    /// paced.
+    #[arg(
+        long = "replay-kib-per-second",
+        env = "SVC_REPLAY_KIB_PER_SECOND",
+        default_value_t = 4096
+    )]
+    pub replay_kib_per_second: u64,
+
     /// Verify what carries proofs before applying it: `all` (the repository firehose's commits
     /// with their Sync 1.1 proofs, repositories the backfill reads whole, `.car` imports;
     /// signing keys from DID documents through --plc-url) or `none`. Jetstream carries no

@@ -295,6 +295,7 @@ fn server_config(
         api: !args.no_api,
         max_subscribers: args.max_subscribers,
         max_subscribers_per_client: args.max_subscribers_per_client,
+        replay_bytes_per_second: args.replay_kib_per_second.saturating_mul(1024),
     }
 }
 

@@ -557,3 +557,68 @@ fn subscribers_that_never_read_hold_little_and_are_cut_at_once() {
     );
     drop(held);
 }
+
+/// A replay from a cursor goes at the client's pace, its subscriptions together, while the
+/// live changes after it are not held back.
+#[test]
+fn replays_are_paced_per_client() {
+    let base = now_us() - 1_000_000;
+    let description = "d".repeat(2000);
+    let events: Vec<_> = (0..600)
+        .map(|i| {
+            let (time_us, line) = commit(base + i, &tid(base + i), "create", "paced", "open");
+            let mut line: Value = serde_json::from_str(&line).expect("an event");
+            line["commit"]["record"]["description"] = json!(description);
+            (time_us, line.to_string())
+        })
+        .collect();
+    let replay = Replay::start(vec![commit(
+        base - 1,
+        "3kaaaaaaaaa22",
+        "create",
+        "first",
+        "open",
+    )]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &[
+            "--firehose",
+            replay.url.as_str(),
+            "--ready-lag",
+            "5s",
+            "--replay-kib-per-second",
+            "200",
+        ],
+    );
+    server.wait_for("/v1/stats", Duration::from_secs(10), |b| {
+        b["vocabularies"] == 1
+    });
+    replay.publish(events);
+    server.wait_for("/v1/stats", Duration::from_secs(20), |b| {
+        b["vocabularies"] == 601
+    });
+    let started = std::time::Instant::now();
+    let events = subscribe(&server, "/v1/changes?cursor=0");
+    let (mut seen, mut bytes) = (0, 0);
+    while seen < 601 {
+        let event = next(&events);
+        bytes += event.data.to_string().len();
+        if event.data["op"] == "enter" {
+            seen += 1;
+        }
+    }
+    let took = started.elapsed();
+    // A second's worth at once, the rest at the rate.
+    let rate = 200.0 * 1024.0;
+    let least = Duration::from_secs_f64((bytes as f64 - rate) / rate);
+    assert!(
+        least > Duration::from_secs(2),
+        "{bytes} bytes is too few to tell"
+    );
+    assert!(
+        took >= least.mul_f64(0.9),
+        "{bytes} bytes replayed in {took:?}, faster than 200 KiB/s"
+    );
+    assert!(took < Duration::from_secs(30), "{took:?}");
+}
