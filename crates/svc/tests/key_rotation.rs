@@ -374,3 +374,68 @@ fn a_rotated_key_is_followed_and_forged_signatures_are_refused() {
         "{metrics}"
     );
 }
+
+/// An author whose identity host accepts connections and never answers (a `did:web` whose
+/// document never comes) costs its own commits only: every commit of an honest author that
+/// the stream carries after one of its commits is served within seconds, not after the
+/// request time limit, each time.
+#[test]
+fn a_hanging_identity_host_holds_up_no_other_author() {
+    let Some(peers) = peers() else { return };
+    let hosted = Arc::new(Mutex::new(Hosted::default()));
+    let (pds, firehose) = start_pds(Arc::clone(&hosted));
+    let honest_key = SigningKey::from_seed(Curve::K256, b"the honest author's key");
+    let account = PlcAccount::register(&peers.plc, &honest_key, &pds);
+    let mut honest = Repository::new(Did::new(account.did.clone()).unwrap(), honest_key);
+    // A host that takes connections and answers nothing.
+    let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = hanging.local_addr().unwrap().port();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let holding = Arc::clone(&held);
+    std::thread::spawn(move || {
+        for stream in hanging.incoming().flatten() {
+            holding.lock().unwrap().push(stream);
+        }
+    });
+    let slow_did = Did::new(format!("did:web:localhost%3A{port}")).unwrap();
+    let slow_key = SigningKey::from_seed(Curve::K256, b"the slow author's key");
+    let mut slow = Repository::new(slow_did, slow_key);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", firehose.as_str(), "--ready-lag", "5s"],
+    );
+    let by_name = |name: &str| format!("/v1/vocabularies/by-name?name={name}");
+    let commit = |repo: &mut Repository, name: &str| {
+        repo.commit(&[Write::create(
+            "dev.svc.vocab",
+            svc_syntax::Tid::from_time(UnixMicros::now(), 1).as_ref(),
+            vocab(name),
+        )])
+        .expect("a commit")
+    };
+    let mut waits = Vec::new();
+    for round in 0..4 {
+        let stalled = commit(&mut slow, &format!("Slow-{round}"));
+        let name = format!("Honest-{round}");
+        let prompt = commit(&mut honest, &name);
+        let published = std::time::Instant::now();
+        {
+            let mut hosted = hosted.lock().unwrap();
+            let seq = hosted.frames.len() as i64 + 1;
+            hosted.frames.push(stalled.frame(seq, UnixMicros::now()));
+            hosted.frames.push(prompt.frame(seq + 1, UnixMicros::now()));
+            hosted.repository = honest.car().expect("a repository");
+        }
+        server.wait_for(&by_name(&name), Duration::from_secs(20), |b| {
+            b["total"] == 1
+        });
+        waits.push(published.elapsed());
+    }
+    eprintln!("the honest author's commits were served after {waits:?}");
+    assert!(
+        waits.iter().all(|wait| *wait < Duration::from_secs(4)),
+        "{waits:?}"
+    );
+    assert_eq!(server.get(&by_name("Slow-0")).1["total"], 0);
+}
