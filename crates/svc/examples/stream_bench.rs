@@ -195,6 +195,27 @@ fn counters(client: &reqwest::blocking::Client, url: &str) -> Counters {
     counters
 }
 
+/// Bytes waiting in the kernel send queues of the sockets svc accepted on `port`, in KB
+/// (`/proc/net/tcp`, `tcp6`: the `tx_queue` of every socket whose local port it is).
+fn send_queues_kb(port: u16) -> u64 {
+    let mut bytes = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local = fields.get(1).and_then(|a| a.rsplit(':').next());
+            let ours = local.and_then(|p| u16::from_str_radix(p, 16).ok()) == Some(port);
+            let queued = fields.get(4).and_then(|q| q.split(':').next());
+            if let (true, Some(queued)) = (ours, queued) {
+                bytes += u64::from_str_radix(queued, 16).unwrap_or(0);
+            }
+        }
+    }
+    bytes / 1024
+}
+
 fn rss_kb(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -603,7 +624,12 @@ async fn stalled(
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Stalled, String> {
-    let mut stream = TcpStream::connect(addr)
+    // A receive buffer as small as the kernel allows: what svc sends piles up on its side,
+    // as it would for a client across a network.
+    let socket = tokio::net::TcpSocket::new_v4().map_err(|e| format!("socket: {e}"))?;
+    let _ = socket.set_recv_buffer_size(4096);
+    let mut stream = socket
+        .connect(addr)
         .await
         .map_err(|e| format!("connect: {e}"))?;
     let request =
@@ -650,6 +676,8 @@ struct Run {
     rss_connected_kb: u64,
     rss_end_kb: u64,
     rss_peak_kb: u64,
+    /// The most bytes waiting in svc's sockets' kernel send queues, in KB.
+    send_queues_peak_kb: u64,
     svc_cores: f64,
     bench_cores: f64,
     latencies: Latencies,
@@ -844,6 +872,8 @@ fn run(
     let probing_done = Arc::new(AtomicBool::new(false));
     let prober = probe_healthz(url.clone(), Arc::clone(&probing_done));
     let mut rss_peak_kb = 0;
+    let mut send_queues_peak_kb = 0;
+    let port = addr.port();
     let mut lowest_per_s = f64::MAX;
     let mut previous = (before.applied, started);
     for second in 1..=options.seconds {
@@ -855,6 +885,7 @@ fn run(
         lowest_per_s = lowest_per_s.min(per_s);
         previous = (now.applied, at);
         rss_peak_kb = rss_peak_kb.max(rss_kb(pid));
+        send_queues_peak_kb = send_queues_peak_kb.max(send_queues_kb(port));
     }
     let after = counters(client, &url);
     let seconds = started.elapsed().as_secs_f64();
@@ -939,6 +970,7 @@ fn run(
         rss_connected_kb,
         rss_end_kb,
         rss_peak_kb,
+        send_queues_peak_kb,
         svc_cores,
         bench_cores,
         latencies,
@@ -1024,11 +1056,13 @@ fn report(label: &str, run: &Run, none: Option<&Run>, options: &Options) {
     );
     println!(
         "{label}: svc RSS {:.1} MB idle, {:.1} MB with subscribers connected, {:.1} MB at the \
-         end of the window (peak {:.1} MB)",
+         end of the window (peak {:.1} MB); its sockets' kernel send queues {:.1} MB at the \
+         peak",
         mb(run.rss_idle_kb),
         mb(run.rss_connected_kb),
         mb(run.rss_end_kb),
-        mb(run.rss_peak_kb)
+        mb(run.rss_peak_kb),
+        mb(run.send_queues_peak_kb)
     );
     let (p50, p99) = p50_p99(&run.healthz_ms);
     println!(

@@ -427,10 +427,12 @@ fn a_hanging_identity_host_holds_up_no_other_author() {
             hosted.frames.push(prompt.frame(seq + 1, UnixMicros::now()));
             hosted.repository = honest.car().expect("a repository");
         }
-        server.wait_for(&by_name(&name), Duration::from_secs(20), |b| {
+        // Long enough to measure a build that waits out the request time limit.
+        server.wait_for(&by_name(&name), Duration::from_secs(60), |b| {
             b["total"] == 1
         });
         waits.push(published.elapsed());
+        eprintln!("round {round}: served after {:?}", published.elapsed());
     }
     eprintln!("the honest author's commits were served after {waits:?}");
     assert!(

@@ -178,7 +178,10 @@ fn one_block_many_paths(n: usize) -> Vec<u8> {
         ("name".into(), Cbor::Text("same".into())),
         ("$type".into(), Cbor::Text("dev.svc.vocab".into())),
         ("world".into(), Cbor::Text("open".into())),
-        ("occurredAt".into(), Cbor::Text("2026-01-01T00:00:00Z".into())),
+        (
+            "occurredAt".into(),
+            Cbor::Text("2026-01-01T00:00:00Z".into()),
+        ),
     ]);
     let writes: Vec<Write> = (0..n)
         .map(|i| Write::create("dev.svc.vocab", &format!("r{i:07}"), record.clone()))

@@ -130,8 +130,13 @@ pub struct Server {
 /// its own: the signing keys that verify the PDS's commits are there. Every peer here is on
 /// loopback, which `svc serve` reaches when the network names it only with
 /// `--allow-private-peers` (`SVC_ALLOW_PRIVATE_PEERS`).
+///
+/// `SVC_UNDER_TEST` names another build to run instead (an older one, to show what a test
+/// catches, or to measure a figure before and after).
 pub fn svc() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_svc"));
+    let binary = std::env::var_os("SVC_UNDER_TEST")
+        .unwrap_or_else(|| std::ffi::OsString::from(env!("CARGO_BIN_EXE_svc")));
+    let mut command = Command::new(binary);
     command.env("SVC_ALLOW_PRIVATE_PEERS", "true");
     if let Some(peers) = peers::started() {
         command.env("SVC_PLC_URL", &peers.plc);
