@@ -1,7 +1,7 @@
 //! Which fields of a record a table shows, and how a field's value reads in one cell.
 
+use super::bounded::{Bounds, Json, Wanted};
 use super::{Linked, Links};
-use serde_json::Value;
 use svc_spec::{ConditionDef, Query};
 
 /// The fields that say most about a record of each kind, as paths into it. A kind not listed
@@ -43,6 +43,17 @@ const COLUMNS: &[(&str, &[&str])] = &[
 
 /// Fields that say when a record was made, in order of preference.
 const TIMES: &[&str] = &["occurredAt", "createdAt", "detectedAt", "computedAt"];
+/// Fields that name a record, in order of preference.
+pub(crate) const TITLES: &[&str] = &["name", "title"];
+
+/// What a row reads of each field it shows: a cell shows 160 characters, an array's length
+/// and a link, so a little of each field is enough. Strings are kept up to the longest at-uri
+/// (and DID), so that every one that can be linked is whole.
+pub(crate) const ROW_FIELD: Bounds = Bounds {
+    values: 100,
+    text_bytes: 16 * 1024,
+    string_bytes: svc_spec::MAX_AT_URI_PARAM_BYTES,
+};
 
 /// How long a cell's text may be; a record's field can be far longer.
 const CELL_CHARS: usize = 160;
@@ -62,6 +73,17 @@ pub(crate) fn columns(query: &Query) -> Vec<String> {
     paths
 }
 
+/// The fields a row of records shows: these columns, its title and its time.
+pub(crate) fn row_fields(columns: &[String]) -> Wanted {
+    let named = TITLES.iter().chain(TIMES).copied();
+    Wanted::of(columns.iter().map(String::as_str).chain(named))
+}
+
+/// The fields a record's title is read from.
+pub(crate) fn title_fields() -> Wanted {
+    Wanted::of(TITLES.iter().copied())
+}
+
 fn condition_path(condition: &ConditionDef) -> &str {
     match condition {
         ConditionDef::Eq { path, .. }
@@ -73,42 +95,50 @@ fn condition_path(condition: &ConditionDef) -> &str {
     }
 }
 
+/// The member names of a dotted path, each without its `[...]` selector.
+pub(crate) fn steps(path: &str) -> impl Iterator<Item = &str> {
+    path.split('.')
+        .map(|step| step.split('[').next().unwrap_or(step))
+}
+
 /// The value at a dotted path; a step that finds an array reads its first element (a table
 /// cell shows one value).
-pub(crate) fn at_path<'v>(record: &'v Value, path: &str) -> Option<&'v Value> {
+pub(crate) fn at_path<'v>(record: &'v Json, path: &str) -> Option<&'v Json> {
     let mut here = record;
-    for step in path.split('.') {
-        if let Value::Array(items) = here {
+    for step in steps(path) {
+        if let Json::Array(items, _) = here {
             here = items.first()?;
         }
-        here = here.get(step.split('[').next().unwrap_or(step))?;
+        here = here.get(step)?;
     }
     Some(here)
 }
 
 /// A value as one cell: a string as it is (linked when it is a DID or an at-uri), a number
 /// or literal as JSON, an array by its length, an object as compact JSON; cut to a length.
-pub(crate) fn cell(value: Option<&Value>, links: &Links) -> Linked {
+pub(crate) fn cell(value: Option<&Json>, links: &Links) -> Linked {
     let Some(value) = value else {
         return Linked::plain("");
     };
     let text = match value {
-        Value::String(text) => {
+        Json::String(text) => {
             let href = links.link(text);
             return Linked {
                 text: cut(text),
                 href,
             };
         }
-        Value::Array(items) if items.len() != 1 => format!("{} items", items.len()),
-        Value::Array(items) => return cell(items.first(), links),
+        Json::Array(items, more) if items.len() as u64 + more != 1 => {
+            format!("{} items", items.len() as u64 + more)
+        }
+        Json::Array(items, _) => return cell(items.first(), links),
         other => other.to_string(),
     };
     Linked::plain(cut(&text))
 }
 
 /// The record's time, as it says it.
-pub(crate) fn time(record: &Value) -> String {
+pub(crate) fn time(record: &Json) -> String {
     TIMES
         .iter()
         .find_map(|field| record.get(field)?.as_str())
@@ -117,8 +147,8 @@ pub(crate) fn time(record: &Value) -> String {
 }
 
 /// The record's name or title, or failing that its key: what its link reads.
-pub(crate) fn title(uri: &str, record: &Value) -> String {
-    let named = ["name", "title"]
+pub(crate) fn title(uri: &str, record: &Json) -> String {
+    let named = TITLES
         .iter()
         .filter_map(|field| record.get(field)?.as_str())
         .find(|name| !name.trim().is_empty());
@@ -143,7 +173,11 @@ mod tests {
     #[test]
     fn cells_read_paths_through_arrays_and_cut_long_text() {
         let record = json!({"lensPath": [{"uri": "at://did:plc:a/dev.panproto.schema.lens/1"}],
-            "members": ["did:plc:a", "did:plc:b"], "name": "x".repeat(500)});
+            "members": ["did:plc:a", "did:plc:b"], "name": "x".repeat(500),
+            "zeros": vec![0; 1000]});
+        let wanted = Wanted::of(["lensPath.uri", "members", "name", "zeros"]);
+        let record =
+            super::super::bounded::pick(&record.to_string(), &wanted, ROW_FIELD).expect("JSON");
         let links = Links::default();
         let cell = |value| cell(value, &links);
         let lens = cell(at_path(&record, "lensPath.uri"));
@@ -152,11 +186,14 @@ mod tests {
             Some("/at/did:plc:a/dev.panproto.schema.lens/1")
         );
         assert_eq!(cell(at_path(&record, "members")).text, "2 items");
+        // An array counts what it holds, kept or not.
+        assert_eq!(cell(at_path(&record, "zeros")).text, "1000 items");
         assert_eq!(
             cell(at_path(&record, "name")).text.chars().count(),
             CELL_CHARS + 1
         );
         assert_eq!(cell(at_path(&record, "nothing")).text, "");
-        assert!(cell(Some(&json!("javascript:alert(1)"))).href.is_none());
+        let script = Json::String("javascript:alert(1)".into());
+        assert!(cell(Some(&script)).href.is_none());
     }
 }

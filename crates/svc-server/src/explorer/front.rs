@@ -3,6 +3,7 @@
 //! the newest changes. Built at most once a second, whatever the traffic: its reads are the
 //! kind counts, the cursors and the stream's last changes.
 
+use super::bounded::{self, Wanted};
 use super::{Linked, author_path, fields, page, record_path};
 use crate::{ApiError, AppState};
 use askama::Template;
@@ -196,17 +197,18 @@ async fn newest(state: &AppState, recent: Vec<RecordChange>) -> Result<Vec<Chang
         .collect();
     let uris = changes.iter().map(|change| change.uri.clone()).collect();
     let items = state.catalog.get_many(uris).await?;
+    let titles = fields::title_fields();
     Ok(changes
         .into_iter()
         .zip(items)
-        .filter_map(|(change, item)| change_row(change, item.as_ref()))
+        .filter_map(|(change, item)| change_row(change, item.as_ref(), &titles))
         .collect())
 }
 
-fn change_row(change: RecordChange, item: Option<&Item>) -> Option<ChangeRow> {
+fn change_row(change: RecordChange, item: Option<&Item>, titles: &Wanted) -> Option<ChangeRow> {
     let op = change.op(None)?;
-    let record: Option<serde_json::Value> =
-        item.and_then(|item| serde_json::from_str(&item.record_json).ok());
+    let record =
+        item.and_then(|item| bounded::pick(&item.record_json, titles, fields::ROW_FIELD).ok());
     let parts = svc_syntax::check_at_uri(&change.uri).ok()?;
     let title = match &record {
         Some(record) => fields::title(&change.uri, record),

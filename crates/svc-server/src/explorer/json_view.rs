@@ -1,8 +1,18 @@
 //! A record's JSON laid out for reading: one line per value, indented, with every at-uri and
-//! DID in it a link. The lines hold text only; the template escapes it.
+//! DID in it a link. The lines hold text only; the template escapes it. A record is laid out
+//! as far as [`PAGE`] reaches: a line says how many values follow where the rest was left.
 
+use super::bounded::{Bounds, Json, quoted};
 use super::{Linked, Links};
-use serde_json::Value;
+
+/// What a record's page lays out at most: 5,000 values (lines) and 256 KiB of their text,
+/// each string cut at the longest at-uri, so that every one that can be linked is whole. A
+/// page of 5,000 lines a person can still read; beyond, they take the record's JSON.
+pub(crate) const PAGE: Bounds = Bounds {
+    values: 5_000,
+    text_bytes: 256 * 1024,
+    string_bytes: svc_spec::MAX_AT_URI_PARAM_BYTES,
+};
 
 /// One line of the layout.
 pub(crate) struct Line {
@@ -11,31 +21,35 @@ pub(crate) struct Line {
     /// The member's name, quoted, for a value inside an object.
     pub key: Option<String>,
     pub value: Linked,
-    /// `string`, `number`, `literal` or `punct`: how the value is coloured.
+    /// `string`, `number`, `literal`, `punct`, or `note` (what was left out): how the value
+    /// is coloured.
     pub class: &'static str,
     /// What closes the line: `,`, or nothing.
     pub tail: &'static str,
 }
 
 /// Every at-uri among the record's strings: what [`Links`] must know of.
-pub(crate) fn at_uris(value: &Value, out: &mut Vec<String>) {
+pub(crate) fn at_uris(value: &Json, out: &mut Vec<String>) {
     match value {
-        Value::String(text) if text.starts_with("at://") => out.push(text.clone()),
-        Value::Array(items) => items.iter().for_each(|item| at_uris(item, out)),
-        Value::Object(members) => members.values().for_each(|item| at_uris(item, out)),
+        Json::String(text) if text.starts_with("at://") => out.push(text.clone()),
+        Json::Array(items, _) => items.iter().for_each(|item| at_uris(item, out)),
+        Json::Object(members, _) => members.iter().for_each(|(_, item)| at_uris(item, out)),
         _ => {}
     }
 }
 
 /// The lines of `value`.
-pub(crate) fn lines(value: &Value, links: &Links) -> Vec<Line> {
+pub(crate) fn lines(value: &Json, links: &Links) -> Vec<Line> {
     let mut out = Vec::new();
     lay_out(value, None, 0, "", links, &mut out);
     out
 }
 
+/// A container's values, each with its name in an object.
+type Children<'v> = Vec<(Option<&'v str>, &'v Json)>;
+
 fn lay_out(
-    value: &Value,
+    value: &Json,
     key: Option<&str>,
     depth: usize,
     tail: &'static str,
@@ -49,27 +63,39 @@ fn lay_out(
         class,
         tail,
     };
-    let (open, close, children): (&str, &str, Vec<(Option<&str>, &Value)>) = match value {
-        Value::Object(members) if !members.is_empty() => (
+    let (open, close, children, more): (&str, &str, Children<'_>, u64) = match value {
+        Json::Object(members, more) if !members.is_empty() || *more > 0 => (
             "{",
             "}",
             members.iter().map(|(k, v)| (Some(k.as_str()), v)).collect(),
+            *more,
         ),
-        Value::Array(items) if !items.is_empty() => {
-            ("[", "]", items.iter().map(|v| (None, v)).collect())
+        Json::Array(items, more) if !items.is_empty() || *more > 0 => {
+            ("[", "]", items.iter().map(|v| (None, v)).collect(), *more)
         }
-        Value::String(text) => {
+        Json::Object(..) => return out.push(line("{}".into(), None, "literal", tail)),
+        Json::Array(..) => return out.push(line("[]".into(), None, "literal", tail)),
+        Json::String(text) => {
             out.push(line(quoted(text), links.link(text), "string", tail));
             return;
         }
-        Value::Number(_) => return out.push(line(value.to_string(), None, "number", tail)),
+        Json::Number(text) => return out.push(line(text.clone(), None, "number", tail)),
         other => return out.push(line(other.to_string(), None, "literal", tail)),
     };
     out.push(line(open.into(), None, "punct", ""));
-    let last = children.len() - 1;
+    let last = children.len();
     for (at, (child_key, child)) in children.into_iter().enumerate() {
-        let comma = if at < last { "," } else { "" };
+        let comma = if at + 1 < last || more > 0 { "," } else { "" };
         lay_out(child, child_key, depth + 1, comma, links, out);
+    }
+    if more > 0 {
+        out.push(Line {
+            indent: "  ".repeat(depth + 1),
+            key: None,
+            value: Linked::plain(format!("… {} more not shown", grouped(more))),
+            class: "note",
+            tail: "",
+        });
     }
     out.push(Line {
         indent: "  ".repeat(depth),
@@ -80,21 +106,35 @@ fn lay_out(
     });
 }
 
-/// A string as JSON writes it, quotes and escapes included.
-fn quoted(text: &str) -> String {
-    serde_json::to_string(text).unwrap_or_else(|_| format!("{text:?}"))
+/// A count with its thousands apart: `3,900,001`.
+pub(crate) fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() * 4 / 3);
+    for (at, digit) in digits.chars().enumerate() {
+        if at > 0 && (digits.len() - at).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::bounded::read;
     use super::*;
     use serde_json::json;
 
-    fn rendered(value: &Value, held: &[&str]) -> Vec<String> {
+    fn rendered(value: &serde_json::Value, held: &[&str]) -> Vec<String> {
+        rendered_within(value, held, PAGE)
+    }
+
+    fn rendered_within(value: &serde_json::Value, held: &[&str], bounds: Bounds) -> Vec<String> {
         let links = Links {
             held: held.iter().map(|uri| uri.to_string()).collect(),
         };
-        lines(value, &links)
+        let (value, _) = read(&value.to_string(), bounds).expect("JSON");
+        lines(&value, &links)
             .into_iter()
             .map(|line| {
                 let key = line.key.map(|k| format!("{k}: ")).unwrap_or_default();
@@ -146,5 +186,25 @@ mod tests {
             "}",
         ];
         assert_eq!(lines, expected);
+    }
+
+    #[test]
+    fn what_is_left_out_is_counted_where_it_was() {
+        let record = json!({"a": [1, 2, 3, 4, 5], "b": {"c": true}});
+        let bounds = Bounds { values: 4, ..PAGE };
+        let expected = [
+            "{",
+            "  \"a\": [",
+            "    1,",
+            "    2,",
+            "    … 3 more not shown",
+            "  ],",
+            "  … 1 more not shown",
+            "}",
+        ];
+        assert_eq!(rendered_within(&record, &[], bounds), expected);
+        assert_eq!(grouped(3_900_001), "3,900,001");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(0), "0");
     }
 }

@@ -4,6 +4,8 @@
 //! only the explorer's own script (the live part; every page works without it), and say so
 //! in their Content-Security-Policy. Nothing on them writes.
 
+mod bounded;
+mod envelope;
 mod fields;
 mod front;
 mod json_view;

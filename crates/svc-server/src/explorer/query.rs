@@ -3,7 +3,9 @@
 //! with the same query string, so that the page and its JSON link show one answer.
 
 use super::HTML;
-use super::{Linked, Links, fields, json_view, page, record_path};
+use super::bounded::Wanted;
+pub(super) use super::envelope::{Envelope, EnvelopeItem};
+use super::{Linked, Links, envelope, fields, json_view, page, record_path};
 use crate::cache::{Answer, CacheKey};
 use crate::params::{Params, encode_component, lookup_key};
 use crate::{ApiError, AppState};
@@ -12,7 +14,6 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Deserialize;
 use std::sync::Arc;
 use svc_spec::{ParamDef, ParamType, Query, QueryId};
 
@@ -66,28 +67,14 @@ pub(crate) struct Row {
     pub time: String,
 }
 
-/// The list envelope, as the API writes it.
-#[derive(Deserialize)]
-pub(super) struct Envelope {
-    pub items: Vec<EnvelopeItem>,
-    pub total: u64,
-    cursor: Option<String>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct EnvelopeItem {
-    pub uri: String,
-    pub author: String,
-    pub record: serde_json::Value,
-}
-
-/// The first `limit` records of the query `name` for these parameters, as the API answers;
-/// `None` when the specification has no such query.
+/// The first `limit` records of the query `name` for these parameters, as the API answers,
+/// each read for the fields `wanted`; `None` when the specification has no such query.
 pub(super) async fn ask(
     state: &AppState,
     name: &str,
     params: &[(&str, &str)],
     limit: u32,
+    wanted: Wanted,
 ) -> Result<Option<Envelope>, ApiError> {
     let Some(position) = state.queries.position(name) else {
         return Ok(None);
@@ -97,12 +84,24 @@ pub(super) async fn ask(
         .map(|(name, value)| format!("{name}={}", encode_component(value)))
         .collect();
     pairs.push(format!("limit={limit}"));
-    read(state, position, &pairs.join("&")).await.map(Some)
+    read(state, position, &pairs.join("&"), wanted)
+        .await
+        .map(Some)
 }
 
-async fn read(state: &AppState, position: usize, api_query: &str) -> Result<Envelope, ApiError> {
+/// The API's answer, each record read for the fields `wanted` alone, off the threads that
+/// answer requests: an answer may be a thousand records of 8 MB.
+async fn read(
+    state: &AppState,
+    position: usize,
+    api_query: &str,
+    wanted: Wanted,
+) -> Result<Envelope, ApiError> {
     let answer = crate::list::answer(state, position, Some(api_query)).await?;
-    serde_json::from_slice(&answer.identity()?)
+    let json = answer.identity()?;
+    tokio::task::spawn_blocking(move || envelope::parse(&json, &wanted, fields::ROW_FIELD))
+        .await
+        .map_err(|e| ApiError::Internal(format!("a list answer's reading failed: {e}")))?
         .map_err(|e| ApiError::Internal(format!("a list answer did not read back: {e}")))
 }
 
@@ -233,13 +232,14 @@ async fn table(
     // The stream's position before the answer: what changes after is sent, maybe twice.
     let from = state.catalog.change_bounds().await?.newest;
     let api_query = api_query.join("&");
-    let envelope = read(state, position, &api_query).await?;
+    let columns = fields::columns(query);
+    let wanted = fields::row_fields(&columns);
+    let envelope = read(state, position, &api_query, wanted).await?;
     let answer_only: Vec<&str> = asked.iter().copied().filter(|p| !is_paging(p)).collect();
     // A page after the first does not follow the stream: new records enter at the top.
     let first_page = !asked.iter().any(|pair| {
         pair.starts_with("cursor=") || (pair.starts_with("offset=") && *pair != "offset=0")
     });
-    let columns = fields::columns(query);
     let rows = rows(state, &columns, envelope.items).await?;
     let path = format!("/explore/{}", query.name());
     Ok(Table {

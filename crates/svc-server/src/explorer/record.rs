@@ -1,8 +1,11 @@
 //! A record's page (`GET /at/<did>/<collection>/<rkey>`): its JSON with every at-uri and DID
 //! a link, and what the catalog knows around it: a lens's verifications by kind and whether
 //! they suffice, a bounty's schemas and lens, a community's members and dialects, and the
-//! beliefs about any record. An author's page (`GET /at/<did>`) lists their records.
+//! beliefs about any record. The JSON is laid out as far as [`json_view::PAGE`] reaches; the
+//! whole record is its JSON, stored text as it is (`?format=json`). An author's page
+//! (`GET /at/<did>`) lists their records.
 
+use super::bounded::{self, Bounds, Json, Tally, Wanted};
 use super::query::{EnvelopeItem, ask};
 use super::{LENS, Linked, Links, fields, json_view, page, record_path};
 use crate::params::{Params, encode_component};
@@ -10,8 +13,7 @@ use crate::{ApiError, AppState};
 use askama::Template;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
-use axum::response::Response;
-use serde_json::Value;
+use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use svc_catalog::RepositorySlice;
 
@@ -19,6 +21,13 @@ use svc_catalog::RepositorySlice;
 const PANEL_ROWS: u32 = 1000;
 /// Records an author's page lists.
 const AUTHOR_ROWS: usize = 50;
+/// What a record's page reads of each field it shows apart from the layout (its title, its
+/// facts, a community's members): a panel's rows of values.
+const FIELD: Bounds = Bounds {
+    values: PANEL_ROWS as u64 + 1,
+    text_bytes: 64 * 1024,
+    string_bytes: svc_spec::MAX_AT_URI_PARAM_BYTES,
+};
 
 #[derive(Template)]
 #[template(path = "explorer/record.html")]
@@ -32,6 +41,10 @@ struct RecordPage {
     lens: Option<LensPanel>,
     lists: Vec<RecordList>,
     lines: Vec<json_view::Line>,
+    /// What of the record the layout leaves out, when it leaves any.
+    cut: Option<String>,
+    /// The record's JSON, whole.
+    json: String,
 }
 
 struct LensPanel {
@@ -50,20 +63,66 @@ struct RecordList {
     more: Option<String>,
 }
 
-/// `GET /at/<did>/<collection>/<rkey>`.
+/// `GET /at/<did>/<collection>/<rkey>`: the page, or with `format=json` the record's JSON.
 pub(crate) async fn record(
     State(state): State<Arc<AppState>>,
     Path((did, collection, rkey)): Path<(String, String, String)>,
+    RawQuery(raw): RawQuery,
 ) -> Response {
     let uri = format!("at://{did}/{collection}/{rkey}");
     if let Err(error) = svc_syntax::check_at_uri(&uri) {
         return super::failure(ApiError::InvalidRequest(format!("{uri}: {error}")));
+    }
+    match Params::parse(raw.as_deref()).get("format") {
+        Ok(None | Some("html")) => {}
+        Ok(Some("json")) => return stored_json(&state, uri).await,
+        Ok(Some(other)) => {
+            let message = format!("format: must be html or json, not {other:?}");
+            return super::failure(ApiError::InvalidRequest(message));
+        }
+        Err(error) => return super::failure(error),
     }
     match build(&state, uri, collection).await {
         Ok(Some(record_page)) => page(&record_page, StatusCode::OK),
         Ok(None) => super::not_found("record at this address"),
         Err(error) => super::failure(error),
     }
+}
+
+/// The record's JSON as it is stored, neither parsed nor laid out: what its page leaves out.
+async fn stored_json(state: &AppState, uri: String) -> Response {
+    match state.catalog.get(uri).await {
+        Ok(Some(item)) => super::with_headers(item.record_json, JSON, StatusCode::OK),
+        Ok(None) => crate::error::json_error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "this catalog holds no record at this address",
+        ),
+        Err(error) => ApiError::from(error).into_response(),
+    }
+}
+
+/// The type of a record's JSON.
+const JSON: &str = "application/json";
+
+/// The record as its page reads it: laid out from its start within [`json_view::PAGE`], with
+/// what that left out, and the fields the page shows, each picked within [`FIELD`].
+struct Reading {
+    shown: Json,
+    tally: Tally,
+    fields: Json,
+}
+
+fn read(text: &str, wanted: &Wanted) -> Result<Reading, ApiError> {
+    let unread =
+        |e: serde_json::Error| ApiError::Internal(format!("a stored record did not read: {e}"));
+    let (shown, tally) = bounded::read(text, json_view::PAGE).map_err(unread)?;
+    let fields = bounded::pick(text, wanted, FIELD).map_err(unread)?;
+    Ok(Reading {
+        shown,
+        tally,
+        fields,
+    })
 }
 
 async fn build(
@@ -75,30 +134,71 @@ async fn build(
     if item.is_none() && collection != LENS {
         return Ok(None);
     }
-    let record: Value = match &item {
-        Some(item) => serde_json::from_str(&item.record_json)
-            .map_err(|e| ApiError::Internal(format!("a stored record did not read: {e}")))?,
-        None => Value::Null,
+    let (rev, text) = match item {
+        Some(item) => (Some(item.rev), item.record_json),
+        None => (None, "null".to_string()),
     };
+    let wanted = page_fields(&collection);
+    // Reading a record of 8 MB takes milliseconds: off the threads that answer requests.
+    let reading = tokio::task::spawn_blocking(move || read(&text, &wanted))
+        .await
+        .map_err(|e| ApiError::Internal(format!("a record's reading failed: {e}")))??;
     let mut uris = Vec::new();
-    json_view::at_uris(&record, &mut uris);
+    json_view::at_uris(&reading.shown, &mut uris);
+    json_view::at_uris(&reading.fields, &mut uris);
     let links = Links::of(state, uris).await?;
     let author = svc_syntax::at_uri_authority(&uri).unwrap_or_default();
-    let lists = lists(state, &collection, &uri, &record).await?;
+    let record = &reading.fields;
+    let lists = lists(state, &collection, &uri, record).await?;
     Ok(Some(RecordPage {
-        title: heading(&collection, &uri, &record),
+        title: heading(&collection, &uri, record),
         author: Linked::did(author),
-        rev: item.map(|item| item.rev),
-        facts: facts(&collection, &record, &links),
+        rev,
+        facts: facts(&collection, record, &links),
         lens: match collection == LENS {
             true => Some(lens_panel(state, &uri).await?),
             false => None,
         },
         lists,
-        lines: json_view::lines(&record, &links),
+        lines: json_view::lines(&reading.shown, &links),
+        cut: cut(&reading.tally),
+        json: record_path(&uri)
+            .map(|path| format!("{path}?format=json"))
+            .unwrap_or_default(),
         kind: collection,
         uri,
     }))
+}
+
+/// What the layout leaves out, said plainly.
+fn cut(tally: &Tally) -> Option<String> {
+    let mut said = Vec::new();
+    if tally.kept < tally.values {
+        said.push(format!(
+            "This record holds {} values; the first {} are shown.",
+            json_view::grouped(tally.values),
+            json_view::grouped(tally.kept)
+        ));
+    }
+    if tally.cut > 0 {
+        let strings = match tally.cut {
+            1 => "One string shown is".to_string(),
+            n => format!("{} strings shown are", json_view::grouped(n)),
+        };
+        said.push(format!(
+            "{strings} cut at {} bytes.",
+            json_view::grouped(json_view::PAGE.string_bytes as u64)
+        ));
+    }
+    (!said.is_empty()).then(|| said.join(" "))
+}
+
+/// The fields a record's page reads apart from its layout: its title, its kind's facts and a
+/// community's members.
+fn page_fields(kind: &str) -> Wanted {
+    let facts = fact_paths(kind).iter().map(|(_, path)| *path);
+    let named = fields::TITLES.iter().copied();
+    Wanted::of(named.chain(["members"]).chain(facts))
 }
 
 /// The records around this one: a community's members, dialects, changes, releases and
@@ -107,7 +207,7 @@ async fn lists(
     state: &AppState,
     kind: &str,
     uri: &str,
-    record: &Value,
+    record: &Json,
 ) -> Result<Vec<RecordList>, ApiError> {
     let mut lists = Vec::new();
     if kind == "dev.svc.community" {
@@ -128,7 +228,7 @@ async fn lists(
 
 /// What a record's page is headed with: its name or title, else its kind and key
 /// (`bounty 3lqnj54becahi`).
-fn heading(kind: &str, uri: &str, record: &Value) -> String {
+fn heading(kind: &str, uri: &str, record: &Json) -> String {
     let title = fields::title(uri, record);
     let key = uri.rsplit('/').next().unwrap_or(uri);
     match title == key {
@@ -138,8 +238,19 @@ fn heading(kind: &str, uri: &str, record: &Value) -> String {
 }
 
 /// The fields a kind is read by, linked: a bounty's wants, schemas, lens and status.
-fn facts(kind: &str, record: &Value, links: &Links) -> Vec<(String, Linked)> {
-    let wanted: &[(&str, &str)] = match kind {
+fn facts(kind: &str, record: &Json, links: &Links) -> Vec<(String, Linked)> {
+    fact_paths(kind)
+        .iter()
+        .filter_map(|(label, path)| {
+            let value = fields::at_path(record, path)?;
+            Some((label.to_string(), fields::cell(Some(value), links)))
+        })
+        .collect()
+}
+
+/// The fields a kind is read by: a label and a path each.
+fn fact_paths(kind: &str) -> &'static [(&'static str, &'static str)] {
+    match kind {
         "dev.svc.bounty" => &[
             ("Wants", "wants.$type"),
             ("Source schema", "wants.source.uri"),
@@ -176,14 +287,7 @@ fn facts(kind: &str, record: &Value, links: &Links) -> Vec<(String, Linked)> {
         ],
         "dev.svc.communityRelease" => &[("Community", "community"), ("Version", "version")],
         _ => &[],
-    };
-    wanted
-        .iter()
-        .filter_map(|(label, path)| {
-            let value = fields::at_path(record, path)?;
-            Some((label.to_string(), fields::cell(Some(value), links)))
-        })
-        .collect()
+    }
 }
 
 /// A lens's verifications by kind (by the property each proves, as sufficiency counts them),
@@ -211,17 +315,25 @@ async fn lens_panel(state: &AppState, lens: &str) -> Result<LensPanel, ApiError>
 async fn community_lists(
     state: &AppState,
     uri: &str,
-    record: &Value,
+    record: &Json,
 ) -> Result<Vec<RecordList>, ApiError> {
-    let members = record["members"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let (members, more) = match record.get("members") {
+        Some(Json::Array(members, more)) => (members.as_slice(), *more),
+        _ => (&[][..], 0),
+    };
+    let title = match more {
+        0 => "Members".to_string(),
+        more => format!(
+            "Members (the first {} of {})",
+            members.len(),
+            json_view::grouped(members.len() as u64 + more)
+        ),
+    };
     let mut lists = vec![RecordList {
-        title: "Members".into(),
+        title,
         records: members
             .iter()
-            .filter_map(Value::as_str)
+            .filter_map(Json::as_str)
             .map(Linked::did)
             .collect(),
         more: None,
@@ -259,7 +371,8 @@ async fn related(
     param: &str,
     value: &str,
 ) -> Result<Option<RecordList>, ApiError> {
-    let Some(found) = ask(state, query, &[(param, value)], PANEL_ROWS).await? else {
+    let titles = fields::title_fields();
+    let Some(found) = ask(state, query, &[(param, value)], PANEL_ROWS, titles).await? else {
         return Ok(None);
     };
     Ok(Some(RecordList {
@@ -351,10 +464,13 @@ async fn author_page(
         .then(|| items.last())
         .flatten()
         .map(|last| format!("{here}?after={}", encode_component(&last.uri)));
+    let wanted = fields::row_fields(&[]);
     let rows = items
         .into_iter()
         .map(|item| {
-            let record: Value = serde_json::from_str(&item.record_json).unwrap_or(Value::Null);
+            // A record that does not read shows its key and no time.
+            let record =
+                bounded::pick(&item.record_json, &wanted, fields::ROW_FIELD).unwrap_or(Json::Null);
             let kind = super::collection_of(&item.uri).unwrap_or_default();
             let kind = Linked {
                 href: Some(format!("/at/{}/{kind}", slice.did)),
@@ -373,4 +489,38 @@ async fn author_page(
         rows,
         next,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The most a record can make of its page: 5,000 values at the deepest nesting JSON is
+    /// read to, each a string of quotes (six bytes of HTML each) as long as the text allowed
+    /// them can make it.
+    #[test]
+    fn no_record_lays_out_more_than_4_mb() {
+        let deep = 120;
+        let quotes = format!("\"{}\"", "\\\"".repeat(52));
+        let items = vec![quotes; 20_000].join(",");
+        let json = format!("{}{items}{}", "[".repeat(deep), "]".repeat(deep));
+        let (shown, tally) = bounded::read(&json, json_view::PAGE).expect("JSON");
+        assert_eq!(tally.kept, json_view::PAGE.values);
+        let record_page = RecordPage {
+            uri: "at://did:plc:a/dev.svc.vocab/1".into(),
+            kind: "dev.svc.vocab".into(),
+            title: "vocab 1".into(),
+            author: Linked::did("did:plc:a"),
+            rev: Some("3l".into()),
+            facts: Vec::new(),
+            lens: None,
+            lists: Vec::new(),
+            lines: json_view::lines(&shown, &Links::default()),
+            cut: cut(&tally),
+            json: "/at/did:plc:a/dev.svc.vocab/1?format=json".into(),
+        };
+        let html = record_page.render().expect("the page");
+        assert!(html.len() > 2 << 20, "the worst case: {} bytes", html.len());
+        assert!(html.len() < 4 << 20, "{} bytes", html.len());
+    }
 }
