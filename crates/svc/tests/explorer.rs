@@ -366,6 +366,9 @@ fn pages_work_without_script_and_say_what_is_wrong() {
     page("/explore/noSuchQuery", 404, "Not in this catalog");
     let record = "/at/did:plc:jetstream/dev.svc.vocab/3kaaaaaaaaa23";
     page(record, 200, "<span class=\"text\">Fish</span>");
+    // A record laid out whole links its JSON all the same.
+    let json = format!("<a href=\"{record}?format=json\" id=\"json\">As JSON</a>");
+    page(record, 200, &json);
     page(
         "/at/did:plc:jetstream/dev.svc.vocab/3kzzzzzzzzz22",
         404,
@@ -440,4 +443,105 @@ fn a_community_s_page_gathers_its_members_dialects_changes_releases_and_federati
         .2;
     assert!(page.contains("<h2>Migration runs (1)</h2>"), "{page}");
     assert!(page.contains(change), "{page}");
+}
+
+/// A figure of the server's `/proc` status, in MiB.
+fn proc_mib(server: &Server, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
+        .expect("the server's /proc status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().strip_suffix("kB"))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("a figure in kB");
+    kib / 1024
+}
+
+/// What one request makes the server hold at its peak beyond what it held before, in MiB:
+/// the peak is reset first (`clear_refs` 5), then read after the answer.
+fn peak_growth(server: &Server, path: &str) -> (u64, String) {
+    let clear = format!("/proc/{}/clear_refs", server.child.id());
+    std::fs::write(clear, "5").expect("reset the server's peak");
+    let before = proc_mib(server, "VmRSS");
+    let (status, content_type, page) = server.get_raw(path);
+    assert_eq!(status, 200, "{path}");
+    assert_eq!(content_type, "text/html; charset=utf-8", "{path}");
+    let peak = proc_mib(server, "VmHWM");
+    eprintln!(
+        "{path}: {} bytes, RSS {before} MiB before, peak {peak} MiB",
+        page.len()
+    );
+    (peak.saturating_sub(before), page)
+}
+
+/// Records of a million tiny values in a field no lexicon names: a record's page lays out
+/// 5,000 of them and says so, linking the whole record's JSON (its stored text), and a query's
+/// page of twenty such records reads only the fields it shows. Neither page is over 1 MB, nor
+/// does either take the server's peak memory 100 MiB above what it held before. Laying out
+/// every value made the record's page 35 MB and took the server 200 MiB up; reading the
+/// query's answer whole into `serde_json::Value`s took it 210 MiB up.
+#[test]
+fn records_of_a_million_values_cost_their_pages_a_bounded_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = Events::new();
+    let record = |world: &str, n: usize| {
+        json!({"aaa": vec![0; n], "name": format!("Huge {world}"), "world": world,
+            "occurredAt": NOW})
+    };
+    let huge = record("closed-with-default", 1_000_000);
+    let uri = events.put(
+        "did:plc:huge",
+        "dev.svc.vocab",
+        "3kaaaaaaaaa22",
+        &tid(1),
+        huge.clone(),
+    );
+    for n in 0..20 {
+        let rkey = format!("3kaaaaaaaab{n:02}");
+        events.put(
+            "did:plc:huge",
+            "dev.svc.vocab",
+            &rkey,
+            &tid(2 + n as i64),
+            record("open", 500_000),
+        );
+    }
+    let file = events.write(&dir.path().join("huge.jsonl"));
+    let server = Server::start(
+        dir.path().join("catalog.db"),
+        &["--import", file.to_str().unwrap()],
+    );
+    let world = "/v1/vocabularies/by-world?world=open&limit=1";
+    assert_eq!(server.get(world).1["total"], 20);
+
+    let path = uri.replace("at://", "/at/");
+    let (grew, page) = peak_growth(&server, &path);
+    assert!(page.len() < 1 << 20, "{} bytes", page.len());
+    assert!(page.contains("<span class=\"text\">Huge closed-with-default</span>"));
+    let note = "This record holds 1,000,006 values; the first 5,000 are shown. \
+        The whole record: <a href=\"/at/did:plc:huge/dev.svc.vocab/3kaaaaaaaaa22?format=json\" \
+        id=\"json\">its JSON</a>.";
+    assert!(page.contains(note), "{}", &page[..4096.min(page.len())]);
+    assert!(page.contains("… 995,003 more not shown"));
+    assert!(
+        grew < 100,
+        "the record's page grew the server by {grew} MiB"
+    );
+    // The whole record, as it is stored.
+    let (status, content_type, json) = server.get_raw(&format!("{path}?format=json"));
+    assert_eq!((status, content_type.as_str()), (200, "application/json"));
+    let mut stored = huge;
+    stored["$type"] = json!("dev.svc.vocab");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&json).unwrap(),
+        stored
+    );
+    assert_eq!(server.get_raw(&format!("{path}?format=xml")).0, 400);
+
+    let (grew, page) = peak_growth(&server, "/explore/vocabulariesWithWorld?world=open");
+    assert!(page.len() < 1 << 20, "{} bytes", page.len());
+    assert_eq!(page.matches("<tr data-uri=").count(), 20, "{page}");
+    assert!(page.contains(">Huge open</a>"), "{page}");
+    assert!(grew < 100, "the query's page grew the server by {grew} MiB");
 }
