@@ -2,18 +2,18 @@
 # Whole repositories of hostile shapes, on demand (not in CI).
 #   OLD_SVC=<another build> bench/exports.sh
 # Writes three repository exports (crates/svc/examples/export_bench.rs): 100,000 paths that
-# all name one 4.3 KB record block; 50,000 distinct records of 400 bytes; 2,000,000 paths of
+# all name one 4 KB record block; 50,000 distinct records of 400 bytes; 2,000,000 paths of
 # one tiny block. Each is imported by a fresh `svc serve --import X.car --verify none` on an
 # empty SQLite catalog, with this checkout's release build and, when OLD_SVC is set, that
 # build side by side. Prints, for each, whether it was refused, the records served, the
-# import's time, the server's peak RSS (VmHWM) and the catalog's size.
+# import's time, the server's peak RSS (VmHWM) and the catalog's size. ONLY=<name> runs one.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 build_svc
 (cd "$root" && cargo build --release -j2 -q -p svc --example export_bench)
 mkdir -p "$work"
 exports=(
-  "one-block-100k:100000:4300:same"
+  "one-block-100k:100000:3900:same"
   "distinct-50k:50000:400:distinct"
   "tiny-2m:2000000:1:same"
 )
@@ -43,6 +43,7 @@ run_one() { # LABEL BINARY CAR
 trap stop_server EXIT
 for spec in "${exports[@]}"; do
   name="${spec%%:*}"
+  [ -n "${ONLY:-}" ] && [ "$name" != "$ONLY" ] && continue
   car="$work/export-$name.car"
   [ -n "${OLD_SVC:-}" ] && run_one old "$OLD_SVC" "$car"
   run_one new "$svc_bin" "$car"
