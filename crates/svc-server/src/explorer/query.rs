@@ -1,13 +1,14 @@
 //! A query's page (`GET /explore/<name>`): a form made from the query's parameters in the
-//! specification, and its answer as a table, asked of the same code (and cache) as the API
-//! with the same query string, so that the page and its JSON link show one answer.
+//! specification, and its answer as a table, read as the API reads it with the same query
+//! string, so that the page and its JSON link show one answer; of each record the page reads
+//! only the fields its table shows.
 
 use super::HTML;
 use super::bounded::Wanted;
 pub(super) use super::envelope::{Envelope, EnvelopeItem};
 use super::{Linked, Links, envelope, fields, json_view, page, record_path};
 use crate::cache::{Answer, CacheKey};
-use crate::params::{Params, encode_component, lookup_key};
+use crate::params::{Params, encode_component, lookup_key, paging};
 use crate::{ApiError, AppState};
 use askama::Template;
 use axum::body::Bytes;
@@ -89,20 +90,28 @@ pub(super) async fn ask(
         .map(Some)
 }
 
-/// The API's answer, each record read for the fields `wanted` alone, off the threads that
-/// answer requests: an answer may be a thousand records of 8 MB.
+/// The API's answer to `api_query`: its parameters checked and its page read as the list
+/// endpoint does, so that the page and its JSON link show one answer, but each record read
+/// for the fields `wanted` alone as its row comes, never the answer's text whole: a page may
+/// list a thousand records of 8 MB.
 async fn read(
     state: &AppState,
     position: usize,
     api_query: &str,
     wanted: Wanted,
 ) -> Result<Envelope, ApiError> {
-    let answer = crate::list::answer(state, position, Some(api_query)).await?;
-    let json = answer.identity()?;
-    tokio::task::spawn_blocking(move || envelope::parse(&json, &wanted, fields::ROW_FIELD))
-        .await
-        .map_err(|e| ApiError::Internal(format!("a list answer's reading failed: {e}")))?
-        .map_err(|e| ApiError::Internal(format!("a list answer did not read back: {e}")))
+    let query = &state.queries.all()[position];
+    let params = Params::parse(Some(api_query));
+    let request = paging(&params)?;
+    let key = lookup_key(query, &params)?;
+    let (picker, page) = envelope::Picker::new(wanted, fields::ROW_FIELD);
+    let id = query.id().clone();
+    state
+        .catalog
+        .write_list(id, key, request, Box::new(picker))
+        .await?;
+    page.await
+        .map_err(|_| ApiError::Internal("a list page was read but not handed back".into()))
 }
 
 /// `GET /explore/<name>`. A page is kept in the answer cache while its answer's key is
