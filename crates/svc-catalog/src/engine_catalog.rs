@@ -296,7 +296,7 @@ impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
         )
     }
 
-    fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, ()> {
+    fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, bool> {
         through_writer!(self, set_account(did, status))
     }
 

@@ -143,7 +143,8 @@ pub trait CatalogWrite: Send + Sync {
     ) -> CatalogFuture<'_, ApplyReport>;
 
     /// Records an account's status change, hiding, restoring or removing its records.
-    fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, ()>;
+    /// Whether the account was hidden (inactive) before.
+    fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, bool>;
 
     /// Starts a bulk load if the catalog is empty (`false` otherwise, and nothing changes).
     /// Until [`CatalogWrite::finish_bulk`], `apply` stages changes: they are not visible, and

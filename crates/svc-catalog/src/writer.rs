@@ -49,7 +49,7 @@ enum WriteJob {
     Account {
         did: Did,
         status: AccountStatus,
-        reply: oneshot::Sender<CatalogResult<()>>,
+        reply: oneshot::Sender<CatalogResult<bool>>,
     },
     Heartbeat {
         keep_changes: std::time::Duration,
@@ -183,7 +183,7 @@ impl WriterHandle {
         })
     }
 
-    pub fn set_account(&self, did: Did, status: AccountStatus) -> crate::CatalogFuture<'_, ()> {
+    pub fn set_account(&self, did: Did, status: AccountStatus) -> crate::CatalogFuture<'_, bool> {
         self.ask(|reply| WriteJob::Account { did, status, reply })
     }
 
@@ -513,8 +513,9 @@ impl<E: Engine> Writer<E> {
         Ok(())
     }
 
-    /// An account's change; one the store refuses is skipped and logged.
-    fn account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<()> {
+    /// An account's change; one the store refuses is skipped and logged. Whether the
+    /// account was hidden before.
+    fn account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<bool> {
         match self.set_account(did, status) {
             Err(CatalogError::Refused { reason, message }) => {
                 tracing::warn!(
@@ -522,13 +523,13 @@ impl<E: Engine> Writer<E> {
                     "the catalog refused the change of account {did}, which is skipped: {}",
                     headline(&message)
                 );
-                Ok(())
+                Ok(false)
             }
             outcome => outcome,
         }
     }
 
-    fn set_account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<()> {
+    fn set_account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<bool> {
         if self.bulk.is_some() {
             return Err(CatalogError::Storage(
                 "an account change cannot join a bulk load".into(),

@@ -104,6 +104,11 @@ fn deactivated_accounts_leave_answers_and_come_back() {
     peers.activate(&bob);
     server.wait_for(&path, WITHIN, |b| b["total"] == 1);
     assert_eq!(server.get("/v1/stats").1["dialects"], 1);
+    // Reactivated, the repository is read whole again, for what changed meanwhile.
+    server.wait_for("/v1/stats", WITHIN, |_| {
+        let metrics = server.get_raw("/metrics").2;
+        metrics.contains("svc_ingest_resync_queued_total{reason=\"reactivated\"} 1")
+    });
 }
 
 /// Every uri under one key of a query, page by page.

@@ -9,12 +9,13 @@ use crate::{AccountStatus, CatalogResult};
 use svc_spec::IndexKeys;
 use svc_syntax::Did;
 
-/// Stores an account's new status, filing its records again or taking them out as it changes.
+/// Stores an account's new status, filing its records again or taking them out as it changes;
+/// whether it was hidden before.
 pub(super) fn set_account<E: Engine>(
     tx: &mut Transactions<E>,
     did: &Did,
     status: &AccountStatus,
-) -> CatalogResult<()> {
+) -> CatalogResult<bool> {
     let was_inactive = tx.filing.inactive.contains(did.as_str());
     let now_inactive = !matches!(status, AccountStatus::Active);
     tx.run(|engine, filing| {
@@ -43,7 +44,7 @@ pub(super) fn set_account<E: Engine>(
     } else {
         tx.filing.inactive.remove(did.as_str());
     }
-    Ok(())
+    Ok(was_inactive)
 }
 
 /// Files every live record of a repository under its keys (`file = true`) or takes them all

@@ -3,7 +3,7 @@
 
 use super::verifier::{Checked, Verifier};
 use super::{Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
-use crate::event::{CommitEvent, from_stream as account_from_stream, host_lost_sync};
+use crate::event::{CommitEvent, FromStream as AccountFromStream, host_lost_sync};
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
 use crate::resync::Resync;
@@ -856,10 +856,15 @@ impl Session<'_> {
                 self.end_catch_up().await?;
                 self.flush().await?;
                 tracing::info!(%did, ?status, "account status");
+                let account = AccountFromStream::of(status);
+                let stored = account.stored.clone();
+                let was_hidden = self.source.catalog.set_account(did.clone(), stored).await?;
                 let verified = self.source.verifier.is_some();
-                let (stored, read_again) = account_from_stream(status, verified);
-                self.source.catalog.set_account(did.clone(), stored).await?;
-                if let Some(reason) = read_again {
+                if let Some(reason) = account.read_again(was_hidden, verified) {
+                    let queued = &self.source.ingestor.metrics().resync_queued;
+                    queued
+                        .get_or_create(&crate::metrics::ReasonLabel { reason })
+                        .inc();
                     let sync = SyncWrites {
                         queued: vec![ResyncRequest {
                             did,
