@@ -430,6 +430,20 @@ fn a_restart_loses_nothing_a_subscriber_can_resume() {
     assert_eq!(second.id, first.id.map(|seq| seq + 1));
 }
 
+/// `n` creates of vocabularies named `name`, from `base` a microsecond apart, each with a
+/// description of 2,000 bytes.
+fn large_creates(base: i64, n: i64, name: &str) -> Vec<(i64, String)> {
+    let description = "d".repeat(2000);
+    (0..n)
+        .map(|i| {
+            let (time_us, line) = commit(base + i, &tid(base + i), "create", name, "open");
+            let mut line: Value = serde_json::from_str(&line).expect("an event");
+            line["commit"]["record"]["description"] = json!(description);
+            (time_us, line.to_string())
+        })
+        .collect()
+}
+
 /// A subscriber that never reads: its receive buffer is as small as the kernel allows, so
 /// what the server sends piles up on the server's side, as it would across a network.
 fn stalled_subscriber(server: &Server) -> std::net::TcpStream {
@@ -512,16 +526,7 @@ fn subscribers_that_never_read_hold_little_and_are_cut_at_once() {
     // 3,000 changes of 2 KB: 6 MB for each subscriber, far past its queue and buffers.
     // Events of now: a catch-up from the past would be bulk-loaded, past the change stream.
     let base = now_us();
-    let description = "d".repeat(2000);
-    let events = (0..3000)
-        .map(|i| {
-            let (time_us, line) = commit(base + i, &tid(base + i), "create", "big", "open");
-            let mut line: Value = serde_json::from_str(&line).expect("an event");
-            line["commit"]["record"]["description"] = json!(description);
-            (time_us, line.to_string())
-        })
-        .collect::<Vec<_>>();
-    replay.publish(events);
+    replay.publish(large_creates(base, 3000, "big"));
     server.wait_for(
         "/v1/vocabularies/by-world?world=open&limit=1",
         Duration::from_secs(30),
@@ -563,15 +568,7 @@ fn subscribers_that_never_read_hold_little_and_are_cut_at_once() {
 #[test]
 fn replays_are_paced_per_client() {
     let base = now_us() - 1_000_000;
-    let description = "d".repeat(2000);
-    let events: Vec<_> = (0..600)
-        .map(|i| {
-            let (time_us, line) = commit(base + i, &tid(base + i), "create", "paced", "open");
-            let mut line: Value = serde_json::from_str(&line).expect("an event");
-            line["commit"]["record"]["description"] = json!(description);
-            (time_us, line.to_string())
-        })
-        .collect();
+    let events = large_creates(base, 600, "paced");
     let replay = Replay::start(vec![commit(
         base - 1,
         "3kaaaaaaaaa22",

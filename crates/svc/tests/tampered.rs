@@ -56,9 +56,14 @@ fn tampered(mut frame: Vec<u8>) -> Vec<u8> {
     frame
 }
 
-/// Starts the proxy to `upstream` (the PDS's `ws://` base); its `ws://` base.
-fn tampering_proxy(upstream: &str) -> String {
+/// What a proxy sends on for one frame of the PDS's firehose: no frame, it, or more.
+type Rewrite = Box<dyn FnMut(Vec<u8>) -> Vec<Vec<u8>> + Send>;
+
+/// Starts a proxy to `upstream` (the PDS's `ws://` base) that passes each connection's frames
+/// through a rewrite made for it by `rewrite`; its `ws://` base.
+fn frame_proxy(upstream: &str, rewrite: impl Fn() -> Rewrite + Send + Sync + 'static) -> String {
     let upstream = upstream.trim_end_matches('/').to_string();
+    let rewrite = std::sync::Arc::new(rewrite);
     let (sender, receiver) = std::sync::mpsc::channel();
     spawn_async(async move {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -66,9 +71,9 @@ fn tampering_proxy(upstream: &str) -> String {
             .send(listener.local_addr().expect("address"))
             .expect("port");
         while let Ok((stream, _)) = listener.accept().await {
-            let upstream = upstream.clone();
+            let (upstream, rewrite) = (upstream.clone(), rewrite());
             tokio::spawn(async move {
-                let _ = relay(stream, &upstream).await;
+                let _ = relay(stream, &upstream, rewrite).await;
             });
         }
     });
@@ -77,7 +82,7 @@ fn tampering_proxy(upstream: &str) -> String {
 
 // The callback type is the handshake API's own.
 #[allow(clippy::result_large_err)]
-async fn relay(stream: tokio::net::TcpStream, upstream: &str) -> Option<()> {
+async fn relay(stream: tokio::net::TcpStream, upstream: &str, mut rewrite: Rewrite) -> Option<()> {
     let mut path = String::new();
     let callback = |request: &Request, response: Response| {
         path = request.uri().to_string();
@@ -91,22 +96,12 @@ async fn relay(stream: tokio::net::TcpStream, upstream: &str) -> Option<()> {
         .ok()?;
     let (mut to_client, mut from_client) = client.split();
     let (mut to_server, mut from_server) = server.split();
-    let mut kept: Option<Vec<u8>> = None;
     loop {
         tokio::select! {
-            message = from_server.next() => match message? .ok()? {
+            message = from_server.next() => match message?.ok()? {
                 Message::Binary(frame) => {
-                    let frame = frame.to_vec();
-                    if position(&frame, REPLAYED).is_some() {
-                        kept = Some(frame.clone());
-                    }
-                    if position(&frame, SKIPPED).is_some() {
-                        continue;
-                    }
-                    let after = position(&frame, AFTER).is_some();
-                    to_client.send(Message::Binary(tampered(frame).into())).await.ok()?;
-                    if let Some(again) = kept.take_if(|_| after) {
-                        to_client.send(Message::Binary(again.into())).await.ok()?;
+                    for frame in rewrite(frame.to_vec()) {
+                        to_client.send(Message::Binary(frame.into())).await.ok()?;
                     }
                 }
                 other => to_client.send(other).await.ok()?,
@@ -114,6 +109,25 @@ async fn relay(stream: tokio::net::TcpStream, upstream: &str) -> Option<()> {
             message = from_client.next() => to_server.send(message?.ok()?).await.ok()?,
         }
     }
+}
+
+/// The tampering proxy's rewrite of one connection: each frame changed as [`tampered`] says,
+/// the one holding [`SKIPPED`] dropped, and the one holding [`REPLAYED`] sent again after the
+/// one holding [`AFTER`].
+fn tampering() -> Rewrite {
+    let mut kept: Option<Vec<u8>> = None;
+    Box::new(move |frame| {
+        if position(&frame, REPLAYED).is_some() {
+            kept = Some(frame.clone());
+        }
+        if position(&frame, SKIPPED).is_some() {
+            return Vec::new();
+        }
+        let after = position(&frame, AFTER).is_some();
+        let mut sent = vec![tampered(frame)];
+        sent.extend(kept.take_if(|_| after));
+        sent
+    })
 }
 
 fn vocab(name: &str) -> serde_json::Value {
@@ -124,7 +138,7 @@ fn vocab(name: &str) -> serde_json::Value {
 #[test]
 fn commits_changed_in_flight_are_refused_and_the_rest_applied() {
     let Some(peers) = peers() else { return };
-    let source = tampering_proxy(&peers.pds_ws);
+    let source = frame_proxy(&peers.pds_ws, tampering);
     let dir = tempfile::tempdir().unwrap();
     let server = Server::launch(
         dir.path().join("catalog.db"),
@@ -215,62 +229,15 @@ fn seq_of(frame: &[u8]) -> Option<i64> {
     body.get("seq").and_then(svc_repo::dagcbor::Cbor::as_i64)
 }
 
-/// Starts a proxy to `upstream` that sends, after each commit holding [`FORGED`], a forged
-/// deletion of the account `victim` names.
-fn forging_proxy(upstream: &str, victim: std::sync::Arc<std::sync::Mutex<String>>) -> String {
-    let upstream = upstream.trim_end_matches('/').to_string();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    spawn_async(async move {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        sender
-            .send(listener.local_addr().expect("address"))
-            .expect("port");
-        while let Ok((stream, _)) = listener.accept().await {
-            let (upstream, victim) = (upstream.clone(), victim.clone());
-            tokio::spawn(async move {
-                let _ = forge(stream, &upstream, &victim).await;
-            });
-        }
-    });
-    format!("ws://{}", receiver.recv().expect("the proxy started"))
-}
-
-#[allow(clippy::result_large_err)]
-async fn forge(
-    stream: tokio::net::TcpStream,
-    upstream: &str,
-    victim: &std::sync::Mutex<String>,
-) -> Option<()> {
-    let mut path = String::new();
-    let callback = |request: &Request, response: Response| {
-        path = request.uri().to_string();
-        Ok(response)
-    };
-    let client = tokio_tungstenite::accept_hdr_async(stream, callback)
-        .await
-        .ok()?;
-    let (server, _) = tokio_tungstenite::connect_async(format!("{upstream}{path}"))
-        .await
-        .ok()?;
-    let (mut to_client, mut from_client) = client.split();
-    let (mut to_server, mut from_server) = server.split();
-    loop {
-        tokio::select! {
-            message = from_server.next() => match message?.ok()? {
-                Message::Binary(frame) => {
-                    let forged = position(&frame, FORGED)
-                        .and_then(|_| seq_of(&frame))
-                        .map(|seq| forged_deletion(&victim.lock().unwrap(), seq));
-                    to_client.send(Message::Binary(frame)).await.ok()?;
-                    if let Some(forged) = forged {
-                        to_client.send(Message::Binary(forged.into())).await.ok()?;
-                    }
-                }
-                other => to_client.send(other).await.ok()?,
-            },
-            message = from_client.next() => to_server.send(message?.ok()?).await.ok()?,
-        }
-    }
+/// A rewrite that sends, after each commit holding [`FORGED`], a forged deletion of the
+/// account `victim` names.
+fn forging(victim: std::sync::Arc<std::sync::Mutex<String>>) -> Rewrite {
+    Box::new(move |frame| {
+        let forged = position(&frame, FORGED)
+            .and_then(|_| seq_of(&frame))
+            .map(|seq| forged_deletion(&victim.lock().unwrap(), seq));
+        std::iter::once(frame).chain(forged).collect()
+    })
 }
 
 /// A forged `#account` deletion hides its account's records only until the account's own PDS
@@ -280,7 +247,8 @@ async fn forge(
 fn a_forged_deletion_deletes_nothing_and_a_real_one_is_confirmed() {
     let Some(peers) = peers() else { return };
     let victim = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let source = forging_proxy(&peers.pds_ws, victim.clone());
+    let forged_for = victim.clone();
+    let source = frame_proxy(&peers.pds_ws, move || forging(forged_for.clone()));
     let dir = tempfile::tempdir().unwrap();
     let server = Server::launch(
         dir.path().join("catalog.db"),
