@@ -1,5 +1,7 @@
-//! `/openapi.json`: an OpenAPI 3.1 document generated from the query specification, so it
-//! lists exactly the routes the server built.
+//! `/openapi.json`: an OpenAPI 3.2 document generated from the query specification, so it
+//! lists exactly the routes the server built. 3.2, for its way of describing a stream of
+//! Server-Sent Events: the schema of each event (`itemSchema`), where 3.1 has only the schema
+//! of the whole body, a string.
 
 use crate::AppState;
 use crate::RequestLimits;
@@ -129,7 +131,7 @@ pub(crate) fn document(queries: &QuerySet, version: &str, limits: &RequestLimits
         }
     }
     json!({
-        "openapi": "3.1.0",
+        "openapi": "3.2.0",
         "info": {"title": "svc record catalog", "version": version,
                  "description": "Read-only queries over the catalog of dev.svc.* records."},
         "paths": paths,
@@ -170,7 +172,7 @@ fn route_operation(route: &Route, id: String, limits: &RequestLimits, queries: &
              "schema": {"type": "string", "enum": queries}},
             {"name": "cursor", "in": "query", "required": false,
              "description": "The seq of the last message held: the stream goes on after it. Absent: from now.",
-             "schema": {"type": "integer", "minimum": 0}}
+             "schema": {"type": "integer", "minimum": 0, "maximum": i64::MAX}}
         ]);
     }
     if route.endpoint == Endpoint::Sufficiency {
@@ -220,10 +222,11 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         }
         Endpoint::Changes => {
             let mut responses = errors(limits);
-            responses["200"] = json!({"description": "Server-Sent Events, each `data` a JSON message \
-                `{seq, time, op, uri, item?}` (`op`: enter, update or leave; the event's id is `seq`), \
-                or `{info}` / `{error}`.",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}}});
+            responses["200"] = json!({"description": "Server-Sent Events, each one JSON message \
+                (`ChangeMessage`): a change of the answer, or a notice; an error ends the stream. \
+                Comment lines keep a quiet stream open.",
+                "content": {"text/event-stream": {
+                    "itemSchema": {"$ref": "#/components/schemas/ChangeEvent"}}}});
             responses["503"] = json!({"description": "As many subscribers as the server takes are connected.",
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
             responses
@@ -244,6 +247,48 @@ fn schemas() -> Value {
             "cursor": {"type": "string", "description": "Present when more items follow."}}},
         "Sufficiency": {"type": "object", "required": ["sufficient", "required_kinds", "require_holds"], "properties": {
             "sufficient": {"type": "boolean"}, "required_kinds": {"type": "array", "items": {"type": "string"}},
-            "require_holds": {"type": "boolean"}}}
+            "require_holds": {"type": "boolean"}}},
+        "ChangeEvent": change_event(),
+        "ChangeMessage": {"oneOf": [
+            {"$ref": "#/components/schemas/Change"},
+            {"$ref": "#/components/schemas/StreamInfo"},
+            {"$ref": "#/components/schemas/StreamError"}]},
+        "Change": change(),
+        "StreamInfo": {"type": "object", "additionalProperties": false, "required": ["info", "oldest"],
+            "description": "The changes after the cursor up to `oldest` are not kept one by one \
+                (trimmed, or loaded in bulk): the stream goes on from `oldest`, and a subscriber \
+                reads the answer again to catch up.",
+            "properties": {"info": {"const": "OutdatedCursor"}, "oldest": {"type": "integer", "minimum": 0}}},
+        "StreamError": {"type": "object", "additionalProperties": false, "required": ["error", "message"],
+            "description": "Why the stream ends: a cursor past the newest change, or a subscriber \
+                too slow to keep up (it resumes from the last seq it holds).",
+            "properties": {"error": {"enum": ["FutureCursor", "ConsumerTooSlow"]},
+                "message": {"type": "string"}}}
     })
+}
+
+/// One event of the change stream, as the Server-Sent Events format reads it (`data`, `event`
+/// and `id`): its data is a JSON message, its type the default, its id a change's seq.
+fn change_event() -> Value {
+    json!({"type": "object", "required": ["data"], "properties": {
+        "data": {"type": "string", "contentMediaType": "application/json",
+            "contentSchema": {"$ref": "#/components/schemas/ChangeMessage"}},
+        "event": {"const": "message"},
+        "id": {"type": "string", "pattern": "^[0-9]+$",
+            "description": "The seq of the change (a notice has none: the last one stands)."}}})
+}
+
+/// What a change did to the answer followed: `enter` and `update` with the list item,
+/// `leave` with the uri alone.
+fn change() -> Value {
+    json!({"type": "object", "additionalProperties": false, "required": ["seq", "time", "op", "uri"],
+        "properties": {
+            "seq": {"type": "integer", "minimum": 0},
+            "time": {"type": "string", "format": "date-time"},
+            "op": {"enum": ["enter", "update", "leave"]},
+            "uri": {"type": "string", "format": "at-uri"},
+            "item": {"$ref": "#/components/schemas/ListItem"}},
+        "if": {"properties": {"op": {"const": "leave"}}},
+        "then": {"not": {"required": ["item"]}},
+        "else": {"required": ["item"]}})
 }

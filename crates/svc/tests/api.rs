@@ -650,7 +650,7 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
     }
     assert!(metrics.contains("svc_http_request_duration_seconds_bucket{"));
     let (_, openapi) = s.get("/openapi.json");
-    assert_eq!(openapi["openapi"], "3.1.0");
+    assert_eq!(openapi["openapi"], "3.2.0");
     let paths = openapi["paths"].as_object().unwrap();
     for path in [
         "/v1/bounties/open",
