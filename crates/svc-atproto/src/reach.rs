@@ -256,4 +256,47 @@ mod tests {
             "{error}"
         );
     }
+
+    /// A server answering every request with `answer` and counting them.
+    async fn answering(answer: String) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&asked);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        (url, asked)
+    }
+
+    #[tokio::test]
+    async fn a_redirect_to_another_host_is_not_followed() {
+        crate::install_crypto();
+        let (elsewhere, asked) =
+            answering("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}".into()).await;
+        let (redirecting, _) = answering(format!(
+            "HTTP/1.1 302 Found\r\nlocation: {elsewhere}/latest/meta-data/\r\ncontent-length: 0\r\n\r\n"
+        ))
+        .await;
+        let client = crate::build_client(
+            crate::client_builder(Duration::from_secs(5))
+                .redirect(redirect::Policy::custom(same_host_redirects)),
+        )
+        .unwrap();
+        let url = format!("{redirecting}/.well-known/did.json");
+        let error = client.get(&url).send().await.expect_err("not followed");
+        let error = crate::http_error(&url, error);
+        assert!(
+            matches!(&error, AtprotoError::Refused { message, .. }
+                if message.contains("another host")),
+            "{error}"
+        );
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
 }
