@@ -1,4 +1,4 @@
-"""Constraints of the API that an OpenAPI 3.1 document cannot state, for schemathesis.
+"""Constraints of the API that an OpenAPI 3.2 document cannot state, for schemathesis.
 
 `cursor` and `offset` are each valid alone; together only with `offset=0` (the default), any
 other offset beside a cursor is refused (400), a dependency between parameters that OpenAPI has
