@@ -16,6 +16,7 @@ mod repository_apply;
 mod repository_read;
 pub mod resync;
 mod signing_keys;
+mod stream_account;
 mod verification;
 
 pub use backfill::{BackfillError, BackfillPeers, BackfillSummary, run_backfill};

@@ -3,10 +3,11 @@
 
 use super::verifier::{Checked, Verifier};
 use super::{Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
-use crate::event::{CommitEvent, FromStream as AccountFromStream, host_lost_sync};
+use crate::event::{CommitEvent, host_lost_sync};
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
 use crate::jetstream::{JetstreamLine, parse_jetstream_line};
 use crate::resync::Resync;
+use crate::stream_account::FromStream as AccountFromStream;
 use crate::verification::{Reason, Unverified};
 use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};

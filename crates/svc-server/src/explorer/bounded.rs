@@ -129,14 +129,20 @@ pub(crate) struct Wanted {
     members: Vec<(String, Wanted)>,
 }
 
+/// The member names of a dotted path, each without its `[...]` selector.
+pub(crate) fn steps(path: &str) -> impl Iterator<Item = &str> {
+    path.split('.')
+        .map(|step| step.split('[').next().unwrap_or(step))
+}
+
 impl Wanted {
-    /// The fields at these dotted paths, read as [`super::fields::at_path`] reads them: a step
-    /// through an array goes through its first element.
+    /// The fields at these dotted paths, read as a table cell reads them: a step through an
+    /// array goes through its first element.
     pub fn of<'p>(paths: impl IntoIterator<Item = &'p str>) -> Wanted {
         let mut wanted = Wanted::default();
         for path in paths {
             let mut here = &mut wanted;
-            for step in super::fields::steps(path) {
+            for step in steps(path) {
                 let at = match here.members.iter().position(|(name, _)| name == step) {
                     Some(at) => at,
                     None => {

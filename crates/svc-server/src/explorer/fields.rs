@@ -1,6 +1,6 @@
 //! Which fields of a record a table shows, and how a field's value reads in one cell.
 
-use super::bounded::{Bounds, Json, Wanted};
+use super::bounded::{Bounds, Json, Wanted, steps};
 use super::{Linked, Links};
 use svc_spec::{ConditionDef, Query};
 
@@ -93,12 +93,6 @@ fn condition_path(condition: &ConditionDef) -> &str {
         | ConditionDef::In { path, .. }
         | ConditionDef::Present { path } => path,
     }
-}
-
-/// The member names of a dotted path, each without its `[...]` selector.
-pub(crate) fn steps(path: &str) -> impl Iterator<Item = &str> {
-    path.split('.')
-        .map(|step| step.split('[').next().unwrap_or(step))
 }
 
 /// The value at a dotted path; a step that finds an array reads its first element (a table
