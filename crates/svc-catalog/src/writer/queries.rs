@@ -30,22 +30,33 @@ pub(super) fn register(
                 changed = true;
             }
         }
+        let started = std::time::Instant::now();
+        let mut filed = 0;
         for query in queries.all() {
             let fingerprint = query.fingerprint();
             let current = stored
                 .iter()
                 .any(|(id, known)| id == query.id() && *known == fingerprint);
             if !current {
-                let started = std::time::Instant::now();
+                let one = std::time::Instant::now();
                 engine.define_query(query.id(), &fingerprint)?;
                 rebuild(engine, query, filing)?;
-                tracing::info!(
+                tracing::debug!(
                     query = %query.id(),
                     "filed the stored records under a new or changed query in {:.1}s",
-                    started.elapsed().as_secs_f64()
+                    one.elapsed().as_secs_f64()
                 );
-                changed = true;
+                filed += 1;
             }
+        }
+        if filed > 0 {
+            // One line at start, however many queries are new (a new catalog: all of them);
+            // each is named at debug.
+            tracing::info!(
+                "filed the stored records under {filed} new or changed queries in {:.1}s",
+                started.elapsed().as_secs_f64()
+            );
+            changed = true;
         }
         if changed {
             engine.log(log_seq, &LogEntry::everything())?;
