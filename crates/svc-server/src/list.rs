@@ -5,7 +5,7 @@
 //! compressed once.
 
 use crate::cache::{Answer, CacheKey};
-use crate::params::{Params, encode_cursor, lookup_key, paging};
+use crate::params::{PAGING_PARAMS, Params, encode_cursor, lookup_key, paging};
 use crate::plain::plain_ascii;
 use crate::{ApiError, AppState};
 use axum::body::Bytes;
@@ -101,8 +101,15 @@ pub(crate) async fn answer(
     raw: Option<&str>,
 ) -> Result<Arc<Answer>, ApiError> {
     let params = Params::parse(raw);
-    let paging = paging(&params)?;
     let query = &state.queries.all()[position];
+    let known: Vec<&str> = query
+        .params()
+        .iter()
+        .map(|param| param.name.as_str())
+        .chain(PAGING_PARAMS)
+        .collect();
+    params.only(&known)?;
+    let paging = paging(&params)?;
     let cache_key = CacheKey {
         query: query.id().clone(),
         key: lookup_key(query, &params)?,

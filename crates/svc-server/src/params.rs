@@ -7,26 +7,65 @@ use svc_catalog::PageRequest;
 
 pub(crate) use svc_spec::{DEFAULT_LIMIT, MAX_LIMIT};
 
+/// What every list endpoint takes beside its query's own parameters.
+pub(crate) const PAGING_PARAMS: [&str; 3] = ["limit", "offset", "cursor"];
+
 pub(crate) struct Params {
     /// Each pair's decoded name, and its decoded value or the reason it does not decode.
     pairs: Vec<(String, Result<String, &'static str>)>,
+    /// Names that do not decode, and why.
+    bad_names: Vec<(String, &'static str)>,
 }
 
 impl Params {
     pub fn parse(raw: Option<&str>) -> Params {
+        let mut bad_names = Vec::new();
         let pairs = raw
             .unwrap_or_default()
             .split('&')
             .filter(|pair| !pair.is_empty())
             .map(|pair| {
                 let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-                // A name that does not decode matches no parameter, so it is ignored like
-                // any unknown one.
-                let name = decode_component(name).unwrap_or_else(|_| name.to_string());
+                // A name that does not decode matches no parameter; `only` refuses it.
+                let name = decode_component(name).unwrap_or_else(|reason| {
+                    bad_names.push((name.to_string(), reason));
+                    name.to_string()
+                });
                 (name, decode_component(value))
             })
             .collect();
-        Params { pairs }
+        Params { pairs, bad_names }
+    }
+
+    /// Refuses a parameter the endpoint does not take (a misspelt filter would otherwise
+    /// answer the unfiltered list), naming the nearest one it does take, and a name that is
+    /// not percent-encoded UTF-8.
+    pub fn only(&self, known: &[&str]) -> Result<(), ApiError> {
+        if let Some((name, reason)) = self.bad_names.first() {
+            return Err(ApiError::InvalidRequest(format!(
+                "a parameter's name, {name:?}: {reason}"
+            )));
+        }
+        let Some(unknown) = self
+            .pairs
+            .iter()
+            .map(|(name, _)| name)
+            .find(|name| !known.contains(&name.as_str()))
+        else {
+            return Ok(());
+        };
+        let nearest = known
+            .iter()
+            .map(|candidate| (edit_distance(unknown, candidate), candidate))
+            .filter(|(distance, _)| *distance <= 2.max(unknown.chars().count() / 3))
+            .min();
+        let hint = match nearest {
+            Some((_, name)) => format!("; did you mean {name}?"),
+            None => format!("; it takes {}", known.join(", ")),
+        };
+        Err(ApiError::InvalidRequest(format!(
+            "{unknown}: not a parameter of this query{hint}"
+        )))
     }
 
     /// The value of a parameter; an error when it is given more than once, or when it is not
@@ -57,6 +96,24 @@ pub(crate) fn lookup_key(query: &svc_spec::Query, params: &Params) -> Result<Str
         .bind(|name| params.get(name).ok().flatten())
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
     Ok(query.lookup_key(&args))
+}
+
+/// How many single-character insertions, deletions and substitutions turn `a` into `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// One component of a query string, as HTML forms encode it (`+` is a space), refusing what
@@ -277,5 +334,25 @@ mod tests {
                 .contains("offset")
         );
         assert!(paging_of("cursor=!!").unwrap_err().starts_with("cursor:"));
+    }
+
+    #[test]
+    fn a_parameter_the_query_does_not_take_is_named_with_the_nearest() {
+        let known = ["source_uri", "limit", "offset", "cursor"];
+        let refused = |raw: &str| match Params::parse(Some(raw)).only(&known) {
+            Err(ApiError::InvalidRequest(message)) => message,
+            other => panic!("{raw}: {other:?}"),
+        };
+        assert!(
+            Params::parse(Some("source_uri=x&limit=3"))
+                .only(&known)
+                .is_ok()
+        );
+        assert!(refused("source_url=x").contains("did you mean source_uri?"));
+        assert!(refused("limt=3").contains("did you mean limit?"));
+        assert!(refused("zzz=1").contains("it takes source_uri, limit, offset, cursor"));
+        assert!(refused("%zz=1").contains("\"%zz\""));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 }

@@ -406,6 +406,16 @@ fn bad_parameters_are_400_with_a_json_body_naming_them(backend: Backend) {
         ("/v1/bounties/open?offset=-3", "offset"),
         ("/v1/bounties/open?offset=x", "offset"),
         ("/v1/bounties/open?cursor=garbage", "cursor"),
+        // A misspelt filter is named with the nearest one the query takes, not ignored.
+        (
+            "/v1/recommendations?source_url=at://did:plc:a/dev.svc.x/1",
+            "did you mean source_uri",
+        ),
+        (
+            "/xrpc/dev.svc.query.openBounties?limt=5",
+            "did you mean limit",
+        ),
+        ("/v1/bounties/open?%zz=1", "%zz"),
         (
             "/xrpc/dev.svc.query.bountiesByRequester?requester_did=",
             "requester_did",
@@ -521,8 +531,8 @@ fn paging_by_limit_offset_and_cursor(backend: Backend) {
         ),
         (1, Some(3))
     );
-    // Unknown parameters are ignored.
-    assert_eq!(s.uris("/v1/bounties/open?colour=blue"), all);
+    // A parameter the query does not take is refused, not ignored.
+    assert_eq!(s.get("/v1/bounties/open?colour=blue").0, 400);
 }
 
 fn unknown_paths_and_methods_answer_json(backend: Backend) {
