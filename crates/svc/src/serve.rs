@@ -301,15 +301,12 @@ fn server_config(
 
 type ServerTask = tokio::task::JoinHandle<std::io::Result<()>>;
 
-/// Binds the listening address and serves on it; the receiver turns true on SIGINT or SIGTERM.
+/// Serves on the bound listener; the receiver turns true on SIGINT or SIGTERM.
 async fn start_http(
-    address: &str,
+    listener: tokio::net::TcpListener,
     router: axum::Router,
     limits: svc_server::ConnectionLimits,
 ) -> anyhow::Result<(ServerTask, watch::Receiver<bool>)> {
-    let listener = listen(address)
-        .await
-        .with_context(|| format!("--listen {address}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
     let (trigger, stopped) = watch::channel(false);
     let server = svc_server::serve(
@@ -332,6 +329,11 @@ async fn serve(
     descriptors: Option<u64>,
 ) -> anyhow::Result<()> {
     let plan = plan_start(&args, queries, descriptors)?;
+    // Bound before the catalog is opened: an address in use must not leave a new catalog
+    // file behind.
+    let listener = listen(&args.listen)
+        .await
+        .with_context(|| format!("--listen {}", args.listen))?;
     let catalog = open_catalog(
         &plan.db,
         &plan.queries,
@@ -357,7 +359,7 @@ async fn serve(
         server_config(&args, &plan.queries, &catalog, &shared),
         registry,
     );
-    let (server, stopped) = start_http(&args.listen, router, plan.connection_limits).await?;
+    let (server, stopped) = start_http(listener, router, plan.connection_limits).await?;
     let started_as_writer = catalog.is_writer();
     if !started_as_writer {
         tokio::spawn(watch_indexer(

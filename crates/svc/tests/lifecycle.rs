@@ -407,3 +407,32 @@ fn an_import_of_many_batches_applies_them_in_the_files_order(backend: Backend) {
 }
 
 each_backend!(an_import_of_many_batches_applies_them_in_the_files_order);
+
+/// An address in use is refused before anything is made: a new catalog's file stays unmade.
+#[test]
+fn an_address_in_use_leaves_no_new_catalog_behind() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("new.db");
+    let output = svc()
+        .args([
+            "serve",
+            "--firehose",
+            "none",
+            "--listen",
+            address.as_str(),
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .expect("svc serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&format!("--listen {address}")), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?} left behind");
+}
