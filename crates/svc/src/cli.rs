@@ -17,9 +17,9 @@ pub const DEFAULT_FIREHOSE: &str = "wss://jetstream2.us-east.bsky.network/subscr
     about = "A catalog of dev.svc.* AT Protocol records: indexer, query API and tools"
 )]
 pub struct Cli {
-    /// `--url` given before the command (`svc --url URL orchestrator ...`): hidden, since only
-    /// `orchestrator` reads it and its own `--url` is the one documented.
-    #[arg(long = "url", id = URL_BEFORE_COMMAND, hide = true)]
+    /// Base address of the query API `orchestrator` asks (also taken after it) [env: SVC_URL]
+    /// [default: http://localhost:8787]
+    #[arg(long = "url", id = URL_BEFORE_COMMAND, value_name = "URL")]
     pub url: Option<String>,
 
     #[command(subcommand)]

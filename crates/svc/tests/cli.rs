@@ -260,6 +260,24 @@ fn the_orchestrator_asks_a_server_following_the_pds() {
         "1",
     ]));
     assert_eq!(mine["limit"], 1);
+    let sufficiency = json_out(&cli.run(&[
+        "--url",
+        &url,
+        "orchestrator",
+        "sufficiency",
+        "--lens-uri",
+        LENS,
+        "--kinds",
+        "roundtrip-test",
+    ]));
+    assert_eq!(
+        (
+            &sufficiency["sufficient"],
+            &sufficiency["required_kinds"][0]
+        ),
+        (&Value::Bool(false), &Value::from("roundtrip-test")),
+        "{sufficiency}"
+    );
     let mut printed = cli.printed();
     printed.push_str(&server.kill9().join("\n"));
     assert_no_secret(&printed, &home.secrets());
@@ -638,7 +656,7 @@ fn a_query_added_to_the_specification_becomes_a_subcommand() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&sub.stdout);
-    assert!(text.contains("--top_id"), "{text}");
+    assert!(text.contains("--top-id"), "{text}");
 }
 
 /// The flags a help text lists, each with its description (empty when it has none).
@@ -684,8 +702,7 @@ fn every_flag_is_described_and_url_is_only_where_it_is_read() {
             .any(|(flag, _)| flag.starts_with("--url "))
     };
     for args in [
-        &["--help"][..],
-        &["resolve", "--help"],
+        &["resolve", "--help"][..],
         &["fetch", "--help"],
         &["publish", "--help"],
         &["oauth", "login", "--help"],
@@ -695,6 +712,10 @@ fn every_flag_is_described_and_url_is_only_where_it_is_read() {
     ] {
         assert!(!has_url(args), "{args:?} lists --url");
     }
+    assert!(
+        has_url(&["--help"]),
+        "svc --help names --url, which orchestrator reads"
+    );
     assert!(has_url(&["orchestrator", "--help"]));
     assert!(has_url(&["orchestrator", "bounties", "--help"]));
     // Given before the command, it still reaches the orchestrator, and is refused elsewhere.

@@ -34,7 +34,8 @@ fn by_command(queries: &QuerySet) -> BTreeMap<String, Vec<&Query>> {
 /// The `orchestrator` subcommands of a specification, and `watch` with the same ones.
 pub fn subcommands(orchestrator: Command, queries: &QuerySet) -> Command {
     let mut orchestrator = orchestrator
-        .subcommand(Command::new("stats").about("Record counts per kind (GET /v1/stats)"));
+        .subcommand(Command::new("stats").about("Record counts per kind (GET /v1/stats)"))
+        .subcommand(sufficiency_command());
     let mut watch = Command::new("watch")
         .about(
             "Follow changes as they happen (GET /v1/changes): every record's, or a \
@@ -66,12 +67,13 @@ fn query_command(name: &str, group: &[&Query], paging: bool) -> Command {
                 continue;
             }
             seen.push(param.name.clone());
-            let mut arg = Arg::new(param.name.clone())
-                .long(param.name.clone())
-                .help(param.description.clone());
+            // Written kebab-case, as every other flag is; the parameter's own name is taken too.
             let kebab = param.name.replace('_', "-");
+            let mut arg = Arg::new(param.name.clone())
+                .long(kebab.clone())
+                .help(param.description.clone());
             if kebab != param.name {
-                arg = arg.alias(kebab);
+                arg = arg.alias(param.name.clone());
             }
             if param.param_type == ParamType::Enum {
                 arg = arg.value_parser(clap::builder::PossibleValuesParser::new(
@@ -116,10 +118,10 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
     if name == "watch" {
         return watch(base_url, queries, sub).await;
     }
-    let (path, mut pairs) = if name == "stats" {
-        ("/v1/stats".to_string(), Vec::new())
-    } else {
-        query_request(queries, name, sub)?
+    let (path, mut pairs) = match name {
+        "stats" => ("/v1/stats".to_string(), Vec::new()),
+        "sufficiency" => sufficiency_request(sub),
+        _ => query_request(queries, name, sub)?,
     };
     for (name, _) in svc_spec::paging_parameters() {
         if let Some(value) = matches
@@ -131,6 +133,44 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
     }
     let body = get_json(base_url, &path, &pairs).await?;
     print_json(&body)
+}
+
+/// `sufficiency`: whether a lens has verifications of the kinds asked for.
+fn sufficiency_command() -> Command {
+    Command::new("sufficiency")
+        .about(
+            "Whether a lens has a verification that holds (or any, with --hold false) of each              kind asked for (GET /v1/verifications/sufficient)",
+        )
+        .arg(
+            Arg::new("lens_uri")
+                .long("lens-uri")
+                .alias("lens_uri")
+                .required(true)
+                .help("AT-URI of the lens."),
+        )
+        .arg(
+            Arg::new("kinds")
+                .long("kinds")
+                .required(true)
+                .help("Verification kinds, comma-separated (roundtrip-test,property-test,...)."),
+        )
+        .arg(
+            Arg::new("hold")
+                .long("hold")
+                .value_parser(["true", "false"])
+                .help("Count only verifications that hold (default true)."),
+        )
+}
+
+fn sufficiency_request(matches: &ArgMatches) -> (String, Vec<(String, String)>) {
+    let pairs = ["lens_uri", "kinds", "hold"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = matches.get_one::<String>(name)?;
+            Some((name.to_string(), value.clone()))
+        })
+        .collect();
+    ("/v1/verifications/sufficient".to_string(), pairs)
 }
 
 /// `watch`: the subscription the flags ask for (a query and its parameters, or nothing for
