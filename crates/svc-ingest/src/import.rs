@@ -80,6 +80,9 @@ fn file_identity(path: &Path) -> Result<(String, u64), ImportError> {
     Ok((format!("size={},mtime={modified}", meta.len()), meta.len()))
 }
 
+/// Imports of fewer bytes than this are applied batch by batch even into an empty catalog.
+const BULK_FROM_BYTES: u64 = 4 << 20;
+
 /// Imports one file; `progress(bytes_done, bytes_total)` is called after each committed batch.
 pub async fn import_file(
     catalog: &dyn CatalogWrite,
@@ -105,8 +108,10 @@ pub async fn import_file(
     let (sender, mut receiver) = mpsc::channel::<Result<Batch, ImportError>>(4);
     let start = ReadFrom { cursor_of, at };
     let reader = spawn_reader(ingestor.clone(), absolute, start, sender).map_err(io_error(path))?;
-    // Into an empty catalog, the import is a bulk load: staged, then merged in key order.
-    let bulk = catalog.begin_bulk().await?;
+    // A large import into an empty catalog is a bulk load: staged, then merged in key order,
+    // and seen by the change stream as one gap. A small one is applied as live events are,
+    // each of its records a change a subscriber sees.
+    let bulk = size.saturating_sub(at.offset) >= BULK_FROM_BYTES && catalog.begin_bulk().await?;
     let mut last_cursor = None;
     let streamed = stream_batches(
         catalog,
