@@ -81,7 +81,7 @@ fn file_identity(path: &Path) -> Result<(String, u64), ImportError> {
 }
 
 /// Imports of fewer bytes than this are applied batch by batch even into an empty catalog.
-const BULK_FROM_BYTES: u64 = 4 << 20;
+const BULK_FROM_BYTES: u64 = 256 << 10;
 
 /// Imports one file; `progress(bytes_done, bytes_total)` is called after each committed batch.
 pub async fn import_file(

@@ -260,22 +260,38 @@ fn on_standby(db: &str) -> Option<String> {
 
 /// Starts a replica on the standby once the indexer's schema has reached it.
 fn replica_on_standby(db: &str) -> Server {
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let address = taken.local_addr().expect("address").to_string();
+    use std::io::BufRead;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let output = svc()
-            .args(["serve", "--no-indexer", "--listen", &address, "--db", db])
-            .output()
+        let mut child = svc()
+            .args([
+                "serve",
+                "--no-indexer",
+                "--listen",
+                "127.0.0.1:0",
+                "--db",
+                db,
+            ])
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
             .expect("run svc");
-        let printed = String::from_utf8_lossy(&output.stderr).to_string();
-        // The port is taken: failing to listen means the catalog opened.
-        if printed.contains("--listen") {
+        let stderr = child.stderr.take().expect("stderr");
+        let mut printed = Vec::new();
+        // It listens once the catalog opened; one that cannot open it ends, saying why.
+        let opened = std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .inspect(|line| printed.push(line.clone()))
+            .any(|line| line.contains("listening on"));
+        let _ = child.kill();
+        let _ = child.wait();
+        if opened {
             return replica(db);
         }
         assert!(
             Instant::now() < deadline,
-            "the standby never had the schema: {printed}"
+            "the standby never had the schema: {printed:?}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }

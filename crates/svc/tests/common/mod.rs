@@ -214,9 +214,9 @@ impl Server {
         };
         let deadline = Instant::now() + Duration::from_secs(60);
         while server.url.is_empty() {
-            let line = server
-                .next_line(deadline)
-                .expect("svc serve printed no address");
+            let Some(line) = server.next_line(deadline) else {
+                panic!("svc serve printed no address: {:?}", server.log);
+            };
             if let Some(rest) = line.split("listening on ").nth(1) {
                 server.url = rest.trim().to_string();
             }
