@@ -567,7 +567,7 @@ impl Connection {
             })
         };
         let stream = WriteTimed::new(stream, write_timeout, Arc::clone(&place));
-        let stream = crate::error::JsonHeadErrors::new(stream);
+        let stream = crate::json_head_errors::JsonHeadErrors::new(stream);
         let mut http = http;
         if lane == Lane::Probes {
             http.keep_alive(false);

@@ -11,6 +11,7 @@ mod error;
 mod every_request;
 mod explorer;
 mod health;
+mod json_head_errors;
 mod limits;
 mod list;
 mod metrics;
