@@ -27,9 +27,6 @@ pub struct PostgresUrl {
 /// (`/dev/zero`) must not be read forever.
 const MAX_PASSWORD_FILE: u64 = 4096;
 
-/// The longest `.pgpass` file read.
-const MAX_PGPASS_FILE: u64 = 1 << 20;
-
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct LocationError(String);
@@ -89,7 +86,7 @@ impl PostgresUrl {
 }
 
 /// A file's bytes, refused when it holds more than `limit`.
-fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)?
         .take(limit + 1)
@@ -101,123 +98,6 @@ fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
         ));
     }
     Ok(bytes)
-}
-
-/// The password file libpq reads: `$PGPASSFILE`, else `~/.pgpass`. `None` without a home.
-pub(crate) fn pgpass_path(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
-    match env("PGPASSFILE").filter(|p| !p.is_empty()) {
-        Some(path) => Some(PathBuf::from(path)),
-        None => env("HOME")
-            .filter(|h| !h.is_empty())
-            .map(|home| PathBuf::from(home).join(".pgpass")),
-    }
-}
-
-/// What became of a `.pgpass` file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Pgpass {
-    /// There is none: nothing to say.
-    Missing,
-    /// There is one, but libpq would not use it (others may read it, it is not a plain
-    /// file): the reason, to warn of.
-    Ignored(String),
-    Text(String),
-}
-
-/// Reads a `.pgpass` file as libpq does: only a plain file that neither group nor others may
-/// access (mode 0600 or stricter); a missing file is no error.
-pub(crate) fn read_pgpass(path: &Path) -> Pgpass {
-    let shown = path.display();
-    let metadata = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Pgpass::Missing,
-        Err(e) => return Pgpass::Ignored(format!("password file {shown} ignored: {e}")),
-    };
-    if !metadata.is_file() {
-        return Pgpass::Ignored(format!("password file {shown} ignored: not a plain file"));
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = metadata.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Pgpass::Ignored(format!(
-                "password file {shown} ignored: group or others may access it (mode \
-                 {mode:04o}); it should be 0600 or less (`chmod 600 {shown}`)"
-            ));
-        }
-    }
-    match read_bounded(path, MAX_PGPASS_FILE) {
-        Ok(bytes) => Pgpass::Text(String::from_utf8_lossy(&bytes).into_owned()),
-        Err(e) => Pgpass::Ignored(format!("password file {shown} ignored: {e}")),
-    }
-}
-
-/// What a `.pgpass` line is matched against: the connection's own fields.
-#[derive(Clone, Copy)]
-pub(crate) struct PgpassFields<'a> {
-    pub host: &'a str,
-    pub port: &'a str,
-    pub database: &'a str,
-    pub user: &'a str,
-}
-
-/// The password a `.pgpass` file's text gives one connection: the first line whose
-/// `hostname:port:database:username` fields match (`*` matches anything; `\:` and `\\` stand
-/// for `:` and `\`), as libpq reads it. Lines starting with `#` are comments. An empty
-/// password is none.
-pub(crate) fn pgpass_password(text: &str, connection: &PgpassFields<'_>) -> Option<String> {
-    let PgpassFields {
-        host,
-        port,
-        database,
-        user,
-    } = *connection;
-    'lines: for line in text.lines() {
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut rest = line;
-        for wanted in [host, port, database, user] {
-            match pgpass_field(rest, wanted) {
-                Some(after) => rest = after,
-                None => continue 'lines,
-            }
-        }
-        // The password ends at the line's end or at an unescaped `:`, and a `\` at the very
-        // end stands for itself, as in libpq.
-        let mut password = String::with_capacity(rest.len());
-        let mut chars = rest.chars();
-        while let Some(c) = chars.next() {
-            match c {
-                ':' => break,
-                '\\' => password.push(chars.next().unwrap_or('\\')),
-                c => password.push(c),
-            }
-        }
-        return (!password.is_empty()).then_some(password);
-    }
-    None
-}
-
-/// What follows a field that matches `wanted` and its `:`, if it does.
-fn pgpass_field<'a>(field: &'a str, wanted: &str) -> Option<&'a str> {
-    if let Some(rest) = field.strip_prefix("*:") {
-        return Some(rest);
-    }
-    let mut chars = field.char_indices();
-    let mut wanted = wanted.chars();
-    loop {
-        let (at, c) = chars.next()?;
-        let c = match c {
-            ':' => return wanted.next().is_none().then(|| &field[at + 1..]),
-            '\\' => chars.next()?.1,
-            c => c,
-        };
-        if wanted.next() != Some(c) {
-            return None;
-        }
-    }
 }
 
 impl fmt::Display for PostgresUrl {
@@ -318,16 +198,6 @@ fn redact(text: &str) -> String {
 mod tests {
     use super::*;
 
-    /// The `svc` user's connection to its `svc` database on `host`, port 5432.
-    fn svc_on(host: &str) -> PgpassFields<'_> {
-        PgpassFields {
-            host,
-            port: "5432",
-            database: "svc",
-            user: "svc",
-        }
-    }
-
     fn parse(text: &str) -> Result<Location, String> {
         text.parse::<Location>().map_err(|e| e.to_string())
     }
@@ -396,144 +266,6 @@ mod tests {
             );
         }
         assert!(parse("sqlite:").is_err());
-    }
-
-    #[test]
-    fn pgpass_lines_match_by_field_with_wildcards() {
-        let text = "\
-# a comment: db.example:5432:svc:svc:commented
-db.example:5432:svc:svc:first
-db.example:5432:svc:svc:second
-*:5433:*:svc:any-host
-db.example:*:catalog:*:any-port-and-user
-
-other:5432:svc:svc:other-host
-";
-        let password = |host, port, database, user| {
-            let fields = PgpassFields {
-                host,
-                port,
-                database,
-                user,
-            };
-            pgpass_password(text, &fields)
-        };
-        assert_eq!(
-            password("db.example", "5432", "svc", "svc").as_deref(),
-            Some("first")
-        );
-        assert_eq!(
-            password("anything", "5433", "x", "svc").as_deref(),
-            Some("any-host")
-        );
-        assert_eq!(password("anything", "5433", "x", "bob"), None);
-        assert_eq!(
-            password("db.example", "6000", "catalog", "bob").as_deref(),
-            Some("any-port-and-user")
-        );
-        assert_eq!(
-            password("other", "5432", "svc", "svc").as_deref(),
-            Some("other-host")
-        );
-        // Fields compare whole and exactly: no prefix, no case folding.
-        assert_eq!(password("db.exampl", "5432", "svc", "svc"), None);
-        assert_eq!(password("db.example.org", "5432", "svc", "svc"), None);
-        assert_eq!(password("DB.example", "5432", "svc", "svc"), None);
-        assert_eq!(password("db.example", "5432", "svc", "sv"), None);
-        assert_eq!(
-            pgpass_password(
-                "",
-                &PgpassFields {
-                    host: "h",
-                    port: "1",
-                    database: "d",
-                    user: "u"
-                }
-            ),
-            None
-        );
-    }
-
-    #[test]
-    fn pgpass_escapes_colons_and_backslashes() {
-        let text = "\
-/run/pg\\:x:5432:svc:svc:socket
-h:5432:svc:we\\\\ird:back\\\\slash\\:colon
-h:5432:svc:star:\\*literal
-h:5432:svc:cut:before:after
-h:5432:svc:trailing:ends\\
-h:5432:svc:empty:
-h:5432:svc:crlf:windows\r
-";
-        let password = |host, user| {
-            pgpass_password(
-                text,
-                &PgpassFields {
-                    host,
-                    port: "5432",
-                    database: "svc",
-                    user,
-                },
-            )
-        };
-        assert_eq!(password("/run/pg:x", "svc").as_deref(), Some("socket"));
-        assert_eq!(
-            password("h", "we\\ird").as_deref(),
-            Some("back\\slash:colon")
-        );
-        assert_eq!(password("h", "star").as_deref(), Some("*literal"));
-        assert_eq!(password("h", "cut").as_deref(), Some("before"));
-        assert_eq!(password("h", "trailing").as_deref(), Some("ends\\"));
-        assert_eq!(password("h", "empty"), None);
-        assert_eq!(password("h", "crlf").as_deref(), Some("windows"));
-        // A literal `*` is not a wildcard: `\*` matches only `*`.
-        let starred = "\\*:5432:svc:svc:star-host\n";
-        assert_eq!(pgpass_password(starred, &svc_on("h")), None);
-        assert_eq!(
-            pgpass_password(starred, &svc_on("*")).as_deref(),
-            Some("star-host")
-        );
-        // Too few fields is no match.
-        assert_eq!(pgpass_password("h:5432:svc\n", &svc_on("h")), None);
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_pgpass_file_others_may_read_is_ignored_as_libpq_does() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("pgpass");
-        assert_eq!(read_pgpass(&path), Pgpass::Missing);
-        std::fs::write(&path, "*:*:*:*:secret\n").unwrap();
-        for (mode, read) in [(0o600, true), (0o400, true), (0o640, false), (0o604, false)] {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-            match read_pgpass(&path) {
-                Pgpass::Text(text) => assert!(read, "{mode:o}: {text}"),
-                Pgpass::Ignored(reason) => {
-                    assert!(!read, "{mode:o}: {reason}");
-                    assert!(reason.contains(&format!("(mode {mode:04o})")), "{reason}");
-                    assert!(reason.contains("chmod 600"), "{reason}");
-                    assert!(!reason.contains("secret"), "{reason}");
-                }
-                Pgpass::Missing => panic!("{mode:o}: missing"),
-            }
-        }
-        let Pgpass::Ignored(reason) = read_pgpass(dir.path()) else {
-            panic!("a directory was read")
-        };
-        assert!(reason.contains("not a plain file"), "{reason}");
-        let env = |name: &str| match name {
-            "HOME" => Some("/home/svc".into()),
-            _ => None,
-        };
-        assert_eq!(pgpass_path(env), Some(PathBuf::from("/home/svc/.pgpass")));
-        let env = |name: &str| match name {
-            "HOME" => Some("/home/svc".into()),
-            "PGPASSFILE" => Some("/etc/svc/pgpass".into()),
-            _ => None,
-        };
-        assert_eq!(pgpass_path(env), Some(PathBuf::from("/etc/svc/pgpass")));
-        assert_eq!(pgpass_path(|_| None), None);
     }
 
     #[test]
