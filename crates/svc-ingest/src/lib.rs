@@ -15,6 +15,7 @@ mod readiness;
 mod repository_apply;
 mod repository_read;
 pub mod resync;
+mod resync_progress;
 mod signing_keys;
 mod stream_account;
 mod verification;
