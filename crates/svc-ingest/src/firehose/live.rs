@@ -1,11 +1,11 @@
 //! Following a live source: connect, read, batch, apply with the cursor in the same
 //! transaction, reconnect with exponential backoff and jitter, and notice a silent connection.
 
+use super::jetstream_events::{JetstreamDecompressor, jetstream_message};
 use super::verifier::{Checked, Verifier};
 use super::{Proof, SourceEvent, SourceKind, SourceMessage, decode_frame, source_kind};
 use crate::event::{CommitEvent, host_lost_sync};
 use crate::ingest::{Ingestor, Prepared, is_plausible_time};
-use crate::jetstream::{JetstreamLine, parse_jetstream_line};
 use crate::resync::Resync;
 use crate::stream_account::FromStream as AccountFromStream;
 use crate::verification::{Reason, Unverified};
@@ -57,29 +57,6 @@ pub struct LiveConfig {
     /// The repository firehose's commits are verified before they are applied (with the
     /// keys and chains of the resynchronisation given to [`run_live`]).
     pub verify: bool,
-}
-
-/// The dictionary Jetstream compresses events with (see `data/README.md`).
-const JETSTREAM_DICTIONARY: &[u8] = include_bytes!("../../data/jetstream-zstd-dictionary");
-
-/// Decompresses Jetstream events compressed with its dictionary. Made once per connection:
-/// loading the dictionary costs more than decompressing an event.
-struct JetstreamDecompressor(zstd::bulk::Decompressor<'static>);
-
-impl JetstreamDecompressor {
-    fn new() -> Result<JetstreamDecompressor, String> {
-        zstd::bulk::Decompressor::with_dictionary(JETSTREAM_DICTIONARY)
-            .map(JetstreamDecompressor)
-            .map_err(|e| format!("zstd: {e}"))
-    }
-
-    fn decompress(&mut self, frame: &[u8]) -> Result<String, String> {
-        let bytes = self
-            .0
-            .decompress(frame, MAX_MESSAGE_BYTES)
-            .map_err(|e| format!("zstd: {e}"))?;
-        String::from_utf8(bytes).map_err(|_| "zstd: the event is not UTF-8".to_string())
-    }
 }
 
 /// What the live source is doing, for readiness.
@@ -567,7 +544,7 @@ impl Session<'_> {
             Some(zstd) => zstd,
             None => self.zstd.insert(JetstreamDecompressor::new()?),
         };
-        zstd.decompress(frame)
+        zstd.decompress(frame, MAX_MESSAGE_BYTES)
     }
 
     async fn follow(
@@ -1056,37 +1033,6 @@ impl Session<'_> {
         }
         Ok(())
     }
-}
-
-/// One Jetstream JSON message as a source message (the cursor is its `time_us`).
-fn jetstream_message(text: &str) -> Result<SourceMessage, String> {
-    Ok(match parse_jetstream_line(text)? {
-        JetstreamLine::Commit(commit) => {
-            let time = commit.time_us;
-            SourceMessage {
-                events: vec![SourceEvent::Commit(commit)],
-                cursor: time,
-                time_us: time,
-                proof: Proof::NotNeeded,
-            }
-        }
-        JetstreamLine::Account {
-            did,
-            status,
-            time_us,
-        } => SourceMessage {
-            events: vec![SourceEvent::Account { did, status }],
-            cursor: time_us,
-            time_us,
-            proof: Proof::NotNeeded,
-        },
-        JetstreamLine::Other { time_us, .. } => SourceMessage {
-            events: Vec::new(),
-            cursor: time_us,
-            time_us,
-            proof: Proof::NotNeeded,
-        },
-    })
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub(crate) mod chains;
 mod frames;
+mod jetstream_events;
 mod live;
 mod verifier;
 
