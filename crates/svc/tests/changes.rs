@@ -342,9 +342,14 @@ fn a_cursor_older_than_the_retention_is_told_so_and_goes_on_from_the_oldest_kept
 
 /// A subscriber on a plain connection, which dropping closes.
 fn raw_subscriber(server: &Server) -> std::net::TcpStream {
-    use std::io::Write;
     let address = server.url.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    subscribed(std::net::TcpStream::connect(address).expect("connect"))
+}
+
+/// `stream` once it has asked for every record's changes.
+fn subscribed(mut stream: std::net::TcpStream) -> std::net::TcpStream {
+    use std::io::Write;
+    let address = stream.peer_addr().expect("a peer");
     write!(
         stream,
         "GET /v1/changes HTTP/1.1\r\nHost: {address}\r\n\r\n"
@@ -447,7 +452,6 @@ fn large_creates(base: i64, n: i64, name: &str) -> Vec<(i64, String)> {
 /// A subscriber that never reads: its receive buffer is as small as the kernel allows, so
 /// what the server sends piles up on the server's side, as it would across a network.
 fn stalled_subscriber(server: &Server) -> std::net::TcpStream {
-    use std::io::Write;
     let address: std::net::SocketAddr = server
         .url
         .trim_start_matches("http://")
@@ -457,13 +461,7 @@ fn stalled_subscriber(server: &Server) -> std::net::TcpStream {
         socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
     socket.set_recv_buffer_size(4096).expect("a small buffer");
     socket.connect(&address.into()).expect("connect");
-    let mut stream: std::net::TcpStream = socket.into();
-    write!(
-        stream,
-        "GET /v1/changes HTTP/1.1\r\nHost: {address}\r\n\r\n"
-    )
-    .expect("ask");
-    stream
+    subscribed(socket.into())
 }
 
 /// The server's side of the connections of `clients`: (bytes waiting in their send queues,

@@ -256,6 +256,16 @@ fn vocab(name: &str) -> Cbor {
     ])
 }
 
+/// A commit of `repo` creating a vocabulary named `name`, keyed by the time.
+fn commit(repo: &mut Repository, name: &str) -> CommitEvent {
+    repo.commit(&[Write::create(
+        "dev.svc.vocab",
+        svc_syntax::Tid::from_time(UnixMicros::now(), 1).as_ref(),
+        vocab(name),
+    )])
+    .expect("a commit")
+}
+
 /// The same commit with one bit of its signature changed, its CID and frame made anew: the
 /// blocks all hash right, only the signature is wrong.
 fn with_altered_signature(event: &CommitEvent) -> CommitEvent {
@@ -300,15 +310,6 @@ fn a_rotated_key_is_followed_and_forged_signatures_are_refused() {
         hosted.repository = repo.car().expect("a repository");
     };
     let seq = || hosted.lock().unwrap().frames.len() as i64 + 1;
-    let commit = |repo: &mut Repository, name: &str| {
-        repo.commit(&[Write::create(
-            "dev.svc.vocab",
-            svc_syntax::Tid::from_time(UnixMicros::now(), 1).as_ref(),
-            vocab(name),
-        )])
-        .expect("a commit")
-    };
-
     let dir = tempfile::tempdir().unwrap();
     let server = Server::launch(
         dir.path().join("catalog.db"),
@@ -406,14 +407,6 @@ fn a_hanging_identity_host_holds_up_no_other_author() {
         &["--firehose", firehose.as_str(), "--ready-lag", "5s"],
     );
     let by_name = |name: &str| format!("/v1/vocabularies/by-name?name={name}");
-    let commit = |repo: &mut Repository, name: &str| {
-        repo.commit(&[Write::create(
-            "dev.svc.vocab",
-            svc_syntax::Tid::from_time(UnixMicros::now(), 1).as_ref(),
-            vocab(name),
-        )])
-        .expect("a commit")
-    };
     let mut waits = Vec::new();
     for round in 0..4 {
         let stalled = commit(&mut slow, &format!("Slow-{round}"));
