@@ -287,7 +287,7 @@ pub(crate) fn repository_range(did: &str) -> (String, String) {
 
 /// One repository's stored records in uri order above `$1` and below `$2` (a
 /// [`RepositorySlice`](crate::RepositorySlice)'s range), none while the account `$3` is
-/// inactive, at most `$4`.
+/// inactive, at most `$4` (one more than a page, which says whether more follow).
 pub(crate) const REPOSITORY_RECORDS: &str = "SELECT uri, rev, record FROM records \
      WHERE uri > $1 AND uri < $2 AND record IS NOT NULL \
      AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = $3) \
@@ -320,14 +320,23 @@ pub trait EngineReads: Send + Sync + 'static {
     fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
     /// The records stored at each uri, in order, in one read.
     fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;
-    /// A repository's records after `after` in uri order, at most `limit`; none while its
-    /// account is inactive.
-    fn repository_records(
+    /// The records stored at each uri, handed to `writer` as they are read.
+    fn write_records(
+        &self,
+        uris: Vec<String>,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
+    /// Those of `uris` that name a record `get` would read, the records left unread.
+    fn held(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<String>>;
+    /// A repository's records after `after` in uri order, at most `limit`, handed to `writer`
+    /// as they are read; none while its account is inactive.
+    fn write_repository_records(
         &self,
         slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
-    ) -> CatalogFuture<'_, Vec<Item>>;
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
     /// Changes of the stream numbered above `seq`, in order, at most `limit`.
     fn stream_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>>;

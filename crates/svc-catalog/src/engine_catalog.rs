@@ -223,13 +223,27 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
         self.reads.get_many(uris)
     }
 
-    fn repository_records(
+    fn write_records(
+        &self,
+        uris: Vec<String>,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        self.reads.write_records(uris, writer)
+    }
+
+    fn held(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<String>> {
+        self.reads.held(uris)
+    }
+
+    fn write_repository_records(
         &self,
         slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
-    ) -> CatalogFuture<'_, Vec<Item>> {
-        self.reads.repository_records(slice, after, limit)
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        self.reads
+            .write_repository_records(slice, after, limit, writer)
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

@@ -68,15 +68,30 @@ pub trait CatalogRead: Send + Sync {
     /// explorer's links), as [`CatalogRead::get`] reads them.
     fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;
 
+    /// The records stored at each uri (as [`CatalogRead::get`] reads them) handed to `writer`
+    /// one at a time as they are read, in no set order; `total` is how many were found and
+    /// `more` is false. Returns what the writer wrote.
+    fn write_records(
+        &self,
+        uris: Vec<String>,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
+
+    /// Those of `uris` that name a record [`CatalogRead::get`] would read, found without
+    /// reading the records (the explorer's links).
+    fn held(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<String>>;
+
     /// One repository's records (or one collection's of it) in uri order, those after `after`
-    /// (a uri), at most `limit`; none while its account is inactive (the explorer's author
-    /// pages).
-    fn repository_records(
+    /// (a uri), at most `limit`, handed to `writer` one at a time as they are read; none while
+    /// its account is inactive (the explorer's author pages). `total` is how many were
+    /// written and `more` whether more follow. Returns what the writer wrote.
+    fn write_repository_records(
         &self,
         slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
-    ) -> CatalogFuture<'_, Vec<Item>>;
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
 
     /// The indexer's last heartbeat.
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;

@@ -330,14 +330,27 @@ impl EngineReads for PostgresReads {
         Box::pin(async move { reader::get_many(&self.0, &uris).await })
     }
 
-    fn repository_records(
+    fn write_records(
+        &self,
+        uris: Vec<String>,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        Box::pin(async move { reader::write_records(&self.0, &uris, writer).await })
+    }
+
+    fn held(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<String>> {
+        Box::pin(async move { reader::held(&self.0, &uris).await })
+    }
+
+    fn write_repository_records(
         &self,
         slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
-    ) -> CatalogFuture<'_, Vec<Item>> {
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
         Box::pin(async move {
-            reader::repository_records(&self.0, &slice, after.as_deref(), limit).await
+            reader::write_repository_records(&self.0, &slice, after.as_deref(), limit, writer).await
         })
     }
 

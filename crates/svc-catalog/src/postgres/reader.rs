@@ -9,9 +9,10 @@ use crate::{
     PageWriter,
 };
 use deadpool_postgres::{Object, Pool, PoolError};
+use futures_util::TryStreamExt;
 use std::error::Error;
 use svc_syntax::{UnixMicros, UnixMillis};
-use tokio_postgres::types::{FromSql, Type};
+use tokio_postgres::types::{FromSql, ToSql, Type};
 
 pub(super) async fn connection(pool: &Pool) -> CatalogResult<Object> {
     pool.get().await.map_err(|error| match error {
@@ -260,22 +261,91 @@ pub(super) async fn get_many(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<
     Ok(uris.iter().map(|uri| found.get(uri).cloned()).collect())
 }
 
-pub(super) async fn repository_records(
+/// Which uris of the array `$1` name a record [`RECORD_AT`] reads; the records, stored
+/// apart when large, are not read.
+const HELD_AT: &str = "SELECT uri FROM records \
+     WHERE uri = ANY($1) AND record IS NOT NULL \
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3))";
+
+pub(super) async fn write_records(
+    pool: &Pool,
+    uris: &[String],
+    mut writer: Box<dyn PageWriter>,
+) -> CatalogResult<Vec<u8>> {
+    let client = connection(pool).await?;
+    let mut found = 0;
+    let mut emit = |item: ItemRef<'_>| {
+        writer.item(item);
+        found += 1;
+        true
+    };
+    each_item(&client, RECORDS_AT, &[&uris], &mut emit).await?;
+    Ok(writer.finish(found, false))
+}
+
+pub(super) async fn held(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<String>> {
+    let client = connection(pool).await?;
+    let rows = client.query(HELD_AT, &[&uris]).await.map_err(storage)?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+pub(super) async fn write_repository_records(
     pool: &Pool,
     slice: &crate::RepositorySlice,
     after: Option<&str>,
     limit: usize,
-) -> CatalogResult<Vec<Item>> {
+    mut writer: Box<dyn PageWriter>,
+) -> CatalogResult<Vec<u8>> {
     let (from, to) = slice.range(after);
     let client = connection(pool).await?;
+    let fetch = limit.saturating_add(1) as i64;
+    let mut written = 0;
+    let mut emit = |item: ItemRef<'_>| {
+        if written == limit {
+            return false;
+        }
+        writer.item(item);
+        written += 1;
+        true
+    };
+    let more = !each_item(
+        &client,
+        crate::engine::REPOSITORY_RECORDS,
+        &[&from, &to, &slice.did, &fetch],
+        &mut emit,
+    )
+    .await?;
+    Ok(writer.finish(written as u64, more))
+}
+
+/// Hands each (uri, rev, record) row of `sql` to `emit` as it arrives, holding one row at a
+/// time, until `emit` says to stop; returns whether every row was handed over.
+async fn each_item(
+    client: &Object,
+    sql: &str,
+    parameters: &[&(dyn ToSql + Sync)],
+    emit: &mut (dyn FnMut(ItemRef<'_>) -> bool + Send),
+) -> CatalogResult<bool> {
     let rows = client
-        .query(
-            crate::engine::REPOSITORY_RECORDS,
-            &[&from, &to, &slice.did, &(limit as i64)],
-        )
+        .query_raw(sql, parameters.iter().copied())
         .await
         .map_err(storage)?;
-    rows.iter().map(item_of).collect()
+    let mut rows = std::pin::pin!(rows);
+    while let Some(row) = rows.try_next().await.map_err(storage)? {
+        let (RawText(uri), RawText(rev), RawText(record_json)) = (
+            row.try_get(0).map_err(storage)?,
+            row.try_get(1).map_err(storage)?,
+            row.try_get(2).map_err(storage)?,
+        );
+        if !emit(ItemRef {
+            uri,
+            rev,
+            record_json,
+        }) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 pub(super) async fn stream_after(

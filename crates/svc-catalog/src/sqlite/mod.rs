@@ -260,15 +260,28 @@ impl EngineReads for ReaderPool {
         Box::pin(self.run(move |conn| uris.iter().map(|uri| reader::get(conn, uri)).collect()))
     }
 
-    fn repository_records(
+    fn write_records(
+        &self,
+        uris: Vec<String>,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        Box::pin(self.run(move |conn| reader::write_records(conn, &uris, writer)))
+    }
+
+    fn held(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<String>> {
+        Box::pin(self.run(move |conn| reader::held(conn, &uris)))
+    }
+
+    fn write_repository_records(
         &self,
         slice: crate::RepositorySlice,
         after: Option<String>,
         limit: usize,
-    ) -> CatalogFuture<'_, Vec<Item>> {
-        Box::pin(
-            self.run(move |conn| reader::repository_records(conn, &slice, after.as_deref(), limit)),
-        )
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        Box::pin(self.run(move |conn| {
+            reader::write_repository_records(conn, &slice, after.as_deref(), limit, writer)
+        }))
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

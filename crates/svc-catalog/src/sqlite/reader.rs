@@ -454,20 +454,60 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
         .transpose()
 }
 
-pub(crate) fn repository_records(
+/// Whether the uri `?1` names a record [`RECORD_AT`] reads; `typeof` tells a null from a
+/// record without reading the record's overflow pages.
+const HELD_AT: &str = "SELECT 1 FROM records \
+     WHERE uri = ?1 AND typeof(record) <> 'null' \
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = records.author)";
+
+pub(crate) fn write_records(
+    conn: &Connection,
+    uris: &[String],
+    mut writer: Box<dyn PageWriter>,
+) -> CatalogResult<Vec<u8>> {
+    let mut statement = conn.prepare_cached(RECORD_AT)?;
+    let mut found = 0;
+    for uri in uris {
+        let mut rows = statement.query([uri])?;
+        if let Some(row) = rows.next()? {
+            writer.item(item_ref(row)?);
+            found += 1;
+        }
+    }
+    Ok(writer.finish(found, false))
+}
+
+pub(crate) fn held(conn: &Connection, uris: &[String]) -> CatalogResult<Vec<String>> {
+    let mut statement = conn.prepare_cached(HELD_AT)?;
+    let mut held = Vec::new();
+    for uri in uris {
+        if statement.exists([uri])? {
+            held.push(uri.clone());
+        }
+    }
+    Ok(held)
+}
+
+pub(crate) fn write_repository_records(
     conn: &Connection,
     slice: &crate::RepositorySlice,
     after: Option<&str>,
     limit: usize,
-) -> CatalogResult<Vec<Item>> {
+    mut writer: Box<dyn PageWriter>,
+) -> CatalogResult<Vec<u8>> {
     let (from, to) = slice.range(after);
     let mut statement = conn.prepare_cached(crate::engine::REPOSITORY_RECORDS)?;
-    let mut rows = statement.query(params![from, to, slice.did, limit as i64])?;
-    let mut items = Vec::new();
+    let fetch = limit.saturating_add(1) as i64;
+    let mut rows = statement.query(params![from, to, slice.did, fetch])?;
+    let mut written = 0;
     while let Some(row) = rows.next()? {
-        items.push(Item::try_from(item_ref(row)?)?);
+        if written == limit {
+            return Ok(writer.finish(written as u64, true));
+        }
+        writer.item(item_ref(row)?);
+        written += 1;
     }
-    Ok(items)
+    Ok(writer.finish(written as u64, false))
 }
 
 pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<UnixMillis>> {

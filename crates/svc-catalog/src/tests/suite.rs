@@ -26,6 +26,18 @@ impl PageWriter for Lines {
     }
 }
 
+/// The uris [`Lines`] wrote, and whether it was told more follow.
+fn written_uris(written: &[u8]) -> (Vec<String>, bool) {
+    let text = String::from_utf8(written.to_vec()).expect("UTF-8");
+    let mut lines: Vec<&str> = text.lines().collect();
+    let last = lines.pop().expect("the page's end");
+    let uris = lines
+        .iter()
+        .map(|line| line.split(' ').next().unwrap_or_default().to_string())
+        .collect();
+    (uris, last.ends_with("true"))
+}
+
 /// A page by `list`, checked to be what `write_list` writes for the same request.
 async fn listed_and_written(
     fresh: &Fresh,
@@ -625,21 +637,32 @@ pub async fn a_repository_is_read_in_pages_while_its_account_is_active(fresh: Fr
         let after = after.map(str::to_string);
         let catalog = &fresh.catalog;
         async move {
-            let items = catalog.repository_records(slice, after, 1).await.unwrap();
-            items.into_iter().map(|item| item.uri).collect::<Vec<_>>()
+            let written = catalog
+                .write_repository_records(slice, after, 1, Box::new(Lines(Vec::new())))
+                .await
+                .unwrap();
+            written_uris(&written)
         }
     };
-    assert_eq!(page(None, None).await, vec![mine[0]]);
+    assert_eq!(page(None, None).await, (vec![mine[0].into()], true));
     assert_eq!(
         page(None, Some(mine[0])).await,
-        vec![mine[2]],
+        (vec![mine[2].into()], false),
         "the deleted record is not read"
     );
-    assert!(page(None, Some(mine[2])).await.is_empty());
-    assert_eq!(page(Some("dev.svc.vocab"), None).await, vec![mine[2]]);
-    assert!(page(Some("dev.svc.vocab"), Some(mine[2])).await.is_empty());
+    assert!(page(None, Some(mine[2])).await.0.is_empty());
+    assert_eq!(
+        page(Some("dev.svc.vocab"), None).await,
+        (vec![mine[2].into()], false)
+    );
     assert!(
-        page(Some("dev.svc.vo"), None).await.is_empty(),
+        page(Some("dev.svc.vocab"), Some(mine[2]))
+            .await
+            .0
+            .is_empty()
+    );
+    assert!(
+        page(Some("dev.svc.vo"), None).await.0.is_empty(),
         "a collection is whole"
     );
     let hidden = AccountStatus::Inactive("takendown".into());
@@ -649,7 +672,7 @@ pub async fn a_repository_is_read_in_pages_while_its_account_is_active(fresh: Fr
         .await
         .unwrap();
     assert!(
-        page(None, None).await.is_empty(),
+        page(None, None).await.0.is_empty(),
         "an inactive account shows nothing"
     );
 }
@@ -777,6 +800,14 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
     };
     let found = read(&[a1, b1]).await.unwrap();
     assert!(found[0].is_none() && found[1].is_some(), "{found:?}");
+    let both = vec![a1.to_string(), b1.to_string()];
+    assert_eq!(fresh.catalog.held(both.clone()).await.unwrap(), vec![b1]);
+    let written = fresh
+        .catalog
+        .write_records(both, Box::new(Lines(Vec::new())))
+        .await
+        .unwrap();
+    assert_eq!(written_uris(&written), (vec![b1.into()], false));
     assert!(fresh.catalog.get(a1.into()).await.unwrap().is_none());
     // Writes of an inactive account are kept, out of sight.
     apply(&fresh, vec![upsert(a2, "3b", r.clone())]).await;

@@ -5,9 +5,26 @@
 //! holds one record's text at a time and a few fields of each.
 
 use super::bounded::{self, Bounds, Json, Wanted};
+use crate::ApiError;
 use crate::params::encode_cursor;
-use svc_catalog::{ItemRef, PageWriter};
+use std::future::Future;
+use svc_catalog::{CatalogResult, ItemRef, PageWriter};
 use tokio::sync::oneshot;
+
+/// A page read by `read`, which hands the catalog a [`Picker`] of the fields `wanted`, each
+/// within a table cell's bounds.
+pub(crate) async fn picked<R>(
+    wanted: Wanted,
+    read: impl FnOnce(Box<dyn PageWriter>) -> R,
+) -> Result<Envelope, ApiError>
+where
+    R: Future<Output = CatalogResult<Vec<u8>>>,
+{
+    let (picker, page) = Picker::new(wanted, super::fields::ROW_FIELD);
+    read(Box::new(picker)).await?;
+    page.await
+        .map_err(|_| ApiError::Internal("a page was read but not handed back".into()))
+}
 
 /// A page of a list, as the API's envelope says it.
 pub(crate) struct Envelope {

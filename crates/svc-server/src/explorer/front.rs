@@ -3,16 +3,17 @@
 //! the newest changes. Built at most once a second, whatever the traffic: its reads are the
 //! kind counts, the cursors and the stream's last changes.
 
-use super::bounded::{self, Wanted};
-use super::{Linked, author_path, fields, page, record_path};
+use super::bounded::Json;
+use super::{Linked, author_path, envelope, fields, page, record_path};
 use crate::{ApiError, AppState};
 use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use svc_catalog::{Item, RecordChange};
+use svc_catalog::RecordChange;
 
 /// Changes the front page lists.
 const NEWEST: usize = 20;
@@ -195,22 +196,34 @@ async fn newest(state: &AppState, recent: Vec<RecordChange>) -> Result<Vec<Chang
         .filter(|change| !change.is_gap() && change.op(None).is_some())
         .take(NEWEST)
         .collect();
-    let uris = changes.iter().map(|change| change.uri.clone()).collect();
-    let items = state.catalog.get_many(uris).await?;
-    let titles = fields::title_fields();
+    let mut uris: Vec<String> = changes.iter().map(|change| change.uri.clone()).collect();
+    uris.sort_unstable();
+    uris.dedup();
+    let catalog = &state.catalog;
+    let page = envelope::picked(fields::title_fields(), |picker| {
+        catalog.write_records(uris, picker)
+    })
+    .await?;
+    let held: HashMap<String, Json> = page
+        .items
+        .into_iter()
+        .map(|item| (item.uri, item.record))
+        .collect();
     Ok(changes
         .into_iter()
-        .zip(items)
-        .filter_map(|(change, item)| change_row(change, item.as_ref(), &titles))
+        .filter_map(|change| {
+            let record = held.get(&change.uri);
+            change_row(change, record)
+        })
         .collect())
 }
 
-fn change_row(change: RecordChange, item: Option<&Item>, titles: &Wanted) -> Option<ChangeRow> {
+/// A change's row; `record` is the title fields of what the change left, if the catalog holds
+/// it.
+fn change_row(change: RecordChange, record: Option<&Json>) -> Option<ChangeRow> {
     let op = change.op(None)?;
-    let record =
-        item.and_then(|item| bounded::pick(&item.record_json, titles, fields::ROW_FIELD).ok());
     let parts = svc_syntax::check_at_uri(&change.uri).ok()?;
-    let title = match &record {
+    let title = match record {
         Some(record) => fields::title(&change.uri, record),
         None => parts.rkey.unwrap_or_default().to_string(),
     };
@@ -219,7 +232,7 @@ fn change_row(change: RecordChange, item: Option<&Item>, titles: &Wanted) -> Opt
         // A record that left is no longer held: its page would say so.
         record: Linked {
             text: title,
-            href: item.and_then(|_| record_path(&change.uri)),
+            href: record.and_then(|_| record_path(&change.uri)),
         },
         kind: parts.collection.unwrap_or_default().to_string(),
         author: Linked {

@@ -87,9 +87,10 @@ impl Links {
         uris.sort_unstable();
         uris.dedup();
         uris.truncate(Self::MOST);
-        let items = state.catalog.get_many(uris).await?;
-        let held = items.into_iter().flatten().map(|item| item.uri).collect();
-        Ok(Links { held })
+        let held = state.catalog.held(uris).await?;
+        Ok(Links {
+            held: held.into_iter().collect(),
+        })
     }
 
     /// A string's link: a DID to its author's records; an at-uri naming a record to its page

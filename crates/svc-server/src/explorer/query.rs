@@ -104,14 +104,11 @@ async fn read(
     let params = Params::parse(Some(api_query));
     let request = paging(&params)?;
     let key = lookup_key(query, &params)?;
-    let (picker, page) = envelope::Picker::new(wanted, fields::ROW_FIELD);
     let id = query.id().clone();
-    state
-        .catalog
-        .write_list(id, key, request, Box::new(picker))
-        .await?;
-    page.await
-        .map_err(|_| ApiError::Internal("a list page was read but not handed back".into()))
+    envelope::picked(wanted, |picker| {
+        state.catalog.write_list(id, key, request, picker)
+    })
+    .await
 }
 
 /// `GET /explore/<name>`. A page is kept in the answer cache while its answer's key is

@@ -7,7 +7,7 @@
 
 use super::bounded::{self, Bounds, Json, Tally, Wanted};
 use super::query::{EnvelopeItem, ask};
-use super::{LENS, Linked, Links, fields, json_view, page, record_path};
+use super::{LENS, Linked, Links, envelope, fields, json_view, page, record_path};
 use crate::params::{Params, encode_component};
 use crate::{ApiError, AppState};
 use askama::Template;
@@ -452,35 +452,35 @@ async fn author_page(
     raw: Option<&str>,
 ) -> Result<AuthorPage, ApiError> {
     let after = Params::parse(raw).get("after")?.map(str::to_string);
-    let items = state
-        .catalog
-        .repository_records(slice.clone(), after, AUTHOR_ROWS)
-        .await?;
+    let catalog = &state.catalog;
+    let read = slice.clone();
+    let page = envelope::picked(fields::row_fields(&[]), |picker| {
+        catalog.write_repository_records(read, after, AUTHOR_ROWS, picker)
+    })
+    .await?;
     let here = match &slice.collection {
         Some(collection) => format!("/at/{}/{collection}", slice.did),
         None => super::author_path(&slice.did),
     };
-    let next = (items.len() == AUTHOR_ROWS)
-        .then(|| items.last())
-        .flatten()
+    let next = page
+        .cursor
+        .and(page.items.last())
         .map(|last| format!("{here}?after={}", encode_component(&last.uri)));
-    let wanted = fields::row_fields(&[]);
-    let rows = items
+    let rows = page
+        .items
         .into_iter()
         .map(|item| {
             // A record that does not read shows its key and no time.
-            let record =
-                bounded::pick(&item.record_json, &wanted, fields::ROW_FIELD).unwrap_or(Json::Null);
             let kind = super::collection_of(&item.uri).unwrap_or_default();
             let kind = Linked {
                 href: Some(format!("/at/{}/{kind}", slice.did)),
                 text: kind.to_string(),
             };
             let link = Linked {
-                text: fields::title(&item.uri, &record),
+                text: fields::title(&item.uri, &item.record),
                 href: record_path(&item.uri),
             };
-            (kind, link, fields::time(&record))
+            (kind, link, fields::time(&item.record))
         })
         .collect();
     Ok(AuthorPage {
