@@ -328,10 +328,7 @@ impl Feed<'_> {
             }
             cursor => cursor,
         };
-        last = self.replay(last).await?;
-        let mut live = self.state.stream.hub(&self.state.catalog).subscribe();
-        // What was committed between the replay's end and the subscription.
-        last = self.replay(last).await?;
+        let mut live = self.follow(&mut last).await?;
         loop {
             let received = tokio::select! {
                 received = live.recv() => received,
@@ -344,10 +341,25 @@ impl Feed<'_> {
                     last = published.change.seq;
                     self.deliver(&published).await?;
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => return Err(self.too_slow()),
+                // A burst (a repository read whole, a bulk load) outran what the hub keeps:
+                // the changes it dropped are in storage, read at the subscriber's own pace. A
+                // subscriber that cannot take them is given up on as `send` says.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    self.state.metrics.stream_caught_up.inc();
+                    live = self.follow(&mut last).await?;
+                }
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             }
         }
+    }
+
+    /// Sends every stored change after `*last`, then follows the hub from where that ends.
+    async fn follow(&self, last: &mut i64) -> Result<broadcast::Receiver<Arc<Published>>, FeedEnd> {
+        *last = self.replay(*last).await?;
+        let live = self.state.stream.hub(&self.state.catalog).subscribe();
+        // What was committed between the replay's end and the subscription.
+        *last = self.replay(*last).await?;
+        Ok(live)
     }
 
     /// Sends every stored change after `last`; the last one sent.

@@ -79,6 +79,8 @@ pub struct HttpMetrics {
     pub(crate) stream_subscribers: Gauge,
     /// Subscribers given up on because they fell behind.
     pub(crate) stream_too_slow: Counter,
+    /// Times a subscriber read from storage what a burst took past the hub.
+    pub(crate) stream_caught_up: Counter,
 }
 
 impl Default for HttpMetrics {
@@ -95,6 +97,7 @@ impl Default for HttpMetrics {
             routes: RwLock::default(),
             stream_subscribers: Gauge::default(),
             stream_too_slow: Counter::default(),
+            stream_caught_up: Counter::default(),
         }
     }
 }
@@ -110,6 +113,11 @@ impl HttpMetrics {
             "svc_stream_too_slow",
             "Change-stream subscribers given up on because they fell behind",
             self.stream_too_slow.clone(),
+        );
+        registry.register(
+            "svc_stream_caught_up",
+            "Times a change-stream subscriber read from storage what a burst took past the hub",
+            self.stream_caught_up.clone(),
         );
         registry.register(
             "svc_orchestrator_ready",

@@ -1,7 +1,7 @@
 //! One reader of the catalog's change stream per process: it reads each new change once (as
 //! soon as the change clock moves, or after a short wait), reads the record of each change
 //! that leaves it answered, and hands both to every subscriber at once. A subscriber that
-//! falls further behind than the hub keeps is told so and closed.
+//! falls further behind than the hub keeps reads what it missed from storage.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -438,7 +438,12 @@ fn a_restart_loses_nothing_a_subscriber_can_resume() {
 /// `n` creates of vocabularies named `name`, from `base` a microsecond apart, each with a
 /// description of 2,000 bytes.
 fn large_creates(base: i64, n: i64, name: &str) -> Vec<(i64, String)> {
-    let description = "d".repeat(2000);
+    creates(base, n, name, 2000)
+}
+
+/// `n` creates in `world` "open", each with a description of `bytes`.
+fn creates(base: i64, n: i64, name: &str, bytes: usize) -> Vec<(i64, String)> {
+    let description = "d".repeat(bytes);
     (0..n)
         .map(|i| {
             let (time_us, line) = commit(base + i, &tid(base + i), "create", name, "open");
@@ -616,4 +621,79 @@ fn replays_are_paced_per_client() {
         "{bytes} bytes replayed in {took:?}, faster than 200 KiB/s"
     );
     assert!(took < Duration::from_secs(30), "{took:?}");
+}
+
+/// Reads at most 4 KiB per millisecond: a subscriber that takes everything, at a steady pace
+/// slower than a burst is written.
+struct Steady<R>(R);
+
+impl<R: std::io::Read> std::io::Read for Steady<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        std::thread::sleep(Duration::from_millis(1));
+        let most = buf.len().min(4096);
+        self.0.read(&mut buf[..most])
+    }
+}
+
+/// A burst of changes written far faster than a subscriber takes them (20,000 in a second or
+/// two, as a repository read whole or a catch-up writes them) passes the 4,096 the hub keeps:
+/// the subscriber, reading steadily, reads what it missed from storage and gets every change
+/// once, in order, and is not cut. Cutting it was what the build before did.
+#[test]
+fn a_burst_past_what_the_hub_keeps_reaches_a_steady_subscriber_whole() {
+    const BURST: usize = 20_000;
+    let replay = Replay::start(Vec::new());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
+    );
+    let response = reqwest::blocking::Client::builder()
+        .timeout(None)
+        .build()
+        .unwrap()
+        .get(format!("{}/v1/changes", server.url))
+        .send()
+        .expect("the stream");
+    assert_eq!(response.status(), 200);
+    let (sender, messages) = mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(Steady(response)).lines() {
+            let Ok(line) = line else { return };
+            if let Some(data) = line.strip_prefix("data:") {
+                let data = serde_json::from_str(data.trim()).expect("JSON data");
+                if sender.send(data).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    server.wait_for("/v1/stats", Duration::from_secs(10), |_| {
+        subscribers_gauge(&server) == Some(1)
+    });
+    // Events of now: a catch-up from the past would be bulk-loaded, past the change stream.
+    replay.publish(creates(now_us(), BURST as i64, "burst", 200));
+    let mut seqs = Vec::with_capacity(BURST);
+    while seqs.len() < BURST {
+        let message = messages
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("the stream ended after {} changes", seqs.len()));
+        assert!(
+            message["error"].is_null(),
+            "after {} changes: {message}",
+            seqs.len()
+        );
+        assert_eq!(message["op"], "enter", "{message}");
+        seqs.push(message["seq"].as_i64().expect("a seq"));
+    }
+    assert!(
+        seqs.windows(2).all(|pair| pair[0] < pair[1]),
+        "in order, once"
+    );
+    let metrics = server.get_raw("/metrics").2;
+    assert!(
+        !metrics.contains("svc_stream_caught_up_total 0"),
+        "the burst never passed the hub: {metrics}"
+    );
+    assert!(metrics.contains("svc_stream_too_slow_total 0"), "{metrics}");
 }
