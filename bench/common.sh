@@ -134,6 +134,19 @@ stolen_since() {
 }
 
 # Resident memory of the server, in MB.
+# Bytes waiting in the kernel send queues of the sockets accepted on PORT, in KB: what the
+# server's clients left unread in the kernel (`tx_queue` of /proc/net/tcp and tcp6).
+send_queues_kb() { # PORT
+  local hex
+  hex=$(printf '%04X' "$1")
+  awk -v port="$hex" '
+    function hex(text,   n, i) { n = 0
+      for (i = 1; i <= length(text); i++) n = n * 16 + index("0123456789ABCDEF", substr(text, i, 1)) - 1
+      return n }
+    FNR > 1 { split($2, local, ":"); split($5, q, ":"); if (local[2] == port) sum += hex(q[1]) }
+    END { printf "%d\n", sum / 1024 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
 rss_mb() { echo $(( $(ps -o rss= -p "$pid" | tr -d ' ') >> 10 )); }
 
 to_ms() { # wrk latency like 812.00us, 1.23ms, 2.01s

@@ -5,8 +5,9 @@
 # MAX_CONNECTIONS when set) takes CLIENTS connections, SPACING_MS apart, that each pipeline
 # 2,000 requests for a 6 KB page and never read (bench/unread.py), while /healthz and
 # /v1/stats are each asked every 50 ms on a new connection. Reports when the server closed the
-# clients, the probes and queries meanwhile, the write-timeout counter, and the server's
-# descriptors and RSS before, at the peak and after.
+# clients, the probes and queries meanwhile, the write-timeout counter, the server's
+# descriptors and RSS before, at the peak and after, and the most its sockets' kernel send
+# queues held.
 # Environment: WRITE_TIMEOUT (5s; `off` passes no flag, for builds without one),
 # MAX_CONNECTIONS (the default), SPACING_MS (0), SVC_BIN (a built svc instead of building
 # target/release/svc), BENCH_DIR (bench-data/).
@@ -54,6 +55,8 @@ probes="$work/unread-probes.txt"
 : >"$probes"
 peak_rss=0
 peak_fds=0
+peak_queued=0
+port="${hostport##*:}"
 while kill -0 "$client" 2>/dev/null; do
   for path in /healthz /v1/stats; do
     curl -s -o /dev/null -m 10 -w "$path %{http_code} %{time_total}\n" "$url$path" >>"$probes" || true
@@ -61,10 +64,12 @@ while kill -0 "$client" 2>/dev/null; do
   r=$(rss_mb); f=$(fds)
   [ "$r" -gt "$peak_rss" ] && peak_rss=$r
   [ "$f" -gt "$peak_fds" ] && peak_fds=$f
+  q=$(send_queues_kb "$port")
+  [ "$q" -gt "$peak_queued" ] && peak_queued=$q
   sleep 0.05
 done
 wait "$client"
-echo "peak: RSS $peak_rss MB, $peak_fds descriptors"
+echo "peak: RSS $peak_rss MB, $peak_fds descriptors, $peak_queued KB in the kernel send queues"
 for path in /healthz /v1/stats; do
   awk -v p="$path" '$1 == p' "$probes" | sort -k3 -n | awk -v p="$path" '
     { n++; if ($2 == 200) t[++ok] = $3 * 1000 }
