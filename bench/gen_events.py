@@ -35,6 +35,7 @@ import base64
 import bisect
 import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -44,10 +45,16 @@ PAIRS = [a + b for a in TID_ALPHABET for b in TID_ALPHABET]  # 10 bits -> 2 char
 START_US = 1748822400 * 1_000_000  # 2025-06-02T00:00:00Z
 CID_PREFIX = b"\x01\x71\x12\x20"  # CIDv1, dag-cbor, sha2-256, 32 bytes
 
-MIX = [
-    ("bounty", 30), ("verification", 25), ("adapter", 15), ("recommendation", 8),
-    ("community", 5), ("dialect", 4), ("belief", 5), ("vocab", 3), ("encounter", 5),
-]
+def bench_mix(mix):
+    """(kind, share) of one mix, in the order of the kinds table (spec/kinds.json)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "spec", "kinds.json")
+    with open(path) as f:
+        kinds = json.load(f)["kinds"]
+    return [(nsid.rsplit(".", 1)[1], entry["bench"]["share"]) for nsid, entry in kinds.items()
+            if entry.get("bench", {}).get("mix") == mix]
+
+
+MIX = bench_mix("catalog")
 
 FRAMEWORKS = [
     "serde", "pydantic", "zod", "jackson", "protobuf", "avro", "io-ts", "marshmallow", "attrs",
@@ -117,7 +124,7 @@ def cid_of(data, _sha=hashlib.sha256, _b32=base64.b32encode):
     return "b" + _b32(CID_PREFIX + _sha(data).digest()).decode("ascii").lower().rstrip("=")
 
 
-GOV_MIX = [("changeProposal", 40), ("migrationRun", 25), ("federation", 20), ("communityRelease", 15)]
+GOV_MIX = bench_mix("governance")
 CHANGE_STATUSES = [("draft", 20), ("review", 25), ("approved", 15), ("rejected", 10), ("released", 20),
                    ("superseded", 10)]
 RUN_STATUSES = [("planned", 15), ("running", 20), ("paused", 10), ("completed", 35), ("failed", 10),

@@ -43,6 +43,11 @@ impl Lexicons {
         })
     }
 
+    /// The text of every document embedded in this build, to load beside others.
+    pub fn embedded_documents() -> &'static [&'static str] {
+        EMBEDDED_DOCUMENTS
+    }
+
     /// Loads lexicon documents from their JSON text and checks that every reference resolves.
     pub fn from_documents<'a>(
         documents: impl IntoIterator<Item = &'a str>,

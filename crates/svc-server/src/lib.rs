@@ -31,7 +31,6 @@ pub use error::ApiError;
 pub use limits::RequestLimits;
 pub use metrics::HttpMetrics;
 pub use params::list_paging;
-pub use stats::plural_name as stats_name;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -41,7 +40,7 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::time::Duration;
 use svc_catalog::CatalogRead;
-use svc_spec::QuerySet;
+use svc_spec::{Kinds, QuerySet};
 
 /// Why the catalog is not ready to answer (`Some(reason)`), asked at each `/readyz`.
 pub type NotReady = Arc<dyn Fn() -> Option<String> + Send + Sync>;
@@ -54,8 +53,8 @@ pub type ReadyNotes = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 pub struct ServerConfig {
     pub catalog: Arc<dyn CatalogRead>,
     pub queries: QuerySet,
-    /// NSIDs of every record kind, for stats and per-kind gauges.
-    pub kinds: Vec<String>,
+    /// Every record kind and what the explorer and stats show of it.
+    pub kinds: Arc<Kinds>,
     /// Why the catalog has not caught up, or `None` once it has (`/readyz`).
     pub not_ready: NotReady,
     pub ready_notes: ReadyNotes,
@@ -78,7 +77,7 @@ pub struct ServerConfig {
 pub(crate) struct AppState {
     pub catalog: Arc<dyn CatalogRead>,
     pub queries: QuerySet,
-    pub kinds: Vec<String>,
+    pub kinds: Arc<Kinds>,
     pub not_ready: NotReady,
     pub ready_notes: ReadyNotes,
     pub cache: ResponseCache,

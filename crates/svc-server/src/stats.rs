@@ -7,17 +7,6 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-/// The name `/v1/stats` gives a kind: `dev.svc.deliberationVote` → `deliberationVotes`;
-/// `dev.svc.vocab` → `vocabularies`.
-pub fn plural_name(nsid: &str) -> String {
-    let tail = nsid.rsplit('.').next().unwrap_or(nsid);
-    match tail {
-        "vocab" => "vocabularies".to_string(),
-        t if t.ends_with('y') => format!("{}ies", &t[..t.len() - 1]),
-        t => format!("{t}s"),
-    }
-}
-
 pub(crate) async fn serve(State(state): State<Arc<AppState>>) -> Response {
     match counts(&state).await {
         Ok(body) => json_response(Bytes::from(body.to_string())),
@@ -30,8 +19,8 @@ pub(crate) async fn per_kind(state: &AppState) -> Result<Vec<(String, u64)>, Api
     let stored = state.catalog.kind_counts().await?;
     Ok(state
         .kinds
-        .iter()
-        .map(|kind| (kind.clone(), stored.get(kind).copied().unwrap_or(0)))
+        .nsids()
+        .map(|kind| (kind.to_string(), stored.get(kind).copied().unwrap_or(0)))
         .collect())
 }
 
@@ -40,22 +29,8 @@ async fn counts(state: &AppState) -> Result<serde_json::Value, ApiError> {
     let mut total = 0;
     for (kind, n) in per_kind(state).await? {
         total += n;
-        body.insert(plural_name(&kind), n.into());
+        body.insert(state.kinds.plural(&kind), n.into());
     }
     body.insert("total".into(), total.into());
     Ok(body.into())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn plural_names() {
-        assert_eq!(super::plural_name("dev.svc.bounty"), "bounties");
-        assert_eq!(super::plural_name("dev.svc.community"), "communities");
-        assert_eq!(super::plural_name("dev.svc.vocab"), "vocabularies");
-        assert_eq!(
-            super::plural_name("dev.svc.deliberationStatement"),
-            "deliberationStatements"
-        );
-    }
 }

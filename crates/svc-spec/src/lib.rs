@@ -6,6 +6,7 @@
 mod def;
 mod index;
 mod keys;
+mod kinds;
 mod lexicon;
 mod path;
 mod query;
@@ -15,6 +16,7 @@ pub use def::{
 };
 pub use index::{Index, IndexSet};
 pub use keys::encode_key;
+pub use kinds::{BenchShare, EMBEDDED_KINDS, Fact, KindDef, Kinds, People, Related};
 pub use lexicon::{query_lexicon, query_nsid};
 pub use path::JsonPath;
 pub use query::{Query, QuerySet};

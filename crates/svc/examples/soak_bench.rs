@@ -898,6 +898,9 @@ fn settle(
         std::thread::sleep(Duration::from_millis(100));
     };
     let seconds = settling.elapsed().as_secs_f64();
+    let lexicons = svc_lexicon::Lexicons::embedded();
+    let collections: Vec<String> = lexicons.record_collections().map(str::to_string).collect();
+    let kinds = svc_spec::Kinds::embedded(&collections);
     let (applied_total, refused_total, _) = live_counters(client, url).unwrap_or_default();
     let mut expected = base_kinds;
     for (kind, n) in &load.streamed_kinds {
@@ -906,7 +909,7 @@ fn settle(
     let mut count_mismatches = Vec::new();
     let mut count_line = Vec::new();
     for (kind, n) in &expected {
-        let name = svc_server::stats_name(kind);
+        let name = kinds.plural(kind);
         let got = stats[name.as_str()].as_u64().unwrap_or(0);
         count_line.push(format!("{name} {got}"));
         if got != *n {

@@ -273,7 +273,7 @@ fn server_config(
     svc_server::ServerConfig {
         catalog: Arc::clone(catalog) as Arc<dyn svc_catalog::CatalogRead>,
         queries: queries.clone(),
-        kinds: record_kinds(),
+        kinds: Arc::new(svc_spec::Kinds::embedded(&record_kinds())),
         not_ready: Arc::clone(&shared.not_ready),
         ready_notes: {
             let readiness = Arc::clone(&shared.readiness);

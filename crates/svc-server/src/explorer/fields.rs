@@ -2,44 +2,7 @@
 
 use super::bounded::{Bounds, Json, Wanted, steps};
 use super::{Linked, Links};
-use svc_spec::{ConditionDef, Query};
-
-/// The fields that say most about a record of each kind, as paths into it. A kind not listed
-/// shows the fields its query filters on.
-const COLUMNS: &[(&str, &[&str])] = &[
-    (
-        "dev.svc.bounty",
-        &[
-            "wants.$type",
-            "wants.source.uri",
-            "wants.target.uri",
-            "wants.lens.uri",
-            "status",
-        ],
-    ),
-    (
-        "dev.svc.verification",
-        &["lens.uri", "kind", "result", "tool.name"],
-    ),
-    (
-        "dev.svc.adapter",
-        &[
-            "framework",
-            "versionRange",
-            "invocationProtocol.kind",
-            "verification",
-        ],
-    ),
-    ("dev.svc.recommendation", &["issuingCommunity", "lensPath"]),
-    ("dev.svc.community", &["name", "members", "recordHosting"]),
-    ("dev.svc.dialect", &["name", "owningCommunity", "version"]),
-    ("dev.svc.belief", &["subject.uri", "holder"]),
-    ("dev.svc.vocab", &["name", "world"]),
-    (
-        "dev.svc.encounter",
-        &["lens.uri", "kind", "downstreamResult"],
-    ),
-];
+use svc_spec::{ConditionDef, Kinds, Query};
 
 /// Fields that say when a record was made, in order of preference.
 const TIMES: &[&str] = &["occurredAt", "createdAt", "detectedAt", "computedAt"];
@@ -59,9 +22,10 @@ pub(crate) const ROW_FIELD: Bounds = Bounds {
 const CELL_CHARS: usize = 160;
 
 /// The columns of a query's table: its kind's fields, else the paths its filter reads.
-pub(crate) fn columns(query: &Query) -> Vec<String> {
-    if let Some((_, paths)) = COLUMNS.iter().find(|(kind, _)| *kind == query.kind()) {
-        return paths.iter().map(|path| path.to_string()).collect();
+pub(crate) fn columns(kinds: &Kinds, query: &Query) -> Vec<String> {
+    let shown = &kinds.def(query.kind()).columns;
+    if !shown.is_empty() {
+        return shown.clone();
     }
     let mut paths: Vec<String> = Vec::new();
     for condition in &query.def().filter {

@@ -238,7 +238,7 @@ async fn table(
     // The stream's position before the answer: what changes after is sent, maybe twice.
     let from = state.catalog.change_bounds().await?.newest;
     let api_query = api_query.join("&");
-    let columns = fields::columns(query);
+    let columns = fields::columns(&state.kinds, query);
     let wanted = fields::row_fields(&columns);
     let envelope = read(state, position, &api_query, wanted).await?;
     let answer_only: Vec<&str> = asked.iter().copied().filter(|p| !is_paging(p)).collect();

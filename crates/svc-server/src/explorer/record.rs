@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use svc_catalog::RepositorySlice;
+use svc_spec::{KindDef, People};
 
 /// Records of a lens, community or subject a panel lists at most.
 const PANEL_ROWS: u32 = 1000;
@@ -138,7 +139,9 @@ async fn build(
         Some(item) => (Some(item.rev), item.record_json),
         None => (None, "null".to_string()),
     };
-    let wanted = page_fields(&collection);
+    let kinds = Arc::clone(&state.kinds);
+    let kind = kinds.def(&collection);
+    let wanted = page_fields(kind);
     // Reading a record of 8 MB takes milliseconds: off the threads that answer requests.
     let reading = tokio::task::spawn_blocking(move || read(&text, &wanted))
         .await
@@ -154,7 +157,7 @@ async fn build(
         title: heading(&collection, &uri, record),
         author: Linked::did(author),
         rev,
-        facts: facts(&collection, record, &links),
+        facts: facts(kind, record, &links),
         lens: match collection == LENS {
             true => Some(lens_panel(state, &uri).await?),
             false => None,
@@ -193,35 +196,33 @@ fn cut(tally: &Tally) -> Option<String> {
     (!said.is_empty()).then(|| said.join(" "))
 }
 
-/// The fields a record's page reads apart from its layout: its title, its kind's facts and a
-/// community's members.
-fn page_fields(kind: &str) -> Wanted {
-    let facts = fact_paths(kind).iter().map(|(_, path)| *path);
+/// The fields a record's page reads apart from its layout: its title, its kind's facts and
+/// the people it names.
+fn page_fields(kind: &KindDef) -> Wanted {
+    let facts = kind.facts.iter().map(|fact| fact.path.as_str());
+    let people = kind.people.iter().map(|people| people.path.as_str());
     let named = fields::TITLES.iter().copied();
-    Wanted::of(named.chain(["members"]).chain(facts))
+    Wanted::of(named.chain(people).chain(facts))
 }
 
-/// The records around this one: a community's members, dialects, changes, releases and
-/// federations; a change's migration runs; the beliefs about any record.
+/// The records around this one: the people it names, then the lists its kind and every kind
+/// show (a community's dialects, a change's migration runs, the beliefs about any record).
 async fn lists(
     state: &AppState,
     kind: &str,
     uri: &str,
     record: &Json,
 ) -> Result<Vec<RecordList>, ApiError> {
-    let mut lists = Vec::new();
-    if kind == "dev.svc.community" {
-        lists.extend(community_lists(state, uri, record).await?);
-    }
-    let mut around = vec![("beliefsAboutRecord", "Beliefs about it", "subject_uri")];
-    if kind == "dev.svc.changeProposal" {
-        around.insert(
-            0,
-            ("migrationRunsForChange", "Migration runs", "change_uri"),
-        );
-    }
-    for (query, title, param) in around {
-        lists.extend(related(state, query, title, param, uri).await?);
+    let mut lists: Vec<RecordList> = state
+        .kinds
+        .def(kind)
+        .people
+        .iter()
+        .map(|people| people_list(people, record))
+        .collect();
+    for list in state.kinds.related(kind) {
+        let found = related(state, &list.query, &list.title, &list.param, uri).await?;
+        lists.extend(found);
     }
     Ok(lists)
 }
@@ -238,56 +239,14 @@ fn heading(kind: &str, uri: &str, record: &Json) -> String {
 }
 
 /// The fields a kind is read by, linked: a bounty's wants, schemas, lens and status.
-fn facts(kind: &str, record: &Json, links: &Links) -> Vec<(String, Linked)> {
-    fact_paths(kind)
+fn facts(kind: &KindDef, record: &Json, links: &Links) -> Vec<(String, Linked)> {
+    kind.facts
         .iter()
-        .filter_map(|(label, path)| {
-            let value = fields::at_path(record, path)?;
-            Some((label.to_string(), fields::cell(Some(value), links)))
+        .filter_map(|fact| {
+            let value = fields::at_path(record, &fact.path)?;
+            Some((fact.label.clone(), fields::cell(Some(value), links)))
         })
         .collect()
-}
-
-/// The fields a kind is read by: a label and a path each.
-fn fact_paths(kind: &str) -> &'static [(&'static str, &'static str)] {
-    match kind {
-        "dev.svc.bounty" => &[
-            ("Wants", "wants.$type"),
-            ("Source schema", "wants.source.uri"),
-            ("Target schema", "wants.target.uri"),
-            ("Lens", "wants.lens.uri"),
-            ("Framework", "wants.framework"),
-            ("Status", "status"),
-            ("Requester", "requester"),
-        ],
-        "dev.svc.verification" => &[
-            ("Lens", "lens.uri"),
-            ("Kind", "kind"),
-            ("Result", "result"),
-            ("Verifier", "verifier"),
-        ],
-        "dev.svc.dialect" => &[("Community", "owningCommunity")],
-        "dev.svc.changeProposal" => &[
-            ("Community", "community"),
-            ("Status", "status"),
-            ("Compatibility", "compatibility"),
-            ("Verification", "verificationStatus"),
-            ("Deliberation", "deliberation"),
-        ],
-        "dev.svc.migrationRun" => &[
-            ("Community", "community"),
-            ("Change", "change"),
-            ("Lens", "lens"),
-            ("Status", "status"),
-        ],
-        "dev.svc.federation" => &[
-            ("Community", "community"),
-            ("Peer", "peer"),
-            ("Relation", "relation"),
-        ],
-        "dev.svc.communityRelease" => &[("Community", "community"), ("Version", "version")],
-        _ => &[],
-    }
 }
 
 /// A lens's verifications by kind (by the property each proves, as sufficiency counts them),
@@ -312,55 +271,30 @@ async fn lens_panel(state: &AppState, lens: &str) -> Result<LensPanel, ApiError>
 }
 
 /// A community's members and dialects.
-async fn community_lists(
-    state: &AppState,
-    uri: &str,
-    record: &Json,
-) -> Result<Vec<RecordList>, ApiError> {
-    let (members, more) = match record.get("members") {
-        Some(Json::Array(members, more)) => (members.as_slice(), *more),
+/// The DIDs a record names in one field (a community's members), linked to their authors.
+fn people_list(people: &People, record: &Json) -> RecordList {
+    let (named, more) = match fields::at_path(record, &people.path) {
+        Some(Json::Array(named, more)) => (named.as_slice(), *more),
         _ => (&[][..], 0),
     };
     let title = match more {
-        0 => "Members".to_string(),
+        0 => people.title.clone(),
         more => format!(
-            "Members (the first {} of {})",
-            members.len(),
-            json_view::grouped(members.len() as u64 + more)
+            "{} (the first {} of {})",
+            people.title,
+            named.len(),
+            json_view::grouped(named.len() as u64 + more)
         ),
     };
-    let mut lists = vec![RecordList {
+    RecordList {
         title,
-        records: members
+        records: named
             .iter()
             .filter_map(Json::as_str)
             .map(Linked::did)
             .collect(),
         more: None,
-    }];
-    let around = [
-        ("dialectsForCommunity", "Dialects", "community_uri"),
-        (
-            "changeProposalsForCommunity",
-            "Change proposals",
-            "community_uri",
-        ),
-        ("communityReleasesForCommunity", "Releases", "community_uri"),
-        (
-            "federationsForCommunity",
-            "Federations it declares",
-            "community_uri",
-        ),
-        (
-            "federationsForPeer",
-            "Federations naming it as peer",
-            "peer_uri",
-        ),
-    ];
-    for (query, title, param) in around {
-        lists.extend(related(state, query, title, param, uri).await?);
     }
-    Ok(lists)
 }
 
 /// The records a query finds for one parameter, as links, with a link to its page.

@@ -6,6 +6,7 @@ use super::{UsageError, print_json};
 use crate::cli::EncounterArgs;
 use serde_json::{Map, Value, json};
 use std::io::{BufRead, Write};
+use svc_lexicon::Lexicons;
 
 struct Prompter<R: BufRead> {
     input: R,
@@ -69,7 +70,7 @@ pub async fn record(args: &EncounterArgs) -> anyhow::Result<()> {
     if let Some(target) = &args.target_schema {
         encounter["targetSchema"] = json!({"uri": target});
     }
-    let encounter = super::record::prepare("dev.svc.encounter", encounter)?;
+    let encounter = super::record::prepare(Lexicons::embedded(), "dev.svc.encounter", encounter)?;
     print_json(&encounter)
 }
 

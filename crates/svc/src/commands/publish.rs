@@ -1,13 +1,14 @@
 //! `svc publish <kind> --record <path|->`: the same lexicon validation as the server, then
 //! `com.atproto.repo.createRecord` with the stored session.
 
-use super::record::{collection_of, create, new_rkey, prepare, session_for};
+use super::record::{collection_of, create, known_kinds, new_rkey, prepare, session_for};
 use super::{UsageError, print_json};
 use crate::cli::PublishArgs;
 use anyhow::Context;
 use serde_json::Value;
 use std::io::Read;
 use svc_atproto::SessionStore;
+use svc_lexicon::Lexicons;
 
 fn read_record(source: &str) -> anyhow::Result<Value> {
     let text = if source == "-" {
@@ -23,8 +24,9 @@ fn read_record(source: &str) -> anyhow::Result<Value> {
 }
 
 pub async fn publish(args: &PublishArgs) -> anyhow::Result<()> {
-    let collection = collection_of(&args.kind)?;
-    let record = prepare(&collection, read_record(&args.record)?)?;
+    let lexicons = Lexicons::embedded();
+    let collection = collection_of(&known_kinds(lexicons), &args.kind)?;
+    let record = prepare(lexicons, &collection, read_record(&args.record)?)?;
     let rkey = match &args.rkey {
         Some(rkey) => svc_syntax::RecordKey::new(rkey.as_str())
             .map_err(|e| UsageError(format!("--rkey {rkey}: {e}")))?,

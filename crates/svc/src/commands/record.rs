@@ -7,22 +7,25 @@ use anyhow::Context;
 use serde_json::Value;
 use svc_atproto::{AtprotoError, CreatedRecord, Session, SessionStore, Xrpc};
 use svc_lexicon::Lexicons;
+use svc_spec::Kinds;
 use svc_syntax::{Nsid, RecordKey};
 
-/// `bounty`, `dev.svc.bounty` and (for vocabularies) `vocabulary` name the same kind.
-pub fn collection_of(kind: &str) -> Result<Nsid, UsageError> {
-    let lexicons = Lexicons::embedded();
-    let name = kind.strip_prefix("dev.svc.").unwrap_or(kind);
-    let name = if name == "vocabulary" { "vocab" } else { name };
-    let nsid = format!("dev.svc.{name}");
-    if lexicons.is_record_collection(&nsid)
-        && let Ok(nsid) = Nsid::new(nsid)
-    {
+/// The record kinds this build knows: its lexicons' record collections, as the kinds table
+/// describes them.
+pub fn known_kinds(lexicons: &Lexicons) -> Kinds {
+    let collections: Vec<String> = lexicons.record_collections().map(str::to_string).collect();
+    Kinds::embedded(&collections)
+}
+
+/// The collection a kind's name means: `bounty`, `dev.svc.bounty`, or an alias the kinds
+/// table gives (`vocabulary`).
+pub fn collection_of(kinds: &Kinds, kind: &str) -> Result<Nsid, UsageError> {
+    if let Some(nsid) = kinds.named(kind).and_then(|nsid| Nsid::new(nsid).ok()) {
         return Ok(nsid);
     }
-    let known: Vec<&str> = lexicons
-        .record_collections()
-        .map(|c| c.trim_start_matches("dev.svc."))
+    let known: Vec<&str> = kinds
+        .nsids()
+        .map(|nsid| nsid.rsplit('.').next().unwrap_or(nsid))
         .collect();
     Err(UsageError(format!(
         "unknown record kind {kind:?}; known kinds: {}",
@@ -30,8 +33,8 @@ pub fn collection_of(kind: &str) -> Result<Nsid, UsageError> {
     )))
 }
 
-/// Adds `$type` and validates; the error names the failing path.
-pub fn prepare(collection: &str, mut record: Value) -> anyhow::Result<Value> {
+/// Adds `$type` and validates against `lexicons`; the error names the failing path.
+pub fn prepare(lexicons: &Lexicons, collection: &str, mut record: Value) -> anyhow::Result<Value> {
     let Some(object) = record.as_object_mut() else {
         anyhow::bail!("invalid record: record: must be a JSON object");
     };
@@ -43,7 +46,7 @@ pub fn prepare(collection: &str, mut record: Value) -> anyhow::Result<Value> {
             object.insert("$type".into(), Value::String(collection.to_string()));
         }
     }
-    Lexicons::embedded()
+    lexicons
         .validate_record(collection, &record)
         .map_err(|e| anyhow::anyhow!("invalid record: {e} (nothing was sent)"))?;
     Ok(record)
@@ -97,4 +100,49 @@ pub async fn create(
         other => other,
     }
     .map_err(|e| anyhow::anyhow!("the PDS refused the record: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use svc_spec::{EMBEDDED_KINDS, QuerySet};
+
+    #[test]
+    fn the_kinds_table_describes_kinds_the_lexicons_define_by_queries_the_spec_has() {
+        let collections: Vec<String> = Lexicons::embedded()
+            .record_collections()
+            .map(str::to_string)
+            .collect();
+        let kinds = Kinds::load(EMBEDDED_KINDS, &collections).expect("the kinds table");
+        kinds
+            .check_queries(&QuerySet::embedded())
+            .expect("the lists name queries");
+        assert_eq!(kinds.nsids().count(), collections.len());
+    }
+
+    /// A kind added by its lexicon and an entry of the kinds table is published by its name or
+    /// alias, its records checked against its lexicon before anything is sent.
+    #[test]
+    fn a_made_up_kind_is_published_by_its_name_and_alias() {
+        let lexicon = r#"{"lexicon": 1, "id": "dev.svc.madeUp", "defs": {"main": {
+            "type": "record", "key": "tid", "record": {"type": "object",
+            "required": ["name"], "properties": {"name": {"type": "string", "maxLength": 8}}}}}}"#;
+        let documents = Lexicons::embedded_documents().iter().copied();
+        let lexicons = Lexicons::from_documents(documents.chain([lexicon])).expect("lexicons");
+        let mut table: Value = serde_json::from_str(EMBEDDED_KINDS).expect("the kinds table");
+        table["kinds"]["dev.svc.madeUp"] = json!({"aliases": ["thing"]});
+        let collections: Vec<String> = lexicons.record_collections().map(str::to_string).collect();
+        let kinds = Kinds::load(&table.to_string(), &collections).expect("the kinds");
+        for name in ["madeUp", "thing", "dev.svc.madeUp"] {
+            let nsid = collection_of(&kinds, name).expect(name);
+            assert_eq!(nsid.as_str(), "dev.svc.madeUp");
+        }
+        let record = prepare(&lexicons, "dev.svc.madeUp", json!({"name": "widget"}));
+        assert_eq!(record.expect("valid")["$type"], "dev.svc.madeUp");
+        let refused = prepare(&lexicons, "dev.svc.madeUp", json!({"name": "far too long"}));
+        assert!(refused.expect_err("too long").to_string().contains("name"));
+        let unknown = collection_of(&kinds, "gadget").expect_err("unknown");
+        assert!(unknown.0.contains("madeUp"), "{}", unknown.0);
+    }
 }

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use svc_atproto::{FetchedRecord, SessionStore, Xrpc};
+use svc_lexicon::Lexicons;
 use svc_spec::{COERCION_LAW, PROPERTY_TEST, ROUNDTRIP_TEST, STATIC_CHECK, property_of_kind};
 use svc_verify::{
     CorpusPlace, CorpusRecord, LensBlob, Protocol, PublishedLens, Roundtrip, SchemaBlob,
@@ -152,6 +153,7 @@ async fn report(
     verdict: Verdict,
 ) -> anyhow::Result<ExitCode> {
     let record = prepare(
+        Lexicons::embedded(),
         VERIFICATION,
         json!({
             "lens": {"uri": lens.uri, "cid": {"$link": lens.cid}},
