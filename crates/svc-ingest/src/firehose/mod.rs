@@ -3,9 +3,11 @@
 //! liveness check.
 
 pub(crate) mod chains;
+mod checks;
 mod frames;
 mod jetstream_events;
 mod live;
+mod session;
 mod verifier;
 
 pub use frames::{Proof, decode_frame};
