@@ -9,8 +9,7 @@
 //! so that the answers asked for most are not expanded on every request.
 //! An entry also keeps its gzip form once a client that accepts gzip has asked for it, so
 //! an answer is compressed once, not once per request. Concurrent misses on one key and
-//! version share one build (a flight): after a change to a hot key, the clients asking for it
-//! wait for one query instead of each running their own.
+//! version share one build (`flights.rs`).
 //!
 //! The budget bounds everything the cache holds, not only answers. The bound, `Inner::held()
 //! <= capacity` whenever the cache's lock is free, counts: for each entry its key's text, its
@@ -22,18 +21,24 @@
 //! goes in, so the one moment beyond the bound is a table or queue growing inside an insert
 //! (its old and new allocations both live while it is copied). A key longer than
 //! `MAX_KEY_BYTES`, or an entry dearer than a sixteenth of the budget, is answered but never
-//! kept. Flights hold a key (at most `MAX_KEY_BYTES`) per distinct miss being built, outside
-//! the budget: they last a query each, and requests in flight are capped.
+//! kept (what each thing is charged: `budget.rs`; the ghosts: `ghosts.rs`).
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex};
 
-use crate::ApiError;
 use svc_catalog::PageRequest;
 
+mod budget;
+mod flights;
 mod forms;
+mod ghosts;
+
+pub(crate) use budget::MAX_KEY_BYTES;
+use budget::{ALLOCATION_SLACK, Budget, ENTRY_OVERHEAD, key_bytes, key_len, table_bytes};
+use flights::Flights;
+pub(crate) use flights::Ticket;
 pub(crate) use forms::{Answer, compress};
+use ghosts::Ghosts;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct CacheKey {
@@ -43,115 +48,10 @@ pub(crate) struct CacheKey {
     pub page: Option<PageRequest>,
 }
 
-/// An answer being built, and how the build ended; those who join it share the outcome.
-pub(crate) type Flight = Arc<tokio::sync::OnceCell<Result<Arc<Answer>, ApiError>>>;
-
-/// A request's part in a flight. The last one to leave takes the flight off the board, so the
-/// next miss starts afresh (after a failure, too), and a flight whose requests all went away
-/// before it was built does not stay behind.
-pub(crate) struct Ticket<'a> {
-    cache: &'a ResponseCache,
-    key: (CacheKey, u64),
-    flight: Option<Flight>,
-}
-
-impl Ticket<'_> {
-    pub fn flight(&self) -> &Flight {
-        // `Some` from `join` until `drop`, which takes it only to count what is left.
-        self.flight
-            .as_ref()
-            .expect("a ticket holds its flight until dropped")
-    }
-}
-
-impl Drop for Ticket<'_> {
-    fn drop(&mut self) {
-        // Flights are cloned and dropped under this lock only, so the count is exact.
-        let Ok(mut flights) = self.cache.flights.lock() else {
-            return;
-        };
-        self.flight = None;
-        if flights
-            .get(&self.key)
-            .is_some_and(|flight| Arc::strong_count(flight) == 1)
-        {
-            flights.remove(&self.key);
-        }
-    }
-}
-
 pub(crate) struct ResponseCache {
     budget: Budget,
     inner: Mutex<Inner>,
-    flights: Mutex<HashMap<(CacheKey, u64), Flight>>,
-}
-
-/// The longest key, in bytes of its text and its cursor's position, an answer is kept under.
-/// Index keys are at most 512 bytes (longer ones are looked up by their digest) and a cursor
-/// holds one record's uri, about a hundred bytes, so every real key fits, long DIDs and record
-/// keys too. A longer one comes from an unusual or hostile request, which is answered without
-/// being kept: a key then never costs the budget more than a small answer does, and a stream
-/// of distinct long keys (cursors of any text) cannot fill the cache with keys.
-pub(crate) const MAX_KEY_BYTES: usize = 1024;
-
-/// What an allocator may add to an allocation: its header and the rounding to a size class.
-const ALLOCATION_SLACK: usize = 16;
-
-/// What an entry holds beyond its key's text, its answer's bytes and its slot in the map: the
-/// key's and the answer's shared allocations, and the header a body's bytes get when they are
-/// first sent.
-const ENTRY_OVERHEAD: usize = (2 * size_of::<usize>() + size_of::<CacheKey>() + ALLOCATION_SLACK)
-    + (2 * size_of::<usize>() + size_of::<Answer>() + ALLOCATION_SLACK)
-    + (4 * size_of::<usize>() + ALLOCATION_SLACK);
-
-/// The share of the budget ghosts may take.
-const GHOST_SHARE: usize = 32;
-
-/// The share of the budget expanded forms may take.
-const EXPANDED_SHARE: usize = 32;
-
-/// The cache's limits, all drawn from its capacity in bytes.
-#[derive(Debug, Clone, Copy)]
-struct Budget {
-    /// Everything held ([`Inner::held`]), at most.
-    bytes: usize,
-    /// The dearest entry kept: a sixteenth, so that a few huge answers cannot keep evicting
-    /// everything else.
-    largest_entry: usize,
-    /// The small queue's share; beyond it, the small queue gives up entries first.
-    small: usize,
-    /// The expanded forms' share.
-    expanded: usize,
-    /// Slots for ghosts: the largest power of two whose fingerprints fit the ghosts' share.
-    ghost_slots: usize,
-}
-
-impl Budget {
-    fn new(bytes: usize) -> Budget {
-        let fingerprints = bytes / GHOST_SHARE / size_of::<u64>();
-        Budget {
-            bytes,
-            largest_entry: bytes / 16,
-            small: bytes / 10,
-            expanded: bytes / EXPANDED_SHARE,
-            ghost_slots: match fingerprints {
-                0 => 0,
-                n => 1 << n.ilog2(),
-            },
-        }
-    }
-}
-
-/// The bytes a hash table of std's kind takes, at most, having held `items` entries of `slot`
-/// bytes: its slots are a power of two with a control byte each (and a group's width more),
-/// and it doubles only when more than half of what it holds (7/8 of its slots) is live, so it
-/// never has 32/7 slots or more for each entry it has held at once.
-fn table_bytes(items: usize, slot: usize) -> usize {
-    if items == 0 {
-        return 0;
-    }
-    let slots = 1usize << (items.saturating_mul(32) / 7).max(16).ilog2();
-    slots.saturating_mul(slot + 1) + 16 + ALLOCATION_SLACK
+    flights: Flights,
 }
 
 /// Hits an entry can bank against eviction from the main queue.
@@ -167,23 +67,6 @@ struct Entry {
     in_main: bool,
     /// Bytes of `cost` reserved for the answer's expanded form (0: none kept).
     expanded: usize,
-}
-
-/// The heap bytes of a key's own text, as allocated (the query's name is shared with the
-/// specification).
-fn key_bytes(key: &CacheKey) -> usize {
-    let text = |capacity: usize| match capacity {
-        0 => 0,
-        n => n + ALLOCATION_SLACK,
-    };
-    let after = key.page.as_ref().and_then(|page| page.after.as_ref());
-    text(key.key.capacity()) + text(after.map_or(0, String::capacity))
-}
-
-/// The length a key is limited by ([`MAX_KEY_BYTES`]).
-fn key_len(key: &CacheKey) -> usize {
-    let after = key.page.as_ref().and_then(|page| page.after.as_ref());
-    key.key.len() + after.map_or(0, String::len)
 }
 
 /// Every entry has exactly one place in one queue: entries leave only when their place is
@@ -205,70 +88,6 @@ struct Inner {
     ghosts: Ghosts,
     /// Bytes reserved for expanded forms, across entries.
     expanded_bytes: usize,
-}
-
-/// Fingerprints of evicted keys, one a slot, the slot chosen by the fingerprint's low bits (a
-/// newer ghost takes the place of one that shares its slot). Each slot holds the
-/// fingerprint's high bits and the ghost's sequence number; a ghost is remembered while fewer
-/// than `window` ghosts are newer. A fingerprint that matches by chance, one in 2^40, only
-/// sends an answer to the main queue.
-#[derive(Default)]
-struct Ghosts {
-    slots: Vec<u64>,
-    /// The next ghost's sequence number.
-    next: u64,
-    hasher: RandomState,
-}
-
-const GHOST_SEQUENCE_BITS: u32 = 24;
-const GHOST_SEQUENCE: u64 = (1 << GHOST_SEQUENCE_BITS) - 1;
-
-impl Ghosts {
-    fn fingerprint(&self, key: &CacheKey) -> u64 {
-        self.hasher.hash_one(key)
-    }
-
-    fn slot(&self, fingerprint: u64) -> Option<usize> {
-        match self.slots.len() {
-            0 => None,
-            n => Some(fingerprint as usize & (n - 1)),
-        }
-    }
-
-    /// Remembers a key, in `slots` slots (allocated now if they are not yet).
-    fn remember(&mut self, fingerprint: u64, slots: usize) {
-        if self.slots.is_empty() && slots > 0 {
-            self.slots = vec![0; slots];
-        }
-        let Some(slot) = self.slot(fingerprint) else {
-            return;
-        };
-        self.slots[slot] = (fingerprint & !GHOST_SEQUENCE) | (self.next & GHOST_SEQUENCE);
-        self.next += 1;
-    }
-
-    /// Whether the key is remembered among the `window` newest ghosts; it is forgotten now.
-    fn take(&mut self, fingerprint: u64, window: usize) -> bool {
-        let Some(slot) = self.slot(fingerprint) else {
-            return false;
-        };
-        let held = self.slots[slot];
-        let age = self.next.wrapping_sub(held) & GHOST_SEQUENCE;
-        let found = held != 0
-            && held & !GHOST_SEQUENCE == fingerprint & !GHOST_SEQUENCE
-            && age < (window as u64).min(GHOST_SEQUENCE);
-        if found {
-            self.slots[slot] = 0;
-        }
-        found
-    }
-
-    fn bytes(&self) -> usize {
-        match self.slots.capacity() {
-            0 => 0,
-            n => n * size_of::<u64>() + ALLOCATION_SLACK,
-        }
-    }
 }
 
 impl Inner {
@@ -456,7 +275,7 @@ impl ResponseCache {
         ResponseCache {
             budget: Budget::new(capacity),
             inner: Mutex::new(Inner::default()),
-            flights: Mutex::new(HashMap::new()),
+            flights: Flights::default(),
         }
     }
 
@@ -478,17 +297,7 @@ impl ResponseCache {
 
     /// A part in the flight building the answer for this key and version, joined or started.
     pub fn join(&self, key: &CacheKey, version: u64) -> Ticket<'_> {
-        let key = (key.clone(), version);
-        let flight = match self.flights.lock() {
-            Ok(mut flights) => Arc::clone(flights.entry(key.clone()).or_default()),
-            // Alone, then: a flight of its own that nobody else sees.
-            Err(_) => Flight::default(),
-        };
-        Ticket {
-            cache: self,
-            key,
-            flight: Some(flight),
-        }
+        self.flights.join(key, version)
     }
 
     pub fn get(&self, key: &CacheKey, version: u64) -> Option<Arc<Answer>> {
@@ -521,6 +330,7 @@ mod tests {
     use super::forms::{Body, gzip_reserve};
     use super::*;
     use axum::body::Bytes;
+    use budget::{EXPANDED_SHARE, GHOST_SHARE};
 
     fn key(n: u64) -> CacheKey {
         CacheKey {
@@ -756,7 +566,7 @@ mod tests {
             cache.budget.bytes
         );
         assert!(inner.ghosts.bytes() <= cache.budget.bytes / GHOST_SHARE + ALLOCATION_SLACK);
-        assert!(inner.ghosts.slots.len() <= cache.budget.ghost_slots);
+        assert!(inner.ghosts.slots() <= cache.budget.ghost_slots);
     }
 
     #[test]
@@ -811,7 +621,7 @@ mod tests {
         assert!(keys > budget / 2, "mostly keys: {keys}");
         assert!(keys <= budget);
         // Every ghost slot is in use after 20,000 evictions, and the table stays its size.
-        assert_eq!(inner.ghosts.slots.len(), cache.budget.ghost_slots);
+        assert_eq!(inner.ghosts.slots(), cache.budget.ghost_slots);
         assert_eq!(cache.budget.ghost_slots, 4096);
         drop(inner);
 
