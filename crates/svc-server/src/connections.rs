@@ -22,20 +22,18 @@
 
 use crate::health::PROBES;
 use crate::socket_budget::{Budgeted, SocketBudget};
+use crate::write_timed::WriteTimed;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tower::ServiceExt;
 
 /// Descriptors kept for everything but client connections: the catalog's files, its reader
@@ -353,7 +351,7 @@ impl Open {
 }
 
 /// One connection's place among the open ones, given up when the connection ends (dropped).
-struct Place {
+pub(crate) struct Place {
     id: u64,
     open: Arc<Open>,
     proven: AtomicBool,
@@ -373,12 +371,12 @@ impl Place {
     }
 
     /// A write began to wait for the client at `since`.
-    fn blocked(&self, since: Instant) {
+    pub(crate) fn blocked(&self, since: Instant) {
         self.open.lock().blocked.insert((since, self.id));
     }
 
     /// The write blocked since `since` made progress, or the connection ends.
-    fn flowing(&self, since: Instant) {
+    pub(crate) fn flowing(&self, since: Instant) {
         self.open.lock().blocked.remove(&(since, self.id));
     }
 }
@@ -390,139 +388,6 @@ impl Drop for Place {
         if !self.is_proven() {
             inner.unproven.remove(&self.id);
         }
-    }
-}
-
-/// A client connection's stream whose writes have a time limit: a write (or flush, or
-/// shutdown) that stays blocked for `timeout`, because the client reads nothing, fails with
-/// `TimedOut`, and hyper closes the connection. While a write is blocked the connection is
-/// among the first to give way to a newcomer.
-struct WriteTimed<S> {
-    stream: S,
-    timeout: Duration,
-    place: Arc<Place>,
-    /// When the write that is blocked began to wait.
-    blocked_since: Option<Instant>,
-    /// Made at the first blocked write and reset at each later one: a write that completes
-    /// at once, which is nearly every write, costs no timer.
-    deadline: Option<Pin<Box<Sleep>>>,
-    timed_out: bool,
-}
-
-impl<S> WriteTimed<S> {
-    fn new(stream: S, timeout: Duration, place: Arc<Place>) -> Self {
-        WriteTimed {
-            stream,
-            timeout,
-            place,
-            blocked_since: None,
-            deadline: None,
-            timed_out: false,
-        }
-    }
-
-    /// `poll` on the stream, failing once it has been blocked for the timeout.
-    fn timed<T>(
-        &mut self,
-        cx: &mut Context<'_>,
-        poll: impl FnOnce(Pin<&mut S>, &mut Context<'_>) -> Poll<std::io::Result<T>>,
-    ) -> Poll<std::io::Result<T>>
-    where
-        S: Unpin,
-    {
-        if self.timed_out {
-            return Poll::Ready(Err(write_timed_out()));
-        }
-        match poll(Pin::new(&mut self.stream), cx) {
-            Poll::Pending => self.wait(cx),
-            ready => {
-                if let Some(since) = self.blocked_since.take() {
-                    self.place.flowing(since);
-                }
-                ready
-            }
-        }
-    }
-
-    fn wait<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
-        if self.blocked_since.is_none() {
-            let now = Instant::now();
-            self.blocked_since = Some(now);
-            self.place.blocked(now);
-            let deadline = now + self.timeout;
-            match self.deadline.as_mut() {
-                Some(sleep) => sleep.as_mut().reset(deadline),
-                None => self.deadline = Some(Box::pin(tokio::time::sleep_until(deadline))),
-            }
-        }
-        let expired = self
-            .deadline
-            .as_mut()
-            .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready());
-        if !expired {
-            return Poll::Pending;
-        }
-        self.timed_out = true;
-        crate::metrics::WRITE_TIMEOUTS.inc();
-        Poll::Ready(Err(write_timed_out()))
-    }
-}
-
-fn write_timed_out() -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        "the client read nothing for the write timeout",
-    )
-}
-
-impl<S> Drop for WriteTimed<S> {
-    fn drop(&mut self) {
-        if let Some(since) = self.blocked_since {
-            self.place.flowing(since);
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for WriteTimed<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for WriteTimed<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        self.get_mut()
-            .timed(cx, |stream, cx| stream.poll_write(cx, buf))
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        self.get_mut()
-            .timed(cx, |stream, cx| stream.poll_write_vectored(cx, bufs))
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.get_mut().timed(cx, |stream, cx| stream.poll_flush(cx))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.get_mut()
-            .timed(cx, |stream, cx| stream.poll_shutdown(cx))
     }
 }
 
@@ -606,8 +471,9 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{GiveWay, Lane, Open, WriteTimed};
+    use super::{GiveWay, Lane, Open};
     use crate::metrics::WRITE_TIMEOUTS;
+    use crate::write_timed::WriteTimed;
     use std::sync::Arc;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -619,10 +485,7 @@ mod tests {
         let (ours, _theirs) = tokio::io::duplex(64);
         let mut stream = WriteTimed::new(ours, Duration::from_millis(100), place);
         stream.write_all(&[0; 64]).await.unwrap();
-        assert!(
-            stream.deadline.is_none(),
-            "a write that went through set a timer"
-        );
+        assert!(!stream.has_timer(), "a write that went through set a timer");
         let counted = WRITE_TIMEOUTS.get();
         let started = std::time::Instant::now();
         let error = stream.write_all(&[0; 1]).await.unwrap_err();

@@ -24,6 +24,7 @@ mod socket_budget;
 mod stats;
 mod stream_hub;
 mod sufficiency;
+mod write_timed;
 
 pub use client::ClientPrefixes;
 pub use connections::{ConnectionLimits, RESERVED_DESCRIPTORS, serve};
