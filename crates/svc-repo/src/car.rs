@@ -6,19 +6,13 @@ use crate::crypto::push_varint;
 use crate::dagcbor::{Blocks, Cbor, CborError, decode_block, encode};
 use std::collections::HashMap;
 
+/// The varint at the front of `input`, read as multiformats reads them
+/// ([`svc_syntax::varint`]); `input` moves past it.
 fn varint(input: &mut &[u8]) -> Result<u64, CborError> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let Some((&byte, rest)) = input.split_first() else {
-            return Err(CborError("CAR: truncated varint".into()));
-        };
-        *input = rest;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(CborError("CAR: varint too long".into()))
+    let (value, rest) = svc_syntax::varint(input)
+        .ok_or_else(|| CborError("CAR: a varint truncated or over 9 bytes".into()))?;
+    *input = rest;
+    Ok(value)
 }
 
 /// The length of the CIDv1 at the front of `input`.
