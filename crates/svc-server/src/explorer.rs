@@ -32,17 +32,17 @@ const ASSETS: &[(&str, &str, &str)] = &[
     (
         "explorer.css",
         "text/css; charset=utf-8",
-        include_str!("../../assets/explorer.css"),
+        include_str!("../assets/explorer.css"),
     ),
     (
         "explorer.js",
         "text/javascript; charset=utf-8",
-        include_str!("../../assets/explorer.js"),
+        include_str!("../assets/explorer.js"),
     ),
     (
         "icon.svg",
         "image/svg+xml",
-        include_str!("../../assets/icon.svg"),
+        include_str!("../assets/icon.svg"),
     ),
 ];
 /// The type of every page.
