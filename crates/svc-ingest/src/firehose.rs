@@ -8,11 +8,15 @@ mod frames;
 mod jetstream_events;
 mod live;
 mod session;
+mod status;
 mod verifier;
 
 pub use frames::{Proof, decode_frame};
-pub(crate) use live::MAX_MESSAGE_BYTES;
-pub use live::{LiveConfig, LiveStatus, run_live};
+pub use live::run_live;
+pub use status::{LiveConfig, LiveStatus};
+
+/// The largest message a live source may send (and an imported line may be).
+pub(crate) const MAX_MESSAGE_BYTES: usize = 8 << 20;
 
 use crate::event::CommitEvent;
 use svc_catalog::AccountStatus;

@@ -21,19 +21,17 @@
 //! for ever without the write time limit.
 
 use crate::health::PROBES;
+use crate::open_slots::{GiveWay, Open, Place, take_slot};
 use crate::socket_budget::{Budgeted, SocketBudget};
 use crate::write_timed::WriteTimed;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
-use tokio::time::Instant;
 use tower::ServiceExt;
 
 /// Descriptors kept for everything but client connections: the catalog's files, its reader
@@ -261,136 +259,6 @@ fn hand_over(
     });
 }
 
-/// A free slot, or the slot of a connection that waits on its client, which is closed for it;
-/// `None` when every open connection is being served and reads its answers.
-async fn take_slot(slots: &Arc<Semaphore>, open: &Open) -> Option<OwnedSemaphorePermit> {
-    if let Ok(slot) = Arc::clone(slots).try_acquire_owned() {
-        return Some(slot);
-    }
-    if !open.evict() {
-        return None;
-    }
-    // The evicted connection's task gives its slot back as soon as it runs.
-    tokio::time::timeout(Duration::from_secs(1), Arc::clone(slots).acquire_owned())
-        .await
-        .ok()?
-        .ok()
-}
-
-/// Why a connection is asked to give its slot to a newcomer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GiveWay {
-    /// It has not sent a whole request head yet.
-    NoRequest,
-    /// Its answer has been blocked longest on a client that reads nothing.
-    Blocked,
-}
-
-/// The open connections, each with the means to close it, and those among them that wait on
-/// their client.
-#[derive(Default)]
-struct Open {
-    inner: Mutex<OpenInner>,
-}
-
-#[derive(Default)]
-struct OpenInner {
-    next_id: u64,
-    close: BTreeMap<u64, oneshot::Sender<GiveWay>>,
-    /// Connections that have not sent a whole request head, oldest (lowest id) first.
-    unproven: BTreeSet<u64>,
-    /// Connections whose writes are blocked, by when the block began.
-    blocked: BTreeSet<(Instant, u64)>,
-}
-
-impl Open {
-    fn lock(&self) -> std::sync::MutexGuard<'_, OpenInner> {
-        // The sets stay consistent whatever panicked while holding them: each step is one
-        // insert or remove.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn enter(self: &Arc<Self>) -> (Arc<Place>, oneshot::Receiver<GiveWay>) {
-        let (close, evicted) = oneshot::channel();
-        let mut inner = self.lock();
-        let id = inner.next_id;
-        inner.next_id += 1;
-        inner.close.insert(id, close);
-        inner.unproven.insert(id);
-        let place = Place {
-            id,
-            open: Arc::clone(self),
-            proven: AtomicBool::new(false),
-        };
-        (Arc::new(place), evicted)
-    }
-
-    /// Tells the connection that waits longest on its client to close: the one whose answer
-    /// has been blocked longest (it has had its answers and is not reading them), else the
-    /// oldest without a request head (it may still be a real client on a slow link); `false`
-    /// when none waits.
-    fn evict(&self) -> bool {
-        let mut inner = self.lock();
-        loop {
-            let (id, why) = if let Some((_, id)) = inner.blocked.pop_first() {
-                (id, GiveWay::Blocked)
-            } else if let Some(id) = inner.unproven.pop_first() {
-                (id, GiveWay::NoRequest)
-            } else {
-                return false;
-            };
-            // A connection already ending has dropped its receiver, and one chosen before
-            // has none left: the next one goes instead.
-            if let Some(close) = inner.close.remove(&id)
-                && close.send(why).is_ok()
-            {
-                return true;
-            }
-        }
-    }
-}
-
-/// One connection's place among the open ones, given up when the connection ends (dropped).
-pub(crate) struct Place {
-    id: u64,
-    open: Arc<Open>,
-    proven: AtomicBool,
-}
-
-impl Place {
-    /// The connection sent a request head: from now on it gives way only while its answer is
-    /// blocked.
-    fn prove(&self) {
-        if !self.proven.swap(true, Ordering::SeqCst) {
-            self.open.lock().unproven.remove(&self.id);
-        }
-    }
-
-    fn is_proven(&self) -> bool {
-        self.proven.load(Ordering::SeqCst)
-    }
-
-    /// A write began to wait for the client at `since`.
-    pub(crate) fn blocked(&self, since: Instant) {
-        self.open.lock().blocked.insert((since, self.id));
-    }
-
-    /// The write blocked since `since` made progress, or the connection ends.
-    pub(crate) fn flowing(&self, since: Instant) {
-        self.open.lock().blocked.remove(&(since, self.id));
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let mut inner = self.open.lock();
-        inner.close.remove(&self.id);
-        if !self.is_proven() {
-            inner.unproven.remove(&self.id);
-        }
-    }
-}
-
 /// An accepted connection with what serving it takes: its slot among the open connections is
 /// given back when it is dropped.
 struct Connection {
@@ -471,85 +339,7 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{GiveWay, Lane, Open};
-    use crate::metrics::WRITE_TIMEOUTS;
-    use crate::write_timed::WriteTimed;
-    use std::sync::Arc;
-    use std::time::Duration;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    #[tokio::test]
-    async fn a_write_the_client_never_reads_fails_after_the_timeout() {
-        let open = Arc::new(Open::default());
-        let (place, _evicted) = open.enter();
-        let (ours, _theirs) = tokio::io::duplex(64);
-        let mut stream = WriteTimed::new(ours, Duration::from_millis(100), place);
-        stream.write_all(&[0; 64]).await.unwrap();
-        assert!(!stream.has_timer(), "a write that went through set a timer");
-        let counted = WRITE_TIMEOUTS.get();
-        let started = std::time::Instant::now();
-        let error = stream.write_all(&[0; 1]).await.unwrap_err();
-        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
-        assert!(started.elapsed() >= Duration::from_millis(100));
-        assert!(WRITE_TIMEOUTS.get() > counted);
-        // Failed for good, and counted once.
-        let counted = WRITE_TIMEOUTS.get();
-        assert!(stream.write_all(&[0; 1]).await.is_err());
-        assert!(stream.flush().await.is_err());
-        assert_eq!(WRITE_TIMEOUTS.get(), counted);
-        drop(stream);
-        assert!(open.lock().blocked.is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_client_that_reads_slowly_is_never_timed_out() {
-        let open = Arc::new(Open::default());
-        let (place, _evicted) = open.enter();
-        let (ours, mut theirs) = tokio::io::duplex(16);
-        let mut stream = WriteTimed::new(ours, Duration::from_millis(200), place);
-        let reader = tokio::spawn(async move {
-            let mut buffer = [0u8; 16];
-            let mut read = 0;
-            while read < 160 {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                read += theirs.read(&mut buffer).await.unwrap();
-            }
-        });
-        // Ten times the timeout in all, never more than a quarter of it without progress.
-        stream.write_all(&[0; 160]).await.unwrap();
-        reader.await.unwrap();
-        assert!(open.lock().blocked.is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_blocked_connection_gives_way_before_one_without_a_request() {
-        let open = Arc::new(Open::default());
-        let (_waiting, mut waiting_evicted) = open.enter();
-        let (place, mut evicted) = open.enter();
-        place.prove();
-        let (reading, mut reading_evicted) = open.enter();
-        reading.prove();
-        let (ours, mut theirs) = tokio::io::duplex(16);
-        let mut stream = WriteTimed::new(ours, Duration::from_secs(60), Arc::clone(&place));
-        let blocked = tokio::time::timeout(Duration::from_millis(50), stream.write_all(&[0; 32]));
-        assert!(blocked.await.is_err(), "the write went through");
-        assert_eq!(open.lock().blocked.len(), 1);
-        // Progress takes it off the blocked ones.
-        theirs.read_exact(&mut [0; 16]).await.unwrap();
-        stream.write_all(&[0; 1]).await.unwrap();
-        assert!(open.lock().blocked.is_empty());
-        let blocked = tokio::time::timeout(Duration::from_millis(50), stream.write_all(&[0; 32]));
-        assert!(blocked.await.is_err(), "the write went through");
-
-        assert!(open.evict());
-        assert_eq!(evicted.try_recv(), Ok(GiveWay::Blocked));
-        assert!(waiting_evicted.try_recv().is_err());
-        assert!(open.evict());
-        assert_eq!(waiting_evicted.try_recv(), Ok(GiveWay::NoRequest));
-        // A connection that reads its answers never gives way.
-        assert!(!open.evict());
-        assert!(reading_evicted.try_recv().is_err());
-    }
+    use super::Lane;
 
     #[test]
     fn probes_are_told_by_their_request_line() {

@@ -15,6 +15,7 @@ mod json_head_errors;
 mod limits;
 mod list;
 mod metrics;
+mod open_slots;
 mod openapi;
 mod params;
 mod plain;

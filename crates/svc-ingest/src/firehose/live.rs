@@ -1,88 +1,24 @@
 //! Following a live source: where to resume, connecting, and reconnecting with exponential
 //! backoff and jitter; each connection is followed by a [`Session`].
 
-use super::session::{FollowError, Session, Socket};
+use super::MAX_MESSAGE_BYTES;
+use super::session::{Connection, FollowError, Session, Socket, stop_requested};
+use super::status::{LIVE_SOURCE, LiveConfig, LiveStatus};
 use super::verifier::Verifier;
 use super::{SourceKind, source_kind};
 use crate::ingest::{Ingestor, is_plausible_time};
 use crate::resync::Resync;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use svc_catalog::{CatalogError, CatalogWrite, CursorPosition};
-use svc_syntax::now_unix_micros;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-/// The source name under which the live cursor is stored.
-pub const LIVE_SOURCE: &str = "firehose";
 /// Jetstream cursors are times; resuming a little earlier covers events still in flight.
 const JETSTREAM_REWIND_US: i64 = 5_000_000;
-/// The largest message a live source may send (and an imported line may be).
-pub(crate) const MAX_MESSAGE_BYTES: usize = 8 << 20;
 /// A connection that stayed up this long resets the backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone)]
-pub struct LiveConfig {
-    pub url: String,
-    /// Reuse a stored cursor even when it was stored for another endpoint.
-    pub force_cursor: bool,
-    /// No message and no pong for this long: the connection is dead.
-    pub liveness: Duration,
-    /// How old the newest event may be, or how long ago a ping was answered, to be caught up.
-    pub ready_lag: Duration,
-    pub max_backoff: Duration,
-    /// Ask Jetstream for zstd-compressed events (`compress=true`).
-    pub compress: bool,
-    /// The repository firehose's commits are verified before they are applied (with the
-    /// keys and chains of the resynchronisation given to [`run_live`]).
-    pub verify: bool,
-}
-
-/// What the live source is doing, for readiness.
-#[derive(Debug, Default)]
-pub struct LiveStatus {
-    connected: AtomicBool,
-    /// Events read but not yet applied.
-    pub(super) pending: AtomicBool,
-    pub(super) last_event_us: AtomicI64,
-    pub(super) last_pong_us: AtomicI64,
-    /// Whether the source's commits are verified before they apply.
-    verified: AtomicBool,
-}
-
-impl LiveStatus {
-    /// Caught up: connected, and either the newest event is recent, or nothing is
-    /// pending and the connection answered a ping recently (a quiet source is not lagging).
-    pub fn caught_up(&self, ready_lag: Duration) -> bool {
-        let lag = ready_lag.as_micros() as i64;
-        let now = now_unix_micros();
-        self.connected.load(Ordering::Acquire)
-            && (now - self.last_event_us.load(Ordering::Acquire) <= lag
-                || (!self.pending.load(Ordering::Acquire)
-                    && now - self.last_pong_us.load(Ordering::Acquire) <= lag))
-    }
-
-    /// What an operator should know of the source while it is ready (for `/readyz`): that
-    /// its events are not verified.
-    pub fn notes(&self) -> Vec<String> {
-        let mut notes = Vec::new();
-        if self.connected.load(Ordering::Acquire) && !self.verified.load(Ordering::Acquire) {
-            notes.push("the live source's events are applied unverified".to_string());
-        }
-        notes
-    }
-
-    /// Why the source is not caught up (for `/readyz`).
-    pub fn lagging_because(&self) -> String {
-        if self.connected.load(Ordering::Acquire) {
-            "the live source is behind".into()
-        } else {
-            "the live source is not connected".into()
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -232,18 +168,6 @@ enum ConnectionEnd {
     Reconnect,
     /// A write to the catalog failed: connect again from the cursor the catalog holds.
     ResumeFromCatalog,
-}
-
-/// What one connection to the live source works with.
-pub(super) struct Connection<'a> {
-    pub catalog: &'a dyn CatalogWrite,
-    pub ingestor: &'a Ingestor,
-    pub kind: SourceKind,
-    pub endpoint: &'a str,
-    pub status: &'a LiveStatus,
-    pub config: &'a LiveConfig,
-    /// What commits are verified with, when they are; its chains span every connection.
-    pub verifier: Option<&'a Arc<Verifier>>,
 }
 
 impl Connection<'_> {
@@ -421,15 +345,10 @@ async fn back_off(
     }
 }
 
-/// Resolves once shutdown is asked for (the watch guard is dropped inside, so the
-/// future stays `Send`).
-pub(super) async fn stop_requested(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use svc_syntax::now_unix_micros;
 
     #[test]
     fn a_stored_cursor_that_cannot_be_true_is_not_resumed_from() {

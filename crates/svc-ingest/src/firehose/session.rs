@@ -3,11 +3,14 @@
 //! them (one transaction each, several in flight), a catch-up from the past bulk-loaded, and
 //! the connection kept alive with pings.
 
+use super::MAX_MESSAGE_BYTES;
 use super::checks::{Checks, Verdict};
 use super::jetstream_events::{JetstreamDecompressor, jetstream_message};
-use super::live::{Connection, LIVE_SOURCE, MAX_MESSAGE_BYTES, stop_requested};
+use super::status::{LIVE_SOURCE, LiveConfig, LiveStatus};
+use super::verifier::Verifier;
 use super::{SourceEvent, SourceKind, SourceMessage, decode_frame};
 use crate::event::{CommitEvent, host_lost_sync};
+use crate::ingest::Ingestor;
 use crate::ingest::{Prepared, is_plausible_time};
 use crate::stream_account::FromStream as AccountFromStream;
 use futures_util::stream::FuturesOrdered;
@@ -15,8 +18,10 @@ use futures_util::{SinkExt, StreamExt};
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use svc_catalog::CatalogWrite;
 use svc_catalog::{ApplyReport, CatalogError, Change, CursorPosition, ResyncRequest, SyncWrites};
 use svc_syntax::now_unix_micros;
 use tokio::sync::watch;
@@ -27,6 +32,24 @@ const BATCH_EVENTS: usize = 4000;
 const CATCH_UP_QUIET: Duration = Duration::from_secs(1);
 const MAX_IN_FLIGHT: usize = 25;
 const BATCH_WAIT: Duration = Duration::from_millis(50);
+
+/// What one connection to the live source works with.
+pub(super) struct Connection<'a> {
+    pub catalog: &'a dyn CatalogWrite,
+    pub ingestor: &'a Ingestor,
+    pub kind: SourceKind,
+    pub endpoint: &'a str,
+    pub status: &'a LiveStatus,
+    pub config: &'a LiveConfig,
+    /// What commits are verified with, when they are; its chains span every connection.
+    pub verifier: Option<&'a Arc<Verifier>>,
+}
+
+/// Resolves once shutdown is asked for (the watch guard is dropped inside, so the
+/// future stays `Send`).
+pub(super) async fn stop_requested(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
 
 /// Why following a connection ended early.
 pub(super) enum FollowError {
