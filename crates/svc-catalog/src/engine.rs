@@ -339,6 +339,6 @@ pub trait EngineReads: Send + Sync + 'static {
     ) -> CatalogFuture<'_, Vec<u8>>;
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
     /// Changes of the stream numbered above `seq`, in order, at most `limit`.
-    fn stream_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>>;
-    fn stream_bounds(&self) -> CatalogFuture<'_, StreamBounds>;
+    fn changes_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>>;
+    fn change_bounds(&self) -> CatalogFuture<'_, StreamBounds>;
 }

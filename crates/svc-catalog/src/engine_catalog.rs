@@ -252,14 +252,14 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
 
     fn changes_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<RecordChange>> {
         Box::pin(async move {
-            let rows = self.reads.stream_after(seq, limit).await?;
+            let rows = self.reads.changes_after(seq, limit).await?;
             let ids = self.shared.qids.read().unwrap_or_else(|p| p.into_inner());
             Ok(rows.into_iter().map(|row| row.decode(&ids)).collect())
         })
     }
 
     fn change_bounds(&self) -> CatalogFuture<'_, StreamBounds> {
-        self.reads.stream_bounds()
+        self.reads.change_bounds()
     }
 
     fn clock(&self) -> &ChangeClock {

@@ -358,11 +358,11 @@ impl EngineReads for PostgresReads {
         Box::pin(reader::indexer_heartbeat(&self.0))
     }
 
-    fn stream_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>> {
-        Box::pin(reader::stream_after(&self.0, seq, limit))
+    fn changes_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>> {
+        Box::pin(reader::changes_after(&self.0, seq, limit))
     }
 
-    fn stream_bounds(&self) -> CatalogFuture<'_, StreamBounds> {
-        Box::pin(reader::stream_bounds(&self.0))
+    fn change_bounds(&self) -> CatalogFuture<'_, StreamBounds> {
+        Box::pin(reader::change_bounds(&self.0))
     }
 }

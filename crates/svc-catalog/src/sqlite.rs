@@ -288,12 +288,12 @@ impl EngineReads for ReaderPool {
         Box::pin(self.run(reader::indexer_heartbeat))
     }
 
-    fn stream_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>> {
-        Box::pin(self.run(move |conn| reader::stream_after(conn, seq, limit)))
+    fn changes_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>> {
+        Box::pin(self.run(move |conn| reader::changes_after(conn, seq, limit)))
     }
 
-    fn stream_bounds(&self) -> CatalogFuture<'_, StreamBounds> {
-        Box::pin(self.run(reader::stream_bounds))
+    fn change_bounds(&self) -> CatalogFuture<'_, StreamBounds> {
+        Box::pin(self.run(reader::change_bounds))
     }
 }
 

@@ -348,7 +348,7 @@ async fn each_item(
     Ok(true)
 }
 
-pub(super) async fn stream_after(
+pub(super) async fn changes_after(
     pool: &Pool,
     seq: i64,
     limit: usize,
@@ -372,7 +372,7 @@ pub(super) async fn stream_after(
         .collect())
 }
 
-pub(super) async fn stream_bounds(pool: &Pool) -> CatalogResult<StreamBounds> {
+pub(super) async fn change_bounds(pool: &Pool) -> CatalogResult<StreamBounds> {
     let client = connection(pool).await?;
     let row = client
         .query_one(stream::sql::BOUNDS, &[])

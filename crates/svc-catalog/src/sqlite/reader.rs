@@ -517,7 +517,7 @@ pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<UnixM
         .optional()?)
 }
 
-pub(crate) fn stream_after(
+pub(crate) fn changes_after(
     conn: &Connection,
     seq: i64,
     limit: usize,
@@ -537,7 +537,7 @@ pub(crate) fn stream_after(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-pub(crate) fn stream_bounds(conn: &Connection) -> CatalogResult<StreamBounds> {
+pub(crate) fn change_bounds(conn: &Connection) -> CatalogResult<StreamBounds> {
     Ok(conn
         .prepare_cached(stream::sql::BOUNDS)?
         .query_row([], |r| {
