@@ -13,8 +13,8 @@ use crate::{
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use svc_spec::{IndexKeys, QueryId};
-use svc_syntax::Nsid;
 use svc_syntax::UnixMillis;
+use svc_syntax::{AtUri, Nsid};
 
 /// What an engine holds for a uri: a record version or a tombstone.
 #[derive(Debug, Clone)]
@@ -317,7 +317,7 @@ pub trait EngineReads: Send + Sync + 'static {
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
     /// Every source's stored position, by source.
     fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>>;
-    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
+    fn get(&self, uri: AtUri) -> CatalogFuture<'_, Option<Item>>;
     /// The records stored at each uri, in order, in one read.
     fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>>;
     /// The records stored at each uri, handed to `writer` as they are read.

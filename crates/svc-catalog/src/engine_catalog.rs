@@ -215,7 +215,7 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
         self.reads.cursors()
     }
 
-    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
+    fn get(&self, uri: AtUri) -> CatalogFuture<'_, Option<Item>> {
         self.reads.get(uri)
     }
 

@@ -62,7 +62,7 @@ pub trait CatalogRead: Send + Sync {
     fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>>;
 
     /// The record stored at a uri, if any and its account is active.
-    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>>;
+    fn get(&self, uri: AtUri) -> CatalogFuture<'_, Option<Item>>;
 
     /// The records stored at each uri, in order, in one read (the change stream's items, the
     /// explorer's links), as [`CatalogRead::get`] reads them.

@@ -27,7 +27,7 @@ use password::{PasswordSource, supply_password};
 use std::sync::Arc;
 use std::time::Duration;
 use svc_spec::IndexSet;
-use svc_syntax::UnixMillis;
+use svc_syntax::{AtUri, UnixMillis};
 use tokio::sync::oneshot;
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -322,7 +322,7 @@ impl EngineReads for PostgresReads {
         Box::pin(reader::cursors(&self.0))
     }
 
-    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
+    fn get(&self, uri: AtUri) -> CatalogFuture<'_, Option<Item>> {
         Box::pin(async move { reader::get(&self.0, &uri).await })
     }
 

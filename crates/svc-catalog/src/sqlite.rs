@@ -23,7 +23,7 @@ pub use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use svc_spec::{IndexSet, QueryId};
-use svc_syntax::UnixMillis;
+use svc_syntax::{AtUri, UnixMillis};
 
 impl From<rusqlite::Error> for CatalogError {
     fn from(error: rusqlite::Error) -> Self {
@@ -252,7 +252,7 @@ impl EngineReads for ReaderPool {
         Box::pin(self.run(reader::cursors))
     }
 
-    fn get(&self, uri: String) -> CatalogFuture<'_, Option<Item>> {
+    fn get(&self, uri: AtUri) -> CatalogFuture<'_, Option<Item>> {
         Box::pin(self.run(move |conn| reader::get(conn, &uri)))
     }
 

@@ -2,7 +2,7 @@
 //! indexes and answers them alike, and a change the store refuses is skipped without holding
 //! back the changes queued with it.
 
-use super::{Fresh, upsert};
+use super::{Fresh, at, upsert};
 use crate::{Catalog, Change, CursorPosition, Refusal};
 use serde_json::json;
 
@@ -71,7 +71,7 @@ async fn hostile_records_are_found(catalog: &dyn Catalog, fresh: &Fresh) {
             found(fresh, "vocabulariesByName", &[name]).await,
             vec![uri.clone()]
         );
-        let item = catalog.get(uri.clone()).await.expect("get").expect("held");
+        let item = catalog.get(at(uri)).await.expect("get").expect("held");
         assert_eq!(item.record_json, upsert.record_json);
     }
     assert!(
@@ -173,7 +173,7 @@ pub async fn a_refused_change_is_skipped_and_its_neighbours_applied(fresh: Fresh
         found(&fresh, "vocabulariesByName", &["kept"]).await,
         vec![uris[0].clone(), uris[2].clone(), uris[3].clone()]
     );
-    assert!(catalog.get(uris[1].clone()).await.expect("get").is_none());
+    assert!(catalog.get(at(&uris[1])).await.expect("get").is_none());
     let stored = catalog.cursor("test".into()).await.expect("cursor");
     assert_eq!(stored.map(|c| c.cursor), Some("42".to_string()));
     assert_eq!(

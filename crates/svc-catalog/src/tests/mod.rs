@@ -113,6 +113,11 @@ pub(crate) fn tid(start: &str) -> Tid {
 }
 
 /// A DID for a test account.
+/// A checked at-uri of the tests' own text.
+pub(crate) fn at(uri: &str) -> AtUri {
+    AtUri::new(uri).expect("an at-uri")
+}
+
 pub(crate) fn did(text: &str) -> Did {
     Did::new(text).expect("a DID")
 }

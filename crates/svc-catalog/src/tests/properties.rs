@@ -3,7 +3,7 @@
 //! filter selects from the model of the catalog, in uri order, with the same total: so both
 //! engines give the same answers, for ordinary values and hostile ones alike.
 
-use super::{Fresh, delete, sqlite, upsert};
+use super::{Fresh, at, delete, sqlite, upsert};
 use crate::{Change, PageRequest};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -414,12 +414,7 @@ async fn the_stream_leads_from_any_cursor_to_the_present(
     apply_batches(&fresh, &batches[cut..], cut).await;
     let stream = fresh.catalog.changes_after(cursor, 100_000).await.unwrap();
     for change in &stream {
-        let stored = fresh
-            .catalog
-            .get(change.uri.clone())
-            .await
-            .unwrap()
-            .is_some();
+        let stored = fresh.catalog.get(at(&change.uri)).await.unwrap().is_some();
         for ((query, key), uris) in held.iter_mut() {
             match change.op(Some((query, key))) {
                 Some(crate::StreamOp::Enter) if stored => {

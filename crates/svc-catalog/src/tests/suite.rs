@@ -1,4 +1,4 @@
-use super::{Fresh, delete, did, tid, upsert};
+use super::{Fresh, at, delete, did, tid, upsert};
 use crate::{
     AccountStatus, ApplyReport, Change, CursorPosition, ItemRef, Page, PageRequest, PageWriter,
     StreamOp, write_page,
@@ -131,7 +131,7 @@ pub async fn upsert_list_and_count(fresh: Fresh) {
             .await
             .is_empty()
     );
-    let item = fresh.catalog.get(a.to_string()).await.unwrap().unwrap();
+    let item = fresh.catalog.get(at(a)).await.unwrap().unwrap();
     assert_eq!(item.author, "did:plc:a");
     assert_eq!(item.rev, tid("3a").as_str());
     let stored: serde_json::Value = serde_json::from_str(&item.record_json).unwrap();
@@ -211,7 +211,7 @@ pub async fn deletes_leave_tombstones(fresh: Fresh) {
             .await
             .is_empty()
     );
-    assert!(fresh.catalog.get(a.to_string()).await.unwrap().is_none());
+    assert!(fresh.catalog.get(at(a)).await.unwrap().is_none());
     // A late create older than the delete stays deleted; a newer one comes back.
     let report = apply(
         &fresh,
@@ -603,7 +603,7 @@ pub async fn a_repository_replaced_whole_keeps_only_what_it_proves(fresh: Fresh)
         uris(&fresh, "bountiesByRequester", &[Some("did:plc:s")]).await,
         vec![a2]
     );
-    assert!(fresh.catalog.get(a1.into()).await.unwrap().is_none());
+    assert!(fresh.catalog.get(at(a1)).await.unwrap().is_none());
     assert_eq!(
         fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
         4
@@ -808,7 +808,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
         .await
         .unwrap();
     assert_eq!(written_uris(&written), (vec![b1.into()], false));
-    assert!(fresh.catalog.get(a1.into()).await.unwrap().is_none());
+    assert!(fresh.catalog.get(at(a1)).await.unwrap().is_none());
     // Writes of an inactive account are kept, out of sight.
     apply(&fresh, vec![upsert(a2, "3b", r.clone())]).await;
     assert_eq!(
@@ -824,7 +824,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
         uris(&fresh, "bountiesByRequester", &requester).await,
         vec![a1, a2, b1]
     );
-    assert!(fresh.catalog.get(a1.into()).await.unwrap().is_some());
+    assert!(fresh.catalog.get(at(a1)).await.unwrap().is_some());
     assert_eq!(
         fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
         3
@@ -848,7 +848,7 @@ pub async fn accounts_hide_restore_and_remove_records(fresh: Fresh) {
         uris(&fresh, "bountiesByRequester", &requester).await,
         vec![b1]
     );
-    assert!(fresh.catalog.get(a1.to_string()).await.unwrap().is_none());
+    assert!(fresh.catalog.get(at(a1)).await.unwrap().is_none());
     assert_eq!(
         fresh.catalog.kind_counts().await.unwrap()["dev.svc.bounty"],
         1
@@ -1352,7 +1352,7 @@ pub async fn the_resync_queue_and_heads_move_with_their_batch(fresh: Fresh) {
         )
         .await
         .unwrap();
-    assert!(catalog.get(uri.into()).await.unwrap().is_some());
+    assert!(catalog.get(at(uri)).await.unwrap().is_some());
     let left = catalog.resync_due(far, 10).await.unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].did.as_str(), "did:plc:r");

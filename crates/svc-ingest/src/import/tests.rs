@@ -37,7 +37,8 @@ impl Fixture {
     }
 
     async fn holds(&self, rkey: &str) -> bool {
-        let uri = format!("at://did:plc:a/dev.svc.vocab/{rkey}");
+        let uri = svc_syntax::AtUri::new(format!("at://did:plc:a/dev.svc.vocab/{rkey}"));
+        let uri = uri.expect("an at-uri");
         self.catalog.get(uri).await.expect("get").is_some()
     }
 

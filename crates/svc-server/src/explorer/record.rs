@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use svc_catalog::RepositorySlice;
 use svc_spec::{KindDef, People};
+use svc_syntax::AtUri;
 
 /// Records of a lens, community or subject a panel lists at most.
 const PANEL_ROWS: u32 = 1000;
@@ -70,10 +71,11 @@ pub(crate) async fn record(
     Path((did, collection, rkey)): Path<(String, String, String)>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let uri = format!("at://{did}/{collection}/{rkey}");
-    if let Err(error) = svc_syntax::check_at_uri(&uri) {
-        return super::failure(ApiError::InvalidRequest(format!("{uri}: {error}")));
-    }
+    let text = format!("at://{did}/{collection}/{rkey}");
+    let uri = match AtUri::new(text.as_str()) {
+        Ok(uri) => uri,
+        Err(error) => return super::failure(ApiError::InvalidRequest(format!("{text}: {error}"))),
+    };
     match Params::parse(raw.as_deref()).get("format") {
         Ok(None | Some("html")) => {}
         Ok(Some("json")) => return stored_json(&state, uri).await,
@@ -91,7 +93,7 @@ pub(crate) async fn record(
 }
 
 /// The record's JSON as it is stored, neither parsed nor laid out: what its page leaves out.
-async fn stored_json(state: &AppState, uri: String) -> Response {
+async fn stored_json(state: &AppState, uri: AtUri) -> Response {
     match state.catalog.get(uri).await {
         Ok(Some(item)) => super::with_headers(item.record_json, JSON, StatusCode::OK),
         Ok(None) => crate::error::json_error(
@@ -128,10 +130,11 @@ fn read(text: &str, wanted: &Wanted) -> Result<Reading, ApiError> {
 
 async fn build(
     state: &AppState,
-    uri: String,
+    uri: AtUri,
     collection: String,
 ) -> Result<Option<RecordPage>, ApiError> {
     let item = state.catalog.get(uri.clone()).await?;
+    let uri = uri.as_str().to_string();
     if item.is_none() && collection != LENS {
         return Ok(None);
     }
