@@ -30,7 +30,7 @@ pub enum SourceEvent {
         status: AccountStatus,
     },
     Identity {
-        did: String,
+        did: svc_syntax::Did,
     },
     /// `#sync`: the repository's current commit, to compare with what svc holds of it.
     Sync(Box<svc_repo::sync::SyncEvent>),

@@ -90,7 +90,10 @@ pub fn decode_frame(
             events
         }
         Some("#account") => vec![account_event(&body, did()?)?],
-        Some("#identity") => vec![SourceEvent::Identity { did: did()? }],
+        Some("#identity") => {
+            let did = Did::new(did()?).map_err(|e| format!("identity did: {e}"))?;
+            vec![SourceEvent::Identity { did }]
+        }
         Some("#sync") => vec![SourceEvent::Sync(Box::new(sync_event(&body)?))],
         Some("#info") => {
             let name = body.get("name").and_then(Cbor::as_str).unwrap_or("unknown");

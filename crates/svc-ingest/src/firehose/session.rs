@@ -371,8 +371,7 @@ impl<'a> Session<'a> {
                 }
             }
             SourceEvent::Identity { did } => {
-                if let (Some(verifier), Ok(did)) = (self.source.verifier, svc_syntax::Did::new(did))
-                {
+                if let Some(verifier) = self.source.verifier {
                     verifier.identity_changed(&did);
                 }
             }
