@@ -4,7 +4,7 @@
 
 use crate::event::{Action, CommitEvent, record_json};
 use crate::signing_keys::{KeyCheckError, SigningKeys};
-use svc_repo::dagcbor::{self, Cid};
+use svc_repo::dagcbor::{self, CidBytes};
 use svc_repo::snapshot::Snapshot;
 use svc_repo::sync::SyncError;
 use svc_syntax::{Did, Tid};
@@ -13,7 +13,7 @@ use svc_syntax::{Did, Tid};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     /// A block does not hash to its CID.
-    Cid,
+    CidBytes,
     /// The commit is malformed or is not the one the event names.
     Commit,
     /// The tree does not prove the operations (or the records).
@@ -34,7 +34,7 @@ pub enum Reason {
 impl Reason {
     pub fn label(self) -> &'static str {
         match self {
-            Reason::Cid => "cid",
+            Reason::CidBytes => "cid",
             Reason::Commit => "commit",
             Reason::Proof => "proof",
             Reason::Signature => "signature",
@@ -73,7 +73,7 @@ impl Unverified {
 impl From<SyncError> for Unverified {
     fn from(error: SyncError) -> Unverified {
         let reason = match error {
-            SyncError::Cid(_) => Reason::Cid,
+            SyncError::CidBytes(_) => Reason::CidBytes,
             SyncError::Commit(_) => Reason::Commit,
             SyncError::Proof(_) => Reason::Proof,
         };
@@ -112,7 +112,7 @@ pub struct VerifiedRepository {
     pub did: Did,
     pub rev: Tid,
     /// The root of its tree.
-    pub data: Cid,
+    pub data: CidBytes,
     snapshot: Snapshot,
     /// Where its records of wanted collections are among the snapshot's entries.
     wanted: Vec<usize>,

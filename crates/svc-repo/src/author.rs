@@ -6,7 +6,7 @@
 
 use crate::car;
 use crate::crypto::{Curve, PublicKey};
-use crate::dagcbor::{self, Blocks, Cbor, CborError, Cid};
+use crate::dagcbor::{self, Blocks, Cbor, CborError, CidBytes};
 use crate::mst::{self, MstError, NodeData, Op, Tree};
 use crate::sync::CommitProof;
 
@@ -100,12 +100,12 @@ impl Write {
 /// The newest commit of a repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
-    pub cid: Cid,
+    pub cid: CidBytes,
     /// The signed commit block.
     pub block: Vec<u8>,
     pub rev: Tid,
     /// The root of the tree it commits to.
-    pub data: Cid,
+    pub data: CidBytes,
 }
 
 /// A commit as the firehose announces it: what a `#commit` frame carries.
@@ -115,15 +115,15 @@ pub struct CommitEvent {
     pub rev: Tid,
     /// The revision before it; none for a repository's first commit.
     pub since: Option<Tid>,
-    pub commit: Cid,
+    pub commit: CidBytes,
     /// The tree's root after the commit.
-    pub data: Cid,
+    pub data: CidBytes,
     /// The tree's root before it.
-    pub prev_data: Cid,
+    pub prev_data: CidBytes,
     pub ops: Vec<Op>,
     /// The slice's blocks, the commit's first: the new records and tree nodes, and the
     /// unchanged nodes that undoing the ops reads.
-    pub blocks: Vec<(Cid, Vec<u8>)>,
+    pub blocks: Vec<(CidBytes, Vec<u8>)>,
 }
 
 /// Values made here from checked parts, which always have a canonical encoding: no floats,
@@ -155,11 +155,11 @@ fn time_text(time: UnixMicros) -> Cbor {
 /// A commit's CAR slice: the commit first, then each record it wrote (once), then the tree
 /// nodes that prove it.
 fn slice(
-    commit: &Cid,
+    commit: &CidBytes,
     block: &[u8],
     planned: &[Planned],
-    proof: Vec<(Cid, Vec<u8>)>,
-) -> Vec<(Cid, Vec<u8>)> {
+    proof: Vec<(CidBytes, Vec<u8>)>,
+) -> Vec<(CidBytes, Vec<u8>)> {
     let mut blocks = vec![(commit.clone(), block.to_vec())];
     let mut seen = HashSet::new();
     for plan in planned {
@@ -174,7 +174,7 @@ fn slice(
 }
 
 /// A signed commit block of `data` at `rev`, and its CID.
-fn signed_commit(repo: &Did, data: &[u8], rev: &Tid, key: &SigningKey) -> (Cid, Vec<u8>) {
+fn signed_commit(repo: &Did, data: &[u8], rev: &Tid, key: &SigningKey) -> (CidBytes, Vec<u8>) {
     let mut fields = vec![
         ("did".to_string(), text(repo)),
         ("version".to_string(), Cbor::Integer(crate::commit::VERSION)),
@@ -189,9 +189,9 @@ fn signed_commit(repo: &Did, data: &[u8], rev: &Tid, key: &SigningKey) -> (Cid, 
 }
 
 /// A CAR of blocks, the first one its root.
-fn car_of<'a>(blocks: impl IntoIterator<Item = (&'a Cid, &'a Vec<u8>)>) -> Vec<u8> {
+fn car_of<'a>(blocks: impl IntoIterator<Item = (&'a CidBytes, &'a Vec<u8>)>) -> Vec<u8> {
     let mut blocks = blocks.into_iter().peekable();
-    let roots: Vec<Cid> = blocks
+    let roots: Vec<CidBytes> = blocks
         .peek()
         .map(|(cid, _)| (*cid).clone())
         .into_iter()
@@ -340,7 +340,7 @@ fn proof_nodes(
     ops: &[Op],
 ) -> Result<Blocks, AuthorError> {
     let read = mst::invert_commit(nodes, data, ops)?.blocks_read;
-    let candidates: HashMap<String, &Cid> = read
+    let candidates: HashMap<String, &CidBytes> = read
         .iter()
         .filter(|cid| !fresh.contains_key(*cid))
         .map(|cid| (svc_syntax::cid_to_string(cid), cid))
@@ -381,16 +381,16 @@ pub struct Repository {
     /// Every node of the tree, by CID, as of the last commit.
     nodes: Blocks,
     /// Record CIDs by path.
-    records: BTreeMap<String, Cid>,
+    records: BTreeMap<String, CidBytes>,
     /// Record blocks, with how many paths hold each: two equal records are one block.
-    record_blocks: HashMap<Cid, (Vec<u8>, usize)>,
+    record_blocks: HashMap<CidBytes, (Vec<u8>, usize)>,
     head: Option<Head>,
 }
 
 /// A write checked against the repository, its record encoded.
 struct Planned {
     path: String,
-    record: Option<(Cid, Vec<u8>)>,
+    record: Option<(CidBytes, Vec<u8>)>,
 }
 
 impl Repository {
@@ -432,7 +432,7 @@ impl Repository {
     }
 
     /// Record CIDs by path.
-    pub fn records(&self) -> &BTreeMap<String, Cid> {
+    pub fn records(&self) -> &BTreeMap<String, CidBytes> {
         &self.records
     }
 
@@ -444,7 +444,7 @@ impl Repository {
     }
 
     /// The root of the tree: the last commit's `data`.
-    pub fn data(&self) -> Result<Cid, AuthorError> {
+    pub fn data(&self) -> Result<CidBytes, AuthorError> {
         Ok(self.tree.root_cid()?)
     }
 
@@ -473,7 +473,7 @@ impl Repository {
             .filter(|(cid, _)| !self.nodes.contains_key(*cid))
             .map(|(cid, block)| (cid.clone(), block.clone()))
             .collect();
-        let mut proof: Vec<(Cid, Vec<u8>)> = proof_nodes(&nodes, fresh, &data, &prev_data, &ops)?
+        let mut proof: Vec<(CidBytes, Vec<u8>)> = proof_nodes(&nodes, fresh, &data, &prev_data, &ops)?
             .into_iter()
             .collect();
         proof.sort();
@@ -538,7 +538,7 @@ impl Repository {
     }
 
     /// Every node of the tree rooted at `data`, the empty tree's one included.
-    fn tree_nodes(&self, data: &Cid) -> Result<Blocks, AuthorError> {
+    fn tree_nodes(&self, data: &CidBytes) -> Result<Blocks, AuthorError> {
         let mut nodes = self.tree.blocks()?;
         if !nodes.contains_key(data) {
             // The empty tree is one node that `blocks` leaves out, yet a reader must find it.
@@ -637,9 +637,9 @@ impl Repository {
     /// commit.
     pub fn car(&self) -> Option<Vec<u8>> {
         let head = self.head.as_ref()?;
-        let mut nodes: Vec<(&Cid, &Vec<u8>)> = self.nodes.iter().collect();
+        let mut nodes: Vec<(&CidBytes, &Vec<u8>)> = self.nodes.iter().collect();
         nodes.sort();
-        let mut records: Vec<(&Cid, &Vec<u8>)> = self
+        let mut records: Vec<(&CidBytes, &Vec<u8>)> = self
             .record_blocks
             .iter()
             .map(|(cid, (block, _))| (cid, block))

@@ -8,10 +8,10 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
 /// A CID in its binary form (without the multibase identity prefix).
-pub type Cid = Vec<u8>;
+pub type CidBytes = Vec<u8>;
 
 /// Blocks by binary CID, as a CAR carries them.
-pub type Blocks = HashMap<Cid, Vec<u8>>;
+pub type Blocks = HashMap<CidBytes, Vec<u8>>;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cbor {

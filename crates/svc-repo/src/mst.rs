@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 
 /// A binary CID, without a multibase prefix.
-pub use crate::dagcbor::{Blocks, Cid};
+pub use crate::dagcbor::{Blocks, CidBytes};
 
 /// No honest key is this high: reaching it takes a SHA-256 with 128 leading zero bits. It
 /// bounds the depth of every walk, and so the recursion, whatever a hostile tree claims.
@@ -90,19 +90,19 @@ fn cid_text(cid: &[u8]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeData {
     /// The subtree of keys before the first entry.
-    pub left: Option<Cid>,
+    pub left: Option<CidBytes>,
     pub entries: Vec<EntryData>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryData {
     pub key: Vec<u8>,
-    pub value: Cid,
+    pub value: CidBytes,
     /// The subtree of keys between this entry and the next.
-    pub right: Option<Cid>,
+    pub right: Option<CidBytes>,
 }
 
-fn link_or_null(link: &Option<Cid>) -> Cbor {
+fn link_or_null(link: &Option<CidBytes>) -> Cbor {
     link.as_ref()
         .map_or(Cbor::Null, |cid| Cbor::Link(cid.clone()))
 }
@@ -179,7 +179,7 @@ fn expect_fields(cid: &[u8], value: &Cbor, names: &[&str], what: &str) -> Result
     }
 }
 
-fn read_link(cid: &[u8], value: Option<&Cbor>, what: &str) -> Result<Option<Cid>, MstError> {
+fn read_link(cid: &[u8], value: Option<&Cbor>, what: &str) -> Result<Option<CidBytes>, MstError> {
     match value {
         Some(Cbor::Null) => Ok(None),
         Some(Cbor::Link(link)) => Ok(Some(link.clone())),
@@ -242,7 +242,7 @@ fn check_key(key: &[u8]) -> Result<(), MstError> {
 enum Link {
     #[default]
     Empty,
-    Stub(Cid),
+    Stub(CidBytes),
     Node(Box<Node>),
 }
 
@@ -255,7 +255,7 @@ struct Node {
 #[derive(Debug, Clone)]
 struct Entry {
     key: Vec<u8>,
-    value: Cid,
+    value: CidBytes,
     right: Link,
 }
 
@@ -286,7 +286,7 @@ impl Node {
 /// of the blocks read, which are the blocks a proof needs.
 struct Store<'a> {
     blocks: Option<&'a Blocks>,
-    read: BTreeSet<Cid>,
+    read: BTreeSet<CidBytes>,
 }
 
 impl Store<'_> {
@@ -340,7 +340,7 @@ fn check_node(cid: &[u8], data: &NodeData, height: u32) -> Result<(), MstError> 
 }
 
 fn into_node(data: NodeData) -> Node {
-    let link = |cid: Option<Cid>| cid.map_or(Link::Empty, Link::Stub);
+    let link = |cid: Option<CidBytes>| cid.map_or(Link::Empty, Link::Stub);
     Node {
         left: link(data.left),
         entries: data
@@ -431,7 +431,7 @@ fn insert_at(
     key_height: u32,
     value: &[u8],
     store: &mut Store,
-) -> Result<Option<Cid>, MstError> {
+) -> Result<Option<CidBytes>, MstError> {
     let i = node.entries.partition_point(|e| e.key.as_slice() < key);
     if key_height == height {
         if let Some(entry) = node.entries.get_mut(i).filter(|e| e.key == key) {
@@ -466,7 +466,7 @@ fn delete_at(
     key: &[u8],
     key_height: u32,
     store: &mut Store,
-) -> Result<Cid, MstError> {
+) -> Result<CidBytes, MstError> {
     let not_found = || MstError::NotFound { key: key_text(key) };
     let i = node.entries.partition_point(|e| e.key.as_slice() < key);
     if key_height >= height {
@@ -488,7 +488,7 @@ fn delete_at(
 }
 
 /// The CID of a subtree, computing those of nodes in memory; their blocks go to `out`.
-fn link_cid(link: &Link, mut out: Option<&mut Blocks>) -> Result<Option<Cid>, MstError> {
+fn link_cid(link: &Link, mut out: Option<&mut Blocks>) -> Result<Option<CidBytes>, MstError> {
     let node = match link {
         Link::Empty => return Ok(None),
         Link::Stub(cid) => return Ok(Some(cid.clone())),
@@ -529,7 +529,7 @@ impl Tree {
 
     /// The tree of `entries`, which must be in strictly ascending key order.
     pub fn from_sorted(
-        entries: impl IntoIterator<Item = (Vec<u8>, Cid)>,
+        entries: impl IntoIterator<Item = (Vec<u8>, CidBytes)>,
     ) -> Result<Tree, MstError> {
         let mut tree = Tree::new();
         let mut last: Option<Vec<u8>> = None;
@@ -580,7 +580,7 @@ impl Tree {
         })
     }
 
-    pub fn root_cid(&self) -> Result<Cid, MstError> {
+    pub fn root_cid(&self) -> Result<CidBytes, MstError> {
         self.root_and_blocks(None)
     }
 
@@ -591,7 +591,7 @@ impl Tree {
         Ok(out)
     }
 
-    fn root_and_blocks(&self, out: Option<&mut Blocks>) -> Result<Cid, MstError> {
+    fn root_and_blocks(&self, out: Option<&mut Blocks>) -> Result<CidBytes, MstError> {
         match link_cid(&self.root, out)? {
             Some(cid) => Ok(cid),
             None => {
@@ -608,7 +608,7 @@ impl Tree {
 
     /// Sets `key` to `value`, returning the value it replaced. Fails on a stub in the way:
     /// a partial tree changes only through [`invert_commit`].
-    pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Cid>, MstError> {
+    pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<CidBytes>, MstError> {
         self.insert_with(
             key,
             value,
@@ -620,7 +620,7 @@ impl Tree {
     }
 
     /// Removes `key`, returning its value.
-    pub fn delete(&mut self, key: &[u8]) -> Result<Cid, MstError> {
+    pub fn delete(&mut self, key: &[u8]) -> Result<CidBytes, MstError> {
         self.delete_with(
             key,
             &mut Store {
@@ -635,7 +635,7 @@ impl Tree {
         key: &[u8],
         value: &[u8],
         store: &mut Store,
-    ) -> Result<Option<Cid>, MstError> {
+    ) -> Result<Option<CidBytes>, MstError> {
         check_key(key)?;
         let height = key_height(key);
         if height > MAX_HEIGHT {
@@ -659,7 +659,7 @@ impl Tree {
         insert_at(root, tree_height, key, height, value, store)
     }
 
-    fn delete_with(&mut self, key: &[u8], store: &mut Store) -> Result<Cid, MstError> {
+    fn delete_with(&mut self, key: &[u8], store: &mut Store) -> Result<CidBytes, MstError> {
         let height = key_height(key);
         if matches!(self.root, Link::Empty) {
             return Err(MstError::NotFound { key: key_text(key) });
@@ -713,7 +713,7 @@ impl Tree {
 /// Every (key, value) of the tree rooted at `root`, in key order. Every block must be there
 /// and hash to its CID; keys must ascend across the whole tree, which also keeps a block
 /// linked from many places from being walked more than once.
-pub fn walk(root: &[u8], blocks: &Blocks) -> Result<Vec<(Vec<u8>, Cid)>, MstError> {
+pub fn walk(root: &[u8], blocks: &Blocks) -> Result<Vec<(Vec<u8>, CidBytes)>, MstError> {
     let mut store = Store {
         blocks: Some(blocks),
         read: BTreeSet::new(),
@@ -730,7 +730,7 @@ fn walk_node(
     node: &Node,
     height: u32,
     store: &mut Store,
-    out: &mut Vec<(Vec<u8>, Cid)>,
+    out: &mut Vec<(Vec<u8>, CidBytes)>,
 ) -> Result<(), MstError> {
     walk_link(&node.left, height, store, out)?;
     for entry in &node.entries {
@@ -750,7 +750,7 @@ fn walk_link(
     link: &Link,
     parent: u32,
     store: &mut Store,
-    out: &mut Vec<(Vec<u8>, Cid)>,
+    out: &mut Vec<(Vec<u8>, CidBytes)>,
 ) -> Result<(), MstError> {
     let Link::Stub(cid) = link else {
         return Ok(());
@@ -764,9 +764,9 @@ fn walk_link(
 /// record CID after it and the one before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Create { key: Vec<u8>, cid: Cid },
-    Update { key: Vec<u8>, cid: Cid, prev: Cid },
-    Delete { key: Vec<u8>, prev: Cid },
+    Create { key: Vec<u8>, cid: CidBytes },
+    Update { key: Vec<u8>, cid: CidBytes, prev: CidBytes },
+    Delete { key: Vec<u8>, prev: CidBytes },
 }
 
 impl Op {
@@ -781,9 +781,9 @@ impl Op {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inversion {
     /// The root of the tree before the commit.
-    pub prev_data: Cid,
+    pub prev_data: CidBytes,
     /// The blocks read to get there: the proof the commit had to carry.
-    pub blocks_read: BTreeSet<Cid>,
+    pub blocks_read: BTreeSet<CidBytes>,
 }
 
 /// Undoes `ops` on the partial tree of `blocks` rooted at `root` (a commit's `data`). Each

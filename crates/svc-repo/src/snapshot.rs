@@ -5,7 +5,7 @@
 
 use crate::car;
 use crate::commit::Commit;
-use crate::dagcbor::{Blocks, Cid, check_block};
+use crate::dagcbor::{Blocks, CidBytes, check_block};
 use crate::mst::walk;
 use crate::sync::SyncError;
 
@@ -14,7 +14,7 @@ use crate::sync::SyncError;
 pub struct Snapshot {
     pub commit: Commit,
     /// Every key of the tree (`collection/rkey`) with its record's CID, in key order.
-    pub entries: Vec<(Vec<u8>, Cid)>,
+    pub entries: Vec<(Vec<u8>, CidBytes)>,
     pub blocks: Blocks,
 }
 
@@ -43,7 +43,7 @@ impl Snapshot {
             )));
         };
         for (cid, block) in &blocks {
-            check_block(cid, block).map_err(|e| SyncError::Cid(e.to_string()))?;
+            check_block(cid, block).map_err(|e| SyncError::CidBytes(e.to_string()))?;
         }
         let block = blocks
             .get(root)

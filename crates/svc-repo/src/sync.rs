@@ -5,7 +5,7 @@
 //! `prevData`. What fails says why, by a reason that names it in metrics.
 
 use crate::commit::{Commit, CommitError};
-use crate::dagcbor::{Blocks, Cid, check_block};
+use crate::dagcbor::{Blocks, CidBytes, check_block};
 use crate::mst::{MstError, Op, check_commit_proof};
 use svc_syntax::{Did, Tid};
 
@@ -17,20 +17,20 @@ pub struct CommitProof {
     /// The revision of the repository's commit before this one, when the event names one.
     pub since: Option<Tid>,
     /// The event's `commit` link.
-    pub commit: Cid,
+    pub commit: CidBytes,
     /// The roots the slice's header names.
-    pub roots: Vec<Cid>,
+    pub roots: Vec<CidBytes>,
     pub blocks: Blocks,
     pub ops: Vec<Op>,
     /// The tree's root before the commit; absent from events before Sync 1.1.
-    pub prev_data: Option<Cid>,
+    pub prev_data: Option<CidBytes>,
 }
 
 /// Why an event is not applied; `label` names it in metrics.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SyncError {
     #[error("a block is not its CID: {0}")]
-    Cid(String),
+    CidBytes(String),
     #[error("the commit: {0}")]
     Commit(String),
     #[error("the proof: {0}")]
@@ -40,7 +40,7 @@ pub enum SyncError {
 impl SyncError {
     pub fn label(&self) -> &'static str {
         match self {
-            SyncError::Cid(_) => "cid",
+            SyncError::CidBytes(_) => "cid",
             SyncError::Commit(_) => "commit",
             SyncError::Proof(_) => "proof",
         }
@@ -83,7 +83,7 @@ impl CommitProof {
 pub struct SyncEvent {
     pub repo: Did,
     pub rev: Tid,
-    pub roots: Vec<Cid>,
+    pub roots: Vec<CidBytes>,
     pub blocks: Blocks,
 }
 
@@ -101,7 +101,7 @@ impl SyncEvent {
 /// event says: of its repository, at its revision.
 fn head(repo: &Did, rev: &Tid, root: &[u8], blocks: &Blocks) -> Result<Commit, SyncError> {
     for (cid, block) in blocks {
-        check_block(cid, block).map_err(|e| SyncError::Cid(e.to_string()))?;
+        check_block(cid, block).map_err(|e| SyncError::CidBytes(e.to_string()))?;
     }
     let block = blocks
         .get(root)

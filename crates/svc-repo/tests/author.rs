@@ -12,7 +12,7 @@ use svc_repo::author::{
 use svc_repo::car;
 use svc_repo::commit::Commit;
 use svc_repo::crypto::Curve;
-use svc_repo::dagcbor::{self, Cbor, Cid, check_block};
+use svc_repo::dagcbor::{self, Cbor, CidBytes, check_block};
 use svc_repo::mst::{self, Op};
 use svc_syntax::{Did, Tid, UnixMicros};
 
@@ -51,7 +51,7 @@ fn vocab(name: &str) -> Cbor {
     ])
 }
 
-fn cid_of(record: &Cbor) -> Cid {
+fn cid_of(record: &Cbor) -> CidBytes {
     dagcbor::cid_of(&dagcbor::encode(record).unwrap())
 }
 
@@ -104,7 +104,7 @@ fn apply(model: &mut BTreeMap<String, Cbor>, writes: &[Write]) {
 }
 
 /// The event proves itself, is its author's, and chains on from what came before.
-fn check_event(repo: &Repository, event: &CommitEvent, before: Option<(&Tid, &Cid)>) {
+fn check_event(repo: &Repository, event: &CommitEvent, before: Option<(&Tid, &CidBytes)>) {
     let commit = event.proof().check().expect("the event proves itself");
     commit.verify(&repo.public()).expect("signed by the author");
     assert_eq!(dagcbor::cid_of(&event.blocks[0].1), event.commit);
@@ -138,7 +138,7 @@ fn check_no_spare_nodes(event: &CommitEvent, before: &svc_repo::dagcbor::Blocks)
     }
 }
 
-fn op_cid(op: &Op) -> Option<&Cid> {
+fn op_cid(op: &Op) -> Option<&CidBytes> {
     match op {
         Op::Create { cid, .. } | Op::Update { cid, .. } => Some(cid),
         Op::Delete { .. } => None,
@@ -158,7 +158,7 @@ fn check_whole(repo: &Repository, model: &BTreeMap<String, Cbor>) {
     commit.verify(&repo.public()).unwrap();
     assert_eq!(commit.did, *repo.did());
     let walked = mst::walk(&commit.data, &blocks).expect("the whole tree");
-    let expected: Vec<(Vec<u8>, Cid)> = model
+    let expected: Vec<(Vec<u8>, CidBytes)> = model
         .iter()
         .map(|(path, record)| (path.clone().into_bytes(), cid_of(record)))
         .collect();
@@ -167,7 +167,7 @@ fn check_whole(repo: &Repository, model: &BTreeMap<String, Cbor>) {
         let block = &blocks[&cid_of(record)];
         assert_eq!(block, &dagcbor::encode(record).unwrap(), "{path}");
     }
-    let records: BTreeMap<String, Cid> = model
+    let records: BTreeMap<String, CidBytes> = model
         .iter()
         .map(|(path, record)| (path.clone(), cid_of(record)))
         .collect();

@@ -5,7 +5,7 @@ use k256::ecdsa::SigningKey;
 use k256::ecdsa::signature::Signer;
 use svc_repo::commit::Commit;
 use svc_repo::crypto::PublicKey;
-use svc_repo::dagcbor::{Cbor, Cid, cid_of, encode};
+use svc_repo::dagcbor::{Cbor, CidBytes, cid_of, encode};
 use svc_repo::mst::{Op, Tree};
 use svc_repo::sync::{CommitProof, SyncError};
 use svc_syntax::{Did, Tid};
@@ -13,7 +13,7 @@ use svc_syntax::{Did, Tid};
 const DID: &str = "did:plc:z72i7hdynmk6r22z27h6tvur";
 const REV: &str = "3lqlhxw5rslq4";
 
-fn record(name: &str) -> (Cid, Vec<u8>) {
+fn record(name: &str) -> (CidBytes, Vec<u8>) {
     let block = encode(&Cbor::Map(vec![
         ("name".into(), Cbor::Text(name.into())),
         ("$type".into(), Cbor::Text("dev.svc.vocab".into())),
@@ -27,7 +27,7 @@ fn signer() -> SigningKey {
 }
 
 /// A commit of `data` for DID at REV, signed.
-fn signed_commit(data: &[u8]) -> (Cid, Vec<u8>) {
+fn signed_commit(data: &[u8]) -> (CidBytes, Vec<u8>) {
     let unsigned = vec![
         ("did".to_string(), Cbor::Text(DID.into())),
         ("rev".to_string(), Cbor::Text(REV.into())),

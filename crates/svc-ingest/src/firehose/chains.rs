@@ -12,7 +12,7 @@
 use crate::verification::{Reason, Unverified};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use svc_repo::dagcbor::Cid;
+use svc_repo::dagcbor::CidBytes;
 use svc_syntax::{Did, Tid, UnixMicros};
 
 /// Repositories followed at most (about 200 bytes each, with the map's own): past it, one is
@@ -25,7 +25,7 @@ const FUTURE_TOLERANCE_US: i64 = 5 * 60 * 1_000_000;
 #[derive(Debug)]
 struct Head {
     rev: Tid,
-    data: Cid,
+    data: CidBytes,
     /// Waiting for a copy of the whole repository; its commits are not applied until then.
     desynchronized: bool,
     /// The newest commit not applied while it waited: a copy older than it must be read again.
@@ -153,7 +153,7 @@ impl Chains {
     /// The repository was read whole at `rev`: its chain continues from there, unless a
     /// newer commit came while it was read (`false`: it must be read again). A chain in step
     /// past `rev` (it was followed on while the copy was owed) stays where it is.
-    pub fn resynchronized(&self, did: &Did, rev: Tid, data: Cid) -> bool {
+    pub fn resynchronized(&self, did: &Did, rev: Tid, data: CidBytes) -> bool {
         let mut heads = self.lock();
         let head = heads.get(did.as_str());
         if head.is_some_and(|head| !head.desynchronized && head.rev > rev) {

@@ -4,7 +4,7 @@
 use super::{SourceEvent, SourceMessage};
 use crate::event::{Action, CommitEvent, account_status, record_json};
 use svc_repo::car;
-use svc_repo::dagcbor::{self, Blocks, Cbor, Cid};
+use svc_repo::dagcbor::{self, Blocks, Cbor, CidBytes};
 use svc_repo::mst::Op;
 use svc_repo::sync::{CommitProof, SyncEvent};
 use svc_syntax::{Did, Tid};
@@ -165,7 +165,7 @@ fn commit_proof(
     body: &Cbor,
     repo: &str,
     rev: &str,
-    roots: Vec<Cid>,
+    roots: Vec<CidBytes>,
     blocks: Blocks,
     ops: &[Cbor],
 ) -> Result<CommitProof, String> {

@@ -11,7 +11,7 @@ use crate::verification::Unverified;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use svc_catalog::{CatalogError, CatalogWrite, RepositoryHead, ResyncRequest, SyncWrites};
-use svc_repo::dagcbor::Cid;
+use svc_repo::dagcbor::CidBytes;
 use svc_repo::sync::{CommitProof, SyncEvent};
 use svc_syntax::{Did, Tid};
 
@@ -27,9 +27,9 @@ const KEY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 pub(super) struct Checked {
     pub did: Did,
     pub rev: Tid,
-    data: Cid,
+    data: CidBytes,
     since: Option<Tid>,
-    prev_data: Option<Cid>,
+    prev_data: Option<CidBytes>,
 }
 
 pub(super) struct Verifier {
