@@ -2,8 +2,8 @@
 //! thread ([`Engine`]), the reads of its read side ([`EngineReads`]), and the rows and plans
 //! that pass between them. An engine stores and reads; it decides nothing.
 
-use crate::changelog::{LogEntry, NO_KEYS};
 use crate::keys_column::QueryIds;
+use crate::replication_log::{LogEntry, NO_KEYS};
 use crate::resync::{RepositoryHead, ResyncEntry, ResyncSummary, SyncWrites};
 use crate::stream::{StreamBounds, StreamEntry, StreamRow};
 use crate::{
@@ -141,7 +141,7 @@ pub struct Plan<'a> {
 }
 
 impl Plan<'_> {
-    /// What the change log says of this plan once committed.
+    /// What the replication log says of this plan once committed.
     pub fn log_entry(&self) -> LogEntry<'_> {
         let written = self.records.iter().map(|write| match write {
             RecordWrite::Row(row) => Cow::Borrowed(row.uri),
@@ -250,7 +250,7 @@ pub trait Engine: Send + 'static {
     /// Takes the catalog's writer lock if it is free, and keeps it; `false` while another
     /// process holds it.
     fn try_lock_writer(&mut self) -> CatalogResult<bool>;
-    /// Inside the open transaction: appends entry `seq` to the change log.
+    /// Inside the open transaction: appends entry `seq` to the replication log.
     fn log(&mut self, seq: i64, entry: &LogEntry<'_>) -> CatalogResult<()>;
     /// The highest change-log number stored (0 when the log is empty).
     fn last_logged(&mut self) -> CatalogResult<i64>;
@@ -259,7 +259,7 @@ pub trait Engine: Send + 'static {
     fn stream(&mut self, first: i64, entries: &[StreamEntry]) -> CatalogResult<()>;
     /// The highest number in the change stream (0 when none was ever made).
     fn last_streamed(&mut self) -> CatalogResult<i64>;
-    /// Inside the open transaction: stores the indexer's heartbeat and trims the change log
+    /// Inside the open transaction: stores the indexer's heartbeat and trims the replication log
     /// (never its last entry, which numbers the next).
     /// Also trims the change stream of what is older than `keep_changes`.
     fn heartbeat(

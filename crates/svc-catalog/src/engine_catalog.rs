@@ -1,11 +1,11 @@
 //! The `Catalog` over any engine: writes go to the rules' writer thread, reads to the engine's
 //! read side by the engine's number for each query. A process writes only while it holds the
 //! catalog's writer lock; until then (an indexer standing by) or for good (a query replica)
-//! it follows the change log to keep its change clock exact.
+//! it follows the replication log to keep its change clock exact.
 
-use crate::changelog::{Follower, LogSource};
 use crate::engine::{Engine, EngineReads};
 use crate::keys_column::QueryIds;
+use crate::replication_log::{Follower, LogSource};
 use crate::writer::{WriterHandle, spawn_writer};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogFuture, CatalogRead, CatalogResult,
@@ -69,7 +69,7 @@ impl Shared {
         Ok(())
     }
 
-    /// Follows the change log on a thread of its own until this process becomes the writer.
+    /// Follows the replication log on a thread of its own until this process becomes the writer.
     fn follow(&self, source: Arc<dyn LogSource>) -> CatalogResult<()> {
         let (stop, stopped) = watch::channel(false);
         let _ = self.following.set(stop);
@@ -97,7 +97,7 @@ impl Shared {
 
 impl<R: EngineReads> EngineCatalog<R> {
     /// As an indexer: with the writer lock, readies the storage and starts the writer on the
-    /// calling thread; without it, stands by (serving reads, following the change log) and
+    /// calling thread; without it, stands by (serving reads, following the replication log) and
     /// takes over as soon as the lock is free.
     pub(crate) fn start<E: Engine>(
         mut engine: E,
@@ -123,7 +123,7 @@ impl<R: EngineReads> EngineCatalog<R> {
         Ok(EngineCatalog { shared, reads })
     }
 
-    /// As a query replica: reads only, following the change log.
+    /// As a query replica: reads only, following the replication log.
     pub(crate) fn reader(
         qids: QueryIds,
         reads: R,

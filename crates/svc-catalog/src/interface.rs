@@ -1,6 +1,6 @@
 //! The catalog as its users see it, in three parts: what reads it (the server, every read
 //! path), what writes it (the sources) and what the process's role in it is (writer lock,
-//! heartbeat, following the change log). Async so that a networked backend (PostgreSQL) fits
+//! heartbeat, following the replication log). Async so that a networked backend (PostgreSQL) fits
 //! behind it; the embedded SQLite backend runs its work on blocking threads.
 
 use crate::{
@@ -103,7 +103,7 @@ pub trait CatalogRead: Send + Sync {
     fn change_bounds(&self) -> CatalogFuture<'_, StreamBounds>;
 
     /// Bumped after every commit for what it touched (by this process's writer, or read
-    /// from the change log); answers may be cached against it.
+    /// from the replication log); answers may be cached against it.
     fn clock(&self) -> &ChangeClock;
 }
 
@@ -172,7 +172,7 @@ pub trait CatalogWrite: Send + Sync {
 }
 
 /// The process's role: whether it holds the writer lock, the heartbeat it keeps as the writer,
-/// and how closely it follows the change log otherwise.
+/// and how closely it follows the replication log otherwise.
 pub trait CatalogRole: Send + Sync {
     /// Resolves once this process is the catalog's writer: at once for an indexer that got
     /// the writer lock, on takeover for one standing by, never for a query replica.
@@ -182,11 +182,11 @@ pub trait CatalogRole: Send + Sync {
     fn is_writer(&self) -> bool;
 
     /// Stores the indexer's heartbeat (the catalog is current as of now) and trims the
-    /// change log.
+    /// replication log.
     /// `keep_changes`: how long the change stream keeps a change, for clients resuming.
     fn heartbeat(&self, keep_changes: std::time::Duration) -> CatalogFuture<'_, ()>;
 
-    /// For a process following the change log: how long after the writer logged the last
+    /// For a process following the replication log: how long after the writer logged the last
     /// entry this process applied it to its change clock.
     fn change_log_delay(&self) -> Option<std::time::Duration>;
 }
@@ -202,6 +202,6 @@ impl<T: CatalogRead + CatalogWrite + CatalogRole> Catalog for T {}
 pub enum Role {
     /// Writes it: takes the writer lock, or stands by until it is free.
     Indexer,
-    /// Only reads it, following the change log.
+    /// Only reads it, following the replication log.
     Reader,
 }

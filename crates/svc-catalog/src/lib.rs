@@ -3,7 +3,6 @@
 //! [`CatalogRole`]; and where a catalog lives.
 
 mod change;
-mod changelog;
 mod clock;
 mod engine;
 mod engine_catalog;
@@ -12,6 +11,7 @@ mod keys_column;
 mod location;
 mod page;
 pub mod postgres;
+mod replication_log;
 mod resync;
 mod rules;
 mod runtime;

@@ -14,10 +14,10 @@ mod reader;
 mod staging;
 mod sync_state;
 
-use crate::changelog::{self, LogRow, LogSource};
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
+use crate::replication_log::{self, LogRow, LogSource};
 use crate::stream::{StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
@@ -173,7 +173,7 @@ impl EngineCatalog<PostgresReads> {
     }
 
     /// Reads a catalog an indexer writes (on the primary, or on a hot standby of it),
-    /// following its change log; migrates nothing.
+    /// following its replication log; migrates nothing.
     pub async fn open_reader(url: &PostgresUrl, readers: usize) -> CatalogResult<PostgresCatalog> {
         let (config, tls) = settings(url)?;
         let pool = reader_pool(&config, &tls, readers)?;
@@ -185,7 +185,7 @@ impl EngineCatalog<PostgresReads> {
     }
 }
 
-/// The change log as a follower reads it: a connection of its own that listens for the
+/// The replication log as a follower reads it: a connection of its own that listens for the
 /// writer's notifications, and polls besides (a hot standby refuses LISTEN; a notification
 /// may be missed while reconnecting).
 struct PostgresLog {
@@ -223,7 +223,7 @@ impl PostgresLog {
             }
         });
         if let Err(error) = client.batch_execute("LISTEN svc_changes").await {
-            tracing::debug!("change log: polling only ({error})");
+            tracing::debug!("replication log: polling only ({error})");
         }
         Ok(client)
     }
@@ -256,7 +256,7 @@ impl LogSource for PostgresLog {
     fn entries_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<LogRow>> {
         Box::pin(async move {
             let rows = self
-                .query(changelog::sql::AFTER, &[&seq, &(limit as i64)])
+                .query(replication_log::sql::AFTER, &[&seq, &(limit as i64)])
                 .await?;
             Ok(rows
                 .iter()
@@ -274,7 +274,7 @@ impl LogSource for PostgresLog {
 
     fn last_entry(&self) -> CatalogFuture<'_, i64> {
         Box::pin(async move {
-            let rows = self.query(changelog::sql::LAST, &[]).await?;
+            let rows = self.query(replication_log::sql::LAST, &[]).await?;
             Ok(rows.first().map(|r| r.get(0)).unwrap_or(0))
         })
     }

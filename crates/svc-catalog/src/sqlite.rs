@@ -9,10 +9,10 @@ mod page_statement;
 mod reader;
 mod record_row;
 
-use crate::changelog::{LogRow, LogSource};
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
+use crate::replication_log::{LogRow, LogSource};
 use crate::stream::{StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
@@ -145,7 +145,7 @@ impl EngineCatalog<ReaderPool> {
     }
 }
 
-/// The change log as a follower reads it: a connection of its own, polled, opened when a
+/// The replication log as a follower reads it: a connection of its own, polled, opened when a
 /// follower first reads (an indexer that writes from the start never does).
 struct SqliteLog {
     path: std::path::PathBuf,
@@ -300,7 +300,7 @@ impl EngineReads for ReaderPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::changelog::Follower;
+    use crate::replication_log::Follower;
     use crate::tests::upsert;
     use crate::{CatalogRead, CatalogRole, CatalogWrite, ChangeClock};
     use serde_json::json;

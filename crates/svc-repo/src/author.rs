@@ -473,9 +473,10 @@ impl Repository {
             .filter(|(cid, _)| !self.nodes.contains_key(*cid))
             .map(|(cid, block)| (cid.clone(), block.clone()))
             .collect();
-        let mut proof: Vec<(CidBytes, Vec<u8>)> = proof_nodes(&nodes, fresh, &data, &prev_data, &ops)?
-            .into_iter()
-            .collect();
+        let mut proof: Vec<(CidBytes, Vec<u8>)> =
+            proof_nodes(&nodes, fresh, &data, &prev_data, &ops)?
+                .into_iter()
+                .collect();
         proof.sort();
         let since = self.head.as_ref().map(|head| head.rev.clone());
         let rev = self.next_rev(time);

@@ -764,9 +764,19 @@ fn walk_link(
 /// record CID after it and the one before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Create { key: Vec<u8>, cid: CidBytes },
-    Update { key: Vec<u8>, cid: CidBytes, prev: CidBytes },
-    Delete { key: Vec<u8>, prev: CidBytes },
+    Create {
+        key: Vec<u8>,
+        cid: CidBytes,
+    },
+    Update {
+        key: Vec<u8>,
+        cid: CidBytes,
+        prev: CidBytes,
+    },
+    Delete {
+        key: Vec<u8>,
+        prev: CidBytes,
+    },
 }
 
 impl Op {

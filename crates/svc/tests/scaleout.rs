@@ -1,6 +1,6 @@
 //! Scale-out: one indexer, query replicas (`--no-indexer`) and a standby indexer on one
 //! catalog. Replicas answer as the indexer does, and their answer caches stay exact through
-//! the change log; a replica's readiness follows the indexer's heartbeat; a standby takes over
+//! the replication log; a replica's readiness follows the indexer's heartbeat; a standby takes over
 //! from an indexer killed mid-burst with every event present once; a replica reading a
 //! streaming hot standby of PostgreSQL answers the same; a PostgreSQL restart is survived by
 //! every process.

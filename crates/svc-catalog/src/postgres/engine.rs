@@ -5,11 +5,11 @@
 
 use super::link::{Link, connect};
 use super::storage;
-use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow, sql};
 use crate::engine::{
     Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
 };
 use crate::keys_column::QueryIds;
+use crate::replication_log::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow, sql};
 use crate::resync::{RepositoryHead, ResyncEntry, ResyncSummary};
 use crate::runtime::now_ms;
 use crate::stream::{self, STREAM_KEEP_AT_MOST, StreamEntry, StreamRow};

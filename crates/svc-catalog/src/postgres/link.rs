@@ -19,7 +19,7 @@ pub(super) struct Link {
     pub staging: Staging,
     /// Its uri index, when it is being built on a connection of its own.
     pub uri_index: Option<UriIndexBuild>,
-    /// The open transaction appended to the change log: followers are notified at commit.
+    /// The open transaction appended to the replication log: followers are notified at commit.
     pub notify_on_commit: bool,
 }
 

@@ -70,7 +70,7 @@ const MIGRATIONS: &[&str] = &[
         rid BIGINT NOT NULL
     );
     "#,
-    // 3: the change log other processes follow to keep their answer caches exact, and the
+    // 3: the replication log other processes follow to keep their answer caches exact, and the
     // indexer's heartbeat, by which they judge how current the catalog is.
     r#"
     CREATE TABLE change_log (

@@ -387,7 +387,7 @@ pub(super) async fn change_bounds(pool: &Pool) -> CatalogResult<StreamBounds> {
 pub(super) async fn indexer_heartbeat(pool: &Pool) -> CatalogResult<Option<UnixMillis>> {
     let client = connection(pool).await?;
     let row = client
-        .query_opt(crate::changelog::sql::HEARTBEAT, &[])
+        .query_opt(crate::replication_log::sql::HEARTBEAT, &[])
         .await
         .map_err(storage)?;
     Ok(row.map(|r| UnixMillis(r.get(0))))

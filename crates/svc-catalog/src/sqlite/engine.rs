@@ -2,11 +2,11 @@
 //! one write connection. Index entries point at record rowids, so a read joins on integers.
 
 use super::record_row::row_values;
-use crate::changelog::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow, sql};
 use crate::engine::{
     Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
 };
 use crate::keys_column::QueryIds;
+use crate::replication_log::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow, sql};
 use crate::resync::{self, RepositoryHead, ResyncEntry, ResyncSummary, SyncWrites};
 use crate::runtime::now_ms;
 use crate::stream::{self, STREAM_KEEP_AT_MOST, StreamEntry, StreamRow};

@@ -65,7 +65,7 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE retired_queries (qid INTEGER PRIMARY KEY);
     "#,
-    // 4: the change log other processes follow to keep their answer caches exact, and the
+    // 4: the replication log other processes follow to keep their answer caches exact, and the
     // indexer's heartbeat, by which they judge how current the catalog is.
     r#"
     CREATE TABLE change_log (

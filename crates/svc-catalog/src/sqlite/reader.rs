@@ -2,7 +2,7 @@
 //! order, joined to `records` by rowid; totals come from `query_counts`, never from counting.
 
 use super::page_statement::{PageStatement, Parameter, Rows};
-use crate::changelog::{self, LogRow};
+use crate::replication_log::{self, LogRow};
 use crate::stream::{self, StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
@@ -512,7 +512,7 @@ pub(crate) fn write_repository_records(
 
 pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<UnixMillis>> {
     Ok(conn
-        .prepare_cached(changelog::sql::HEARTBEAT)?
+        .prepare_cached(replication_log::sql::HEARTBEAT)?
         .query_row([], |r| r.get(0).map(UnixMillis))
         .optional()?)
 }
@@ -549,7 +549,7 @@ pub(crate) fn change_bounds(conn: &Connection) -> CatalogResult<StreamBounds> {
 }
 
 pub(crate) fn log_after(conn: &Connection, seq: i64, limit: usize) -> CatalogResult<Vec<LogRow>> {
-    let mut statement = conn.prepare_cached(changelog::sql::AFTER)?;
+    let mut statement = conn.prepare_cached(replication_log::sql::AFTER)?;
     let rows = statement.query_map(params![seq, limit as i64], |r| {
         Ok(LogRow {
             seq: r.get(0)?,
@@ -564,7 +564,7 @@ pub(crate) fn log_after(conn: &Connection, seq: i64, limit: usize) -> CatalogRes
 }
 
 pub(crate) fn last_logged(conn: &Connection) -> CatalogResult<i64> {
-    Ok(conn.query_row(changelog::sql::LAST, [], |r| r.get(0))?)
+    Ok(conn.query_row(replication_log::sql::LAST, [], |r| r.get(0))?)
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //! interrupted, the catalog (empty before it began) is emptied again at the next start.
 
 use super::transactions::Transactions;
-use crate::changelog::LogEntry;
 use crate::engine::{Engine, Plan, StagedVersion};
+use crate::replication_log::LogEntry;
 use crate::rules::Queued;
 use crate::stream::StreamEntry;
 use crate::{ApplyReport, CatalogError, CatalogResult, Change, CursorPosition};

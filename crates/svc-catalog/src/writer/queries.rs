@@ -3,8 +3,8 @@
 //! from the stored records; the keys of a query no longer specified are dropped.
 
 use crate::CatalogResult;
-use crate::changelog::LogEntry;
 use crate::engine::{Engine, Plan, RecordWrite, did_of};
+use crate::replication_log::LogEntry;
 use crate::rules::Filing;
 use crate::stream::StreamEntry;
 use svc_spec::{Index, IndexKeys};
@@ -12,7 +12,7 @@ use svc_spec::{Index, IndexKeys};
 /// Records read and refiled per step of a rebuild.
 const REBUILD_CHUNK: usize = 10_000;
 
-/// Whether anything changed: then the change log got entry `log_seq`, which tells other
+/// Whether anything changed: then the replication log got entry `log_seq`, which tells other
 /// processes to re-read the queries' numbers and drop their cached answers.
 pub(super) fn register(
     engine: &mut dyn Engine,

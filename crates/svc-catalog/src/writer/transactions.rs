@@ -1,8 +1,8 @@
 //! The writer's transactions: each runs in one engine transaction with its change-log entry,
 //! and publishes what it touched to the change clock only once committed.
 
-use crate::changelog::LogEntry;
 use crate::engine::{Engine, Plan};
+use crate::replication_log::LogEntry;
 use crate::rules::Filing;
 use crate::stream::StreamEntry;
 use crate::{CatalogResult, ChangeClock};
@@ -46,7 +46,7 @@ impl<E: Engine> Transactions<E> {
         }
     }
 
-    /// Inside the open transaction: appends the entry to the change log unless it is empty;
+    /// Inside the open transaction: appends the entry to the replication log unless it is empty;
     /// whether it did (the number is taken once the transaction commits).
     pub fn log(&mut self, entry: &LogEntry<'_>) -> CatalogResult<bool> {
         if entry.is_empty() {

@@ -1,8 +1,9 @@
-//! The change log: every commit of the writer appends, in its own transaction, what it changed
-//! (the (query, key) pairs whose answers moved, whether the per-kind counts moved, the uris
-//! written), numbered without gaps by the writer. Every process that does not write follows
-//! it and bumps its own change clock, so that an answer cache stays exact in every process.
-//! The log is ordered and names the uris, so it can later feed a public change stream.
+//! The replication log (table `change_log`): every commit of the writer appends, in its own
+//! transaction, what it changed (the (query, key) pairs whose answers moved, whether the
+//! per-kind counts moved, the uris written), numbered without gaps by the writer. Every
+//! process that does not write follows it and bumps its own change clock, so that an answer
+//! cache stays exact in every process. Subscribers read the change stream (`stream.rs`), not
+//! this log.
 
 use crate::keys_column::QueryIds;
 use crate::{CatalogResult, ChangeClock};
@@ -76,7 +77,7 @@ impl LogRow {
     }
 }
 
-/// The change log's statements, the same in both engines' dialects (SQLite reads `$1` as its
+/// The replication log's statements, the same in both engines' dialects (SQLite reads `$1` as its
 /// first parameter, as PostgreSQL does).
 pub(crate) mod sql {
     pub const APPEND: &str = "INSERT INTO change_log (seq, at_ms, keys, uris, kinds, everything) \
@@ -206,7 +207,7 @@ impl Follower {
                 }
                 Err(error) => {
                     if !failing {
-                        tracing::warn!("reading the change log: {error}");
+                        tracing::warn!("reading the replication log: {error}");
                     }
                     failing = true;
                 }
