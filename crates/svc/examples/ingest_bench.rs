@@ -7,9 +7,7 @@
 //! Usage: ingest_bench <svc binary> <events.jsonl> [N] [--no-pds]
 
 mod bench_common;
-#[path = "../tests/common/replay.rs"]
-#[allow(dead_code)]
-mod replay;
+use svc_testkit::replay;
 
 use bench_common::{fresh_catalog, get_json, start_svc};
 use std::io::{BufRead, BufReader};

@@ -10,9 +10,7 @@
 //! Usage: replica_bench <svc binary> [probes] [events.jsonl to import first]
 
 mod bench_common;
-#[path = "../tests/common/replay.rs"]
-#[allow(dead_code)]
-mod replay;
+use svc_testkit::replay;
 #[path = "bench_common/wrk.rs"]
 mod wrk;
 

@@ -15,9 +15,7 @@
 //! Usage: soak_bench --svc BIN --base FILE --events FILE --skip N --mix FILE --dir DIR
 //!        [--minutes 10] [--rate 2500] [--connections 64] [--script bench/mix.lua]
 
-#[path = "../tests/common/replay.rs"]
-#[allow(dead_code)]
-mod replay;
+use svc_testkit::replay;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;

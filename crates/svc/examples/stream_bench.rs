@@ -14,9 +14,7 @@
 
 #[allow(dead_code)] // each benchmark uses part of it
 mod bench_common;
-#[path = "../tests/common/replay.rs"]
-#[allow(dead_code)]
-mod replay;
+use svc_testkit::replay;
 
 use bench_common::{fresh_catalog, start_svc_logged};
 use std::net::SocketAddr;

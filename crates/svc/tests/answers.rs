@@ -4,7 +4,7 @@
 //! engines. A change to how answers are computed (statements, serialization, caching) must
 //! move none of them; `SVC_BLESS=1` rewrites the file when the specification or the rules change on purpose.
 
-mod common;
+use svc_testkit as common;
 
 use common::*;
 use std::fmt::Write as _;

@@ -1,6 +1,6 @@
 //! The HTTP API of a running `svc serve`, over a catalog imported from a JSON Lines file.
 
-mod common;
+use svc_testkit as common;
 
 use common::*;
 use serde_json::json;

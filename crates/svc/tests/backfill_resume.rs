@@ -2,7 +2,7 @@
 //! lists nothing again and reads what was listed. Passes without running when the peers
 //! cannot start outside CI.
 
-mod common;
+use svc_testkit as common;
 
 use common::peers::peers;
 use common::*;

@@ -3,7 +3,7 @@
 //! holds goes on after it with nothing missed and nothing repeated; bad parameters are refused
 //! before any stream starts; a cursor from the future is an error.
 
-mod common;
+use svc_testkit as common;
 
 use common::replay::Replay;
 use common::stream::{next, next_of, subscribe};

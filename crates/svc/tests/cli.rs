@@ -1,6 +1,6 @@
 //! The `svc` command against the reference PDS and PLC directory, and a running `svc serve`.
 
-mod common;
+use svc_testkit as common;
 
 use common::cli::*;
 use common::peers::{Account, Peers, peers};

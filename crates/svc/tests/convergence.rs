@@ -12,7 +12,7 @@
 //! compares only its own accounts. Each runs on SQLite and on PostgreSQL; they pass without
 //! running when the peers (or PostgreSQL) cannot start outside CI.
 
-mod common;
+use svc_testkit as common;
 
 use common::fault_proxy::{FaultProxy, Mode};
 use common::peers::{Account, Peers, peers};

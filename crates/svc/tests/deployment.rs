@@ -2,7 +2,7 @@
 //! them and set only variables svc reads, and a PostgreSQL password given apart from the URL
 //! (a file, `PGPASSWORD`, `.pgpass`) reaches a database that asks for one.
 
-mod common;
+use svc_testkit as common;
 
 use common::*;
 use std::collections::BTreeSet;

@@ -2,7 +2,7 @@
 //! record's text shown as text (a name holding markup is escaped), under a policy that lets
 //! the page load nothing but its own stylesheet and run no script.
 
-mod common;
+use svc_testkit as common;
 
 use common::browser::Browser;
 use common::peers::peers;

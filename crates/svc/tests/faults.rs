@@ -1,7 +1,7 @@
 //! Faults the service must ride out: the disk filling under the catalog, the PDS restarting in
 //! the middle of a backfill, and a kill -9 during a bulk import or the checkpoint after it.
 
-mod common;
+use svc_testkit as common;
 
 use common::peers::peers;
 use common::replay::Replay;

@@ -3,7 +3,7 @@
 //! firehose, a backfill, Jetstream and an import, SQLite and PostgreSQL index them all, answer
 //! them alike and stay ready. A cursor holding a NUL pages alike on both.
 
-mod common;
+use svc_testkit as common;
 
 use common::peers::{Account, Peers, peers};
 use common::replay::Replay;

@@ -1,7 +1,7 @@
 //! Live indexing from the reference PDS's firehose, and backfill from it: records appear,
 //! change and vanish in the API, accounts come and go, a crash loses nothing.
 
-mod common;
+use svc_testkit as common;
 
 use common::peers::{Account, Peers, peers};
 use common::*;

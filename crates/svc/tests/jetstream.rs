@@ -1,7 +1,7 @@
 //! Following Jetstream (through a replay server that speaks its wire format): cursors,
 //! rewind on resume, reconnects, endpoint checks, and events that must be skipped.
 
-mod common;
+use svc_testkit as common;
 
 use common::replay::{Fault, Replay};
 use common::vocab_events as events;

@@ -7,7 +7,7 @@
 //! is closed by reading the repository whole, which restores exactly the author's records.
 //! Passes without running when the peers cannot start outside CI.
 
-mod common;
+use svc_testkit as common;
 
 use base64::Engine as _;
 use common::peers::peers;

@@ -1,6 +1,6 @@
 //! Import rules, restarts, the query specification file, signals and flags of `svc serve`.
 
-mod common;
+use svc_testkit as common;
 
 use common::*;
 use serde_json::json;

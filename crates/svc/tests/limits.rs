@@ -1,6 +1,6 @@
 //! What the server does with clients that stall, linger, flood or send oversized requests.
 
-mod common;
+use svc_testkit as common;
 
 use common::*;
 use std::io::{Read, Write};

@@ -2,7 +2,7 @@
 //! HTTP layer cannot read: the answer cache keeps its keys, its ghosts and its answers within
 //! `--cache-mb`, and every answer, hyper's own included, is a JSON error body.
 
-mod common;
+use svc_testkit as common;
 
 use common::*;
 use std::io::{Read, Write};

@@ -4,7 +4,7 @@
 //! wins, a delete removes), and each query's filter is evaluated directly over the model's
 //! records. Runs on both engines.
 
-mod common;
+use svc_testkit as common;
 
 use common::*;
 use serde_json::{Value, json};

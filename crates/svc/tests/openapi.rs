@@ -3,7 +3,7 @@
 //! leaving an answer, a notice, an error) is checked against the event schema the document
 //! declares for `GET /v1/changes`, read as the Server-Sent Events format reads it.
 
-mod common;
+use svc_testkit as common;
 
 use common::replay::Replay;
 use common::*;

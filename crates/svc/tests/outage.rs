@@ -3,7 +3,7 @@
 //! meanwhile, the indexer waits and resumes from its stored cursor, and neither process
 //! needs a restart. The outage is the test cluster's own (scripts/pg pause, resume, restart).
 
-mod common;
+use svc_testkit as common;
 
 use common::*;
 use std::time::Duration;

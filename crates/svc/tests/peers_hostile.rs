@@ -3,7 +3,7 @@
 //! never finish, and a DID directory that does the same. Each must cost svc a bounded wait and
 //! bounded memory, and svc must go on serving and indexing.
 
-mod common;
+use svc_testkit as common;
 
 use common::replay::{Replay, spawn_async};
 use common::*;

@@ -1,8 +1,8 @@
-//! The test-peers harness itself (tests/common/peers.rs) against the reference PDS and PLC:
+//! The test-peers harness itself (svc-testkit's peers.rs) against the reference PDS and PLC:
 //! account, record write and read back, deactivation and reactivation. Passes without running
 //! when the peers cannot start outside CI.
 
-mod common;
+use svc_testkit as common;
 
 use common::peers::peers;
 use serde_json::json;

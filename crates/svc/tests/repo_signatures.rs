@@ -4,7 +4,7 @@
 //! document names; a changed byte does not.
 //! Passes without running when the peers cannot start outside CI.
 
-mod common;
+use svc_testkit as common;
 
 use common::peers::peers;
 use serde_json::json;

@@ -5,7 +5,7 @@
 //! streaming hot standby of PostgreSQL answers the same; a PostgreSQL restart is survived by
 //! every process.
 
-mod common;
+use svc_testkit as common;
 
 use common::replay::Replay;
 use common::stream::{next, subscribe};

@@ -6,7 +6,7 @@
 //! gap the refusals leave in the repository's chain is closed by reading it whole.
 //! Passes without running when the peers cannot start outside CI.
 
-mod common;
+use svc_testkit as common;
 
 use common::peers::peers;
 use common::replay::spawn_async;

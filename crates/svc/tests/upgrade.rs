@@ -3,7 +3,7 @@
 //! under them, and answers every query exactly as a catalog filled afresh does, on both
 //! engines.
 
-mod common;
+use svc_testkit as common;
 
 use common::*;
 use serde_json::Value;

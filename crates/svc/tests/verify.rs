@@ -1,7 +1,7 @@
 //! `svc verify` against lens and schema records published to the reference PDS, and a small
 //! XRPC server standing in for a version-control service's coercion-law method.
 
-mod common;
+use svc_testkit as common;
 
 use common::cli::*;
 use common::peers::{Account, Peers, peers};

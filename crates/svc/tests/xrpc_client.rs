@@ -3,7 +3,7 @@
 //! at its `/xrpc/` path over the example catalog, and accepts every answer against the query's
 //! output schema (it checks both the parameters it sends and what comes back).
 
-mod common;
+use svc_testkit as common;
 
 use common::peers::peers;
 use common::*;

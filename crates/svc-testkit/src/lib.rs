@@ -1,5 +1,7 @@
-//! Runs the real `svc` binary on an ephemeral port and talks to it over HTTP.
-#![allow(dead_code)]
+//! What svc's tests share: the real `svc` binary run on an ephemeral port and talked to over
+//! HTTP, the test peers (the reference PDS and PLC directory), a Jetstream double, a proxy
+//! that injects faults, a headless browser, a change-stream client, and the example catalog.
+//! A crate of its own, compiled once for every test binary and the benchmarks.
 
 pub mod browser;
 pub mod cli;
@@ -19,6 +21,32 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// The directory cargo builds this profile into (`target/debug`), found from the running
+/// test or benchmark binary (`target/debug/deps/<test>` or `target/debug/examples/<bench>`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the running binary's path");
+    let mut dir = exe.parent().expect("the binary's directory").to_path_buf();
+    if matches!(
+        dir.file_name().and_then(|name| name.to_str()),
+        Some("deps" | "examples")
+    ) {
+        dir.pop();
+    }
+    dir
+}
+
+/// A binary of this workspace, as cargo built it for the tests (`svc`).
+pub fn built(name: &str) -> PathBuf {
+    profile_dir().join(name)
+}
+
+/// Where tests keep what outlives one test (peers' logs, screenshots): `target/tmp`, as cargo
+/// gives integration tests.
+pub fn target_tmp() -> PathBuf {
+    let profile = profile_dir();
+    profile.parent().unwrap_or(&profile).join("tmp")
+}
 
 /// The storage engine a test's catalog runs on; the HTTP API tests run on each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,10 +137,10 @@ pub fn pg(action: &str) {
 macro_rules! each_backend {
     ($($test:ident),* $(,)?) => {
         mod on_sqlite {
-            $( #[test] fn $test() { super::$test($crate::common::Backend::Sqlite) } )*
+            $( #[test] fn $test() { super::$test($crate::Backend::Sqlite) } )*
         }
         mod on_postgres {
-            $( #[test] fn $test() { super::$test($crate::common::Backend::Postgres) } )*
+            $( #[test] fn $test() { super::$test($crate::Backend::Postgres) } )*
         }
     };
 }
@@ -134,8 +162,8 @@ pub struct Server {
 /// `SVC_UNDER_TEST` names another build to run instead (an older one, to show what a test
 /// catches, or to measure a figure before and after).
 pub fn svc() -> Command {
-    let binary = std::env::var_os("SVC_UNDER_TEST")
-        .unwrap_or_else(|| std::ffi::OsString::from(env!("CARGO_BIN_EXE_svc")));
+    let binary =
+        std::env::var_os("SVC_UNDER_TEST").unwrap_or_else(|| built("svc").into_os_string());
     let mut command = Command::new(binary);
     command.env("SVC_ALLOW_PRIVATE_PEERS", "true");
     if let Some(peers) = peers::started() {
@@ -378,6 +406,12 @@ pub struct Events {
 
 pub const CID: &str = "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm";
 pub const NOW: &str = "2026-11-01T12:00:00Z";
+
+impl Default for Events {
+    fn default() -> Events {
+        Events::new()
+    }
+}
 
 impl Events {
     pub fn new() -> Events {

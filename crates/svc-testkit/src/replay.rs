@@ -195,7 +195,7 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
 fn message(line: &str, compress: bool) -> Message {
     if compress {
         // Jetstream compresses each event with its published dictionary.
-        let dictionary = include_bytes!("../../../svc-ingest/data/jetstream-zstd-dictionary");
+        let dictionary = include_bytes!("../../svc-ingest/data/jetstream-zstd-dictionary");
         let mut compressor = zstd::bulk::Compressor::with_dictionary(3, dictionary).expect("zstd");
         Message::Binary(
             compressor

@@ -130,7 +130,7 @@ fn start() -> Result<Peers, String> {
     if !script.exists() {
         return Err(format!("{} does not exist", script.display()));
     }
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let dir = super::target_tmp();
     std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     remove_stale_files(&dir);
     let me = std::process::id();

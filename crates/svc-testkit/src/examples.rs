@@ -1,6 +1,5 @@
 //! The example catalog (`examples/catalog.jsonl`) as tests read it: its records, and the
 //! parameters under which a query finds one of them.
-#![allow(dead_code)]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
