@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whole repositories of hostile shapes, on demand (not in CI).
 #   OLD_SVC=<another build> bench/exports.sh
-# Writes three repository exports (crates/svc/examples/export_bench.rs): 100,000 paths that
+# Writes three repository exports (crates/svc-bench/src/bin/export_bench.rs): 100,000 paths that
 # all name one 4 KB record block; 50,000 distinct records of 400 bytes; 2,000,000 paths of
 # one tiny block. Each is imported by a fresh `svc serve --import X.car --verify none` on an
 # empty SQLite catalog, with this checkout's release build and, when OLD_SVC is set, that
@@ -10,7 +10,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 build_svc
-(cd "$root" && cargo build --release -j2 -q -p svc --example export_bench)
+(cd "$root" && cargo build --release -j2 -q -p svc-bench --bin export_bench)
 mkdir -p "$work"
 exports=(
   "one-block-100k:100000:3900:same"
@@ -20,7 +20,7 @@ exports=(
 for spec in "${exports[@]}"; do
   IFS=: read -r name paths bytes shape <<<"$spec"
   car="$work/export-$name.car"
-  [ -s "$car" ] || "$target/release/examples/export_bench" "$car" "$paths" "$bytes" "$shape"
+  [ -s "$car" ] || "$target/release/export_bench" "$car" "$paths" "$bytes" "$shape"
 done
 run_one() { # LABEL BINARY CAR
   local label="$1" binary="$2" car="$3"

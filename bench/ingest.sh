@@ -13,8 +13,8 @@ events="$work/events-$N.jsonl"
 if [ ! -s "$events" ]; then
   python3 "$root/bench/gen_events.py" "$N" "$events" 2>/dev/null
 fi
-(cd "$root" && cargo build --release -j2 -q -p svc --bin svc --example ingest_bench)
+(cd "$root" && cargo build --release -j2 -q -p svc --bin svc -p svc-bench --bin ingest_bench)
 "$root/scripts/peers" install >/dev/null
 cpu_mark
-"$root/target/release/examples/ingest_bench" "$root/target/release/svc" "$events" "$N" ${NO_PDS:+--no-pds}
+"$root/target/release/ingest_bench" "$root/target/release/svc" "$events" "$N" ${NO_PDS:+--no-pds}
 echo "CPU time taken by the host (steal) during the runs: $(stolen_since)%"

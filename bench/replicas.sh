@@ -19,5 +19,5 @@ source "$(dirname "$0")/common.sh"
 need_wrk
 DB_URL="${DB_URL:-${SVC_BENCH_DB:-}}"
 [ -n "$DB_URL" ] && bench_db "$DB_URL"
-(cd "$root" && cargo build --release -j2 -q -p svc --bin svc --example replica_bench)
-"$root/target/release/examples/replica_bench" "$root/target/release/svc" "$PROBES" ${IMPORT:+"$IMPORT"}
+(cd "$root" && cargo build --release -j2 -q -p svc --bin svc -p svc-bench --bin replica_bench)
+"$root/target/release/replica_bench" "$root/target/release/svc" "$PROBES" ${IMPORT:+"$IMPORT"}

@@ -3,7 +3,7 @@
 #   bench/soak.sh [MINUTES] [RATE]      default 10 minutes, 2500 live events/s
 # A fresh `svc serve` imports a base catalog (BASE events, default 200,000), then follows a
 # Jetstream replay server fed RATE events/s while wrk sends a mixed query load (bench/mix.py,
-# bench/mix.lua) at CONNECTIONS (64) for MINUTES; crates/svc/examples/soak_bench.rs measures
+# bench/mix.lua) at CONNECTIONS (64) for MINUTES; crates/svc-bench/src/bin/soak_bench.rs measures
 # /healthz, RSS and the applied rate per minute and checks the catalog at the end. Exits
 # non-zero when a criterion fails, naming it.
 # Environment: BASE, CONNECTIONS, MIX_LINES (100000), BENCH_DIR (bench-data/).
@@ -44,8 +44,8 @@ head -n "$BASE" "$events" >"$base"
 mix="$work/mix-soak.txt"
 python3 "$root/bench/mix.py" "$base" "$mix" --lines "$MIX_LINES"
 
-(cd "$root" && cargo build --release -j2 -q -p svc --bin svc --example soak_bench)
-exec "$root/target/release/examples/soak_bench" \
+(cd "$root" && cargo build --release -j2 -q -p svc --bin svc -p svc-bench --bin soak_bench)
+exec "$root/target/release/soak_bench" \
   --svc "$root/target/release/svc" --base "$base" --events "$events" --skip "$BASE" \
   --mix "$mix" --dir "$work" --minutes "$MINUTES" --rate "$RATE" --connections "$CONNECTIONS" \
   --script "$root/bench/mix.lua"

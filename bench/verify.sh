@@ -12,7 +12,7 @@ source "$(dirname "$0")/common.sh"
 # The peers are on loopback, which svc serve reaches only when allowed.
 export SVC_ALLOW_PRIVATE_PEERS=true
 build_svc
-(cd "$root" && cargo build --release -j2 -q -p svc --example verify_bench)
+(cd "$root" && cargo build --release -j2 -q -p svc-bench --bin verify_bench)
 cpu_mark
-"$target/release/examples/verify_bench" "$svc_bin" "$work/verify" "$@"
+"$target/release/verify_bench" "$svc_bin" "$work/verify" "$@"
 echo "CPU time taken by the host (steal) during the runs: $(stolen_since)%"

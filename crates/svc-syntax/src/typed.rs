@@ -151,14 +151,25 @@ impl Tid {
 
     /// The time a TID stands for: its bits above the 10-bit clock id.
     pub fn time(&self) -> UnixMicros {
-        let value = self.0.bytes().fold(0u64, |value, c| {
+        UnixMicros((self.value() >> 10) as i64)
+    }
+
+    /// The TID right after this one (its value plus one): a newer revision within the same
+    /// microsecond, or the next one's first.
+    pub fn successor(&self) -> Tid {
+        let next = (self.value() + 1).min((1 << 63) - 1);
+        Tid(crate::tid::encode(next).into_boxed_str())
+    }
+
+    /// The 63-bit value the TID's characters spell.
+    fn value(&self) -> u64 {
+        self.0.bytes().fold(0u64, |value, c| {
             let digit = match c {
                 b'2'..=b'7' => c - b'2',
                 _ => c - b'a' + 6,
             };
             (value << 5) | u64::from(digit)
-        });
-        UnixMicros((value >> 10) as i64)
+        })
     }
 }
 
@@ -346,6 +357,15 @@ mod tests {
         assert!(Tid::new("3lqlhxw5rslq4").is_ok());
         assert!(Tid::new("3lqlhxw5rslq").is_err());
         assert!(Cid::new("bafyreib2rxk3rh6kzwq").is_ok());
+    }
+
+    #[test]
+    fn a_tids_successor_is_the_next_value_carrying_into_the_time() {
+        let tid = Tid::new("3kaaaaaaaaa22").unwrap();
+        assert_eq!(tid.successor().as_str(), "3kaaaaaaaaa23");
+        let last_clock = Tid::from_time(UnixMicros(5), 1023);
+        assert_eq!(last_clock.successor(), Tid::from_time(UnixMicros(6), 0));
+        assert!(tid.successor() > tid);
     }
 
     #[test]

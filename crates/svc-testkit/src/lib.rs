@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use svc_syntax::{Tid, UnixMicros};
 
 /// The directory cargo builds this profile into (`target/debug`), found from the running
 /// test or benchmark binary (`target/debug/deps/<test>` or `target/debug/examples/<bench>`).
@@ -467,35 +468,14 @@ impl Events {
 #[allow(unused_imports)]
 pub use svc_syntax::now_unix_micros as now_us;
 
-const TID_ALPHABET: &[u8; 32] = b"234567abcdefghijklmnopqrstuvwxyz";
-
-/// A TID's 13 characters of base32-sortable for its 63-bit value.
-pub fn encode_tid(value: u64) -> String {
-    (0..13)
-        .rev()
-        .map(|i| char::from(TID_ALPHABET[(value >> (5 * i)) as usize & 31]))
-        .collect()
-}
-
-/// The value of a TID.
-pub fn decode_tid(tid: &str) -> u64 {
-    tid.bytes().fold(0, |value, c| {
-        let digit = TID_ALPHABET
-            .iter()
-            .position(|&a| a == c)
-            .unwrap_or_else(|| panic!("{tid:?} is not a TID"));
-        (value << 5) | digit as u64
-    })
-}
-
 /// The TID of a time (clock id 0): the rev of an event made then, in the order of the times.
 pub fn tid(micros: i64) -> String {
-    encode_tid((micros as u64) << 10)
+    Tid::from_time(UnixMicros(micros), 0).to_string()
 }
 
 /// The TID right after `rev`: a newer revision of the same record.
 pub fn tid_after(rev: &str) -> String {
-    encode_tid(decode_tid(rev) + 1)
+    Tid::new(rev).expect("a TID").successor().to_string()
 }
 
 /// A Jetstream commit event creating a vocabulary named `name` at `time_us`.

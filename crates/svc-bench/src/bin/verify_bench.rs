@@ -15,7 +15,8 @@
 //!        [--memory M] [--memory-base B]
 //! Defaults: 2,000 repositories, 200,000 commits, 1,000,000 frames, 100,000 against 1,000.
 
-mod bench_common;
+use svc_bench as bench_common;
+use svc_bench::{cpu_seconds, rss_kb};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -544,36 +545,6 @@ fn start_servers(served: Arc<Served>) -> (String, String) {
     receiver.recv().expect("the servers started")
 }
 
-/// svc's CPU time so far (user + system), in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // SAFETY: sysconf only reads a configuration value.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    (ticks(11) + ticks(12)) as f64 / per_second
-}
-
-/// svc's resident set, in kB.
-fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// The sum of a Prometheus counter's samples whose line starts with `name`.
 fn counter(metrics: &str, name: &str) -> u64 {
     metrics
@@ -644,7 +615,7 @@ fn run(bench: &Bench, verify: bool, records: u64) -> Run {
     }
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid);
-    let rss_kb = rss_kb(pid);
+    let rss_kb = rss_kb(pid).unwrap_or(0);
     let metrics = client
         .get(format!("{url}/metrics"))
         .send()

@@ -7,8 +7,7 @@
 //! Usage: loopback_ceiling [--bytes 69167] [--rounds 3] [--duration 10s] [--connections 32]
 //! Needs wrk on the PATH.
 
-#[path = "bench_common/wrk.rs"]
-mod wrk;
+use svc_bench::wrk;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

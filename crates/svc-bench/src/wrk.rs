@@ -1,5 +1,4 @@
-//! wrk, run by the benchmark examples that measure throughput: its requests per second for one
-//! URL. Included by path where it is used, so that the examples without wrk do not carry it.
+//! wrk, run by the benchmarks that measure throughput: its requests per second for one URL.
 
 use std::process::Command;
 

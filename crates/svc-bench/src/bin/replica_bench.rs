@@ -9,10 +9,10 @@
 //!
 //! Usage: replica_bench <svc binary> [probes] [events.jsonl to import first]
 
-mod bench_common;
+use svc_bench as bench_common;
+use svc_bench::percentile;
+use svc_bench::wrk;
 use svc_testkit::replay;
-#[path = "bench_common/wrk.rs"]
-mod wrk;
 
 use bench_common::{fresh_catalog, get_json, start_svc};
 use std::time::{Duration, Instant};
@@ -36,10 +36,6 @@ fn until_total(client: &reqwest::blocking::Client, url: &str, wanted: u64) -> Du
         std::thread::sleep(Duration::from_micros(500));
     }
     started.elapsed()
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 /// Requests per second wrk measures for one URL.

@@ -6,7 +6,8 @@
 //!
 //! Usage: ingest_bench <svc binary> <events.jsonl> [N] [--no-pds]
 
-mod bench_common;
+use svc_bench as bench_common;
+use svc_bench::percentile;
 use svc_testkit::replay;
 
 use bench_common::{fresh_catalog, get_json, start_svc};
@@ -54,10 +55,6 @@ fn replay_bench(svc: &str, events_path: &str, n: usize, client: &reqwest::blocki
         "replay: {n} events applied and queryable in {seconds:.1} s: {:.0} events/s",
         n as f64 / seconds
     );
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 fn pds_bench(svc: &str, client: &reqwest::blocking::Client) {

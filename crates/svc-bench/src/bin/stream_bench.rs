@@ -12,9 +12,10 @@
 //! Usage: stream_bench <svc binary> [--subscribers 1000] [--stalled SUBSCRIBERS/10]
 //!        [--seconds 30] [--rate 2000] [--warmup 5] [--threads CPUS]
 
-#[allow(dead_code)] // each benchmark uses part of it
-mod bench_common;
+use svc_bench as bench_common;
+use svc_bench::{cpu_seconds, rss_kb};
 use svc_testkit::replay;
+use svc_testkit::tid;
 
 use bench_common::{fresh_catalog, start_svc_logged};
 use std::net::SocketAddr;
@@ -92,17 +93,6 @@ fn options() -> Options {
         options.stalled = options.subscribers / 10;
     }
     options
-}
-
-/// 13 characters of base32-sortable: the record key and revision of an event made at
-/// `micros` (clock id 0), in the order of the times.
-fn tid(micros: i64) -> String {
-    const ALPHABET: &[u8; 32] = b"234567abcdefghijklmnopqrstuvwxyz";
-    let value = (micros as u64) << 10;
-    (0..13)
-        .rev()
-        .map(|i| char::from(ALPHABET[(value >> (5 * i)) as usize & 31]))
-        .collect()
 }
 
 /// A did:plc of 24 base32 characters for an account number.
@@ -212,34 +202,6 @@ fn send_queues_kb(port: u16) -> u64 {
         }
     }
     bytes / 1024
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kb| kb.parse().ok())
-        .unwrap_or(0)
-}
-
-/// CPU seconds a process has used (user and system).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The command name, in parentheses, may hold spaces: the fields are counted after it.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
-        .sum();
-    // SAFETY: sysconf reads a constant of the system.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1);
-    ticks as f64 / per_second as f64
 }
 
 fn own_cpu_seconds() -> f64 {
@@ -782,7 +744,7 @@ fn run(
         },
     );
     std::thread::sleep(Duration::from_secs(1));
-    let rss_idle_kb = rss_kb(pid);
+    let rss_idle_kb = rss_kb(pid).unwrap_or(0);
 
     let addr: SocketAddr = url
         .trim_start_matches("http://")
@@ -842,7 +804,7 @@ fn run(
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(1));
-    let rss_connected_kb = rss_kb(pid);
+    let rss_connected_kb = rss_kb(pid).unwrap_or(0);
 
     let stop_feeding = Arc::new(AtomicBool::new(false));
     let feeder = spawn_feeder(
@@ -882,7 +844,7 @@ fn run(
         let per_s = (now.applied - previous.0) as f64 / (at - previous.1).as_secs_f64();
         lowest_per_s = lowest_per_s.min(per_s);
         previous = (now.applied, at);
-        rss_peak_kb = rss_peak_kb.max(rss_kb(pid));
+        rss_peak_kb = rss_peak_kb.max(rss_kb(pid).unwrap_or(0));
         send_queues_peak_kb = send_queues_peak_kb.max(send_queues_kb(port));
     }
     let after = counters(client, &url);
@@ -895,7 +857,7 @@ fn run(
     let window_ended = Instant::now();
     let svc_cores = (cpu_seconds(pid) - svc_cpu_before) / seconds;
     let bench_cores = (own_cpu_seconds() - own_cpu_before) / seconds;
-    let rss_end_kb = rss_kb(pid);
+    let rss_end_kb = rss_kb(pid).unwrap_or(0);
 
     stop_feeding.store(true, Ordering::Release);
     let streamed = feeder.join().expect("the feeder");

@@ -15,6 +15,7 @@
 //! Usage: soak_bench --svc BIN --base FILE --events FILE --skip N --mix FILE --dir DIR
 //!        [--minutes 10] [--rate 2500] [--connections 64] [--script bench/mix.lua]
 
+use svc_bench::{percentile, rss_kb};
 use svc_testkit::replay;
 
 use std::collections::{BTreeMap, HashSet};
@@ -172,12 +173,6 @@ fn start_svc(options: &Options, firehose: &str) -> Server {
         url,
         bulk_checkpointed,
     }
-}
-
-fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// One keep-alive connection, written and read by hand so that the figure is the server's
@@ -412,13 +407,6 @@ fn get_json(client: &reqwest::blocking::Client, url: &str) -> Result<serde_json:
         return Err(format!("{url}: {status}: {body}"));
     }
     serde_json::from_str(&body).map_err(|e| format!("{url}: not JSON: {e}"))
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 struct Minute {

@@ -1,5 +1,8 @@
-//! What the benchmark examples share: a fresh catalog, `svc serve` started on a free port,
-//! JSON over HTTP.
+//! svc's benchmarks (`src/bin/`, run on demand by the scripts of `bench/`, never in CI) and what
+//! they share: a fresh catalog, `svc serve` started on a free port, JSON over HTTP, a process's
+//! memory and CPU time from `/proc`, percentiles, and wrk.
+
+pub mod wrk;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -91,4 +94,39 @@ pub fn get_json(client: &reqwest::blocking::Client, url: &str) -> serde_json::Va
         .send()
         .and_then(|r| r.json())
         .unwrap_or_default()
+}
+
+/// The resident memory of process `pid`, in KB (`VmRSS`); `None` once it is gone.
+pub fn rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The CPU time process `pid` has taken, user and system, in seconds; 0 once it is gone.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) as f64 / per_second
+}
+
+/// The value at fraction `p` (0 to 1) of `sorted`, nearest rank; NaN when it is empty.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
