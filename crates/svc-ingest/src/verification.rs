@@ -13,7 +13,7 @@ use svc_syntax::{Did, Tid};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     /// A block does not hash to its CID.
-    CidBytes,
+    Cid,
     /// The commit is malformed or is not the one the event names.
     Commit,
     /// The tree does not prove the operations (or the records).
@@ -34,7 +34,7 @@ pub enum Reason {
 impl Reason {
     pub fn label(self) -> &'static str {
         match self {
-            Reason::CidBytes => "cid",
+            Reason::Cid => "cid",
             Reason::Commit => "commit",
             Reason::Proof => "proof",
             Reason::Signature => "signature",
@@ -73,7 +73,7 @@ impl Unverified {
 impl From<SyncError> for Unverified {
     fn from(error: SyncError) -> Unverified {
         let reason = match error {
-            SyncError::CidBytes(_) => Reason::CidBytes,
+            SyncError::Cid(_) => Reason::Cid,
             SyncError::Commit(_) => Reason::Commit,
             SyncError::Proof(_) => Reason::Proof,
         };

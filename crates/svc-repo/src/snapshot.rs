@@ -43,7 +43,7 @@ impl Snapshot {
             )));
         };
         for (cid, block) in &blocks {
-            check_block(cid, block).map_err(|e| SyncError::CidBytes(e.to_string()))?;
+            check_block(cid, block).map_err(|e| SyncError::Cid(e.to_string()))?;
         }
         let block = blocks
             .get(root)

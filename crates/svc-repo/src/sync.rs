@@ -30,7 +30,7 @@ pub struct CommitProof {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SyncError {
     #[error("a block is not its CID: {0}")]
-    CidBytes(String),
+    Cid(String),
     #[error("the commit: {0}")]
     Commit(String),
     #[error("the proof: {0}")]
@@ -40,7 +40,7 @@ pub enum SyncError {
 impl SyncError {
     pub fn label(&self) -> &'static str {
         match self {
-            SyncError::CidBytes(_) => "cid",
+            SyncError::Cid(_) => "cid",
             SyncError::Commit(_) => "commit",
             SyncError::Proof(_) => "proof",
         }
@@ -101,7 +101,7 @@ impl SyncEvent {
 /// event says: of its repository, at its revision.
 fn head(repo: &Did, rev: &Tid, root: &[u8], blocks: &Blocks) -> Result<Commit, SyncError> {
     for (cid, block) in blocks {
-        check_block(cid, block).map_err(|e| SyncError::CidBytes(e.to_string()))?;
+        check_block(cid, block).map_err(|e| SyncError::Cid(e.to_string()))?;
     }
     let block = blocks
         .get(root)
