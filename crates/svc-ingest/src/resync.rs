@@ -497,7 +497,7 @@ impl Resync {
                     heads: vec![RepositoryHead {
                         did: did.clone(),
                         rev: rev.clone(),
-                        data,
+                        data: data.to_vec(),
                     }],
                     done: vec![did.clone()],
                     ..SyncWrites::default()

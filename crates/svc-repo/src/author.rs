@@ -178,7 +178,7 @@ fn signed_commit(repo: &Did, data: &[u8], rev: &Tid, key: &SigningKey) -> (CidBy
     let mut fields = vec![
         ("did".to_string(), text(repo)),
         ("version".to_string(), Cbor::Integer(crate::commit::VERSION)),
-        ("data".to_string(), Cbor::Link(data.to_vec())),
+        ("data".to_string(), Cbor::Link(data.into())),
         ("rev".to_string(), text(rev)),
         ("prev".to_string(), Cbor::Null),
     ];
@@ -198,7 +198,7 @@ fn car_of<'a>(blocks: impl IntoIterator<Item = (&'a CidBytes, &'a Vec<u8>)>) -> 
         .collect();
     car::write(
         &roots,
-        blocks.map(|(cid, data)| (cid.as_slice(), data.as_slice())),
+        blocks.map(|(cid, data)| (cid.as_bytes(), data.as_slice())),
     )
     .expect("a CAR header of links always encodes")
 }

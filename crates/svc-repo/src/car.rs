@@ -3,7 +3,7 @@
 //! `varint(length) CID data`. Only CIDv1 appears in atproto repositories.
 
 use crate::crypto::push_varint;
-use crate::dagcbor::{Blocks, Cbor, CborError, decode_block, encode};
+use crate::dagcbor::{Blocks, Cbor, CborError, CidBytes, decode_block, encode};
 use std::collections::HashMap;
 
 /// The varint at the front of `input`, read as multiformats reads them
@@ -40,12 +40,12 @@ pub fn blocks(car: &[u8]) -> Result<Blocks, CborError> {
 }
 
 /// The roots a CAR's header names (binary CIDs), and every block by binary CID.
-pub fn read(car: &[u8]) -> Result<(Vec<Vec<u8>>, Blocks), CborError> {
+pub fn read(car: &[u8]) -> Result<(Vec<CidBytes>, Blocks), CborError> {
     read_at_most(car, usize::MAX)
 }
 
 /// [`read`], refusing a CAR of more than `max_blocks` blocks before holding more.
-pub fn read_at_most(car: &[u8], max_blocks: usize) -> Result<(Vec<Vec<u8>>, Blocks), CborError> {
+pub fn read_at_most(car: &[u8], max_blocks: usize) -> Result<(Vec<CidBytes>, Blocks), CborError> {
     let mut rest = car;
     let header = usize::try_from(varint(&mut rest)?)
         .map_err(|_| CborError("CAR: header too long".into()))?;
@@ -68,14 +68,14 @@ pub fn read_at_most(car: &[u8], max_blocks: usize) -> Result<(Vec<Vec<u8>>, Bloc
             )));
         }
         let cid = cid_length(block)?;
-        found.insert(block[..cid].to_vec(), block[cid..].to_vec());
+        found.insert(CidBytes::from(&block[..cid]), block[cid..].to_vec());
         rest = after;
     }
     Ok((roots, found))
 }
 
 /// The `roots` of a CAR header (`{version: 1, roots: [link...]}`); none when it names none.
-fn roots(header: &[u8]) -> Result<Vec<Vec<u8>>, CborError> {
+fn roots(header: &[u8]) -> Result<Vec<CidBytes>, CborError> {
     let header = decode_block(header)?;
     let links = header
         .get("roots")
@@ -85,7 +85,7 @@ fn roots(header: &[u8]) -> Result<Vec<Vec<u8>>, CborError> {
         .iter()
         .map(|link| {
             link.as_link()
-                .map(<[u8]>::to_vec)
+                .map(CidBytes::from)
                 .ok_or_else(|| CborError("CAR: a root is not a link".into()))
         })
         .collect()
@@ -94,7 +94,7 @@ fn roots(header: &[u8]) -> Result<Vec<Vec<u8>>, CborError> {
 /// A CAR v1 naming `roots`, of `blocks` (CID, data) in the order given: a reader that streams
 /// a repository wants the commit first, then what it links to.
 pub fn write<'a>(
-    roots: &[Vec<u8>],
+    roots: &[CidBytes],
     blocks: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) -> Result<Vec<u8>, CborError> {
     let header = encode(&Cbor::Map(vec![

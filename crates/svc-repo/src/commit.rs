@@ -3,7 +3,7 @@
 //! DAG-CBOR of the same map without `sig`.
 
 use crate::crypto::{PublicKey, SignatureError};
-use crate::dagcbor::{Cbor, CborError, decode_block, encode};
+use crate::dagcbor::{Cbor, CborError, CidBytes, decode_block, encode};
 use svc_syntax::{Did, Tid};
 
 /// The repository format version svc reads.
@@ -26,10 +26,10 @@ pub enum CommitError {
 pub struct Commit {
     pub did: Did,
     /// The root of the repository's tree (a binary CID).
-    pub data: Vec<u8>,
+    pub data: CidBytes,
     pub rev: Tid,
     /// The commit before it, when the writer names one (virtually never, in version 3).
-    pub prev: Option<Vec<u8>>,
+    pub prev: Option<CidBytes>,
     pub sig: Vec<u8>,
     unsigned: Vec<u8>,
 }
@@ -76,7 +76,7 @@ impl Commit {
             data: field("data")?
                 .as_link()
                 .ok_or_else(|| CommitError::Field("data is not a link".into()))?
-                .to_vec(),
+                .into(),
             rev: Tid::new(text("rev")?).map_err(invalid("rev"))?,
             prev,
             sig: field("sig")?

@@ -7,8 +7,43 @@
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
-/// A CID in its binary form (without the multibase identity prefix).
-pub type CidBytes = Vec<u8>;
+/// A CID in its binary form (without the multibase identity prefix), as blocks are keyed and
+/// links written: whatever bytes a block or a link held, unlike `svc_syntax::Cid`, the
+/// checked text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CidBytes(Vec<u8>);
+
+impl CidBytes {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Vec<u8>> for CidBytes {
+    fn from(bytes: Vec<u8>) -> CidBytes {
+        CidBytes(bytes)
+    }
+}
+
+impl From<&[u8]> for CidBytes {
+    fn from(bytes: &[u8]) -> CidBytes {
+        CidBytes(bytes.to_vec())
+    }
+}
+
+/// Blocks are found by the bytes of a link as it was read.
+impl std::borrow::Borrow<[u8]> for CidBytes {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for CidBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
 
 /// Blocks by binary CID, as a CAR carries them.
 pub type Blocks = HashMap<CidBytes, Vec<u8>>;
@@ -25,7 +60,7 @@ pub enum Cbor {
     /// Keys in their encoded order.
     Map(Vec<(String, Cbor)>),
     /// A CID, as its binary form (without the multibase identity prefix).
-    Link(Vec<u8>),
+    Link(CidBytes),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,7 +193,9 @@ impl<'a> Reader<'a> {
         }
         // Through `nested`, so a chain of tags cannot exhaust the stack.
         match self.nested(Self::value)? {
-            Cbor::Bytes(bytes) if bytes.first() == Some(&0) => Ok(Cbor::Link(bytes[1..].to_vec())),
+            Cbor::Bytes(bytes) if bytes.first() == Some(&0) => {
+                Ok(Cbor::Link(CidBytes::from(&bytes[1..])))
+            }
             _ => fail("tag 42 must hold bytes starting with 0x00"),
         }
     }
@@ -361,10 +398,10 @@ fn encode_into(value: &Cbor, out: &mut Vec<u8>, depth: usize) -> Result<(), Cbor
 const CID_PREFIX: [u8; 4] = [0x01, 0x71, 0x12, 0x20];
 
 /// The binary CIDv1 of a DAG-CBOR block: dag-cbor codec, sha2-256 multihash.
-pub fn cid_of(block: &[u8]) -> Vec<u8> {
+pub fn cid_of(block: &[u8]) -> CidBytes {
     let mut cid = CID_PREFIX.to_vec();
     cid.extend_from_slice(&Sha256::digest(block));
-    cid
+    CidBytes(cid)
 }
 
 /// Why a block is not the one its CID names.
@@ -436,7 +473,10 @@ mod tests {
             0xd8, 0x2a, 0x47, 0x00, 0x01, 0x71, 0x12, 0x02, 0xaa, 0xbb, 0x01,
         ];
         let (value, rest) = decode(&bytes).unwrap();
-        assert_eq!(value, Cbor::Link(vec![0x01, 0x71, 0x12, 0x02, 0xaa, 0xbb]));
+        assert_eq!(
+            value,
+            Cbor::Link(vec![0x01, 0x71, 0x12, 0x02, 0xaa, 0xbb].into())
+        );
         assert_eq!(rest, &[0x01]);
         assert_eq!(encode(&value).unwrap(), &bytes[..bytes.len() - 1]);
         assert!(decode_block(&bytes).is_err(), "a trailing byte");
@@ -510,7 +550,7 @@ mod tests {
 
     #[test]
     fn round_trips_the_values_repository_blocks_hold() {
-        let cid = vec![0x01, 0x71, 0x12, 0x20, 7, 7, 7];
+        let cid = CidBytes::from(vec![0x01, 0x71, 0x12, 0x20, 7, 7, 7]);
         let value = Cbor::Map(vec![
             ("l".into(), Cbor::Link(cid.clone())),
             (

@@ -217,7 +217,7 @@ fn decode_entry(
         return Err(bad_node(cid, "v is not a link".into()));
     };
     Ok(EntryData {
-        value: value.to_vec(),
+        value: CidBytes::from(value),
         right: read_link(cid, item.get("t"), "t")?,
         key,
     })
@@ -297,7 +297,7 @@ impl Store<'_> {
             .ok_or_else(|| MstError::MissingBlock { cid: cid_text(cid) })?;
         dagcbor::check_block(cid, block)?;
         let node = NodeData::decode(cid, block)?;
-        self.read.insert(cid.to_vec());
+        self.read.insert(CidBytes::from(cid));
         Ok(node)
     }
 
@@ -435,7 +435,7 @@ fn insert_at(
     let i = node.entries.partition_point(|e| e.key.as_slice() < key);
     if key_height == height {
         if let Some(entry) = node.entries.get_mut(i).filter(|e| e.key == key) {
-            return Ok(Some(std::mem::replace(&mut entry.value, value.to_vec())));
+            return Ok(Some(std::mem::replace(&mut entry.value, value.into())));
         }
         let gap = std::mem::take(node.gap(i));
         let (low, high) = split(gap, key, height, store)?;
@@ -444,7 +444,7 @@ fn insert_at(
             i,
             Entry {
                 key: key.to_vec(),
-                value: value.to_vec(),
+                value: value.into(),
                 right: high,
             },
         );
@@ -855,7 +855,7 @@ pub fn check_commit_proof(
     ops: &[Op],
 ) -> Result<(), MstError> {
     let found = invert_commit(blocks, root, ops)?.prev_data;
-    if found != prev_data {
+    if found.as_bytes() != prev_data {
         return Err(MstError::RootMismatch {
             expected: cid_text(prev_data),
             found: cid_text(&found),

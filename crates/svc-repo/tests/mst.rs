@@ -1,7 +1,7 @@
 //! The Merkle Search Tree: edits in memory, walks over blocks, commit proofs, and what a
 //! hostile block map is refused for.
 
-use svc_repo::dagcbor::{self, Cbor};
+use svc_repo::dagcbor::{self, Cbor, CidBytes};
 use svc_repo::mst::{
     self, Blocks, EntryData, MAX_ENTRIES, MstError, NodeData, Op, Tree, key_height,
 };
@@ -12,7 +12,7 @@ fn key(n: u64) -> Vec<u8> {
     format!("app.bsky.feed.post/{n:013}").into_bytes()
 }
 
-fn record(n: u64) -> Vec<u8> {
+fn record(n: u64) -> CidBytes {
     dagcbor::cid_of(format!("record {n}").as_bytes())
 }
 
@@ -159,7 +159,7 @@ fn a_block_must_hash_to_its_cid() {
 }
 
 /// A block map of one root node, keyed by the node's real CID.
-fn lone(block: Vec<u8>) -> (Vec<u8>, Blocks) {
+fn lone(block: Vec<u8>) -> (CidBytes, Blocks) {
     let cid = dagcbor::cid_of(&block);
     (cid.clone(), Blocks::from([(cid, block)]))
 }
@@ -184,7 +184,7 @@ fn entry(key: Vec<u8>) -> EntryData {
 
 #[test]
 fn nodes_out_of_shape_are_refused() {
-    let bad_node = |root: Vec<u8>, blocks: Blocks, what: &str| {
+    let bad_node = |root: CidBytes, blocks: Blocks, what: &str| {
         let result = mst::walk(&root, &blocks);
         assert!(
             matches!(result, Err(MstError::BadNode { .. })),

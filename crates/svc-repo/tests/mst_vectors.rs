@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 use std::collections::BTreeSet;
+use svc_repo::dagcbor::CidBytes;
 use svc_repo::mst::{self, Blocks, Op, Tree};
 
 fn vectors(path: &str) -> Value {
@@ -26,7 +27,7 @@ fn texts<'a>(value: &'a Value, field: &str) -> Vec<&'a str> {
 }
 
 /// The binary form of a base32 (`b...`) CID string.
-fn cid(text: &str) -> Vec<u8> {
+fn cid(text: &str) -> CidBytes {
     let body = text.strip_prefix('b').expect("a base32 CID");
     let (mut out, mut buffer, mut bits) = (Vec::new(), 0u32, 0u32);
     for c in body.bytes() {
@@ -43,7 +44,7 @@ fn cid(text: &str) -> Vec<u8> {
         }
     }
     assert_eq!(svc_syntax::cid_to_string(&out), text);
-    out
+    out.into()
 }
 
 #[test]
@@ -85,18 +86,18 @@ fn common_prefixes() {
     }
 }
 
-fn tree_of(keys: &[&str], value: &[u8]) -> Tree {
+fn tree_of(keys: &[&str], value: &CidBytes) -> Tree {
     let mut sorted: Vec<&str> = keys.to_vec();
     sorted.sort_unstable();
     Tree::from_sorted(
         sorted
             .iter()
-            .map(|k| (k.as_bytes().to_vec(), value.to_vec())),
+            .map(|k| (k.as_bytes().to_vec(), value.clone())),
     )
     .expect("a tree of the fixture's keys")
 }
 
-fn to_strings(cids: &BTreeSet<Vec<u8>>) -> BTreeSet<String> {
+fn to_strings(cids: &BTreeSet<CidBytes>) -> BTreeSet<String> {
     cids.iter().map(|c| svc_syntax::cid_to_string(c)).collect()
 }
 
@@ -159,7 +160,7 @@ fn commit_proofs() {
         // The fixtures list a covering proof: each changed key's path and its neighbours'.
         // Undoing the ops reads no more than that, and sometimes less (a key added beside an
         // empty subtree comes out without its neighbour being read).
-        let listed: Vec<Vec<u8>> = texts(fixture, "blocksInProof")
+        let listed: Vec<CidBytes> = texts(fixture, "blocksInProof")
             .into_iter()
             .map(cid)
             .collect();

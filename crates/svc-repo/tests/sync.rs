@@ -31,7 +31,7 @@ fn signed_commit(data: &[u8]) -> (CidBytes, Vec<u8>) {
     let unsigned = vec![
         ("did".to_string(), Cbor::Text(DID.into())),
         ("rev".to_string(), Cbor::Text(REV.into())),
-        ("data".to_string(), Cbor::Link(data.to_vec())),
+        ("data".to_string(), Cbor::Link(data.into())),
         ("prev".to_string(), Cbor::Null),
         ("version".to_string(), Cbor::Integer(3)),
     ];

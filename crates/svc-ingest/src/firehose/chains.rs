@@ -105,7 +105,7 @@ impl Chains {
                 format!("revision {} is not after {}", commit.rev, head.rev),
             ));
         }
-        if commit.since != Some(&head.rev) || commit.prev_data != Some(head.data.as_slice()) {
+        if commit.since != Some(&head.rev) || commit.prev_data != Some(head.data.as_bytes()) {
             head.desynchronized = true;
             let since = commit.since.map_or("none", Tid::as_str);
             return Ok(Followed::Broke(Unverified::new(
@@ -130,7 +130,7 @@ impl Chains {
         if head.desynchronized || *commit.rev <= head.rev {
             return false;
         }
-        if commit.data == head.data.as_slice() {
+        if commit.data == head.data.as_bytes() {
             *head = Head::of(commit);
             return false;
         }
@@ -198,7 +198,7 @@ impl Chains {
             rev: missed
                 .cloned()
                 .unwrap_or_else(|| Tid::from_time(UnixMicros(0), 0)),
-            data: Vec::new(),
+            data: CidBytes::default(),
             desynchronized: true,
             missed: None,
         });
@@ -221,7 +221,7 @@ impl Chains {
                 head.did,
                 Head {
                     rev: head.rev,
-                    data: head.data,
+                    data: head.data.into(),
                     desynchronized: false,
                     missed: None,
                 },
@@ -234,7 +234,7 @@ impl Head {
     fn of(commit: Step<'_>) -> Head {
         Head {
             rev: commit.rev.clone(),
-            data: commit.data.to_vec(),
+            data: CidBytes::from(commit.data),
             desynchronized: false,
             missed: None,
         }
@@ -307,8 +307,8 @@ mod tests {
             Reason::Desynchronized
         );
         // Read whole before `four`, it must be read again; at `four`, it continues from there.
-        assert!(!chains.resynchronized(&did, three.clone(), b"c".to_vec()));
-        assert!(chains.resynchronized(&did, four.clone(), b"d".to_vec()));
+        assert!(!chains.resynchronized(&did, three.clone(), b"c".to_vec().into()));
+        assert!(chains.resynchronized(&did, four.clone(), b"d".to_vec().into()));
         let five = tid(5);
         assert!(continues(chains.follow(step(
             &did,
@@ -331,8 +331,8 @@ mod tests {
             reason(chains.follow(step(&did, &three, b"c", Some(&two), Some(b"b")))),
             Reason::Desynchronized
         );
-        assert!(!chains.resynchronized(&did, two.clone(), b"b".to_vec()));
-        assert!(chains.resynchronized(&did, three.clone(), b"c".to_vec()));
+        assert!(!chains.resynchronized(&did, two.clone(), b"b".to_vec().into()));
+        assert!(chains.resynchronized(&did, three.clone(), b"c".to_vec().into()));
         // Followed on past a copy owed since before a restart: the chain stays in step.
         let four = tid(4);
         assert!(continues(chains.follow(step(
@@ -342,7 +342,7 @@ mod tests {
             Some(&three),
             Some(b"c")
         ))));
-        assert!(chains.resynchronized(&did, two, b"b".to_vec()));
+        assert!(chains.resynchronized(&did, two, b"b".to_vec().into()));
         let five = tid(5);
         assert!(continues(chains.follow(step(
             &did,

@@ -23,7 +23,7 @@ pub enum Proof {
 /// An op as the tree sees it; `None` for one that names no action.
 fn tree_op(op: &Cbor) -> Option<Op> {
     let key = op.get("path").and_then(Cbor::as_str)?.as_bytes().to_vec();
-    let link = |name: &str| op.get(name).and_then(Cbor::as_link).map(<[u8]>::to_vec);
+    let link = |name: &str| op.get(name).and_then(Cbor::as_link).map(CidBytes::from);
     match op.get("action").and_then(Cbor::as_str)? {
         "create" => Some(Op::Create {
             key,
@@ -182,14 +182,14 @@ fn commit_proof(
             .get("commit")
             .and_then(Cbor::as_link)
             .ok_or("no commit link")?
-            .to_vec(),
+            .into(),
         roots,
         blocks,
         ops: ops.iter().filter_map(tree_op).collect(),
         prev_data: body
             .get("prevData")
             .and_then(Cbor::as_link)
-            .map(<[u8]>::to_vec),
+            .map(CidBytes::from),
     })
 }
 
@@ -345,7 +345,7 @@ mod tests {
             ),
             ("c".into(), Cbor::Bytes(vec![1, 2])),
             ("d".into(), text("hé")),
-            ("e".into(), Cbor::Link(vec![0x01, 0x71])),
+            ("e".into(), Cbor::Link(vec![0x01, 0x71].into())),
         ]);
         assert_eq!(
             record_json(&record),

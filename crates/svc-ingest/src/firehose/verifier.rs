@@ -118,7 +118,7 @@ impl Verifier {
                 self.lock().heads.push(RepositoryHead {
                     did: commit.did.clone(),
                     rev: commit.rev.clone(),
-                    data: commit.data.clone(),
+                    data: commit.data.to_vec(),
                 });
                 Ok(())
             }
