@@ -5,7 +5,6 @@
 pub(crate) mod chains;
 mod checks;
 mod frames;
-mod jetstream_events;
 mod live;
 mod session;
 mod status;

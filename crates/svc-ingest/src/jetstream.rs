@@ -1,6 +1,8 @@
 //! The Jetstream v1 event shape (also the JSON Lines import format):
 //! `{"did","time_us","kind":"commit","commit":{"rev","operation","collection","rkey","record","cid"}}`.
 
+pub(crate) mod events;
+
 use crate::event::{Action, CommitEvent, account_status};
 use serde::Deserialize;
 use serde_json::value::RawValue;

@@ -5,13 +5,13 @@
 
 use super::MAX_MESSAGE_BYTES;
 use super::checks::{Checks, Verdict};
-use super::jetstream_events::{JetstreamDecompressor, jetstream_message};
 use super::status::{LIVE_SOURCE, LiveConfig, LiveStatus};
 use super::verifier::Verifier;
 use super::{SourceEvent, SourceKind, SourceMessage, decode_frame};
 use crate::event::{CommitEvent, host_lost_sync};
 use crate::ingest::Ingestor;
 use crate::ingest::{Prepared, is_plausible_time};
+use crate::jetstream::events::{JetstreamDecompressor, jetstream_message};
 use crate::stream_account::FromStream as AccountFromStream;
 use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};

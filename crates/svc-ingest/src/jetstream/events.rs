@@ -1,26 +1,26 @@
 //! Jetstream's events as the live source reads them: text frames, or zstd frames made with
-//! Jetstream's dictionary, each one JSON event (parsed as `crate::jetstream` parses an import
-//! line) made a source message whose cursor is its `time_us`.
+//! Jetstream's dictionary, each one JSON event (parsed as an import line is, `jetstream.rs`)
+//! made a source message whose cursor is its `time_us`.
 
-use super::{Proof, SourceEvent, SourceMessage};
-use crate::jetstream::{JetstreamLine, parse_jetstream_line};
+use super::{JetstreamLine, parse_jetstream_line};
+use crate::firehose::{Proof, SourceEvent, SourceMessage};
 
 /// The dictionary Jetstream compresses events with (see `data/README.md`).
 const JETSTREAM_DICTIONARY: &[u8] = include_bytes!("../../data/jetstream-zstd-dictionary");
 
 /// Decompresses Jetstream events compressed with its dictionary. Made once per connection:
 /// loading the dictionary costs more than decompressing an event.
-pub(super) struct JetstreamDecompressor(zstd::bulk::Decompressor<'static>);
+pub(crate) struct JetstreamDecompressor(zstd::bulk::Decompressor<'static>);
 
 impl JetstreamDecompressor {
-    pub(super) fn new() -> Result<JetstreamDecompressor, String> {
+    pub(crate) fn new() -> Result<JetstreamDecompressor, String> {
         zstd::bulk::Decompressor::with_dictionary(JETSTREAM_DICTIONARY)
             .map(JetstreamDecompressor)
             .map_err(|e| format!("zstd: {e}"))
     }
 
     /// An event of at most `limit` bytes, decompressed.
-    pub(super) fn decompress(&mut self, frame: &[u8], limit: usize) -> Result<String, String> {
+    pub(crate) fn decompress(&mut self, frame: &[u8], limit: usize) -> Result<String, String> {
         let bytes = self
             .0
             .decompress(frame, limit)
@@ -30,7 +30,7 @@ impl JetstreamDecompressor {
 }
 
 /// One Jetstream JSON message as a source message (the cursor is its `time_us`).
-pub(super) fn jetstream_message(text: &str) -> Result<SourceMessage, String> {
+pub(crate) fn jetstream_message(text: &str) -> Result<SourceMessage, String> {
     Ok(match parse_jetstream_line(text)? {
         JetstreamLine::Commit(commit) => {
             let time = commit.time_us;
