@@ -162,7 +162,7 @@ impl IngestMetrics {
         }
     }
 
-    pub fn count_unverified(&self, reason: crate::verification::Reason) {
+    pub fn count_unverified(&self, reason: crate::unverified::Reason) {
         let reason = reason.label();
         self.unverified.get_or_create(&ReasonLabel { reason }).inc();
     }

@@ -8,7 +8,7 @@
 
 use crate::event::CommitEvent;
 use crate::ingest::{Ingestor, Prepared};
-use crate::verification::VerifiedRepository;
+use crate::repository_verify::VerifiedRepository;
 use std::time::Duration;
 use svc_catalog::{ApplyReport, CatalogError, CatalogWrite, Change, SyncWrites};
 

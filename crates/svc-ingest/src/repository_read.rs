@@ -5,11 +5,11 @@
 
 use crate::event::{Action, CommitEvent};
 use crate::peer::{Client, MAX_REPOSITORY_BYTES, Paging};
-use crate::signing_keys::{KeyCheckError, SigningKeys};
-use crate::verification::{
-    MAX_REPOSITORY_RECORD_BYTES, MAX_REPOSITORY_RECORDS, Reason, Unverified, VerifiedRepository,
-    verify_repository,
+use crate::repository_verify::{
+    MAX_REPOSITORY_RECORD_BYTES, MAX_REPOSITORY_RECORDS, VerifiedRepository, verify_repository,
 };
+use crate::signing_keys::{KeyCheckError, SigningKeys};
+use crate::unverified::{Reason, Unverified};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::time::Duration;

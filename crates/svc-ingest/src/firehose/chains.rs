@@ -9,7 +9,7 @@
 //! past its commit (see `svc_catalog::SyncWrites`), so after a restart the stored heads are
 //! loaded and a commit that does not continue one sends its repository to be read whole.
 
-use crate::verification::{Reason, Unverified};
+use crate::unverified::{Reason, Unverified};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use svc_repo::dagcbor::CidBytes;

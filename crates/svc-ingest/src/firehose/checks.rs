@@ -7,7 +7,7 @@
 use super::verifier::{Checked, Verifier};
 use super::{Proof, SourceEvent, SourceMessage};
 use crate::metrics::IngestMetrics;
-use crate::verification::{Reason, Unverified};
+use crate::unverified::{Reason, Unverified};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use std::future::Future;

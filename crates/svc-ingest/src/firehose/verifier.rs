@@ -7,7 +7,7 @@
 
 use super::chains::{Followed, Step};
 use crate::resync::{Resync, reasons};
-use crate::verification::Unverified;
+use crate::unverified::Unverified;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use svc_catalog::{CatalogError, CatalogWrite, RepositoryHead, ResyncRequest, SyncWrites};

@@ -7,8 +7,9 @@
 use crate::ingest::Ingestor;
 use crate::peer::MAX_REPOSITORY_BYTES;
 use crate::repository_apply::apply_whole;
+use crate::repository_verify::verify_repository;
 use crate::signing_keys::SigningKeys;
-use crate::verification::{Unverified, verify_repository};
+use crate::unverified::Unverified;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use svc_catalog::{ApplyReport, CatalogError, CatalogWrite};
