@@ -605,6 +605,10 @@ fn help_version_completions_and_usage_errors() {
             script.status.success() && script.stdout.len() > 200,
             "{shell}"
         );
+        // Flags are spelled one way, as the README and `--help` spell them.
+        let text = String::from_utf8_lossy(&script.stdout);
+        assert!(text.contains("community-uri"), "{shell}");
+        assert!(!text.contains("community_uri"), "{shell}");
     }
     let unknown = svc()
         .args(["orchestrator", "bounties", "--nope"])
