@@ -10,6 +10,7 @@ mod connections;
 mod error;
 mod every_request;
 mod explorer;
+mod guarded;
 mod health;
 mod json_head_errors;
 mod limits;

@@ -8,12 +8,12 @@
 //! nothing, the connection is reset at once (`SO_LINGER` 0) instead of lingering with its
 //! unsent bytes until the write time limit.
 
+use crate::guarded::{Guard, Guarded};
 use futures_util::task::AtomicWaker;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// Send buffer asked for an answer connection: a page of records (about 70 KB) in one write.
@@ -44,36 +44,39 @@ impl SocketBudget {
 }
 
 /// A client's TCP stream under its [`SocketBudget`].
-pub(crate) struct Budgeted {
-    stream: TcpStream,
-    budget: Arc<SocketBudget>,
-    shrunk: bool,
-    write_blocked: bool,
-}
+pub(crate) type Budgeted = Guarded<TcpStream, BudgetKeeper>;
 
 impl Budgeted {
     pub fn new(stream: TcpStream, budget: Arc<SocketBudget>) -> Budgeted {
         let _ = stream.set_nodelay(true);
         let _ = socket2::SockRef::from(&stream).set_send_buffer_size(ANSWER_SEND_BUFFER);
-        Budgeted {
-            stream,
+        let guard = BudgetKeeper {
             budget,
             shrunk: false,
             write_blocked: false,
-        }
+        };
+        Guarded { stream, guard }
     }
+}
 
+/// What keeps a connection's socket to its budget.
+pub(crate) struct BudgetKeeper {
+    budget: Arc<SocketBudget>,
+    shrunk: bool,
+    write_blocked: bool,
+}
+
+impl BudgetKeeper {
     /// Applies what the handlers asked; an error once the connection was hung up while
     /// blocked.
-    fn settle(&mut self) -> std::io::Result<()> {
+    fn settle(&mut self, stream: &TcpStream) -> std::io::Result<()> {
         if !self.shrunk && self.budget.streaming.load(Ordering::Acquire) {
             self.shrunk = true;
-            let _ = socket2::SockRef::from(&self.stream).set_send_buffer_size(STREAM_SEND_BUFFER);
+            let _ = socket2::SockRef::from(stream).set_send_buffer_size(STREAM_SEND_BUFFER);
         }
         if self.write_blocked && self.budget.hung_up.load(Ordering::Acquire) {
             // Dropped with a zero linger time, the socket is reset and its unsent bytes freed.
-            let _ =
-                socket2::SockRef::from(&self.stream).set_linger(Some(std::time::Duration::ZERO));
+            let _ = socket2::SockRef::from(stream).set_linger(Some(std::time::Duration::ZERO));
             return Err(std::io::Error::new(
                 std::io::ErrorKind::ConnectionReset,
                 "a subscriber that fell behind was hung up",
@@ -81,19 +84,26 @@ impl Budgeted {
         }
         Ok(())
     }
+}
 
-    fn write_with<T>(
+impl Guard<TcpStream> for BudgetKeeper {
+    fn before_read(&mut self, stream: &TcpStream) -> std::io::Result<()> {
+        self.settle(stream)
+    }
+
+    fn write<T>(
         &mut self,
+        mut stream: Pin<&mut TcpStream>,
         cx: &mut Context<'_>,
-        poll: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<std::io::Result<T>>,
+        io: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<std::io::Result<T>>,
     ) -> Poll<std::io::Result<T>> {
-        self.settle()?;
-        match poll(Pin::new(&mut self.stream), cx) {
+        self.settle(&stream)?;
+        match io(stream.as_mut(), cx) {
             Poll::Pending => {
                 self.write_blocked = true;
                 self.budget.waker.register(cx.waker());
                 // A hang-up between the write and the registration is not missed.
-                self.settle()?;
+                self.settle(&stream)?;
                 Poll::Pending
             }
             ready => {
@@ -101,52 +111,6 @@ impl Budgeted {
                 ready
             }
         }
-    }
-}
-
-impl AsyncRead for Budgeted {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        this.settle()?;
-        Pin::new(&mut this.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Budgeted {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        self.get_mut()
-            .write_with(cx, |stream, cx| stream.poll_write(cx, buf))
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        self.get_mut()
-            .write_with(cx, |stream, cx| stream.poll_write_vectored(cx, bufs))
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.get_mut()
-            .write_with(cx, |stream, cx| stream.poll_flush(cx))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.get_mut()
-            .write_with(cx, |stream, cx| stream.poll_shutdown(cx))
     }
 }
 

@@ -2,21 +2,42 @@
 //! reads nothing) for the limit fails, and the connection is closed; while blocked, the
 //! connection is among the first to give its place to a newcomer.
 
+use crate::guarded::{Guard, Guarded};
 use crate::open_slots::Place;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 /// A client connection's stream whose writes have a time limit: a write (or flush, or
 /// shutdown) that stays blocked for `timeout`, because the client reads nothing, fails with
 /// `TimedOut`, and hyper closes the connection. While a write is blocked the connection is
 /// among the first to give way to a newcomer.
-pub(crate) struct WriteTimed<S> {
-    stream: S,
+pub(crate) type WriteTimed<S> = Guarded<S, WriteTimer>;
+
+impl<S> WriteTimed<S> {
+    pub fn new(stream: S, timeout: Duration, place: Arc<Place>) -> Self {
+        let guard = WriteTimer {
+            timeout,
+            place,
+            blocked_since: None,
+            deadline: None,
+            timed_out: false,
+        };
+        Guarded { stream, guard }
+    }
+
+    /// Whether a timer was made: only a write that had to wait makes one.
+    #[cfg(test)]
+    pub fn has_timer(&self) -> bool {
+        self.guard.deadline.is_some()
+    }
+}
+
+/// The write time limit of one connection.
+pub(crate) struct WriteTimer {
     timeout: Duration,
     place: Arc<Place>,
     /// When the write that is blocked began to wait.
@@ -27,37 +48,18 @@ pub(crate) struct WriteTimed<S> {
     timed_out: bool,
 }
 
-impl<S> WriteTimed<S> {
-    pub fn new(stream: S, timeout: Duration, place: Arc<Place>) -> Self {
-        WriteTimed {
-            stream,
-            timeout,
-            place,
-            blocked_since: None,
-            deadline: None,
-            timed_out: false,
-        }
-    }
-
-    /// Whether a timer was made: only a write that had to wait makes one.
-    #[cfg(test)]
-    pub fn has_timer(&self) -> bool {
-        self.deadline.is_some()
-    }
-
-    /// `poll` on the stream, failing once it has been blocked for the timeout.
-    fn timed<T>(
+impl<S> Guard<S> for WriteTimer {
+    /// The write, failing once it has been blocked for the timeout.
+    fn write<T>(
         &mut self,
+        stream: Pin<&mut S>,
         cx: &mut Context<'_>,
-        poll: impl FnOnce(Pin<&mut S>, &mut Context<'_>) -> Poll<std::io::Result<T>>,
-    ) -> Poll<std::io::Result<T>>
-    where
-        S: Unpin,
-    {
+        io: impl FnOnce(Pin<&mut S>, &mut Context<'_>) -> Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
         if self.timed_out {
             return Poll::Ready(Err(write_timed_out()));
         }
-        match poll(Pin::new(&mut self.stream), cx) {
+        match io(stream, cx) {
             Poll::Pending => self.wait(cx),
             ready => {
                 if let Some(since) = self.blocked_since.take() {
@@ -67,7 +69,9 @@ impl<S> WriteTimed<S> {
             }
         }
     }
+}
 
+impl WriteTimer {
     fn wait<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
         if self.blocked_since.is_none() {
             let now = Instant::now();
@@ -99,54 +103,11 @@ fn write_timed_out() -> std::io::Error {
     )
 }
 
-impl<S> Drop for WriteTimed<S> {
+impl Drop for WriteTimer {
     fn drop(&mut self) {
         if let Some(since) = self.blocked_since {
             self.place.flowing(since);
         }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for WriteTimed<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for WriteTimed<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        self.get_mut()
-            .timed(cx, |stream, cx| stream.poll_write(cx, buf))
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        self.get_mut()
-            .timed(cx, |stream, cx| stream.poll_write_vectored(cx, bufs))
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.get_mut().timed(cx, |stream, cx| stream.poll_flush(cx))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.get_mut()
-            .timed(cx, |stream, cx| stream.poll_shutdown(cx))
     }
 }
 
