@@ -13,8 +13,8 @@ pub struct Sse {
     pub data: Value,
 }
 
-/// Opens the stream at `path`; its events as they come.
-pub fn subscribe(server: &Server, path: &str) -> mpsc::Receiver<Sse> {
+/// Opens the stream at `path`: a 200 of Server-Sent Events, read as it comes.
+pub fn open(server: &Server, path: &str) -> reqwest::blocking::Response {
     let response = reqwest::blocking::Client::builder()
         .timeout(None)
         .build()
@@ -28,6 +28,12 @@ pub fn subscribe(server: &Server, path: &str) -> mpsc::Receiver<Sse> {
         "text/event-stream",
         "{path}"
     );
+    response
+}
+
+/// Opens the stream at `path`; its events as they come.
+pub fn subscribe(server: &Server, path: &str) -> mpsc::Receiver<Sse> {
+    let response = open(server, path);
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
         let mut id = None;

@@ -648,14 +648,7 @@ fn a_burst_past_what_the_hub_keeps_reaches_a_steady_subscriber_whole() {
         dir.path().join("catalog.db"),
         &["--firehose", replay.url.as_str(), "--ready-lag", "5s"],
     );
-    let response = reqwest::blocking::Client::builder()
-        .timeout(None)
-        .build()
-        .unwrap()
-        .get(format!("{}/v1/changes", server.url))
-        .send()
-        .expect("the stream");
-    assert_eq!(response.status(), 200);
+    let response = common::stream::open(&server, "/v1/changes");
     let (sender, messages) = mpsc::channel::<Value>();
     std::thread::spawn(move || {
         for line in BufReader::new(Steady(response)).lines() {

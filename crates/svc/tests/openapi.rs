@@ -31,14 +31,7 @@ fn commit(time_us: i64, rkey: &str, operation: &str, world: &str) -> (i64, Strin
 /// (its lines joined), `event` (`message` unless named) and `id` when the event has one;
 /// comments are no events.
 fn events(server: &Server, path: &str) -> mpsc::Receiver<Value> {
-    let response = reqwest::blocking::Client::builder()
-        .timeout(None)
-        .build()
-        .unwrap()
-        .get(format!("{}{path}", server.url))
-        .send()
-        .expect("the stream");
-    assert_eq!(response.status(), 200, "{path}");
+    let response = common::stream::open(server, path);
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
         let (mut data, mut event) = (Vec::new(), json!({"event": "message"}));
