@@ -136,3 +136,28 @@ impl AccountStatus {
         }
     }
 }
+
+/// What an operator's takedown names: an account (every record of it, present and future) or
+/// one record (its uri, whatever revision it holds now or later).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    Account(svc_syntax::Did),
+    Record(svc_syntax::AtUri),
+}
+
+impl Subject {
+    /// The DID or the at-uri, as the takedown is stored under it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Subject::Account(did) => did.as_str(),
+            Subject::Record(uri) => uri.as_str(),
+        }
+    }
+}
+
+/// A takedown in force: the reference the operator gave it, and when it was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Takedown {
+    pub reference: Option<String>,
+    pub applied_at: svc_syntax::UnixMillis,
+}

@@ -2,6 +2,7 @@
 //! thread ([`Engine`]), the reads of its read side ([`EngineReads`]), and the rows and plans
 //! that pass between them. An engine stores and reads; it decides nothing.
 
+use crate::Takedown;
 use crate::keys_column::QueryIds;
 use crate::replication_log::{LogEntry, NO_KEYS};
 use crate::resync::{RepositoryHead, ResyncEntry, ResyncSummary, SyncWrites};
@@ -106,6 +107,14 @@ pub enum RecordWrite<'a> {
     Keys { uri: String, keys: IndexKeys },
 }
 
+/// A takedown as stored: applied (with its reference) or lifted.
+#[derive(Debug)]
+pub struct TakedownWrite {
+    pub subject: String,
+    /// `Some(reference)` applied, `None` lifted.
+    pub applied: Option<Option<String>>,
+}
+
 /// An account's status as stored: `Some(status)` inactive, `None` active again.
 #[derive(Debug)]
 pub struct AccountWrite {
@@ -133,6 +142,7 @@ pub struct Plan<'a> {
     /// The repositories' synchronisation, moved with the cursors.
     pub sync: Vec<&'a SyncWrites>,
     pub account: Option<AccountWrite>,
+    pub takedown: Option<TakedownWrite>,
     /// The (query, key) pairs whose answers change (a record's text may change under keys
     /// that stay), for the change clock once committed.
     pub touched: IndexKeys,
@@ -218,6 +228,8 @@ pub trait Engine: Send + 'static {
     fn query_ids(&self) -> QueryIds;
     /// Accounts stored as inactive or deleted.
     fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>>;
+    /// The subjects (DIDs and record uris) taken down.
+    fn takedowns(&mut self) -> CatalogResult<HashSet<String>>;
 
     /// Queued repositories due by `now`, soonest first, at most `limit`.
     fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>>;
@@ -287,11 +299,16 @@ pub(crate) fn repository_range(did: &str) -> (String, String) {
 
 /// One repository's stored records in uri order above `$1` and below `$2` (a
 /// [`RepositorySlice`](crate::RepositorySlice)'s range), none while the account `$3` is
-/// inactive, at most `$4` (one more than a page, which says whether more follow).
+/// inactive or taken down, nor any record taken down, at most `$4` (one more than a page, which says whether more follow).
 pub(crate) const REPOSITORY_RECORDS: &str = "SELECT uri, rev, record FROM records \
      WHERE uri > $1 AND uri < $2 AND record IS NOT NULL \
      AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = $3) \
+     AND NOT EXISTS (SELECT 1 FROM takedowns WHERE subject IN ($3, records.uri)) \
      ORDER BY uri LIMIT $4";
+
+/// The takedown of the subject `$1`: its reference and when it was applied.
+pub(crate) const TAKEDOWN_OF: &str =
+    "SELECT reference, applied_at FROM takedowns WHERE subject = $1";
 
 /// Every source's position, by source.
 pub(crate) const CURSORS: &str =
@@ -337,6 +354,7 @@ pub trait EngineReads: Send + Sync + 'static {
         limit: usize,
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>>;
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>>;
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
     /// Changes of the stream numbered above `seq`, in order, at most `limit`.
     fn changes_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>>;

@@ -11,7 +11,7 @@ use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogFuture, CatalogRead, CatalogResult,
     CatalogRole, CatalogWrite, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter, RecordChange, RepositoryHead, ResyncEntry, ResyncSummary,
-    StreamBounds, SyncWrites,
+    StreamBounds, Subject, SyncWrites, Takedown,
 };
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -246,6 +246,10 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
             .write_repository_records(slice, after, limit, writer)
     }
 
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>> {
+        self.reads.takedown(subject)
+    }
+
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         self.reads.indexer_heartbeat()
     }
@@ -312,6 +316,14 @@ impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
 
     fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, bool> {
         through_writer!(self, set_account(did, status))
+    }
+
+    fn take_down(&self, subject: Subject, reference: Option<String>) -> CatalogFuture<'_, bool> {
+        through_writer!(self, set_takedown(subject, Some(reference)))
+    }
+
+    fn lift_takedown(&self, subject: Subject) -> CatalogFuture<'_, bool> {
+        through_writer!(self, set_takedown(subject, None))
     }
 
     fn begin_bulk(&self) -> CatalogFuture<'_, bool> {

@@ -6,7 +6,7 @@
 use crate::{
     AccountStatus, ApplyReport, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter, RecordChange, Refusal, RepositoryHead, ResyncEntry, ResyncSummary,
-    StreamBounds, SyncWrites,
+    StreamBounds, Subject, SyncWrites, Takedown,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -93,6 +93,9 @@ pub trait CatalogRead: Send + Sync {
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>>;
 
+    /// The takedown in force on `subject` (a DID or a record's at-uri), if any.
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>>;
+
     /// The indexer's last heartbeat.
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
 
@@ -160,6 +163,16 @@ pub trait CatalogWrite: Send + Sync {
     /// Records an account's status change, hiding, restoring or removing its records.
     /// Whether the account was hidden (inactive) before.
     fn set_account(&self, did: Did, status: AccountStatus) -> CatalogFuture<'_, bool>;
+
+    /// Takes `subject` down: an account's records, present and future, or one record's, leave
+    /// every answer, count and the change stream until [`CatalogWrite::lift_takedown`]; a
+    /// takedown applied again keeps its subject down with the new reference. Whether it was
+    /// taken down before.
+    fn take_down(&self, subject: Subject, reference: Option<String>) -> CatalogFuture<'_, bool>;
+
+    /// Lifts a takedown: what it hid is filed again, unless out of sight for another reason
+    /// (an inactive account). Whether it was taken down.
+    fn lift_takedown(&self, subject: Subject) -> CatalogFuture<'_, bool>;
 
     /// Starts a bulk load if the catalog is empty (`false` otherwise, and nothing changes).
     /// Until [`CatalogWrite::finish_bulk`], `apply` stages changes: they are not visible, and

@@ -14,6 +14,7 @@ mod reader;
 mod staging;
 mod sync_state;
 
+use crate::Takedown;
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
@@ -352,6 +353,10 @@ impl EngineReads for PostgresReads {
         Box::pin(async move {
             reader::write_repository_records(&self.0, &slice, after.as_deref(), limit, writer).await
         })
+    }
+
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>> {
+        Box::pin(async move { reader::takedown(&self.0, &subject).await })
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

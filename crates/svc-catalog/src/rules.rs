@@ -1,6 +1,7 @@
 //! The catalog's rules, written once above the storage engines: an event older than the
 //! stored revision is stale; a delete leaves a tombstone that keeps its revision; an inactive
-//! account's records stay stored but leave answers and counts until it is active again; a
+//! account's records stay stored but leave answers and counts until it is active again, as do
+//! an account's or a record's the operator took down, until the takedown is lifted; a
 //! deleted account's records go; a query whose definition changed gets its keys rebuilt.
 //!
 //! The rules turn a batch into a [`Plan`] of storage writes (record rows, index entries,
@@ -16,11 +17,24 @@ use svc_spec::{IndexKeys, IndexSet};
 pub(crate) struct Filing {
     /// Accounts whose records are out of the index.
     pub inactive: HashSet<String>,
+    /// What the operator took down: accounts' DIDs and records' uris.
+    pub taken_down: HashSet<String>,
     /// The queries records are filed by.
     pub queries: IndexSet,
 }
 
 impl Filing {
+    /// Whether the account of `did` is out of sight: inactive, or taken down.
+    pub(crate) fn hides_account(&self, did: &str) -> bool {
+        self.inactive.contains(did) || self.taken_down.contains(did)
+    }
+
+    /// Whether the record at `uri` is stored out of the index and the counts: its account is
+    /// out of sight, or the record was taken down.
+    pub(crate) fn hides(&self, uri: &str) -> bool {
+        self.hides_account(did_of(uri)) || self.taken_down.contains(uri)
+    }
+
     /// The keys a stored record is filed under, taken from its text where they were not
     /// stored (on the writer's thread: a row loaded in bulk costs a parse when it changes).
     pub(crate) fn keys_of(&self, uri: &str, collection: &str, keys: StoredKeys) -> IndexKeys {
@@ -101,8 +115,9 @@ fn plan_change<'a>(
 ) {
     let row = RecordRow::of(change);
     plan.records.push(RecordWrite::Row(row));
-    // An inactive account's records are stored but stay out of the index and the counts.
-    if filing.inactive.contains(did_of(row.uri)) {
+    // An inactive or taken-down account's records, and a taken-down record, are stored but
+    // stay out of the index and the counts.
+    if filing.hides(row.uri) {
         return;
     }
     if let Some(before) = before.as_ref().filter(|b| b.live) {

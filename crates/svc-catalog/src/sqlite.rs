@@ -9,6 +9,7 @@ mod page_statement;
 mod reader;
 mod record_row;
 
+use crate::Takedown;
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
@@ -282,6 +283,10 @@ impl EngineReads for ReaderPool {
         Box::pin(self.run(move |conn| {
             reader::write_repository_records(conn, &slice, after.as_deref(), limit, writer)
         }))
+    }
+
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>> {
+        Box::pin(self.run(move |conn| reader::takedown(conn, &subject)))
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

@@ -3,6 +3,7 @@
 mod hostile;
 mod properties;
 mod suite;
+mod takedowns;
 
 use crate::sqlite::SqliteCatalog;
 use crate::{Catalog, Change, Upsert};
@@ -169,10 +170,13 @@ each_backend!(
     a_refused_change_is_skipped_and_its_neighbours_applied,
     a_refused_change_in_a_bulk_load_is_skipped,
     the_resync_queue_and_heads_move_with_their_batch,
+    a_record_taken_down_leaves_every_answer_until_lifted,
+    an_account_taken_down_stays_down_through_its_host_and_a_reopening,
 );
 
 use hostile::*;
 use suite::*;
+use takedowns::*;
 
 /// What only one engine has.
 mod postgres_only {

@@ -5,6 +5,7 @@
 mod accounts;
 mod bulk_load;
 mod queries;
+mod takedowns;
 mod transactions;
 
 use crate::engine::{Engine, Plan};
@@ -12,7 +13,7 @@ use crate::keys_column::QueryIds;
 use crate::rules::{Filing, Queued, plan_group};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
-    Refusal, RepositoryHead, ResyncEntry, ResyncSummary, SyncWrites,
+    Refusal, RepositoryHead, ResyncEntry, ResyncSummary, Subject, SyncWrites,
 };
 use bulk_load::BulkLoad;
 use std::collections::HashSet;
@@ -54,6 +55,12 @@ enum WriteJob {
     Heartbeat {
         keep_changes: std::time::Duration,
         reply: oneshot::Sender<CatalogResult<()>>,
+    },
+    /// A takedown applied (`Some(reference)`) or lifted.
+    Takedown {
+        subject: Subject,
+        applied: Option<Option<String>>,
+        reply: oneshot::Sender<CatalogResult<bool>>,
     },
 }
 
@@ -187,6 +194,18 @@ impl WriterHandle {
         self.ask(|reply| WriteJob::Account { did, status, reply })
     }
 
+    pub fn set_takedown(
+        &self,
+        subject: Subject,
+        applied: Option<Option<String>>,
+    ) -> crate::CatalogFuture<'_, bool> {
+        self.ask(|reply| WriteJob::Takedown {
+            subject,
+            applied,
+            reply,
+        })
+    }
+
     pub fn begin_bulk(&self) -> crate::CatalogFuture<'_, bool> {
         self.ask(|reply| WriteJob::BeginBulk { reply })
     }
@@ -218,6 +237,7 @@ pub(crate) fn spawn_writer<E: Engine>(
     }
     let filing = Filing {
         inactive: engine.inactive_accounts()?,
+        taken_down: engine.takedowns()?,
         queries: queries.clone(),
     };
     let mut next_seq = engine.last_logged()? + 1;
@@ -333,6 +353,13 @@ impl<E: Engine> Writer<E> {
                 WriteJob::SyncRead { read } => read(&mut self.tx.engine),
                 WriteJob::Account { did, status, reply } => {
                     let _ = reply.send(self.account(&did, &status));
+                }
+                WriteJob::Takedown {
+                    subject,
+                    applied,
+                    reply,
+                } => {
+                    let _ = reply.send(self.takedown(&subject, applied));
                 }
                 WriteJob::Heartbeat {
                     keep_changes,
@@ -527,6 +554,19 @@ impl<E: Engine> Writer<E> {
             }
             outcome => outcome,
         }
+    }
+
+    fn takedown(
+        &mut self,
+        subject: &Subject,
+        applied: Option<Option<String>>,
+    ) -> CatalogResult<bool> {
+        if self.bulk.is_some() {
+            return Err(CatalogError::Storage(
+                "a takedown cannot join a bulk load".into(),
+            ));
+        }
+        takedowns::set_takedown(&mut self.tx, subject, applied)
     }
 
     fn set_account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<bool> {

@@ -304,6 +304,23 @@ impl Link {
                 }
             };
         }
+        if let Some(takedown) = &plan.takedown {
+            match &takedown.applied {
+                Some(reference) => {
+                    self.execute(
+                        "INSERT INTO takedowns (subject, reference, applied_at) VALUES ($1, $2, $3) \
+                         ON CONFLICT (subject) DO UPDATE SET reference = excluded.reference, \
+                         applied_at = excluded.applied_at",
+                        &[&takedown.subject, reference, &now_ms()],
+                    )
+                    .await?
+                }
+                None => {
+                    self.execute("DELETE FROM takedowns WHERE subject = $1", &[&takedown.subject])
+                        .await?
+                }
+            };
+        }
         Ok(())
     }
 
@@ -492,6 +509,13 @@ impl Engine for PostgresEngine {
     fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>> {
         self.run(async |link| {
             let rows = link.query("SELECT did FROM inactive_accounts", &[]).await?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
+    fn takedowns(&mut self) -> CatalogResult<HashSet<String>> {
+        self.run(async |link| {
+            let rows = link.query("SELECT subject FROM takedowns", &[]).await?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
         })
     }

@@ -147,6 +147,15 @@ const MIGRATIONS: &[&str] = &[
         data BYTEA NOT NULL
     );
     "#,
+    // 10: the operator's takedowns: an account's DID or a record's uri, out of every answer
+    // until lifted.
+    r#"
+    CREATE TABLE takedowns (
+        subject TEXT COLLATE "C" PRIMARY KEY,
+        reference TEXT,
+        applied_at BIGINT NOT NULL
+    );
+    "#,
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):

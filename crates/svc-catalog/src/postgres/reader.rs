@@ -3,6 +3,7 @@
 //! one snapshot.
 
 use super::storage;
+use crate::Takedown;
 use crate::stream::{self, StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
@@ -222,14 +223,19 @@ pub(super) async fn cursors(pool: &Pool) -> CatalogResult<Vec<CursorPosition>> {
         .collect())
 }
 
-/// The record stored at the uri `$1`, unless its account (the uri's authority) is inactive.
+/// The record stored at the uri `$1`, unless its account (the uri's authority) is inactive or
+/// it or its account is taken down.
 const RECORD_AT: &str = "SELECT uri, rev, record FROM records \
      WHERE uri = $1 AND record IS NOT NULL \
-     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3))";
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3)) \
+     AND NOT EXISTS (SELECT 1 FROM takedowns \
+       WHERE subject IN (records.uri, split_part(records.uri, '/', 3)))";
 /// [`RECORD_AT`] for every uri of the array `$1`.
 const RECORDS_AT: &str = "SELECT uri, rev, record FROM records \
      WHERE uri = ANY($1) AND record IS NOT NULL \
-     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3))";
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3)) \
+     AND NOT EXISTS (SELECT 1 FROM takedowns \
+       WHERE subject IN (records.uri, split_part(records.uri, '/', 3)))";
 
 /// A row of (uri, rev, record) as an item.
 fn item_of(r: &tokio_postgres::Row) -> CatalogResult<Item> {
@@ -265,7 +271,9 @@ pub(super) async fn get_many(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<
 /// apart when large, are not read.
 const HELD_AT: &str = "SELECT uri FROM records \
      WHERE uri = ANY($1) AND record IS NOT NULL \
-     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3))";
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(records.uri, '/', 3)) \
+     AND NOT EXISTS (SELECT 1 FROM takedowns \
+       WHERE subject IN (records.uri, split_part(records.uri, '/', 3)))";
 
 pub(super) async fn write_records(
     pool: &Pool,
@@ -346,6 +354,18 @@ async fn each_item(
         }
     }
     Ok(true)
+}
+
+pub(super) async fn takedown(pool: &Pool, subject: &str) -> CatalogResult<Option<Takedown>> {
+    let client = connection(pool).await?;
+    let row = client
+        .query_opt(crate::engine::TAKEDOWN_OF, &[&subject])
+        .await
+        .map_err(storage)?;
+    Ok(row.map(|r| Takedown {
+        reference: r.get(0),
+        applied_at: UnixMillis(r.get(1)),
+    }))
 }
 
 pub(super) async fn changes_after(

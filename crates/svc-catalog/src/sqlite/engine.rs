@@ -174,6 +174,17 @@ impl SqliteEngine {
                     .execute("DELETE FROM inactive_accounts WHERE did = ?1", [&account.did])?,
             };
         }
+        if let Some(takedown) = &plan.takedown {
+            match &takedown.applied {
+                Some(reference) => self.conn.execute(
+                    "INSERT OR REPLACE INTO takedowns (subject, reference, applied_at) VALUES (?1, ?2, ?3)",
+                    params![takedown.subject, reference, now_ms()],
+                )?,
+                None => self
+                    .conn
+                    .execute("DELETE FROM takedowns WHERE subject = ?1", [&takedown.subject])?,
+            };
+        }
         Ok(())
     }
 }
@@ -359,6 +370,12 @@ impl Engine for SqliteEngine {
 
     fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>> {
         let mut stmt = self.conn.prepare("SELECT did FROM inactive_accounts")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn takedowns(&mut self) -> CatalogResult<HashSet<String>> {
+        let mut stmt = self.conn.prepare("SELECT subject FROM takedowns")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }

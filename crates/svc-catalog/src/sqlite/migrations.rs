@@ -113,6 +113,15 @@ const MIGRATIONS: &[&str] = &[
         data BLOB NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 7: the operator's takedowns: an account's DID or a record's uri, out of every answer
+    // until lifted.
+    r#"
+    CREATE TABLE takedowns (
+        subject TEXT PRIMARY KEY,
+        reference TEXT,
+        applied_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

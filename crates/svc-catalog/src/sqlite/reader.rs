@@ -2,6 +2,7 @@
 //! order, joined to `records` by rowid; totals come from `query_counts`, never from counting.
 
 use super::page_statement::{PageStatement, Parameter, Rows};
+use crate::Takedown;
 use crate::replication_log::{self, LogRow};
 use crate::stream::{self, StreamBounds, StreamRow};
 use crate::{
@@ -441,10 +442,12 @@ pub(crate) fn cursors(conn: &Connection) -> CatalogResult<Vec<CursorPosition>> {
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// The record stored at the uri `?1`, unless its account is inactive.
+/// The record stored at the uri `?1`, unless its account is inactive or it or its account is
+/// taken down.
 const RECORD_AT: &str = "SELECT uri, rev, record FROM records \
      WHERE uri = ?1 AND record IS NOT NULL \
-     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = records.author)";
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = records.author) \
+     AND NOT EXISTS (SELECT 1 FROM takedowns WHERE subject IN (records.uri, records.author))";
 
 pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
     let mut statement = conn.prepare_cached(RECORD_AT)?;
@@ -458,7 +461,8 @@ pub(crate) fn get(conn: &Connection, uri: &str) -> CatalogResult<Option<Item>> {
 /// record without reading the record's overflow pages.
 const HELD_AT: &str = "SELECT 1 FROM records \
      WHERE uri = ?1 AND typeof(record) <> 'null' \
-     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = records.author)";
+     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = records.author) \
+     AND NOT EXISTS (SELECT 1 FROM takedowns WHERE subject IN (records.uri, records.author))";
 
 pub(crate) fn write_records(
     conn: &Connection,
@@ -508,6 +512,18 @@ pub(crate) fn write_repository_records(
         written += 1;
     }
     Ok(writer.finish(written as u64, false))
+}
+
+pub(crate) fn takedown(conn: &Connection, subject: &str) -> CatalogResult<Option<Takedown>> {
+    Ok(conn
+        .prepare_cached(crate::engine::TAKEDOWN_OF)?
+        .query_row([subject], |r| {
+            Ok(Takedown {
+                reference: r.get(0)?,
+                applied_at: UnixMillis(r.get(1)?),
+            })
+        })
+        .optional()?)
 }
 
 pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<UnixMillis>> {

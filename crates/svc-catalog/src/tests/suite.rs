@@ -1068,6 +1068,7 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
              DROP TABLE record_changes;
              DROP TABLE resync_queue;
              DROP TABLE repository_heads;
+             DROP TABLE takedowns;
              UPDATE svc_schema SET version = 4;"#,
         )
         .await

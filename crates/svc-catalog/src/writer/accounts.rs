@@ -1,5 +1,6 @@
 //! Account status: an inactive account's records stay stored, with their keys, but leave the
-//! index and the counts; reactivation files them again; deletion removes them.
+//! index and the counts; reactivation files them again (unless the operator took the account
+//! down); deletion removes them.
 
 use super::transactions::Transactions;
 use crate::engine::{AccountWrite, Engine, Plan};
@@ -18,10 +19,12 @@ pub(super) fn set_account<E: Engine>(
 ) -> CatalogResult<bool> {
     let was_inactive = tx.filing.inactive.contains(did.as_str());
     let now_inactive = !matches!(status, AccountStatus::Active);
+    // A takedown keeps the account out of sight whatever its host says.
+    let taken_down = tx.filing.taken_down.contains(did.as_str());
     tx.run(|engine, filing| {
         let mut plan = Plan::default();
-        if was_inactive != now_inactive {
-            file_repository(engine, filing, did, !now_inactive, &mut plan)?;
+        if was_inactive != now_inactive && !taken_down {
+            file_repository(engine, filing, did.as_str(), !now_inactive, &mut plan)?;
         }
         plan.account = Some(AccountWrite {
             did: did.to_string(),
@@ -48,8 +51,8 @@ pub(super) fn set_account<E: Engine>(
 }
 
 /// Files every live record of a repository under its keys (`file = true`) or takes them all
-/// out of the index (`false`), with the counts.
-fn file_repository(
+/// out of the index (`false`), with the counts; a record taken down on its own stays out.
+pub(super) fn file_repository(
     engine: &mut dyn Engine,
     filing: &Filing,
     did: &str,
@@ -58,6 +61,9 @@ fn file_repository(
 ) -> CatalogResult<()> {
     let empty = IndexKeys::new();
     for record in engine.repository(did)? {
+        if filing.taken_down.contains(&record.uri) {
+            continue;
+        }
         let keys = filing.keys_of(&record.uri, &record.collection, record.keys);
         let (before, after) = match file {
             true => (empty.clone(), keys),

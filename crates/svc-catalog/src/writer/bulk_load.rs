@@ -21,10 +21,12 @@ pub(super) struct BulkLoad {
 }
 
 impl BulkLoad {
-    /// A bulk load, if the catalog holds nothing at all (not even tombstones) and no account
-    /// is inactive (their records must be filed one by one, hidden or not).
+    /// A bulk load, if the catalog holds nothing at all (not even tombstones), no account is
+    /// inactive and nothing is taken down (their records must be filed one by one, hidden or
+    /// not).
     pub fn begin<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<Option<BulkLoad>> {
-        if !tx.filing.inactive.is_empty() || !tx.engine.is_empty()? {
+        let hidden = !tx.filing.inactive.is_empty() || !tx.filing.taken_down.is_empty();
+        if hidden || !tx.engine.is_empty()? {
             return Ok(None);
         }
         tx.engine.begin_bulk()?;

@@ -3,7 +3,7 @@
 //! from the stored records; the keys of a query no longer specified are dropped.
 
 use crate::CatalogResult;
-use crate::engine::{Engine, Plan, RecordWrite, did_of};
+use crate::engine::{Engine, Plan, RecordWrite};
 use crate::replication_log::LogEntry;
 use crate::rules::Filing;
 use crate::stream::StreamEntry;
@@ -92,7 +92,7 @@ fn rebuild(engine: &mut dyn Engine, query: &Index, filing: &Filing) -> CatalogRe
             let mut all = filing.keys_of(&filed.uri, &filed.collection, filed.keys);
             all.retain(|(id, _)| id != query.id());
             let mine: IndexKeys = keys.into_iter().map(|k| (query.id().clone(), k)).collect();
-            if !filing.inactive.contains(did_of(&filed.uri)) {
+            if !filing.hides(&filed.uri) {
                 plan.refile(&filed.uri, &IndexKeys::new(), &mine);
             }
             all.extend(mine);
