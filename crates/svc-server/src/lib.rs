@@ -2,6 +2,7 @@
 //! query at its REST path and at `/xrpc/dev.svc.query.<name>`. Hand-written endpoints
 //! (sufficiency, stats, health, metrics, OpenAPI) each live in their own module.
 
+mod admin;
 mod cache;
 mod changes;
 mod changes_ws;
@@ -28,6 +29,7 @@ mod stream_hub;
 mod sufficiency;
 mod write_timed;
 
+pub use admin::AdminAccess;
 pub use client::ClientPrefixes;
 pub use connections::{ConnectionLimits, RESERVED_DESCRIPTORS, serve};
 pub use error::ApiError;
@@ -75,12 +77,15 @@ pub struct ServerConfig {
     pub max_subscribers_per_client: usize,
     /// Bytes per second one client's replays from a cursor send at most; 0: not paced.
     pub replay_bytes_per_second: u64,
+    /// The admin methods' password and the catalog they write; `None`: no admin methods.
+    pub admin: Option<AdminAccess>,
 }
 
 pub(crate) struct AppState {
     pub catalog: Arc<dyn CatalogRead>,
     pub queries: QuerySet,
     pub kinds: Arc<Kinds>,
+    pub admin: admin::Admin,
     pub not_ready: NotReady,
     pub ready_notes: ReadyNotes,
     pub cache: ResponseCache,
@@ -126,6 +131,7 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         catalog: config.catalog,
         queries: config.queries,
         kinds: config.kinds,
+        admin: admin::Admin::new(config.admin),
         not_ready: config.not_ready,
         ready_notes: config.ready_notes,
         cache: ResponseCache::new(config.cache_bytes),
@@ -158,6 +164,15 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
     if config.api {
         router = query_routes(router, &state);
     }
+    // On every process: takedowns are written by the indexer, which may leave queries to
+    // replicas; a replica answers that it does not write.
+    router = router
+        .route(
+            admin::UPDATE,
+            axum::routing::post(admin::update)
+                .layer(axum::extract::DefaultBodyLimit::max(admin::MAX_BODY_BYTES)),
+        )
+        .route(admin::STATUS, get(admin::status));
     router
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)

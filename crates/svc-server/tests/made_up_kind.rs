@@ -97,6 +97,7 @@ fn config(catalog: Arc<dyn CatalogRead>, queries: QuerySet, kinds: Kinds) -> Ser
         max_subscribers: 10,
         max_subscribers_per_client: 10,
         replay_bytes_per_second: 0,
+        admin: None,
     }
 }
 

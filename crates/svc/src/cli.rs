@@ -233,6 +233,12 @@ pub struct ServeArgs {
     #[arg(long = "db-password-file", env = "SVC_DB_PASSWORD_FILE")]
     pub db_password_file: Option<PathBuf>,
 
+    /// File holding the admin password alone: with it, takedowns are taken through
+    /// com.atproto.admin.updateSubjectStatus (HTTP Basic, user `admin`); without it, the admin
+    /// methods are not served.
+    #[arg(long = "admin-password-file", env = "SVC_ADMIN_PASSWORD_FILE")]
+    pub admin_password_file: Option<PathBuf>,
+
     /// Live source of events, or `none`.
     #[arg(long, env = "SVC_FIREHOSE", default_value = DEFAULT_FIREHOSE)]
     pub firehose: String,

@@ -125,6 +125,8 @@ struct StartPlan {
     queries: QuerySet,
     connection_limits: svc_server::ConnectionLimits,
     db: Location,
+    /// The admin password, when `--admin-password-file` gives one.
+    admin_password: Option<String>,
 }
 
 fn plan_start(
@@ -163,7 +165,26 @@ fn plan_start(
         queries,
         connection_limits,
         db,
+        admin_password: admin_password(args)?,
     })
+}
+
+/// The password `--admin-password-file` holds (its one line); a file that cannot be read, or
+/// holds too short a password, is refused at start.
+fn admin_password(args: &ServeArgs) -> anyhow::Result<Option<String>> {
+    let Some(path) = &args.admin_password_file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--admin-password-file {}", path.display()))?;
+    let password = text.trim_end_matches(['\n', '\r']);
+    if password.chars().count() < 12 || password.contains(['\n', '\r']) {
+        anyhow::bail!(
+            "--admin-password-file {}: the password must be one line of at least 12 characters",
+            path.display()
+        );
+    }
+    Ok(Some(password.to_string()))
 }
 
 /// The catalog `--db` names (the default one without it), with the password
@@ -266,10 +287,18 @@ fn record_kinds() -> Vec<String> {
 
 fn server_config(
     args: &ServeArgs,
-    queries: &QuerySet,
+    plan: &StartPlan,
     catalog: &Arc<dyn Catalog>,
     shared: &Shared,
 ) -> svc_server::ServerConfig {
+    let queries = &plan.queries;
+    let admin = plan
+        .admin_password
+        .clone()
+        .map(|password| svc_server::AdminAccess {
+            password,
+            catalog: Arc::clone(catalog) as Arc<dyn svc_catalog::CatalogWrite>,
+        });
     svc_server::ServerConfig {
         catalog: Arc::clone(catalog) as Arc<dyn svc_catalog::CatalogRead>,
         queries: queries.clone(),
@@ -296,6 +325,7 @@ fn server_config(
         max_subscribers: args.max_subscribers,
         max_subscribers_per_client: args.max_subscribers_per_client,
         replay_bytes_per_second: args.replay_kib_per_second.saturating_mul(1024),
+        admin,
     }
 }
 
@@ -355,10 +385,7 @@ async fn serve(
     tracing::info!(db = %plan.db, role = ?plan.role, "catalog open");
     let mut registry = Registry::default();
     let shared = Shared::new(&args, &plan, &catalog, &mut registry);
-    let router = svc_server::router(
-        server_config(&args, &plan.queries, &catalog, &shared),
-        registry,
-    );
+    let router = svc_server::router(server_config(&args, &plan, &catalog, &shared), registry);
     let (server, stopped) = start_http(listener, router, plan.connection_limits).await?;
     let started_as_writer = catalog.is_writer();
     if !started_as_writer {

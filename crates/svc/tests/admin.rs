@@ -1,0 +1,221 @@
+//! Takedowns through the network's admin methods, against a running server: HTTP Basic as
+//! `admin` with the operator's password; a record or an account leaves answers, counts and
+//! reads and stays down across a restart and a new import of its records; lifted, it comes
+//! back. Without the password file the methods are not there; a wrong password is a 401,
+//! repeated ones a 429, and the password appears nowhere the server writes.
+
+use serde_json::{Value, json};
+use svc_testkit::*;
+
+const PASSWORD: &str = "correct horse battery staple";
+const REQUESTER: &str = "did:plc:requester";
+
+fn events(dir: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
+    let mut events = Events::new();
+    let uris = ["did:plc:alice", "did:plc:alice", "did:plc:bob"]
+        .iter()
+        .enumerate()
+        .map(|(n, did)| {
+            let rkey = format!("3kaaaaaaaaa2{n}");
+            let record = bounty(REQUESTER, want_lens(&schema(1), &schema(2)), None);
+            events.put(
+                did,
+                "dev.svc.bounty",
+                &rkey,
+                &tid(1_700_000_000_000_000 + n as i64),
+                record,
+            )
+        })
+        .collect();
+    (events.write(&dir.join("events.jsonl")), uris)
+}
+
+fn listed(server: &Server) -> Vec<String> {
+    server.uris(&format!(
+        "/v1/bounties/by-requester?requester_did={REQUESTER}"
+    ))
+}
+
+fn admin(
+    server: &Server,
+    method: reqwest::Method,
+    path: &str,
+    password: &str,
+) -> reqwest::blocking::RequestBuilder {
+    http()
+        .request(
+            method,
+            format!("{}/xrpc/com.atproto.admin.{path}", server.url),
+        )
+        .basic_auth("admin", Some(password))
+}
+
+fn update(server: &Server, subject: Value, takedown: Value) -> (u16, Value) {
+    let response = admin(
+        server,
+        reqwest::Method::POST,
+        "updateSubjectStatus",
+        PASSWORD,
+    )
+    .json(&json!({"subject": subject, "takedown": takedown}))
+    .send()
+    .expect("the update");
+    let status = response.status().as_u16();
+    (status, response.json().expect("a JSON answer"))
+}
+
+fn status(server: &Server, query: &str) -> (u16, Value) {
+    let response = admin(
+        server,
+        reqwest::Method::GET,
+        &format!("getSubjectStatus?{query}"),
+        PASSWORD,
+    )
+    .send()
+    .expect("the status");
+    let status = response.status().as_u16();
+    (status, response.json().expect("a JSON answer"))
+}
+
+fn record_ref(uri: &str) -> Value {
+    json!({"$type": "com.atproto.repo.strongRef", "uri": uri, "cid": CID})
+}
+
+#[test]
+fn takedowns_hide_what_they_name_until_lifted_and_last_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, uris) = events(dir.path());
+    let password_file = dir.path().join("admin-password");
+    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+    let db = dir.path().join("catalog.db");
+    let args = [
+        "--import",
+        file.to_str().unwrap(),
+        "--admin-password-file",
+        password_file.to_str().unwrap(),
+    ];
+    let server = Server::start(&db, &args);
+    assert_eq!(listed(&server), uris);
+
+    let (code, answer) = update(
+        &server,
+        record_ref(&uris[0]),
+        json!({"applied": true, "ref": "ticket 7"}),
+    );
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(
+        answer["takedown"],
+        json!({"applied": true, "ref": "ticket 7"})
+    );
+    assert_eq!(listed(&server), uris[1..]);
+    let path = uris[0].replace("at://", "/at/");
+    assert_eq!(server.get_raw(&format!("{path}?format=json")).0, 404);
+    let (code, answer) = status(&server, &format!("uri={}", encode(&uris[0])));
+    assert_eq!(
+        (code, &answer["takedown"]),
+        (200, &json!({"applied": true, "ref": "ticket 7"}))
+    );
+
+    let alice = json!({"$type": "com.atproto.admin.defs#repoRef", "did": "did:plc:alice"});
+    let (code, _) = update(&server, alice.clone(), json!({"applied": true}));
+    assert_eq!(code, 200);
+    assert_eq!(listed(&server), uris[2..]);
+    let (_, stats) = server.get("/v1/stats");
+    assert_eq!(stats["bounties"], 1, "{stats}");
+
+    // A restart imports the same records again: they stay down.
+    drop(server);
+    let server = Server::start(&db, &args);
+    assert_eq!(listed(&server), uris[2..], "after a restart");
+
+    let (code, _) = update(&server, alice, json!({"applied": false}));
+    assert_eq!(code, 200);
+    assert_eq!(listed(&server), uris[1..]);
+    let (code, _) = update(&server, record_ref(&uris[0]), json!({"applied": false}));
+    assert_eq!(code, 200);
+    assert_eq!(listed(&server), uris);
+    let (_, answer) = status(&server, "did=did:plc:alice");
+    assert_eq!(answer["takedown"], json!({"applied": false}));
+
+    let log: Vec<String> = server
+        .log
+        .iter()
+        .cloned()
+        .chain(server.stderr.try_iter())
+        .collect();
+    assert!(
+        !log.join("\n").contains(PASSWORD),
+        "the password was logged"
+    );
+}
+
+#[test]
+fn admin_requests_are_refused_plainly_and_guessing_is_slowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let without = Server::start(dir.path().join("without.db"), &[]);
+    let response = admin(
+        &without,
+        reqwest::Method::GET,
+        "getSubjectStatus?did=did:plc:a",
+        PASSWORD,
+    )
+    .send()
+    .unwrap();
+    assert_eq!(response.status(), 404);
+    assert_eq!(
+        response.json::<Value>().unwrap()["error"],
+        "MethodNotImplemented"
+    );
+    drop(without);
+
+    let password_file = dir.path().join("admin-password");
+    std::fs::write(&password_file, PASSWORD).unwrap();
+    let file = password_file.to_str().unwrap();
+    let server = Server::start(dir.path().join("with.db"), &["--admin-password-file", file]);
+    let (code, answer) = update(
+        &server,
+        json!({"$type": "x.y#z", "did": "did:plc:a"}),
+        json!({"applied": true}),
+    );
+    assert_eq!(code, 400, "{answer}");
+    assert!(
+        answer["message"].as_str().unwrap().contains("$type"),
+        "{answer}"
+    );
+    let (code, answer) = status(&server, "did=plc:nope");
+    assert_eq!(code, 400, "{answer}");
+    for _ in 0..5 {
+        let wrong = admin(
+            &server,
+            reqwest::Method::GET,
+            "getSubjectStatus?did=did:plc:a",
+            "guess",
+        );
+        assert_eq!(wrong.send().unwrap().status(), 401);
+    }
+    // Past five failures, even the right password waits.
+    let refused = admin(
+        &server,
+        reqwest::Method::GET,
+        "getSubjectStatus?did=did:plc:a",
+        PASSWORD,
+    )
+    .send()
+    .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let metrics = server.get_raw("/metrics").2;
+    assert!(!metrics.contains(PASSWORD));
+
+    let short = dir.path().join("short");
+    std::fs::write(&short, "short").unwrap();
+    let refused_at_start = svc()
+        .args(["serve", "--firehose", "none", "--listen", "127.0.0.1:0"])
+        .args(["--db", dir.path().join("short.db").to_str().unwrap()])
+        .args(["--admin-password-file", short.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!refused_at_start.status.success());
+    let stderr = String::from_utf8_lossy(&refused_at_start.stderr);
+    assert!(stderr.contains("--admin-password-file"), "{stderr}");
+}
