@@ -58,6 +58,10 @@ pub enum Command {
     /// inconclusive, 2 error).
     #[command(subcommand)]
     Verify(VerifyCommand),
+    /// Take down, restore or look up an account or a record on a running `svc serve` started
+    /// with --admin-password-file.
+    #[command(subcommand)]
+    Admin(AdminCommand),
     /// Print a shell completion script.
     Completions { shell: clap_complete::Shell },
     /// Print the version.
@@ -69,6 +73,45 @@ pub struct OrchestratorArgs {
     /// Base address of the query API.
     #[arg(long, global = true, env = "SVC_URL", default_value = DEFAULT_URL)]
     pub url: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Take an account (its DID) or a record (its at-uri) out of every answer.
+    Takedown {
+        /// A DID, or at://did/collection/rkey.
+        subject: String,
+        /// A reference kept with the takedown (a ticket, a case number).
+        #[arg(long = "ref")]
+        reference: Option<String>,
+        #[command(flatten)]
+        access: AdminAccessArgs,
+    },
+    /// Lift a takedown: what it hid comes back.
+    Restore {
+        /// A DID, or at://did/collection/rkey.
+        subject: String,
+        #[command(flatten)]
+        access: AdminAccessArgs,
+    },
+    /// Whether an account or a record is taken down, and its reference.
+    Status {
+        /// A DID, or at://did/collection/rkey.
+        subject: String,
+        #[command(flatten)]
+        access: AdminAccessArgs,
+    },
+}
+
+/// Where the admin commands go and how they authenticate.
+#[derive(Debug, Args)]
+pub struct AdminAccessArgs {
+    /// Base address of the running service.
+    #[arg(long, env = "SVC_URL", default_value = DEFAULT_URL)]
+    pub url: String,
+    /// File holding the admin password [else the environment's SVC_ADMIN_PASSWORD].
+    #[arg(long = "password-file", alias = "password_file")]
+    pub password_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,6 @@
 //! The data commands of `svc`: each prints JSON on stdout; errors reach `main` as one line.
 
+pub mod admin;
 pub mod encounter;
 pub mod identity;
 pub mod oauth;

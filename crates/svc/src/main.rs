@@ -70,6 +70,7 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
             done(commands::oauth::logout(&did))
         }
         cli::Command::Publish(args) => done(block_on(commands::publish::publish(&args))),
+        cli::Command::Admin(command) => done(block_on(commands::admin::run(&command))),
         cli::Command::Encounter(cli::EncounterCommand::Record(args)) => {
             done(block_on(commands::encounter::record(&args)))
         }

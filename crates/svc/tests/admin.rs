@@ -219,3 +219,49 @@ fn admin_requests_are_refused_plainly_and_guessing_is_slowed() {
     let stderr = String::from_utf8_lossy(&refused_at_start.stderr);
     assert!(stderr.contains("--admin-password-file"), "{stderr}");
 }
+
+#[test]
+fn the_command_line_takes_down_reports_and_restores() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, uris) = events(dir.path());
+    let password_file = dir.path().join("admin-password");
+    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+    let password = password_file.to_str().unwrap();
+    let args = [
+        "--import",
+        file.to_str().unwrap(),
+        "--admin-password-file",
+        password,
+    ];
+    let server = Server::start(dir.path().join("catalog.db"), &args);
+    let admin = |words: &[&str]| {
+        let output = svc()
+            .arg("admin")
+            .args(words)
+            .args(["--url", &server.url, "--password-file", password])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        assert!(output.status.success(), "{words:?}: {stderr}");
+        serde_json::from_slice::<Value>(&output.stdout).expect("JSON")
+    };
+    let taken = admin(&["takedown", &uris[2], "--ref", "case 9"]);
+    assert_eq!(taken["takedown"], json!({"applied": true, "ref": "case 9"}));
+    assert_eq!(listed(&server), uris[..2]);
+    let status = admin(&["status", &uris[2]]);
+    assert_eq!(
+        status["takedown"],
+        json!({"applied": true, "ref": "case 9"})
+    );
+    admin(&["restore", &uris[2]]);
+    assert_eq!(listed(&server), uris);
+    // A wrong password is the server's refusal, said plainly.
+    let wrong = svc()
+        .args(["admin", "status", "did:plc:bob", "--url", &server.url])
+        .env("SVC_ADMIN_PASSWORD", "not the password")
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(stderr.contains("401 AuthenticationRequired"), "{stderr}");
+}

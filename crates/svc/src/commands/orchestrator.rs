@@ -265,7 +265,17 @@ async fn get_json(
         pairs,
     )
     .map_err(|e| UsageError(format!("--url {base_url}: {e}")))?;
-    let response = super::http()?.get(url.clone()).send().await.map_err(|e| {
+    let sent = super::http()?.get(url.clone()).send().await;
+    answer_json(base_url, &url, sent).await
+}
+
+/// The JSON a running `svc serve` answered at `url`; its JSON error, named, when it refused.
+pub(crate) async fn answer_json(
+    base_url: &str,
+    url: &svc_atproto::Url,
+    sent: Result<reqwest::Response, reqwest::Error>,
+) -> anyhow::Result<serde_json::Value> {
+    let response = sent.map_err(|e| {
         anyhow::anyhow!(
             "cannot reach {base_url}: {}",
             svc_atproto::transport_failure(url.as_str(), e)
