@@ -179,6 +179,16 @@ fn not_found(what: &str) -> Response {
     page(&failure, StatusCode::NOT_FOUND)
 }
 
+/// A page that says the record at this address was taken down by the operator, without a
+/// word of its content (`410 Gone`: it is here, and not to be shown).
+fn taken_down() -> Response {
+    let failure = Failure {
+        title: "Taken down".into(),
+        message: "The operator of this catalog took this record down; it is not shown.".into(),
+    };
+    page(&failure, StatusCode::GONE)
+}
+
 /// `GET /assets/<file>`.
 pub(crate) async fn asset(Path(file): Path<String>) -> Response {
     match ASSETS.iter().find(|(name, _, _)| *name == file) {

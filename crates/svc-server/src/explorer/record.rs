@@ -85,11 +85,27 @@ pub(crate) async fn record(
         }
         Err(error) => return super::failure(error),
     }
+    let author = uri.authority().to_string();
+    let subject = uri.as_str().to_string();
     match build(&state, uri, collection).await {
         Ok(Some(record_page)) => page(&record_page, StatusCode::OK),
-        Ok(None) => super::not_found("record at this address"),
+        Ok(None) => match taken_down(&state, subject, author).await {
+            Ok(true) => super::taken_down(),
+            Ok(false) => super::not_found("record at this address"),
+            Err(error) => super::failure(error),
+        },
         Err(error) => super::failure(error),
     }
+}
+
+/// Whether the operator took down the record at `uri` or its author's account.
+async fn taken_down(state: &AppState, uri: String, author: String) -> Result<bool, ApiError> {
+    for subject in [uri, author] {
+        if state.catalog.takedown(subject).await?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The record's JSON as it is stored, neither parsed nor laid out: what its page leaves out.
