@@ -112,7 +112,10 @@ fn takedowns_hide_what_they_name_until_lifted_and_last_across_a_restart() {
     assert_eq!(server.get_raw(&format!("{path}?format=json")).0, 404);
     let (code, _, page) = server.get_raw(&path);
     assert_eq!(code, 410, "{page}");
-    assert!(page.contains("Taken down") && !page.contains(REQUESTER), "{page}");
+    assert!(
+        page.contains("Taken down") && !page.contains(REQUESTER),
+        "{page}"
+    );
     let (code, answer) = status(&server, &format!("uri={}", encode(&uris[0])));
     assert_eq!(
         (code, &answer["takedown"]),
