@@ -356,7 +356,11 @@ impl Feed<'_> {
     /// Sends every stored change after `*last`, then follows the hub from where that ends.
     async fn follow(&self, last: &mut i64) -> Result<broadcast::Receiver<Arc<Published>>, FeedEnd> {
         *last = self.replay(*last).await?;
-        let live = self.state.stream.hub(&self.state.catalog).subscribe();
+        let live = self
+            .state
+            .stream
+            .hub(&self.state.catalog, *last)
+            .subscribe();
         // What was committed between the replay's end and the subscription.
         *last = self.replay(*last).await?;
         Ok(live)

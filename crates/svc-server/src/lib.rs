@@ -113,9 +113,10 @@ pub(crate) struct StreamState {
 }
 
 impl StreamState {
-    pub fn hub(&self, catalog: &Arc<dyn CatalogRead>) -> &Arc<stream_hub::Hub> {
+    /// The process's hub, started after the change `from` if this asks first.
+    pub fn hub(&self, catalog: &Arc<dyn CatalogRead>, from: i64) -> &Arc<stream_hub::Hub> {
         self.hub
-            .get_or_init(|| stream_hub::Hub::start(Arc::clone(catalog)))
+            .get_or_init(|| stream_hub::Hub::start(Arc::clone(catalog), from))
     }
 }
 

@@ -75,14 +75,15 @@ pub(crate) struct Hub {
 }
 
 impl Hub {
-    /// Starts the hub from the stream's newest change.
-    pub fn start(catalog: Arc<dyn CatalogRead>) -> Arc<Hub> {
+    /// Starts the hub after the change `from`: the last its first subscriber read from
+    /// storage, so that a change committed while the hub starts reaches that subscriber.
+    pub fn start(catalog: Arc<dyn CatalogRead>, from: i64) -> Arc<Hub> {
         let (sender, _) = broadcast::channel(HUB_KEEPS);
         let hub = Arc::new(Hub {
             sender,
-            newest: AtomicI64::new(-1),
+            newest: AtomicI64::new(from),
         });
-        tokio::spawn(run(catalog, Arc::clone(&hub)));
+        tokio::spawn(run(catalog, Arc::clone(&hub), from));
         hub
     }
 
@@ -91,15 +92,8 @@ impl Hub {
     }
 }
 
-async fn run(catalog: Arc<dyn CatalogRead>, hub: Arc<Hub>) {
-    let mut last = match catalog.change_bounds().await {
-        Ok(bounds) => bounds.newest,
-        Err(error) => {
-            tracing::warn!("the change stream's hub cannot start: {error}");
-            0
-        }
-    };
-    hub.newest.store(last, Ordering::Release);
+async fn run(catalog: Arc<dyn CatalogRead>, hub: Arc<Hub>, from: i64) {
+    let mut last = from;
     let mut ticks = catalog.clock().ticks();
     let mut waited = Duration::ZERO;
     loop {
