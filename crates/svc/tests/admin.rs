@@ -5,6 +5,7 @@
 //! repeated ones a 429, and the password appears nowhere the server writes.
 
 use serde_json::{Value, json};
+use svc_testkit as common;
 use svc_testkit::*;
 
 const PASSWORD: &str = "correct horse battery staple";
@@ -270,4 +271,70 @@ fn the_command_line_takes_down_reports_and_restores() {
     assert!(!wrong.status.success());
     let stderr = String::from_utf8_lossy(&wrong.stderr);
     assert!(stderr.contains("401 AuthenticationRequired"), "{stderr}");
+}
+
+/// A Jetstream create of a vocabulary in world "open", by `did`, at `time_us`.
+fn vocabulary(did: &str, time_us: i64, rkey: &str) -> (i64, String) {
+    let line = json!({"did": did, "time_us": time_us, "kind": "commit", "commit": {
+        "rev": tid(time_us), "operation": "create", "collection": "dev.svc.vocab", "rkey": rkey,
+        "record": {"$type": "dev.svc.vocab", "name": rkey, "world": "open", "occurredAt": NOW},
+        "cid": CID}});
+    (time_us, line.to_string())
+}
+
+fn open_vocabularies(server: &Server) -> Vec<String> {
+    server.uris("/v1/vocabularies/by-world?world=open")
+}
+
+each_backend!(a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream);
+
+fn a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = backend.fresh_db(dir.path()) else {
+        return;
+    };
+    let password_file = dir.path().join("admin-password");
+    std::fs::write(&password_file, PASSWORD).unwrap();
+    // Recent events: a source starting in the past would be bulk-loaded.
+    let base = now_us() - 1_000_000;
+    let (alice, bob) = ("did:plc:alice", "did:plc:bob");
+    let replay = common::replay::Replay::start(vec![
+        vocabulary(alice, base, "3kaaaaaaaaa22"),
+        vocabulary(bob, base + 1, "3kaaaaaaaaa22"),
+    ]);
+    let args = [
+        "--firehose",
+        replay.url.as_str(),
+        "--ready-lag",
+        "5s",
+        "--admin-password-file",
+        password_file.to_str().unwrap(),
+    ];
+    let server = Server::launch(&db, &args);
+    server.wait_for("/v1/stats", std::time::Duration::from_secs(10), |stats| {
+        stats["vocabularies"] == 2
+    });
+    let alice_first = format!("at://{alice}/dev.svc.vocab/3kaaaaaaaaa22");
+    let changes = common::stream::subscribe(&server, "/v1/changes");
+    let account = json!({"$type": "com.atproto.admin.defs#repoRef", "did": alice});
+    assert_eq!(update(&server, account, json!({"applied": true})).0, 200);
+    let left = common::stream::next_of(&changes, "after the takedown");
+    assert_eq!(
+        (left.data["op"].as_str(), left.data["uri"].as_str()),
+        (Some("leave"), Some(alice_first.as_str()))
+    );
+
+    // What the account publishes afterwards is stored out of sight.
+    replay.publish([
+        vocabulary(alice, base + 2, "3kaaaaaaaaa23"),
+        vocabulary(bob, base + 3, "3kaaaaaaaaa23"),
+    ]);
+    let bob_second = format!("at://{bob}/dev.svc.vocab/3kaaaaaaaaa23");
+    server.wait_for("/v1/stats", std::time::Duration::from_secs(10), |_| {
+        open_vocabularies(&server).contains(&bob_second)
+    });
+    let listed = open_vocabularies(&server);
+    assert!(listed.iter().all(|uri| !uri.contains(alice)), "{listed:?}");
+    let (_, stats) = server.get("/v1/stats");
+    assert_eq!(stats["vocabularies"], 2, "{stats}");
 }

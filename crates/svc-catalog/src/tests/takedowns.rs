@@ -95,12 +95,20 @@ pub async fn an_account_taken_down_stays_down_through_its_host_and_a_reopening(f
         .take_down(record(A1), None)
         .await
         .expect("record");
+    let last = fresh.catalog.change_bounds().await.expect("bounds").newest;
     fresh
         .catalog
         .take_down(account("did:plc:a"), None)
         .await
         .expect("account");
     assert_eq!(seen(&fresh).await, expect(&[B1]));
+    let left = fresh
+        .catalog
+        .changes_after(last, 10)
+        .await
+        .expect("changes");
+    let left: Vec<_> = left.iter().map(|c| (c.uri.as_str(), c.op(None))).collect();
+    assert_eq!(left, [(A2, Some(StreamOp::Leave))], "A1 was down already");
     // A record it publishes later, and its host calling it active, change nothing.
     apply(&fresh, A3, "3a").await;
     let active = fresh
