@@ -11,7 +11,9 @@
 # times single requests at deep offsets of the largest key (open bounties) and a cursor at its
 # middle, and states what skipping one row costs.
 # Environment: DURATION (per wrk run, default 30s), CONNECTIONS (32), MIX_LINES (12000),
-# BENCH_DIR (bench-data/), SVC_BIN (a build to measure instead of this checkout's).
+# TAKEDOWN_PERCENT (0: with P, every account in 100/P is taken down through the admin method
+# before the mix), BENCH_DIR (bench-data/), SVC_BIN (a build to measure instead of this
+# checkout's).
 set -euo pipefail
 DURATION="${DURATION:-30s}"
 CONNECTIONS="${CONNECTIONS:-32}"
@@ -26,6 +28,26 @@ fresh_catalog "$DB_URL" "$N"
 trap stop_server EXIT
 import_catalog "$work/mix-import.log"
 stop_server
+if [ "${TAKEDOWN_PERCENT:-0}" != 0 ]; then
+  password="$work/mix-admin-password"
+  printf 'bench admin password\n' >"$password"
+  start_server "$work/mix-takedowns.log" --admin-password-file "$password"
+  python3 - "$events" "$TAKEDOWN_PERCENT" >"$work/mix-takedowns.txt" <<'PY'
+import json, sys
+seen = {}
+for line in open(sys.argv[1]):
+    seen.setdefault(json.loads(line).get("did"), None)
+dids = [did for did in seen if did]
+print("\n".join(dids[::max(1, round(100 / float(sys.argv[2])))]))
+PY
+  while read -r did; do
+    curl -fs -o /dev/null -u "admin:bench admin password" -H 'content-type: application/json' \
+      -d "{\"subject\": {\"\$type\": \"com.atproto.admin.defs#repoRef\", \"did\": \"$did\"}, \"takedown\": {\"applied\": true}}" \
+      "$url/xrpc/com.atproto.admin.updateSubjectStatus"
+  done <"$work/mix-takedowns.txt"
+  echo "took down $(wc -l <"$work/mix-takedowns.txt") accounts ($TAKEDOWN_PERCENT%): $(curl -fs "$url/v1/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])') records left in answers"
+  stop_server
+fi
 mix="$work/mix-$N.txt"
 python3 "$root/bench/mix.py" "$events" "$mix" --lines "$MIX_LINES" 2>"$work/mix-summary.txt"
 head -n1 "$work/mix-summary.txt"
