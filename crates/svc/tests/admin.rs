@@ -286,8 +286,6 @@ fn open_vocabularies(server: &Server) -> Vec<String> {
     server.uris("/v1/vocabularies/by-world?world=open")
 }
 
-each_backend!(a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream);
-
 fn a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = backend.fresh_db(dir.path()) else {
@@ -337,4 +335,53 @@ fn a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream(backend
     assert!(listed.iter().all(|uri| !uri.contains(alice)), "{listed:?}");
     let (_, stats) = server.get("/v1/stats");
     assert_eq!(stats["vocabularies"], 2, "{stats}");
+}
+
+each_backend!(
+    a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream,
+    a_replica_hides_what_the_indexer_took_down,
+);
+
+/// A query replica (`--no-indexer`) over the same catalog drops a taken-down record from its
+/// answers, cached ones included, as it follows any write; it does not take admin updates.
+fn a_replica_hides_what_the_indexer_took_down(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = backend.fresh_db(dir.path()) else {
+        return;
+    };
+    let (file, uris) = events(dir.path());
+    let password_file = dir.path().join("admin-password");
+    std::fs::write(&password_file, PASSWORD).unwrap();
+    let password = password_file.to_str().unwrap();
+    let indexer_args = [
+        "--import",
+        file.to_str().unwrap(),
+        "--admin-password-file",
+        password,
+    ];
+    let indexer = Server::start(&db, &indexer_args);
+    let replica = Server::launch(
+        &db,
+        &[
+            "--no-indexer",
+            "--ready-lag",
+            "2s",
+            "--admin-password-file",
+            password,
+        ],
+    );
+    assert_eq!(listed(&replica), uris, "the replica's answer, now cached");
+    let (code, _) = update(&indexer, record_ref(&uris[1]), json!({"applied": true}));
+    assert_eq!(code, 200);
+    let path = format!("/v1/bounties/by-requester?requester_did={REQUESTER}");
+    replica.wait_for(&path, std::time::Duration::from_secs(10), |answer| {
+        answer["total"] == 2
+    });
+    assert_eq!(listed(&replica), [uris[0].clone(), uris[2].clone()]);
+    let (code, answer) = update(&replica, record_ref(&uris[0]), json!({"applied": true}));
+    assert_eq!(
+        (code, answer["error"].as_str()),
+        (503, Some("NotWriter")),
+        "{answer}"
+    );
 }
