@@ -12,6 +12,7 @@ mod migrations;
 mod password;
 mod reader;
 mod staging;
+mod standing;
 mod sync_state;
 
 use crate::Takedown;

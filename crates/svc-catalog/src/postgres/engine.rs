@@ -275,55 +275,6 @@ impl Link {
         Ok(())
     }
 
-    async fn write_status(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
-        for cursor in &plan.cursors {
-            self.execute(
-                "INSERT INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (source) DO UPDATE SET endpoint = excluded.endpoint, cursor = excluded.cursor, \
-                   event_time_us = excluded.event_time_us, updated_at = excluded.updated_at",
-                &[&cursor.source, &cursor.endpoint, &cursor.cursor, &cursor.event_time.map(|time| time.0), &now_ms()],
-            )
-            .await?;
-        }
-        for sync in &plan.sync {
-            self.write_sync(sync).await?;
-        }
-        if let Some(account) = &plan.account {
-            match &account.inactive {
-                Some(status) => {
-                    self.execute(
-                        "INSERT INTO inactive_accounts (did, status, updated_at) VALUES ($1, $2, $3) \
-                         ON CONFLICT (did) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at",
-                        &[&account.did, status, &now_ms()],
-                    )
-                    .await?
-                }
-                None => {
-                    self.execute("DELETE FROM inactive_accounts WHERE did = $1", &[&account.did])
-                        .await?
-                }
-            };
-        }
-        if let Some(takedown) = &plan.takedown {
-            match &takedown.applied {
-                Some(reference) => {
-                    self.execute(
-                        "INSERT INTO takedowns (subject, reference, applied_at) VALUES ($1, $2, $3) \
-                         ON CONFLICT (subject) DO UPDATE SET reference = excluded.reference, \
-                         applied_at = excluded.applied_at",
-                        &[&takedown.subject, reference, &now_ms()],
-                    )
-                    .await?
-                }
-                None => {
-                    self.execute("DELETE FROM takedowns WHERE subject = $1", &[&takedown.subject])
-                        .await?
-                }
-            };
-        }
-        Ok(())
-    }
-
     async fn write(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
         self.write_records(plan).await?;
         if let Some(did) = &plan.remove_repository {
