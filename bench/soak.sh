@@ -3,7 +3,7 @@
 #   bench/soak.sh [MINUTES] [RATE]      default 10 minutes, 2500 live events/s
 # A fresh `svc serve` imports a base catalog (BASE events, default 200,000), then follows a
 # Jetstream replay server fed RATE events/s while wrk sends a mixed query load (bench/mix.py,
-# bench/mix.lua) at CONNECTIONS (64) for MINUTES; crates/svc-bench/src/bin/soak_bench.rs measures
+# bench/mix.lua) at CONNECTIONS (64) for MINUTES; crates/svc-bench/src/bin/soak_bench/ measures
 # /healthz, RSS and the applied rate per minute and checks the catalog at the end. Exits
 # non-zero when a criterion fails, naming it.
 # Environment: BASE, CONNECTIONS, MIX_LINES (100000), BENCH_DIR (bench-data/).

@@ -4,7 +4,7 @@
 # Three runs, each on a fresh catalog: a `svc serve` following a Jetstream replay server fed a
 # steady live stream of vocabulary creates, with no subscribers to /v1/changes, with
 # SUBSCRIBERS (half to one query's answer, half to every change), and with STALLED more that
-# never read (crates/svc-bench/src/bin/stream_bench.rs). Prints the applied rate of each run,
+# never read (crates/svc-bench/src/bin/stream_bench/). Prints the applied rate of each run,
 # commit-to-delivery p50/p99, svc's RSS per subscriber, and what svc did with the stalled ones.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
