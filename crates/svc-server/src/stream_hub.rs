@@ -3,7 +3,6 @@
 //! that leaves it answered, and hands both to every subscriber at once. A subscriber that
 //! falls further behind than the hub keeps reads what it missed from storage.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use svc_catalog::{CatalogRead, Item, RecordChange, StreamOp};
@@ -70,8 +69,6 @@ fn change_json(change: &RecordChange, op: StreamOp, item: Option<&Item>) -> Stri
 
 pub(crate) struct Hub {
     sender: broadcast::Sender<Arc<Published>>,
-    /// The newest change handed out.
-    newest: AtomicI64,
 }
 
 impl Hub {
@@ -79,10 +76,7 @@ impl Hub {
     /// storage, so that a change committed while the hub starts reaches that subscriber.
     pub fn start(catalog: Arc<dyn CatalogRead>, from: i64) -> Arc<Hub> {
         let (sender, _) = broadcast::channel(HUB_KEEPS);
-        let hub = Arc::new(Hub {
-            sender,
-            newest: AtomicI64::new(from),
-        });
+        let hub = Arc::new(Hub { sender });
         tokio::spawn(run(catalog, Arc::clone(&hub), from));
         hub
     }
@@ -127,7 +121,6 @@ async fn publish_after(
             let _ = hub.sender.send(Arc::new(published));
         }
         last = newest;
-        hub.newest.store(last, Ordering::Release);
     }
 }
 
