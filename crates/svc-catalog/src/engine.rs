@@ -107,12 +107,18 @@ pub enum RecordWrite<'a> {
     Keys { uri: String, keys: IndexKeys },
 }
 
-/// A takedown as stored: applied (with its reference) or lifted.
+/// What becomes of a takedown: applied, with the reference the operator gave, or lifted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TakedownState {
+    Applied { reference: Option<String> },
+    Lifted,
+}
+
+/// A takedown as stored.
 #[derive(Debug)]
 pub struct TakedownWrite {
     pub subject: String,
-    /// `Some(reference)` applied, `None` lifted.
-    pub applied: Option<Option<String>>,
+    pub state: TakedownState,
 }
 
 /// An account's status as stored: `Some(status)` inactive, `None` active again.

@@ -319,11 +319,15 @@ impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
     }
 
     fn take_down(&self, subject: Subject, reference: Option<String>) -> CatalogFuture<'_, bool> {
-        through_writer!(self, set_takedown(subject, Some(reference)))
+        let state = crate::engine::TakedownState::Applied { reference };
+        through_writer!(self, set_takedown(subject, state))
     }
 
     fn lift_takedown(&self, subject: Subject) -> CatalogFuture<'_, bool> {
-        through_writer!(self, set_takedown(subject, None))
+        through_writer!(
+            self,
+            set_takedown(subject, crate::engine::TakedownState::Lifted)
+        )
     }
 
     fn begin_bulk(&self) -> CatalogFuture<'_, bool> {

@@ -8,7 +8,7 @@ mod queries;
 mod takedowns;
 mod transactions;
 
-use crate::engine::{Engine, Plan};
+use crate::engine::{Engine, Plan, TakedownState};
 use crate::keys_column::QueryIds;
 use crate::rules::{Filing, Queued, plan_group};
 use crate::{
@@ -56,10 +56,9 @@ enum WriteJob {
         keep_changes: std::time::Duration,
         reply: oneshot::Sender<CatalogResult<()>>,
     },
-    /// A takedown applied (`Some(reference)`) or lifted.
     Takedown {
         subject: Subject,
-        applied: Option<Option<String>>,
+        state: TakedownState,
         reply: oneshot::Sender<CatalogResult<bool>>,
     },
 }
@@ -197,11 +196,11 @@ impl WriterHandle {
     pub fn set_takedown(
         &self,
         subject: Subject,
-        applied: Option<Option<String>>,
+        state: TakedownState,
     ) -> crate::CatalogFuture<'_, bool> {
         self.ask(|reply| WriteJob::Takedown {
             subject,
-            applied,
+            state,
             reply,
         })
     }
@@ -356,10 +355,10 @@ impl<E: Engine> Writer<E> {
                 }
                 WriteJob::Takedown {
                     subject,
-                    applied,
+                    state,
                     reply,
                 } => {
-                    let _ = reply.send(self.takedown(&subject, applied));
+                    let _ = reply.send(self.takedown(&subject, state));
                 }
                 WriteJob::Heartbeat {
                     keep_changes,
@@ -556,17 +555,13 @@ impl<E: Engine> Writer<E> {
         }
     }
 
-    fn takedown(
-        &mut self,
-        subject: &Subject,
-        applied: Option<Option<String>>,
-    ) -> CatalogResult<bool> {
+    fn takedown(&mut self, subject: &Subject, state: TakedownState) -> CatalogResult<bool> {
         if self.bulk.is_some() {
             return Err(CatalogError::Storage(
                 "a takedown cannot join a bulk load".into(),
             ));
         }
-        takedowns::set_takedown(&mut self.tx, subject, applied)
+        takedowns::set_takedown(&mut self.tx, subject, state)
     }
 
     fn set_account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<bool> {

@@ -4,7 +4,7 @@
 
 use super::link::Link;
 use crate::CatalogResult;
-use crate::engine::Plan;
+use crate::engine::{Plan, TakedownState};
 use crate::runtime::now_ms;
 
 impl Link {
@@ -40,8 +40,8 @@ impl Link {
             };
         }
         if let Some(takedown) = &plan.takedown {
-            match &takedown.applied {
-                Some(reference) => {
+            match &takedown.state {
+                TakedownState::Applied { reference } => {
                     self.execute(
                         "INSERT INTO takedowns (subject, reference, applied_at) VALUES ($1, $2, $3) \
                          ON CONFLICT (subject) DO UPDATE SET reference = excluded.reference, \
@@ -50,7 +50,7 @@ impl Link {
                     )
                     .await?
                 }
-                None => {
+                TakedownState::Lifted => {
                     self.execute("DELETE FROM takedowns WHERE subject = $1", &[&takedown.subject])
                         .await?
                 }

@@ -2,6 +2,7 @@
 //! one write connection. Index entries point at record rowids, so a read joins on integers.
 
 use super::record_row::row_values;
+use crate::engine::TakedownState;
 use crate::engine::{
     Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
 };
@@ -175,12 +176,12 @@ impl SqliteEngine {
             };
         }
         if let Some(takedown) = &plan.takedown {
-            match &takedown.applied {
-                Some(reference) => self.conn.execute(
+            match &takedown.state {
+                TakedownState::Applied { reference } => self.conn.execute(
                     "INSERT OR REPLACE INTO takedowns (subject, reference, applied_at) VALUES (?1, ?2, ?3)",
                     params![takedown.subject, reference, now_ms()],
                 )?,
-                None => self
+                TakedownState::Lifted => self
                     .conn
                     .execute("DELETE FROM takedowns WHERE subject = ?1", [&takedown.subject])?,
             };

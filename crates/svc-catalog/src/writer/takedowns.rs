@@ -5,22 +5,21 @@
 
 use super::accounts::file_repository;
 use super::transactions::Transactions;
-use crate::engine::{Engine, Plan, Stored, TakedownWrite};
+use crate::engine::{Engine, Plan, Stored, TakedownState, TakedownWrite};
 use crate::rules::Filing;
 use crate::stream::StreamEntry;
 use crate::{CatalogResult, Subject};
 use svc_spec::IndexKeys;
 
-/// Applies (`reference` given) or lifts (`None`) a takedown of `subject`; whether it was
-/// taken down before.
+/// Applies or lifts a takedown of `subject`; whether it was taken down before.
 pub(super) fn set_takedown<E: Engine>(
     tx: &mut Transactions<E>,
     subject: &Subject,
-    applied: Option<Option<String>>,
+    state: TakedownState,
 ) -> CatalogResult<bool> {
     let key = subject.as_str();
     let was = tx.filing.taken_down.contains(key);
-    let now = applied.is_some();
+    let now = matches!(state, TakedownState::Applied { .. });
     tx.run(|engine, filing| {
         let mut plan = Plan::default();
         if was != now {
@@ -34,7 +33,7 @@ pub(super) fn set_takedown<E: Engine>(
         }
         plan.takedown = Some(TakedownWrite {
             subject: key.to_string(),
-            applied,
+            state,
         });
         engine.write(&plan)?;
         Ok((plan, ()))
