@@ -280,18 +280,16 @@ fn update_input(body: &[u8]) -> Result<(Subject, Value, bool, Option<String>), S
 fn subject_of(subject: &Value) -> Result<Subject, String> {
     let kind = subject.get("$type").and_then(Value::as_str);
     match kind {
-        Some("com.atproto.admin.defs#repoRef") | None if subject.get("did").is_some() => {
-            account(subject.get("did"))
-        }
-        Some("com.atproto.repo.strongRef") | None if subject.get("uri").is_some() => {
-            record(subject.get("uri"))
-        }
+        Some("com.atproto.admin.defs#repoRef") => account(subject.get("did")),
+        Some("com.atproto.repo.strongRef") => record(subject.get("uri")),
         Some("com.atproto.admin.defs#repoBlobRef") => {
             Err("subject: blobs are not held by this service".into())
         }
         Some(other) => Err(format!(
             "subject.$type: {other:?} is neither com.atproto.admin.defs#repoRef nor com.atproto.repo.strongRef"
         )),
+        None if subject.get("did").is_some() => account(subject.get("did")),
+        None if subject.get("uri").is_some() => record(subject.get("uri")),
         None => Err("subject: must name a did or a uri".into()),
     }
 }
