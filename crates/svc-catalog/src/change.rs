@@ -146,6 +146,15 @@ pub enum Subject {
 }
 
 impl Subject {
+    /// An at-uri names a record, a DID an account; anything else is no subject.
+    pub fn parse(text: &str) -> Option<Subject> {
+        if text.starts_with("at://") {
+            svc_syntax::AtUri::new(text).ok().map(Subject::Record)
+        } else {
+            svc_syntax::Did::new(text).ok().map(Subject::Account)
+        }
+    }
+
     /// The DID or the at-uri, as the takedown is stored under it.
     pub fn as_str(&self) -> &str {
         match self {
@@ -160,4 +169,67 @@ impl Subject {
 pub struct Takedown {
     pub reference: Option<String>,
     pub applied_at: svc_syntax::UnixMillis,
+}
+
+/// Who applied a takedown: the operator (through the admin methods), or a labeler whose
+/// `!takedown` label is in force.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TakedownSource {
+    Operator,
+    Labeler(svc_syntax::Did),
+}
+
+impl TakedownSource {
+    /// How the source is stored: `operator`, or the labeler's DID.
+    pub fn as_str(&self) -> &str {
+        match self {
+            TakedownSource::Operator => "operator",
+            TakedownSource::Labeler(did) => did.as_str(),
+        }
+    }
+}
+
+/// The label value that takes its subject down, from a labeler svc follows.
+pub const TAKEDOWN_LABEL: &str = "!takedown";
+
+/// A label a labeler stated, its signature already checked: a value on an account or a
+/// record, or its negation, perhaps with an expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label {
+    pub subject: Subject,
+    pub val: String,
+    pub neg: bool,
+    /// When the labeler created it: of two statements of one value, the later holds.
+    pub cts: svc_syntax::UnixMicros,
+    pub exp: Option<svc_syntax::UnixMillis>,
+}
+
+/// Labels read from one labeler, with where its stream stands after them.
+#[derive(Debug, Clone)]
+pub struct LabelBatch {
+    pub labeler: svc_syntax::Did,
+    pub labels: Vec<Label>,
+    pub cursor: CursorPosition,
+}
+
+/// What became of a batch of labels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LabelReport {
+    /// Stored, or negated what was stored.
+    pub applied: u64,
+    /// Older than what the catalog holds for the same subject, labeler and value.
+    pub stale: u64,
+    /// New labels on subjects the catalog does not hold, past the labeler's allowance.
+    pub over_allowance: u64,
+}
+
+/// A label in force, as answers show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelView {
+    /// The subject it applies to (a DID or an at-uri).
+    pub subject: String,
+    /// The labeler's DID.
+    pub src: String,
+    pub val: String,
+    pub cts: String,
 }

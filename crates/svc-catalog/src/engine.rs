@@ -2,7 +2,6 @@
 //! thread ([`Engine`]), the reads of its read side ([`EngineReads`]), and the rows and plans
 //! that pass between them. An engine stores and reads; it decides nothing.
 
-use crate::Takedown;
 use crate::keys_column::QueryIds;
 use crate::replication_log::{LogEntry, NO_KEYS};
 use crate::resync::{RepositoryHead, ResyncEntry, ResyncSummary, SyncWrites};
@@ -11,8 +10,9 @@ use crate::{
     CatalogFuture, CatalogResult, Change, CursorPosition, Item, KindCounts, Page, PageRequest,
     PageWriter,
 };
+use crate::{LabelView, Takedown};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use svc_spec::{IndexKeys, QueryId};
 use svc_syntax::UnixMillis;
 use svc_syntax::{AtUri, Nsid};
@@ -114,11 +114,86 @@ pub enum TakedownState {
     Lifted,
 }
 
-/// A takedown as stored.
+/// A takedown as stored: by whom (`operator`, or a labeler's DID) and of what.
 #[derive(Debug)]
 pub struct TakedownWrite {
     pub subject: String,
+    pub source: String,
     pub state: TakedownState,
+}
+
+/// Every subject taken down, with who took it down (`operator`, labelers' DIDs): a subject
+/// stays down while anyone holds it down.
+#[derive(Debug, Default, Clone)]
+pub struct Takedowns(HashMap<String, BTreeSet<String>>);
+
+impl Takedowns {
+    pub fn contains(&self, subject: &str) -> bool {
+        self.0.contains_key(subject)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Records `source`'s takedown of `subject` as applied or lifted.
+    pub fn set(&mut self, subject: &str, source: &str, applied: bool) {
+        if applied {
+            let sources = self.0.entry(subject.to_string()).or_default();
+            sources.insert(source.to_string());
+        } else if let Some(sources) = self.0.get_mut(subject) {
+            sources.remove(source);
+            if sources.is_empty() {
+                self.0.remove(subject);
+            }
+        }
+    }
+
+    /// Whether `subject` would be down once `source`'s takedown is applied or lifted.
+    pub fn down_after(&self, subject: &str, source: &str, applied: bool) -> bool {
+        applied
+            || self
+                .0
+                .get(subject)
+                .is_some_and(|sources| sources.iter().any(|held| held != source))
+    }
+}
+
+impl FromIterator<(String, String)> for Takedowns {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(rows: I) -> Takedowns {
+        let mut takedowns = Takedowns::default();
+        for (subject, source) in rows {
+            takedowns.set(&subject, &source, true);
+        }
+        takedowns
+    }
+}
+
+/// Which label a row holds: one value one labeler states of one subject.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LabelKey {
+    pub subject: String,
+    pub src: String,
+    pub val: String,
+}
+
+/// A label row: the labeler's latest statement of its value (a negation kept, so that an
+/// older statement arriving late cannot undo it).
+#[derive(Debug, Clone)]
+pub struct LabelRow {
+    pub key: LabelKey,
+    pub neg: bool,
+    /// The creation time as fixed-width UTC text, which sorts as the times do.
+    pub cts: String,
+    pub exp_ms: Option<i64>,
+}
+
+/// A change of the labels table.
+#[derive(Debug, Clone)]
+pub enum LabelWrite {
+    Put(LabelRow),
+    /// An expired label, gone.
+    Remove(LabelKey),
 }
 
 /// An account's status as stored: `Some(status)` inactive, `None` active again.
@@ -149,6 +224,7 @@ pub struct Plan<'a> {
     pub sync: Vec<&'a SyncWrites>,
     pub account: Option<AccountWrite>,
     pub takedown: Option<TakedownWrite>,
+    pub labels: Vec<LabelWrite>,
     /// The (query, key) pairs whose answers change (a record's text may change under keys
     /// that stay), for the change clock once committed.
     pub touched: IndexKeys,
@@ -234,8 +310,17 @@ pub trait Engine: Send + 'static {
     fn query_ids(&self) -> QueryIds;
     /// Accounts stored as inactive or deleted.
     fn inactive_accounts(&mut self) -> CatalogResult<HashSet<String>>;
-    /// The subjects (DIDs and record uris) taken down.
-    fn takedowns(&mut self) -> CatalogResult<HashSet<String>>;
+    /// The subjects (DIDs and record uris) taken down, each with who took it down.
+    fn takedowns(&mut self) -> CatalogResult<Takedowns>;
+    /// The stored row of a label, if any: whether it is a negation, and its creation time.
+    fn stored_label(&mut self, key: &LabelKey) -> CatalogResult<Option<(bool, String)>>;
+    /// How many label rows one labeler has stored.
+    fn label_count(&mut self, src: &str) -> CatalogResult<u64>;
+    /// Labels whose expiry is at or before `now`, at most `limit`, soonest first.
+    fn expired_labels(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<LabelKey>>;
+    /// Whether the catalog stores the record at `subject` (an at-uri) or any record of it
+    /// (a DID), tombstones aside.
+    fn holds(&mut self, subject: &str) -> CatalogResult<bool>;
 
     /// Queued repositories due by `now`, soonest first, at most `limit`.
     fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>>;
@@ -312,9 +397,35 @@ pub(crate) const REPOSITORY_RECORDS: &str = "SELECT uri, rev, record FROM record
      AND NOT EXISTS (SELECT 1 FROM takedowns WHERE subject IN ($3, records.uri)) \
      ORDER BY uri LIMIT $4";
 
-/// The takedown of the subject `$1`: its reference and when it was applied.
+/// The operator's takedown of the subject `$1`: its reference and when it was applied.
 pub(crate) const TAKEDOWN_OF: &str =
-    "SELECT reference, applied_at FROM takedowns WHERE subject = $1";
+    "SELECT reference, applied_at FROM takedowns WHERE subject = $1 AND source = 'operator'";
+
+/// Label statements, in both engines' SQL.
+pub(crate) mod label_sql {
+    pub const STORED: &str =
+        "SELECT neg, cts FROM labels WHERE subject = $1 AND src = $2 AND val = $3";
+    pub const COUNT: &str = "SELECT count(*) FROM labels WHERE src = $1";
+    pub const EXPIRED: &str = "SELECT subject, src, val FROM labels \
+         WHERE exp_ms IS NOT NULL AND exp_ms <= $1 ORDER BY exp_ms LIMIT $2";
+    pub const REMOVE: &str = "DELETE FROM labels WHERE subject = $1 AND src = $2 AND val = $3";
+    /// Whether `$1` (an at-uri) or a record of `$1` (a DID, `$2` and `$3` its uri range) is
+    /// stored.
+    pub const HOLDS: &str = "SELECT EXISTS (SELECT 1 FROM records WHERE uri = $1 AND record IS NOT NULL) \
+         OR EXISTS (SELECT 1 FROM records WHERE uri > $2 AND uri < $3 AND record IS NOT NULL)";
+    pub const TAKEDOWNS: &str = "SELECT subject, source FROM takedowns";
+    pub const TAKE_DOWN: &str = "INSERT INTO takedowns (subject, source, reference, applied_at) \
+         VALUES ($1, $2, $3, $4) ON CONFLICT (subject, source) DO UPDATE SET \
+         reference = excluded.reference, applied_at = excluded.applied_at";
+    pub const LIFT: &str = "DELETE FROM takedowns WHERE subject = $1 AND source = $2";
+    /// The labels in force on the subject `$1`, at most `$2`.
+    pub const IN_FORCE: &str = "SELECT subject, src, val, cts FROM labels \
+         WHERE subject = $1 AND neg = false AND val <> '!takedown' \
+         ORDER BY src, val LIMIT $2";
+    pub const PUT: &str = "INSERT INTO labels (subject, src, val, neg, cts, exp_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (subject, src, val) DO UPDATE SET \
+         neg = excluded.neg, cts = excluded.cts, exp_ms = excluded.exp_ms";
+}
 
 /// Every source's position, by source.
 pub(crate) const CURSORS: &str =
@@ -361,6 +472,7 @@ pub trait EngineReads: Send + Sync + 'static {
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>>;
     fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>>;
+    fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>>;
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
     /// Changes of the stream numbered above `seq`, in order, at most `limit`.
     fn changes_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>>;

@@ -9,9 +9,9 @@ use crate::replication_log::{Follower, LogSource};
 use crate::writer::{WriterHandle, spawn_writer};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogFuture, CatalogRead, CatalogResult,
-    CatalogRole, CatalogWrite, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
-    PageRequest, PageWriter, RecordChange, RepositoryHead, ResyncEntry, ResyncSummary,
-    StreamBounds, Subject, SyncWrites, Takedown,
+    CatalogRole, CatalogWrite, Change, ChangeClock, CursorPosition, Item, KindCounts, LabelBatch,
+    LabelReport, LabelView, Page, PageRequest, PageWriter, RecordChange, RepositoryHead,
+    ResyncEntry, ResyncSummary, StreamBounds, Subject, SyncWrites, Takedown,
 };
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -250,6 +250,10 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
         self.reads.takedown(subject)
     }
 
+    fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>> {
+        self.reads.labels(subjects, limit)
+    }
+
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         self.reads.indexer_heartbeat()
     }
@@ -328,6 +332,14 @@ impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
             self,
             set_takedown(subject, crate::engine::TakedownState::Lifted)
         )
+    }
+
+    fn apply_labels(&self, batch: LabelBatch) -> CatalogFuture<'_, LabelReport> {
+        through_writer!(self, apply_labels(batch))
+    }
+
+    fn expire_labels(&self, now: UnixMillis) -> CatalogFuture<'_, usize> {
+        through_writer!(self, expire_labels(now))
     }
 
     fn begin_bulk(&self) -> CatalogFuture<'_, bool> {

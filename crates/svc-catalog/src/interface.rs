@@ -4,9 +4,9 @@
 //! behind it; the embedded SQLite backend runs its work on blocking threads.
 
 use crate::{
-    AccountStatus, ApplyReport, Change, ChangeClock, CursorPosition, Item, KindCounts, Page,
-    PageRequest, PageWriter, RecordChange, Refusal, RepositoryHead, ResyncEntry, ResyncSummary,
-    StreamBounds, Subject, SyncWrites, Takedown,
+    AccountStatus, ApplyReport, Change, ChangeClock, CursorPosition, Item, KindCounts, LabelBatch,
+    LabelReport, LabelView, Page, PageRequest, PageWriter, RecordChange, Refusal, RepositoryHead,
+    ResyncEntry, ResyncSummary, StreamBounds, Subject, SyncWrites, Takedown,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -93,8 +93,12 @@ pub trait CatalogRead: Send + Sync {
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>>;
 
-    /// The takedown in force on `subject` (a DID or a record's at-uri), if any.
+    /// The operator's takedown in force on `subject` (a DID or a record's at-uri), if any.
     fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>>;
+
+    /// The labels in force on any of `subjects` (DIDs and at-uris), `!takedown` aside, in
+    /// (subject, labeler, value) order, at most `limit`.
+    fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>>;
 
     /// The indexer's last heartbeat.
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
@@ -173,6 +177,16 @@ pub trait CatalogWrite: Send + Sync {
     /// Lifts a takedown: what it hid is filed again, unless out of sight for another reason
     /// (an inactive account). Whether it was taken down.
     fn lift_takedown(&self, subject: Subject) -> CatalogFuture<'_, bool>;
+
+    /// Stores one labeler's labels with its cursor (source `labeler:<did>`), in order: a
+    /// label older than the one stored for its subject and value is stale; `!takedown` in
+    /// force takes its subject down (as [`CatalogWrite::take_down`], on the labeler's behalf),
+    /// and its negation or expiry lifts that.
+    fn apply_labels(&self, batch: LabelBatch) -> CatalogFuture<'_, LabelReport>;
+
+    /// Removes labels whose expiry is at or before `now`, lifting expired takedowns; how
+    /// many (at most a sweep's worth: call again while it returns more than none).
+    fn expire_labels(&self, now: UnixMillis) -> CatalogFuture<'_, usize>;
 
     /// Starts a bulk load if the catalog is empty (`false` otherwise, and nothing changes).
     /// Until [`CatalogWrite::finish_bulk`], `apply` stages changes: they are not visible, and

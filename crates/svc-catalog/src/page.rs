@@ -19,6 +19,9 @@ pub struct Item {
     pub rev: String,
     /// The stored JSON text of the record.
     pub record_json: String,
+    /// The labels in force on the record or its author, as a JSON array of `{src, val, cts}`;
+    /// empty when none (or when the read does not say).
+    pub labels: String,
 }
 
 impl Item {
@@ -27,6 +30,7 @@ impl Item {
             uri: self.uri.as_bytes(),
             rev: self.rev.as_bytes(),
             record_json: self.record_json.as_bytes(),
+            labels: self.labels.as_bytes(),
         }
     }
 }
@@ -40,6 +44,15 @@ pub struct ItemRef<'a> {
     pub rev: &'a [u8],
     /// The stored JSON text of the record.
     pub record_json: &'a [u8],
+    /// As [`Item::labels`].
+    pub labels: &'a [u8],
+}
+
+impl ItemRef<'_> {
+    /// The labels' JSON array, when any label is in force.
+    pub fn labels(&self) -> Option<&[u8]> {
+        Some(self.labels).filter(|labels| !labels.is_empty() && *labels != b"[]")
+    }
 }
 
 impl TryFrom<ItemRef<'_>> for Item {
@@ -58,6 +71,7 @@ impl TryFrom<ItemRef<'_>> for Item {
             author,
             rev: text(item.rev, "revision")?,
             record_json: text(item.record_json, "record")?,
+            labels: text(item.labels, "labels")?,
             uri,
         })
     }

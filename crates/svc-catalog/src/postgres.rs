@@ -7,6 +7,7 @@ mod binary_rows;
 mod bulk;
 mod engine;
 mod id_index;
+mod labels;
 mod link;
 mod migrations;
 mod password;
@@ -15,7 +16,6 @@ mod staging;
 mod standing;
 mod sync_state;
 
-use crate::Takedown;
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
@@ -25,6 +25,7 @@ use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter, PostgresUrl,
 };
+use crate::{LabelView, Takedown};
 use password::{PasswordSource, supply_password};
 use std::sync::Arc;
 use std::time::Duration;
@@ -358,6 +359,10 @@ impl EngineReads for PostgresReads {
 
     fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>> {
         Box::pin(async move { reader::takedown(&self.0, &subject).await })
+    }
+
+    fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>> {
+        Box::pin(async move { labels::labels(&self.0, &subjects, limit).await })
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

@@ -7,7 +7,7 @@
 //! The rules turn a batch into a [`Plan`] of storage writes (record rows, index entries,
 //! count deltas, cursors) that an [`Engine`] carries out inside one transaction.
 
-use crate::engine::{Engine, Plan, RecordRow, RecordWrite, Stored, StoredKeys, did_of};
+use crate::engine::{Engine, Plan, RecordRow, RecordWrite, Stored, StoredKeys, Takedowns, did_of};
 use crate::stream::StreamEntry;
 use crate::{ApplyReport, CatalogResult, Change};
 use std::collections::HashSet;
@@ -18,7 +18,7 @@ pub(crate) struct Filing {
     /// Accounts whose records are out of the index.
     pub inactive: HashSet<String>,
     /// What the operator took down: accounts' DIDs and records' uris.
-    pub taken_down: HashSet<String>,
+    pub taken_down: Takedowns,
     /// The queries records are filed by.
     pub queries: IndexSet,
 }

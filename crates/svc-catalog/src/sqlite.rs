@@ -4,12 +4,12 @@
 mod bulk;
 mod checkpoint;
 mod engine;
+mod labels;
 mod migrations;
 mod page_statement;
 mod reader;
 mod record_row;
 
-use crate::Takedown;
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
 use crate::keys_column::QueryIds;
@@ -19,6 +19,7 @@ use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter,
 };
+use crate::{LabelView, Takedown};
 use engine::SqliteEngine;
 pub use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
@@ -287,6 +288,10 @@ impl EngineReads for ReaderPool {
 
     fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>> {
         Box::pin(self.run(move |conn| reader::takedown(conn, &subject)))
+    }
+
+    fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>> {
+        Box::pin(self.run(move |conn| labels::labels(conn, &subjects, limit)))
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

@@ -1,6 +1,7 @@
 //! One suite for every backend: each test takes a fresh catalog from a backend's factory.
 
 mod hostile;
+mod labels;
 mod properties;
 mod suite;
 mod takedowns;
@@ -172,9 +173,12 @@ each_backend!(
     the_resync_queue_and_heads_move_with_their_batch,
     a_record_taken_down_leaves_every_answer_until_lifted,
     an_account_taken_down_stays_down_through_its_host_and_a_reopening,
+    labels_show_on_what_they_apply_to_until_negated_or_expired,
+    a_takedown_label_holds_its_subject_down_beside_the_operator,
 );
 
 use hostile::*;
+use labels::*;
 use suite::*;
 use takedowns::*;
 

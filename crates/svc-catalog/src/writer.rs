@@ -4,6 +4,7 @@
 
 mod accounts;
 mod bulk_load;
+mod labels;
 mod queries;
 mod takedowns;
 mod transactions;
@@ -13,7 +14,8 @@ use crate::keys_column::QueryIds;
 use crate::rules::{Filing, Queued, plan_group};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
-    Refusal, RepositoryHead, ResyncEntry, ResyncSummary, Subject, SyncWrites,
+    LabelBatch, LabelReport, Refusal, RepositoryHead, ResyncEntry, ResyncSummary, Subject,
+    SyncWrites, TakedownSource,
 };
 use bulk_load::BulkLoad;
 use std::collections::HashSet;
@@ -60,6 +62,14 @@ enum WriteJob {
         subject: Subject,
         state: TakedownState,
         reply: oneshot::Sender<CatalogResult<bool>>,
+    },
+    Labels {
+        batch: LabelBatch,
+        reply: oneshot::Sender<CatalogResult<LabelReport>>,
+    },
+    ExpireLabels {
+        now: UnixMillis,
+        reply: oneshot::Sender<CatalogResult<usize>>,
     },
 }
 
@@ -112,6 +122,7 @@ struct Writer<E: Engine> {
     tx: Transactions<E>,
     /// What a bulk load has staged, when one is under way.
     bulk: Option<BulkLoad>,
+    label_allowances: labels::LabelAllowances,
 }
 
 /// The catalog's side of the writer thread: each call sends a job and waits for its reply.
@@ -205,6 +216,14 @@ impl WriterHandle {
         })
     }
 
+    pub fn apply_labels(&self, batch: LabelBatch) -> crate::CatalogFuture<'_, LabelReport> {
+        self.ask(|reply| WriteJob::Labels { batch, reply })
+    }
+
+    pub fn expire_labels(&self, now: UnixMillis) -> crate::CatalogFuture<'_, usize> {
+        self.ask(|reply| WriteJob::ExpireLabels { now, reply })
+    }
+
     pub fn begin_bulk(&self) -> crate::CatalogFuture<'_, bool> {
         self.ask(|reply| WriteJob::BeginBulk { reply })
     }
@@ -254,6 +273,7 @@ pub(crate) fn spawn_writer<E: Engine>(
             next_change,
         },
         bulk: None,
+        label_allowances: Default::default(),
     };
     let (sender, receiver) = mpsc::channel();
     let thread = std::thread::Builder::new()
@@ -359,6 +379,12 @@ impl<E: Engine> Writer<E> {
                     reply,
                 } => {
                     let _ = reply.send(self.takedown(&subject, state));
+                }
+                WriteJob::Labels { batch, reply } => {
+                    let _ = reply.send(self.labels(&batch));
+                }
+                WriteJob::ExpireLabels { now, reply } => {
+                    let _ = reply.send(self.expire_labels(now));
                 }
                 WriteJob::Heartbeat {
                     keep_changes,
@@ -561,7 +587,27 @@ impl<E: Engine> Writer<E> {
                 "a takedown cannot join a bulk load".into(),
             ));
         }
-        takedowns::set_takedown(&mut self.tx, subject, state)
+        takedowns::set_takedown(&mut self.tx, subject, &TakedownSource::Operator, state)
+    }
+
+    fn labels(&mut self, batch: &LabelBatch) -> CatalogResult<LabelReport> {
+        self.refuse_in_bulk("labels")?;
+        labels::apply_labels(&mut self.tx, &mut self.label_allowances, batch)
+    }
+
+    fn expire_labels(&mut self, now: UnixMillis) -> CatalogResult<usize> {
+        self.refuse_in_bulk("expired labels")?;
+        labels::expire_labels(&mut self.tx, now)
+    }
+
+    /// Refuses what cannot join a bulk load, which files nothing until it settles.
+    fn refuse_in_bulk(&self, what: &str) -> CatalogResult<()> {
+        match self.bulk {
+            Some(_) => Err(CatalogError::Storage(format!(
+                "{what} wait for the bulk load under way"
+            ))),
+            None => Ok(()),
+        }
     }
 
     fn set_account(&mut self, did: &Did, status: &AccountStatus) -> CatalogResult<bool> {

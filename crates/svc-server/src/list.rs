@@ -310,6 +310,10 @@ impl PageWriter for JsonPage {
             self.last_uri = LastUri::Copied(uri.into_owned());
         }
         self.out.extend_from_slice(item.record_json);
+        if let Some(labels) = item.labels() {
+            self.out.extend_from_slice(b",\"labels\":");
+            self.out.extend_from_slice(labels);
+        }
         self.out.push(b'}');
     }
 
@@ -406,6 +410,7 @@ mod tests {
             uri: uri.as_bytes(),
             rev: rev.as_bytes(),
             record_json,
+            labels: &[],
         }
     }
 

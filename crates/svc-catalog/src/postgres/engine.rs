@@ -6,7 +6,8 @@
 use super::link::{Link, connect};
 use super::storage;
 use crate::engine::{
-    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
+    Engine, Filed, LabelKey, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, Takedowns,
+    repository_range,
 };
 use crate::keys_column::QueryIds;
 use crate::replication_log::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow, sql};
@@ -464,11 +465,24 @@ impl Engine for PostgresEngine {
         })
     }
 
-    fn takedowns(&mut self) -> CatalogResult<HashSet<String>> {
-        self.run(async |link| {
-            let rows = link.query("SELECT subject FROM takedowns", &[]).await?;
-            Ok(rows.iter().map(|r| r.get(0)).collect())
-        })
+    fn takedowns(&mut self) -> CatalogResult<Takedowns> {
+        self.run(async |link| link.read_takedowns().await)
+    }
+
+    fn stored_label(&mut self, key: &LabelKey) -> CatalogResult<Option<(bool, String)>> {
+        self.run(async |link| link.read_stored_label(key).await)
+    }
+
+    fn label_count(&mut self, src: &str) -> CatalogResult<u64> {
+        self.run(async |link| link.read_label_count(src).await)
+    }
+
+    fn expired_labels(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<LabelKey>> {
+        self.run(async |link| link.read_expired_labels(now, limit).await)
+    }
+
+    fn holds(&mut self, subject: &str) -> CatalogResult<bool> {
+        self.run(async |link| link.read_holds(subject).await)
     }
 
     fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>> {

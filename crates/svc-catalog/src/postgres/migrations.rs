@@ -156,6 +156,24 @@ const MIGRATIONS: &[&str] = &[
         applied_at BIGINT NOT NULL
     );
     "#,
+    // 11: labelers' labels, the latest of each (subject, labeler, value), negations kept to
+    // order what follows; a takedown names who applied it (`operator`, or a labeler's DID).
+    r#"
+    ALTER TABLE takedowns ADD COLUMN source TEXT COLLATE "C" NOT NULL DEFAULT 'operator';
+    ALTER TABLE takedowns DROP CONSTRAINT takedowns_pkey;
+    ALTER TABLE takedowns ADD PRIMARY KEY (subject, source);
+    ALTER TABLE takedowns ALTER COLUMN source DROP DEFAULT;
+    CREATE TABLE labels (
+        subject TEXT COLLATE "C" NOT NULL,
+        src TEXT COLLATE "C" NOT NULL,
+        val TEXT COLLATE "C" NOT NULL,
+        neg BOOLEAN NOT NULL,
+        cts TEXT NOT NULL,
+        exp_ms BIGINT,
+        PRIMARY KEY (subject, src, val)
+    );
+    CREATE INDEX labels_expiry ON labels (exp_ms) WHERE exp_ms IS NOT NULL;
+    "#,
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):

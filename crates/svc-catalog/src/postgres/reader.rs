@@ -35,8 +35,13 @@ macro_rules! page_of_ids {
             "WITH c AS MATERIALIZED ( \
                SELECT coalesce(q.n, 0) AS n, q.kid FROM (SELECT) AS one \
                LEFT JOIN query_counts q ON q.qid = $1 AND q.key = $2) \
-             SELECT c.n, r.uri, r.rev, r.record FROM c LEFT JOIN LATERAL ( \
-               SELECT r.uri, r.rev, r.record FROM unnest(ARRAY(",
+             SELECT c.n, r.uri, r.rev, r.record, r.labels FROM c LEFT JOIN LATERAL ( \
+               SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
+                 SELECT json_agg(json_build_object('src', l.src, 'val', l.val, 'cts', l.cts) \
+                   ORDER BY l.subject, l.src, l.val)::text \
+                 FROM labels l WHERE l.subject IN (r.uri, split_part(r.uri, '/', 3)) \
+                 AND NOT l.neg AND l.val <> '!takedown') END AS labels \
+               FROM unnest(ARRAY(",
             $ids,
             ")) AS page(rid) JOIN records r ON r.id = page.rid) AS r ON true"
         )
@@ -145,14 +150,16 @@ async fn read_page(
         };
         let RawText(rev) = row.try_get(2).map_err(storage)?;
         let record = row.try_get::<_, Option<RawText>>(3).map_err(storage)?;
-        found.push((uri, rev, record.map_or(&b""[..], |text| text.0)));
+        let labels = row.try_get::<_, Option<RawText>>(4).map_err(storage)?;
+        found.push(ItemRef {
+            uri,
+            rev,
+            record_json: record.map_or(&b""[..], |text| text.0),
+            labels: labels.map_or(&b""[..], |text| text.0),
+        });
     }
-    found.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut items = found.into_iter().map(|(uri, rev, record_json)| ItemRef {
-        uri,
-        rev,
-        record_json,
-    });
+    found.sort_unstable_by(|a, b| a.uri.cmp(b.uri));
+    let mut items = found.into_iter();
     for item in items.by_ref().take(page.limit as usize) {
         emit(item);
     }
@@ -244,6 +251,7 @@ fn item_of(r: &tokio_postgres::Row) -> CatalogResult<Item> {
         uri: uri.as_bytes(),
         rev: rev.as_bytes(),
         record_json: record.as_bytes(),
+        labels: &[],
     })
 }
 
@@ -349,6 +357,7 @@ async fn each_item(
             uri,
             rev,
             record_json,
+            labels: &[],
         }) {
             return Ok(false);
         }

@@ -1,10 +1,9 @@
 //! Where things stand, as a plan writes it in PostgreSQL: each source's cursor, the
-//! repositories' synchronisation, accounts inactive at their hosts and the operator's
-//! takedowns.
+//! repositories' synchronisation, accounts inactive at their hosts, takedowns and labels.
 
 use super::link::Link;
 use crate::CatalogResult;
-use crate::engine::{Plan, TakedownState};
+use crate::engine::Plan;
 use crate::runtime::now_ms;
 
 impl Link {
@@ -40,22 +39,9 @@ impl Link {
             };
         }
         if let Some(takedown) = &plan.takedown {
-            match &takedown.state {
-                TakedownState::Applied { reference } => {
-                    self.execute(
-                        "INSERT INTO takedowns (subject, reference, applied_at) VALUES ($1, $2, $3) \
-                         ON CONFLICT (subject) DO UPDATE SET reference = excluded.reference, \
-                         applied_at = excluded.applied_at",
-                        &[&takedown.subject, reference, &now_ms()],
-                    )
-                    .await?
-                }
-                TakedownState::Lifted => {
-                    self.execute("DELETE FROM takedowns WHERE subject = $1", &[&takedown.subject])
-                        .await?
-                }
-            };
+            self.write_takedown(takedown).await?;
         }
+        self.write_labels(&plan.labels).await?;
         Ok(())
     }
 }

@@ -2,9 +2,9 @@
 //! one write connection. Index entries point at record rowids, so a read joins on integers.
 
 use super::record_row::row_values;
-use crate::engine::TakedownState;
 use crate::engine::{
-    Engine, Filed, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, repository_range,
+    Engine, Filed, LabelKey, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, Takedowns,
+    repository_range,
 };
 use crate::keys_column::QueryIds;
 use crate::replication_log::{KEEP_AT_MOST, KEEP_FOR_MS, LogEntry, LogRow, sql};
@@ -176,16 +176,9 @@ impl SqliteEngine {
             };
         }
         if let Some(takedown) = &plan.takedown {
-            match &takedown.state {
-                TakedownState::Applied { reference } => self.conn.execute(
-                    "INSERT OR REPLACE INTO takedowns (subject, reference, applied_at) VALUES (?1, ?2, ?3)",
-                    params![takedown.subject, reference, now_ms()],
-                )?,
-                TakedownState::Lifted => self
-                    .conn
-                    .execute("DELETE FROM takedowns WHERE subject = ?1", [&takedown.subject])?,
-            };
+            self.write_takedown(takedown)?;
         }
+        self.write_labels(&plan.labels)?;
         Ok(())
     }
 }
@@ -375,10 +368,24 @@ impl Engine for SqliteEngine {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    fn takedowns(&mut self) -> CatalogResult<HashSet<String>> {
-        let mut stmt = self.conn.prepare("SELECT subject FROM takedowns")?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    fn takedowns(&mut self) -> CatalogResult<Takedowns> {
+        self.read_takedowns()
+    }
+
+    fn stored_label(&mut self, key: &LabelKey) -> CatalogResult<Option<(bool, String)>> {
+        self.read_stored_label(key)
+    }
+
+    fn label_count(&mut self, src: &str) -> CatalogResult<u64> {
+        self.read_label_count(src)
+    }
+
+    fn expired_labels(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<LabelKey>> {
+        self.read_expired_labels(now, limit)
+    }
+
+    fn holds(&mut self, subject: &str) -> CatalogResult<bool> {
+        self.read_holds(subject)
     }
 
     fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>> {

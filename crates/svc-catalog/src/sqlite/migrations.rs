@@ -122,6 +122,31 @@ const MIGRATIONS: &[&str] = &[
         applied_at INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 8: labelers' labels, the latest of each (subject, labeler, value), negations kept to
+    // order what follows; a takedown names who applied it (`operator`, or a labeler's DID).
+    r#"
+    CREATE TABLE takedowns_by_source (
+        subject TEXT NOT NULL,
+        source TEXT NOT NULL,
+        reference TEXT,
+        applied_at INTEGER NOT NULL,
+        PRIMARY KEY (subject, source)
+    ) WITHOUT ROWID;
+    INSERT INTO takedowns_by_source (subject, source, reference, applied_at)
+        SELECT subject, 'operator', reference, applied_at FROM takedowns;
+    DROP TABLE takedowns;
+    ALTER TABLE takedowns_by_source RENAME TO takedowns;
+    CREATE TABLE labels (
+        subject TEXT NOT NULL,
+        src TEXT NOT NULL,
+        val TEXT NOT NULL,
+        neg INTEGER NOT NULL,
+        cts TEXT NOT NULL,
+        exp_ms INTEGER,
+        PRIMARY KEY (subject, src, val)
+    ) WITHOUT ROWID;
+    CREATE INDEX labels_expiry ON labels (exp_ms) WHERE exp_ms IS NOT NULL;
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -179,7 +179,14 @@ fn set_niceness_and_slice() -> bool {
 macro_rules! page_by_uri {
     ($comparison:literal) => {
         concat!(
-            "SELECT k.uri, r.rev, r.record FROM query_keys k ",
+            "SELECT k.uri, r.rev, r.record, ",
+            // Labels are looked up only while the catalog holds any: SQLite runs the
+            // uncorrelated EXISTS once per statement, the lookup (two index probes) per row.
+            "CASE WHEN EXISTS (SELECT 1 FROM labels) THEN (",
+            "SELECT json_group_array(json_object('src', l.src, 'val', l.val, 'cts', l.cts)) ",
+            "FROM labels l WHERE l.subject IN (k.uri, r.author) AND l.neg = 0 ",
+            "AND l.val <> '!takedown') END ",
+            "FROM query_keys k ",
             "JOIN records r ON r.rowid = k.rid WHERE k.qid = ?1 AND k.key = ?2 AND k.uri ",
             $comparison,
             " ?3 ORDER BY k.uri"
@@ -220,12 +227,14 @@ impl OffsetSeek {
     }
 }
 
-/// An item from the current row of a page statement (`uri, rev, record`), borrowed from it.
+/// An item from the current row of a page statement (`uri, rev, record, labels`), borrowed
+/// from it.
 fn page_item<'r>(rows: &'r Rows<'_>) -> ItemRef<'r> {
     ItemRef {
         uri: rows.text(0),
         rev: rows.text(1),
         record_json: rows.text(2),
+        labels: rows.text(3),
     }
 }
 
@@ -240,6 +249,7 @@ fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> CatalogResult<ItemRef<'r>> {
         uri: bytes(0)?,
         rev: bytes(1)?,
         record_json: bytes(2)?,
+        labels: &[],
     })
 }
 

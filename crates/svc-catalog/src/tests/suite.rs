@@ -68,7 +68,7 @@ async fn listed_and_written(
     page
 }
 
-fn page(limit: u32, offset: u64) -> PageRequest {
+pub(super) fn page(limit: u32, offset: u64) -> PageRequest {
     PageRequest {
         limit,
         offset,
@@ -76,7 +76,7 @@ fn page(limit: u32, offset: u64) -> PageRequest {
     }
 }
 
-fn key(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> (QueryId, String) {
+pub(super) fn key(fresh: &Fresh, query: &str, args: &[Option<&str>]) -> (QueryId, String) {
     let position = fresh.queries.position(query).expect("query");
     let query = &fresh.queries.all()[position];
     (query.id().clone(), query.lookup_key(args))
@@ -1069,6 +1069,7 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
              DROP TABLE resync_queue;
              DROP TABLE repository_heads;
              DROP TABLE takedowns;
+             DROP TABLE labels;
              UPDATE svc_schema SET version = 4;"#,
         )
         .await

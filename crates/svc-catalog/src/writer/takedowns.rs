@@ -8,18 +8,23 @@ use super::transactions::Transactions;
 use crate::engine::{Engine, Plan, Stored, TakedownState, TakedownWrite};
 use crate::rules::Filing;
 use crate::stream::StreamEntry;
-use crate::{CatalogResult, Subject};
+use crate::{CatalogResult, Subject, TakedownSource};
 use svc_spec::IndexKeys;
 
-/// Applies or lifts a takedown of `subject`; whether it was taken down before.
+/// Applies or lifts `source`'s takedown of `subject`; whether it was down before (by anyone).
 pub(super) fn set_takedown<E: Engine>(
     tx: &mut Transactions<E>,
     subject: &Subject,
+    source: &TakedownSource,
     state: TakedownState,
 ) -> CatalogResult<bool> {
     let key = subject.as_str();
+    let applied = matches!(state, TakedownState::Applied { .. });
     let was = tx.filing.taken_down.contains(key);
-    let now = matches!(state, TakedownState::Applied { .. });
+    let now = tx
+        .filing
+        .taken_down
+        .down_after(key, source.as_str(), applied);
     tx.run(|engine, filing| {
         let mut plan = Plan::default();
         if was != now {
@@ -33,16 +38,13 @@ pub(super) fn set_takedown<E: Engine>(
         }
         plan.takedown = Some(TakedownWrite {
             subject: key.to_string(),
+            source: source.as_str().to_string(),
             state,
         });
         engine.write(&plan)?;
         Ok((plan, ()))
     })?;
-    if now {
-        tx.filing.taken_down.insert(key.to_string());
-    } else {
-        tx.filing.taken_down.remove(key);
-    }
+    tx.filing.taken_down.set(key, source.as_str(), applied);
     Ok(was)
 }
 

@@ -116,6 +116,7 @@ mod tests {
                 uri: uri.as_bytes(),
                 rev,
                 record_json: json,
+                labels: &[],
             });
         }
         assert!(writer.finish(7, true).is_empty());

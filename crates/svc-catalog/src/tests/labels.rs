@@ -1,0 +1,194 @@
+//! Labelers' labels, on every backend: shown with the records they apply to (a record's own
+//! and its account's), the latest statement of each value holding, negations and expiry
+//! honoured, the labeler's cursor stored with them; `!takedown` holding its subject down
+//! beside the operator's takedown.
+
+use super::suite::{key, page, uris};
+use super::{Fresh, at, did, upsert};
+use crate::{CursorPosition, Label, LabelBatch, Subject};
+use serde_json::{Value, json};
+use svc_syntax::{UnixMicros, UnixMillis};
+
+const A1: &str = "at://did:plc:a/dev.svc.bounty/1";
+const A2: &str = "at://did:plc:a/dev.svc.bounty/2";
+const B1: &str = "at://did:plc:b/dev.svc.bounty/1";
+const LABELER: &str = "did:plc:labeler";
+
+async fn bounties(fresh: &Fresh) {
+    let changes = [A1, A2, B1]
+        .iter()
+        .map(|uri| upsert(uri, "3a", json!({"requester": "did:plc:r"})))
+        .collect();
+    fresh.catalog.apply(changes, None).await.expect("apply");
+}
+
+fn label(subject: &str, val: &str, neg: bool, cts_ms: i64) -> Label {
+    Label {
+        subject: Subject::parse(subject).expect("a subject"),
+        val: val.to_string(),
+        neg,
+        cts: UnixMicros(cts_ms * 1000),
+        exp: None,
+    }
+}
+
+async fn store(fresh: &Fresh, labels: Vec<Label>, seq: u64) -> crate::LabelReport {
+    let batch = LabelBatch {
+        labeler: did(LABELER),
+        labels,
+        cursor: CursorPosition {
+            source: format!("labeler:{LABELER}"),
+            endpoint: "http://labeler.test".into(),
+            cursor: seq.to_string(),
+            event_time: None,
+        },
+    };
+    fresh.catalog.apply_labels(batch).await.expect("labels")
+}
+
+/// Each listed bounty's uri with the values of the labels shown on it.
+async fn labelled(fresh: &Fresh) -> Vec<(String, Vec<String>)> {
+    let (query, key) = key(fresh, "bountiesByRequester", &[Some("did:plc:r")]);
+    let listed = fresh.catalog.list(query, key, page(100, 0)).await;
+    let items = listed.expect("list").items;
+    items
+        .into_iter()
+        .map(|item| {
+            let labels: Vec<Value> = match item.labels.as_str() {
+                "" => Vec::new(),
+                text => serde_json::from_str(text).expect("labels are JSON"),
+            };
+            for label in &labels {
+                assert_eq!(label["src"], LABELER, "{label}");
+                assert!(label["cts"].as_str().is_some_and(|cts| cts.ends_with('Z')));
+            }
+            let values = labels
+                .iter()
+                .map(|l| l["val"].as_str().unwrap_or("").to_string());
+            (item.uri, values.collect())
+        })
+        .collect()
+}
+
+fn shown(rows: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    rows.iter()
+        .map(|(uri, values)| {
+            (
+                uri.to_string(),
+                values.iter().map(|v| v.to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+pub async fn labels_show_on_what_they_apply_to_until_negated_or_expired(fresh: Fresh) {
+    bounties(&fresh).await;
+    let report = store(
+        &fresh,
+        vec![
+            label(A1, "spam", false, 1_000),
+            label("did:plc:b", "new-account", false, 1_000),
+            label("at://did:plc:nobody/dev.svc.bounty/9", "spam", false, 1_000),
+        ],
+        7,
+    )
+    .await;
+    assert_eq!(report.applied, 3);
+    assert_eq!(
+        labelled(&fresh).await,
+        shown(&[(A1, &["spam"]), (A2, &[]), (B1, &["new-account"])])
+    );
+    let cursor = fresh.catalog.cursor(format!("labeler:{LABELER}")).await;
+    assert_eq!(cursor.expect("cursor").map(|c| c.cursor), Some("7".into()));
+    let views = fresh
+        .catalog
+        .labels(vec![A1.into(), "did:plc:a".into()], 10)
+        .await;
+    let views = views.expect("labels");
+    assert_eq!(views.len(), 1, "{views:?}");
+    assert_eq!(
+        (views[0].subject.as_str(), views[0].val.as_str()),
+        (A1, "spam")
+    );
+
+    // A negation older than the label is stale; a newer one takes it off.
+    let report = store(&fresh, vec![label(A1, "spam", true, 500)], 8).await;
+    assert_eq!((report.applied, report.stale), (0, 1));
+    assert_eq!(labelled(&fresh).await[0].1, vec!["spam".to_string()]);
+    store(&fresh, vec![label(A1, "spam", true, 2_000)], 9).await;
+    assert_eq!(labelled(&fresh).await[0].1, Vec::<String>::new());
+    // A label stated again after its negation holds again.
+    store(&fresh, vec![label(A1, "spam", false, 3_000)], 10).await;
+    assert_eq!(labelled(&fresh).await[0].1, vec!["spam".to_string()]);
+
+    // An expiring label goes when the sweep passes its expiry, not before.
+    let expiry = UnixMillis(UnixMillis::now().0 + 3_600_000);
+    let mut expiring = label(A2, "hot", false, 3_000);
+    expiring.exp = Some(expiry);
+    store(&fresh, vec![expiring], 11).await;
+    assert_eq!(labelled(&fresh).await[1].1, vec!["hot".to_string()]);
+    let swept = fresh.catalog.expire_labels(UnixMillis(expiry.0 - 1)).await;
+    assert_eq!(swept.expect("sweep"), 0);
+    let swept = fresh.catalog.expire_labels(expiry).await;
+    assert_eq!(swept.expect("sweep"), 1);
+    assert_eq!(labelled(&fresh).await[1].1, Vec::<String>::new());
+}
+
+async fn listed(fresh: &Fresh) -> Vec<String> {
+    uris(fresh, "bountiesByRequester", &[Some("did:plc:r")]).await
+}
+
+pub async fn a_takedown_label_holds_its_subject_down_beside_the_operator(fresh: Fresh) {
+    bounties(&fresh).await;
+    store(&fresh, vec![label(A1, "!takedown", false, 1_000)], 1).await;
+    assert_eq!(listed(&fresh).await, vec![A2, B1]);
+    assert!(fresh.catalog.get(at(A1)).await.expect("get").is_none());
+    // `!takedown` is not shown as a label, nor reported as the operator's takedown.
+    let views = fresh
+        .catalog
+        .labels(vec![A1.into()], 10)
+        .await
+        .expect("labels");
+    assert!(views.is_empty(), "{views:?}");
+    assert!(
+        fresh
+            .catalog
+            .takedown(A1.into())
+            .await
+            .expect("status")
+            .is_none()
+    );
+
+    // The operator takes it down too: the labeler's negation leaves it down.
+    let operator = fresh.catalog.take_down(Subject::Record(at(A1)), None).await;
+    assert!(operator.expect("take down"), "it was down already");
+    store(&fresh, vec![label(A1, "!takedown", true, 2_000)], 2).await;
+    assert_eq!(listed(&fresh).await, vec![A2, B1]);
+    let lifted = fresh.catalog.lift_takedown(Subject::Record(at(A1))).await;
+    assert!(lifted.expect("lift"));
+    assert_eq!(listed(&fresh).await, vec![A1, A2, B1]);
+
+    // An account's takedown with an expiry holds until the sweep passes it.
+    let expiry = UnixMillis(UnixMillis::now().0 + 3_600_000);
+    let mut account = label("did:plc:a", "!takedown", false, 3_000);
+    account.exp = Some(expiry);
+    store(&fresh, vec![account], 3).await;
+    assert_eq!(listed(&fresh).await, vec![B1]);
+    let swept = fresh.catalog.expire_labels(expiry).await;
+    assert_eq!(swept.expect("sweep"), 1);
+    assert_eq!(listed(&fresh).await, vec![A1, A2, B1]);
+
+    // A label already expired when it arrives holds as its negation.
+    let mut stale = label(B1, "!takedown", false, 4_000);
+    stale.exp = Some(UnixMillis(1));
+    let mut shown = label(B1, "old", false, 4_000);
+    shown.exp = Some(UnixMillis(1));
+    store(&fresh, vec![stale, shown], 4).await;
+    assert_eq!(listed(&fresh).await, vec![A1, A2, B1]);
+    let views = fresh
+        .catalog
+        .labels(vec![B1.into()], 10)
+        .await
+        .expect("labels");
+    assert!(views.is_empty(), "{views:?}");
+}

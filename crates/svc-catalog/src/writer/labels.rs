@@ -1,0 +1,194 @@
+//! Labels from the labelers svc follows. Each (subject, labeler, value) keeps the labeler's
+//! latest statement; a statement older than the stored one is stale. `!takedown` holds its
+//! subject down as the operator's takedown does, with the labeler as its source; any other
+//! value is shown with the records it applies to, so the answers holding them are touched.
+//! Expired labels are removed by a sweep, which lifts an expired `!takedown`.
+
+use super::takedowns::set_takedown;
+use super::transactions::Transactions;
+use crate::engine::{Engine, LabelKey, LabelRow, LabelWrite, Plan, Stored, TakedownState};
+use crate::rules::Filing;
+use crate::{CatalogResult, LabelBatch, LabelReport, Subject, TAKEDOWN_LABEL, TakedownSource};
+use std::collections::{BTreeSet, HashMap};
+use svc_syntax::{Did, UnixMillis};
+
+/// Label rows one labeler may store on subjects the catalog does not hold; past it such
+/// labels are refused and counted (labels on held records and accounts are always kept).
+pub(crate) const LABELS_PER_LABELER: u64 = 1_000_000;
+
+/// Expired labels removed in one sweep step.
+const EXPIRED_PER_SWEEP: usize = 1_000;
+
+/// How many label rows each labeler has stored, read from storage once per labeler.
+#[derive(Default)]
+pub(super) struct LabelAllowances(HashMap<String, u64>);
+
+impl LabelAllowances {
+    fn count<E: Engine>(&mut self, engine: &mut E, src: &str) -> CatalogResult<&mut u64> {
+        if !self.0.contains_key(src) {
+            let stored = engine.label_count(src)?;
+            self.0.insert(src.to_string(), stored);
+        }
+        Ok(self.0.entry(src.to_string()).or_default())
+    }
+
+    /// Forgets a labeler's count (after a failed write: read it again).
+    fn forget(&mut self, src: &str) {
+        self.0.remove(src);
+    }
+}
+
+/// Stores a batch of one labeler's labels with its cursor.
+pub(super) fn apply_labels<E: Engine>(
+    tx: &mut Transactions<E>,
+    allowances: &mut LabelAllowances,
+    batch: &LabelBatch,
+) -> CatalogResult<LabelReport> {
+    let outcome = store_labels(tx, allowances, batch);
+    if outcome.is_err() {
+        allowances.forget(batch.labeler.as_str());
+    }
+    outcome
+}
+
+fn store_labels<E: Engine>(
+    tx: &mut Transactions<E>,
+    allowances: &mut LabelAllowances,
+    batch: &LabelBatch,
+) -> CatalogResult<LabelReport> {
+    let src = batch.labeler.as_str();
+    let source = TakedownSource::Labeler(batch.labeler.clone());
+    let now = UnixMillis::now();
+    let mut report = LabelReport::default();
+    // What this batch wrote already, which storage does not show until it commits.
+    let mut written: HashMap<LabelKey, String> = HashMap::new();
+    let mut rows = Vec::new();
+    for label in &batch.labels {
+        let key = LabelKey {
+            subject: label.subject.as_str().to_string(),
+            src: src.to_string(),
+            val: label.val.clone(),
+        };
+        let cts = svc_syntax::format_unix_micros(label.cts.0);
+        let standing = match written.get(&key) {
+            Some(cts) => Some(cts.clone()),
+            None => tx.engine.stored_label(&key)?.map(|(_, cts)| cts),
+        };
+        if standing
+            .as_deref()
+            .is_some_and(|standing| standing > cts.as_str())
+        {
+            report.stale += 1;
+            continue;
+        }
+        if standing.is_none() {
+            let count = allowances.count(&mut tx.engine, src)?;
+            if *count >= LABELS_PER_LABELER && !tx.engine.holds(&key.subject)? {
+                report.over_allowance += 1;
+                continue;
+            }
+            *count += 1;
+        }
+        // A label already expired holds as its negation: nothing older may restate it.
+        let neg = label.neg || label.exp.is_some_and(|exp| exp <= now);
+        if label.val == TAKEDOWN_LABEL {
+            let state = match !neg {
+                true => TakedownState::Applied {
+                    reference: Some(format!("{TAKEDOWN_LABEL} of {cts}")),
+                },
+                false => TakedownState::Lifted,
+            };
+            set_takedown(tx, &label.subject, &source, state)?;
+        }
+        written.insert(key.clone(), cts.clone());
+        rows.push(LabelWrite::Put(LabelRow {
+            key,
+            neg,
+            cts,
+            exp_ms: label.exp.map(|exp| exp.0),
+        }));
+        report.applied += 1;
+    }
+    tx.run(|engine, filing| {
+        let mut plan = Plan::default();
+        touch_labelled(engine, filing, &rows, &mut plan)?;
+        plan.labels = rows;
+        plan.cursors = vec![&batch.cursor];
+        engine.write(&plan)?;
+        Ok((plan, ()))
+    })?;
+    Ok(report)
+}
+
+/// Removes the labels expired by `now` (at most a sweep's worth); how many.
+pub(super) fn expire_labels<E: Engine>(
+    tx: &mut Transactions<E>,
+    now: UnixMillis,
+) -> CatalogResult<usize> {
+    let expired = tx.engine.expired_labels(now, EXPIRED_PER_SWEEP)?;
+    if expired.is_empty() {
+        return Ok(0);
+    }
+    for key in expired.iter().filter(|key| key.val == TAKEDOWN_LABEL) {
+        let subject = Subject::parse(&key.subject);
+        if let (Some(subject), Ok(labeler)) = (subject, Did::new(key.src.as_str())) {
+            let source = TakedownSource::Labeler(labeler);
+            set_takedown(tx, &subject, &source, TakedownState::Lifted)?;
+        }
+    }
+    let removals: Vec<LabelWrite> = expired.into_iter().map(LabelWrite::Remove).collect();
+    let count = removals.len();
+    tx.run(|engine, filing| {
+        let mut plan = Plan::default();
+        touch_labelled(engine, filing, &removals, &mut plan)?;
+        plan.labels = removals;
+        engine.write(&plan)?;
+        Ok((plan, ()))
+    })?;
+    Ok(count)
+}
+
+/// Touches the answers holding the records the labels apply to (a record, or every record of
+/// an account), so that no cached answer shows the labels they had; `!takedown` is left to
+/// the takedown, which refiles what it hides.
+fn touch_labelled(
+    engine: &mut dyn Engine,
+    filing: &Filing,
+    writes: &[LabelWrite],
+    plan: &mut Plan<'_>,
+) -> CatalogResult<()> {
+    let subjects: BTreeSet<&str> = writes
+        .iter()
+        .map(|write| match write {
+            LabelWrite::Put(row) => &row.key,
+            LabelWrite::Remove(key) => key,
+        })
+        .filter(|key| key.val != TAKEDOWN_LABEL)
+        .map(|key| key.subject.as_str())
+        .collect();
+    for subject in subjects {
+        if !subject.starts_with("at://") {
+            if !filing.hides_account(subject) {
+                for filed in engine.repository(subject)? {
+                    if !filing.hides(&filed.uri) {
+                        let keys = filing.keys_of(&filed.uri, &filed.collection, filed.keys);
+                        plan.touched.extend(keys);
+                    }
+                }
+            }
+        } else if !filing.hides(subject) {
+            let stored = engine.stored(&[subject])?.remove(subject);
+            if let Some(Stored {
+                collection,
+                keys,
+                live: true,
+                ..
+            }) = stored
+            {
+                plan.touched
+                    .extend(filing.keys_of(subject, &collection, keys));
+            }
+        }
+    }
+    Ok(())
+}
