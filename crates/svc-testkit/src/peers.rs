@@ -1,19 +1,21 @@
-//! The reference AT Protocol peers (PDS + PLC directory, see test-peers/README.md) for
-//! integration tests: started once per test binary, on demand, and stopped when it exits.
+//! The reference AT Protocol peers (PDS + PLC directory + a labeler, see test-peers/README.md)
+//! for integration tests: started once per test binary, on demand, and stopped when it exits.
 //!
 //! ```ignore
 //! let Some(peers) = common::peers::peers() else { return };
 //! let alice = peers.create_account("alice");
 //! let (uri, cid) = peers.create_record(&alice, "dev.svc.vocab", record, None);
+//! let label = peers.label(&uri, "spam", false, None); // signed, on subscribeLabels as `seq`
 //! ```
 //!
 //! Lifetime: the first `peers()` runs `scripts/peers install` (cached, idempotent), then spawns
 //! `scripts/peers run` (which `exec`s `node test-peers/start.mjs`) as a child whose stdin is a
 //! pipe, with `SVC_PEERS_EXIT_ON_STDIN_EOF=1`. The `Child`, and with it the pipe's write end, sits
 //! in a static that is never dropped; when the test process ends, however it ends (normal exit,
-//! panic, SIGKILL), the kernel closes that end, Node sees end-of-file on stdin and shuts both
-//! servers down as on SIGTERM (removing the PDS data directory). Nothing is shared between test
-//! binaries: each gets its own ports and its own files, so several can run at once.
+//! panic, SIGKILL), the kernel closes that end, Node sees end-of-file on stdin and shuts the
+//! servers down as on SIGTERM (removing the data directory of the PDS and the labeler). Nothing
+//! is shared between test binaries: each gets its own ports and its own files, so several can run
+//! at once.
 //!
 //! Files, in `target/tmp`: `svc-peers-<test pid>.log` (install output and the servers' stderr;
 //! `LOG_ENABLED=true` adds the servers' own logs) and `svc-peers-<test pid>.json` (the JSON line,
@@ -50,7 +52,15 @@ pub struct Peers {
     pub admin_password: String,
     /// Handles end with this (`.test`).
     pub handle_domain: String,
-    /// The PDS's data directory (removed when the peers stop).
+    /// The labeler's `did:plc`: its document on the PLC has the `#atproto_label` key (which signs
+    /// its labels) and the `#atproto_labeler` service at `labeler`.
+    pub labeler_did: String,
+    /// The labeler (skyware's `LabelerServer`), `http://localhost:<port>`: labels at
+    /// `ws://localhost:<port>/xrpc/com.atproto.label.subscribeLabels?cursor=0`.
+    pub labeler: String,
+    /// The labeler's control server, `http://127.0.0.1:<port>` (see `label`, `forged_label`).
+    pub labeler_control: String,
+    /// The data directory of the PDS and the labeler (removed when the peers stop).
     pub data_dir: String,
     /// The Node process.
     pub pid: u32,
@@ -86,9 +96,10 @@ pub fn peers() -> Option<&'static Peers> {
         let result = start();
         match &result {
             Ok(p) => note(&format!(
-                "peers: PDS {} PLC {} (pid {}) up in {:.1}s; log {}",
+                "peers: PDS {} PLC {} labeler {} (pid {}) up in {:.1}s; log {}",
                 p.pds,
                 p.plc,
+                p.labeler,
                 p.pid,
                 started.elapsed().as_secs_f64(),
                 p.log.display()
@@ -188,6 +199,8 @@ fn start() -> Result<Peers, String> {
         // Free ports for each test binary, whatever the developer's shell says.
         .env_remove("SVC_PEERS_PLC_PORT")
         .env_remove("SVC_PEERS_PDS_PORT")
+        .env_remove("SVC_PEERS_LABELER_PORT")
+        .env_remove("SVC_PEERS_LABELER_CONTROL_PORT")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(log_handle()?)
@@ -246,6 +259,9 @@ fn start() -> Result<Peers, String> {
         pds_port: number("pdsPort")? as u16,
         admin_password: text("adminPassword")?,
         handle_domain: text("handleDomain")?,
+        labeler_did: text("labeler_did")?,
+        labeler: text("labeler")?,
+        labeler_control: text("labeler_control")?,
         data_dir: text("dataDir")?,
         pid: number("pid")? as u32,
         log,
@@ -508,6 +524,63 @@ impl Peers {
     pub fn did_doc(&self, did: &str) -> Value {
         let (status, body) = send(self.http.get(format!("{}/{did}", self.plc)), "PLC");
         assert_eq!(status, 200, "PLC {did}: {body}");
+        body
+    }
+
+    /// A label on `uri` (a DID or an `at://` URI) with the value `val`, negating if `neg`, expiring
+    /// at `exp` (a datetime, passed on as written) if given: signed with the labeler's key, stored
+    /// and emitted on subscribeLabels. Returns it as stored: `seq` (its sequence number on
+    /// subscribeLabels), `src` (= `labeler_did`), `uri`, `val`, `neg`, `cts`, `exp` if given,
+    /// `ver` (1), `sig` (`{"$bytes": base64}`). Live subscribers only get it if their connection
+    /// was registered first (see `labeler_subscribers`); replays from a cursor always do.
+    pub fn label(&self, uri: &str, val: &str, neg: bool, exp: Option<&str>) -> Value {
+        let mut input = json!({"uri": uri, "val": val, "neg": neg});
+        if let Some(exp) = exp {
+            input["exp"] = json!(exp);
+        }
+        self.labeler_post("/label", &input)
+    }
+
+    /// A label as `label` makes it (not negating, no `exp`), but with one byte of its signature
+    /// flipped: it verifies against no key, yet goes out on subscribeLabels, live and in
+    /// replays, in sequence with the others. Returns it as stored, like `label`.
+    pub fn forged_label(&self, uri: &str, val: &str) -> Value {
+        self.labeler_post("/forged", &json!({"uri": uri, "val": val}))
+    }
+
+    /// How many subscribeLabels connections the labeler has registered. It registers one only
+    /// after replaying from its cursor, and emits a new label only to those registered, so a
+    /// test that needs a subscriber to get a label live waits for this to grow first.
+    pub fn labeler_subscribers(&self) -> u64 {
+        let what = "labeler control GET /subscribers";
+        let (status, body) = send(
+            self.http
+                .get(format!("{}/subscribers", self.labeler_control)),
+            what,
+        );
+        match body["subscribers"].as_u64() {
+            Some(n) if status == 200 => n,
+            _ => panic!(
+                "{what}: HTTP {status}: {body} (peers log: {})",
+                self.log.display()
+            ),
+        }
+    }
+
+    fn labeler_post(&self, path: &str, input: &Value) -> Value {
+        let what = format!("labeler control POST {path}");
+        let (status, body) = send(
+            self.http
+                .post(format!("{}{path}", self.labeler_control))
+                .json(input),
+            &what,
+        );
+        if status != 200 || !body["seq"].is_u64() {
+            panic!(
+                "{what} {input}: HTTP {status}: {body} (peers log: {})",
+                self.log.display()
+            );
+        }
         body
     }
 
