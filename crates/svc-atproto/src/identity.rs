@@ -82,22 +82,42 @@ pub fn is_loopback_host(host: &str) -> bool {
 
 /// The PDS a DID document names: its `#atproto_pds` service endpoint.
 pub fn pds_endpoint(document: &Value, did: &str) -> Option<String> {
+    service_endpoint(document, did, "atproto_pds")
+}
+
+/// The endpoint of the document's service `#<fragment>` (`atproto_pds`, `atproto_labeler`).
+pub fn service_endpoint(document: &Value, did: &str, fragment: &str) -> Option<String> {
     document
         .get("service")?
         .as_array()?
         .iter()
         .find_map(|service| {
             let id = service.get("id")?.as_str()?;
-            (id == "#atproto_pds" || id == format!("{did}#atproto_pds"))
+            names_fragment(id, did, fragment)
                 .then(|| service.get("serviceEndpoint")?.as_str().map(str::to_string))
                 .flatten()
         })
+}
+
+/// Whether a document's `id` (`#name` or `<did>#name`) names `#<fragment>`.
+fn names_fragment(id: &str, did: &str, fragment: &str) -> bool {
+    let local = id.strip_prefix(did).unwrap_or(id);
+    local.strip_prefix('#') == Some(fragment)
 }
 
 /// The key that signs a DID's repository commits: its document's `#atproto` verification
 /// method, in any form the network writes (`Multikey`, or the older named suites). `None`
 /// when the document names none; an error when the one it names is not a key svc can read.
 pub fn signing_key(document: &Value, did: &str) -> Option<Result<PublicKey, KeyError>> {
+    method_key(document, did, "atproto")
+}
+
+/// The key of the document's verification method `#<fragment>` (`atproto`, `atproto_label`).
+pub fn method_key(
+    document: &Value,
+    did: &str,
+    fragment: &str,
+) -> Option<Result<PublicKey, KeyError>> {
     let method = document
         .get("verificationMethod")?
         .as_array()?
@@ -106,7 +126,7 @@ pub fn signing_key(document: &Value, did: &str) -> Option<Result<PublicKey, KeyE
             method
                 .get("id")
                 .and_then(Value::as_str)
-                .is_some_and(|id| id == "#atproto" || id == format!("{did}#atproto"))
+                .is_some_and(|id| names_fragment(id, did, fragment))
         })?;
     let kind = method
         .get("type")
@@ -117,6 +137,14 @@ pub fn signing_key(document: &Value, did: &str) -> Option<Result<PublicKey, KeyE
         .and_then(Value::as_str)
         .unwrap_or_default();
     Some(PublicKey::from_verification_method(kind, multibase))
+}
+
+/// A labeler as its DID document states it: where its labels are read, and the key that
+/// signs them.
+#[derive(Debug, Clone)]
+pub struct LabelerService {
+    pub endpoint: String,
+    pub key: PublicKey,
 }
 
 /// An account found from a DID or a handle: its DID and the PDS that holds its repository.
@@ -278,6 +306,22 @@ impl Resolver {
             ))),
         };
         Ok((key, pds))
+    }
+
+    /// A labeler's endpoint (its `#atproto_labeler` service) and label key (its
+    /// `#atproto_label` verification method), read from its DID document now.
+    pub async fn labeler(&self, did: &Did) -> AtprotoResult<LabelerService> {
+        let url = self.document_url(did)?;
+        let document = self.document(did, &url).await?;
+        let invalid = |what: String| AtprotoError::Invalid(format!("{did}: {what}"));
+        let endpoint = service_endpoint(&document, did, "atproto_labeler")
+            .ok_or_else(|| invalid("names no labeler service (#atproto_labeler)".into()))?;
+        let key = match method_key(&document, did, "atproto_label") {
+            Some(Ok(key)) => key,
+            Some(Err(error)) => return Err(invalid(format!("the label key: {error}"))),
+            None => return Err(invalid("names no label key (#atproto_label)".into())),
+        };
+        Ok(LabelerService { endpoint, key })
     }
 
     /// The DID and PDS of an account named by a DID or a handle (an at-uri's authority).

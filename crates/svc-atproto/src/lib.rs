@@ -10,7 +10,8 @@ mod xrpc;
 
 pub use dns::HandleDns;
 pub use identity::{
-    Located, ResolvedDid, Resolver, did_document_url, is_loopback_host, pds_endpoint, signing_key,
+    LabelerService, Located, ResolvedDid, Resolver, did_document_url, is_loopback_host, method_key,
+    pds_endpoint, service_endpoint, signing_key,
 };
 pub use reach::{CrossHostRedirect, Reach, RefusedAddress};
 pub use reqwest::{Client, Url};

@@ -70,6 +70,11 @@ impl Ingestor {
         &self.metrics
     }
 
+    /// The metrics, for another part of ingest to count in.
+    pub fn shared_metrics(&self) -> Arc<IngestMetrics> {
+        Arc::clone(&self.metrics)
+    }
+
     /// Whether events of this collection are filed (the others are ignored unread).
     pub fn wants(&self, collection: &str) -> bool {
         self.lexicons.is_record_collection(collection)

@@ -9,6 +9,7 @@ mod host_turns;
 mod import;
 mod ingest;
 mod jetstream;
+pub mod labelers;
 mod metrics;
 mod peer;
 mod readiness;

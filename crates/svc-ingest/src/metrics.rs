@@ -25,8 +25,27 @@ pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LabelerOutcome {
+    pub labeler: String,
+    /// `applied`, `stale`, `over_allowance`, or why a label was refused: `signature`,
+    /// `malformed`, `foreign`, `oversized`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LabelerName {
+    pub labeler: String,
+}
+
 #[derive(Debug, Default)]
 pub struct IngestMetrics {
+    /// Labels read from labelers, by labeler and outcome.
+    pub labels: Family<LabelerOutcome, Counter>,
+    /// 1 while a labeler's stream is connected.
+    pub labeler_connected: Family<LabelerName, Gauge>,
+    /// Connections to labelers that ended and were made again.
+    pub labeler_reconnects: Family<LabelerName, Counter>,
     pub events: Family<EventLabels, Counter>,
     /// Changes the catalog's store refused for their content, skipped.
     pub refused: Family<ReasonLabel, Counter>,
@@ -59,6 +78,23 @@ pub struct IngestMetrics {
 
 impl IngestMetrics {
     pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "svc_labels",
+            "Labels read from labelers, by labeler and outcome: applied, stale, over_allowance \
+             (a new label on a subject the catalog does not hold, past the labeler's allowance), \
+             or refused: signature, malformed, foreign (another labeler's), oversized",
+            self.labels.clone(),
+        );
+        registry.register(
+            "svc_labeler_connected",
+            "1 while the labeler's label stream is connected",
+            self.labeler_connected.clone(),
+        );
+        registry.register(
+            "svc_labeler_reconnects",
+            "Connections to a labeler that ended and were made again",
+            self.labeler_reconnects.clone(),
+        );
         registry.register(
             "svc_ingest_events",
             "Events by source and outcome",
@@ -144,6 +180,15 @@ impl IngestMetrics {
              that failed, timed out, answered too much or was given up on",
             self.backfill_repos_skipped.clone(),
         );
+    }
+
+    /// `n` labels of `labeler` came to `outcome`.
+    pub fn count_labels(&self, labeler: &str, outcome: &'static str, n: u64) {
+        if n > 0 {
+            let labeler = labeler.to_string();
+            let key = LabelerOutcome { labeler, outcome };
+            self.labels.get_or_create(&key).inc_by(n);
+        }
     }
 
     /// What the catalog did with one source's batch.

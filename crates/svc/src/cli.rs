@@ -282,6 +282,12 @@ pub struct ServeArgs {
     #[arg(long = "admin-password-file", env = "SVC_ADMIN_PASSWORD_FILE")]
     pub admin_password_file: Option<PathBuf>,
 
+    /// A labeler to follow (repeatable; the variable takes a comma-separated list): its
+    /// DID, whose document names its label stream and key. Its labels are shown with the
+    /// records they apply to; its `!takedown` hides them.
+    #[arg(long = "labeler", env = "SVC_LABELERS", value_delimiter = ',', value_parser = parse_did)]
+    pub labelers: Vec<svc_syntax::Did>,
+
     /// Live source of events, or `none`.
     #[arg(long, env = "SVC_FIREHOSE", default_value = DEFAULT_FIREHOSE)]
     pub firehose: String,
@@ -425,6 +431,10 @@ pub struct ServeArgs {
 }
 
 /// `HOST:PORT` (`[::1]:8787` for an IPv6 address); the host is resolved when the server binds.
+pub fn parse_did(text: &str) -> Result<svc_syntax::Did, String> {
+    svc_syntax::Did::new(text).map_err(|e| format!("not a DID: {e}"))
+}
+
 pub fn parse_listen(text: &str) -> Result<String, String> {
     let usage = || format!("expected HOST:PORT (127.0.0.1:8787, localhost:0), not {text:?}");
     let (host, port) = text.rsplit_once(':').ok_or_else(usage)?;

@@ -56,6 +56,9 @@ fn role_of(args: &ServeArgs) -> anyhow::Result<Role> {
     if args.no_indexer && args.backfill.is_some() {
         return Err(usage("--backfill needs an indexer: drop --no-indexer"));
     }
+    if args.no_indexer && !args.labelers.is_empty() {
+        return Err(usage("--labeler needs an indexer: drop --no-indexer"));
+    }
     Ok(if args.no_indexer {
         Role::Reader
     } else {
@@ -455,6 +458,13 @@ async fn index(
         .context("starting the resynchronisation")?,
     );
     tokio::spawn(Arc::clone(&resync).run(stopped.clone()));
+    let labelers = svc_ingest::labelers::Labelers {
+        catalog: Arc::clone(&catalog) as Arc<dyn svc_catalog::CatalogWrite>,
+        resolver: Arc::new(labeler_resolver(args)?),
+        reach: args.network_reach(),
+        metrics: shared.ingestor.shared_metrics(),
+    };
+    tokio::spawn(labelers.run(args.labelers.clone(), stopped.clone()));
     // The live stream starts before the backfill, so no event falls between the two.
     let live = live_url.map(|url| {
         tokio::spawn(run_live(
@@ -490,6 +500,15 @@ async fn index(
             .context("following the live source")?;
     }
     Ok(())
+}
+
+/// Reads labelers' DID documents: from the directory the operator names, `did:web` hosts
+/// under the network's reach.
+fn labeler_resolver(args: &ServeArgs) -> anyhow::Result<svc_atproto::Resolver> {
+    let timeout = svc_atproto::REQUEST_TIMEOUT;
+    let reach = args.network_reach();
+    let resolver = svc_atproto::Resolver::new(svc_atproto::http_client(timeout)?, &args.plc_url);
+    Ok(resolver.reaching(reach, reach.client(timeout)?))
 }
 
 fn live_config(args: &ServeArgs, url: String) -> LiveConfig {

@@ -1,0 +1,355 @@
+//! Following labelers: each configured labeler's DID document names its label stream
+//! (`#atproto_labeler`) and its key (`#atproto_label`); svc reads
+//! `com.atproto.label.subscribeLabels` from the cursor it stored with the labels, checks each
+//! label's signature, and stores them in batches with the cursor. A labeler that cannot be
+//! reached, hangs, or sends garbage is connected to again with backoff; a storage failure
+//! resumes from the stored cursor, so no label is lost. Expired labels are swept away.
+
+mod frames;
+
+use crate::IngestMetrics;
+use frames::{LabelerMessage, Refused, check_label, decode_message};
+use futures_util::{SinkExt, StreamExt};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use svc_atproto::{LabelerService, Reach, Resolver};
+use svc_catalog::{CatalogError, CatalogWrite, CursorPosition, Label, LabelBatch};
+use svc_repo::dagcbor::Cbor;
+use svc_syntax::{Did, UnixMillis};
+use tokio::sync::watch;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+/// A label stream's messages are small; this bounds what a hostile labeler makes svc hold.
+const MAX_MESSAGE_BYTES: usize = 1 << 20;
+/// Labels stored in one transaction at most.
+const BATCH_LABELS: usize = 1_000;
+/// How long labels wait for more before they are stored.
+const BATCH_WAIT: Duration = Duration::from_millis(50);
+/// Silence after which svc pings the labeler, and how long it waits for any answer after that.
+const PING_AFTER: Duration = Duration::from_secs(30);
+const SILENT_AT_MOST: Duration = Duration::from_secs(90);
+const CONNECT_WITHIN: Duration = Duration::from_secs(10);
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A connection that stayed up this long resets the backoff.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// A label that does not verify sends svc to the DID document again (a rotated key), at most
+/// this often.
+const KEY_READ_EVERY: Duration = Duration::from_secs(60);
+/// How often expired labels are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// What following labelers needs.
+#[derive(Clone)]
+pub struct Labelers {
+    pub catalog: Arc<dyn CatalogWrite>,
+    pub resolver: Arc<Resolver>,
+    /// Where a labeler's stream may be: only public addresses, unless allowed.
+    pub reach: Reach,
+    pub metrics: Arc<IngestMetrics>,
+}
+
+/// The catalog source under which a labeler's cursor is stored.
+pub fn labeler_source(labeler: &Did) -> String {
+    format!("labeler:{labeler}")
+}
+
+impl Labelers {
+    /// Follows each labeler, and sweeps expired labels, until shutdown.
+    pub async fn run(self, labelers: Vec<Did>, shutdown: watch::Receiver<bool>) {
+        let mut tasks = Vec::new();
+        for labeler in labelers {
+            let this = self.clone();
+            let shutdown = shutdown.clone();
+            tasks.push(tokio::spawn(async move {
+                this.follow(labeler, shutdown).await;
+            }));
+        }
+        sweep_expired(self.catalog.as_ref(), shutdown).await;
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// One labeler, connection after connection, until shutdown.
+    async fn follow(&self, labeler: Did, mut shutdown: watch::Receiver<bool>) {
+        let mut backoff = FIRST_BACKOFF;
+        let name = svc_ingest_name(&labeler);
+        loop {
+            let started = Instant::now();
+            let outcome = tokio::select! {
+                outcome = self.connection(&labeler) => outcome,
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            };
+            self.metrics.labeler_connected.get_or_create(&name).set(0);
+            if let Err(reason) = outcome {
+                tracing::warn!(%labeler, "following the labeler: {reason}; connecting again");
+            }
+            self.metrics.labeler_reconnects.get_or_create(&name).inc();
+            if started.elapsed() >= STABLE_AFTER {
+                backoff = FIRST_BACKOFF;
+            }
+            let wait = backoff.mul_f64(0.5 + f64::from(svc_syntax::clock_noise() % 1000) / 1000.0);
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+        }
+    }
+
+    /// One connection: the labeler's document read, its stream followed from the stored
+    /// cursor until it ends or fails.
+    async fn connection(&self, labeler: &Did) -> Result<(), String> {
+        let service = self
+            .resolver
+            .labeler(labeler)
+            .await
+            .map_err(|e| format!("its DID document: {e}"))?;
+        let source = labeler_source(labeler);
+        let stored = self.catalog.cursor(source.clone()).await;
+        let stored = stored.map_err(|e| format!("the stored cursor: {e}"))?;
+        let cursor = stored
+            .filter(|position| position.endpoint == service.endpoint)
+            .and_then(|position| position.cursor.parse::<i64>().ok())
+            .unwrap_or(0);
+        let url = stream_url(&service.endpoint, cursor)?;
+        self.reach.check(&url).map_err(|e| e.to_string())?;
+        let limits = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE_BYTES))
+            .max_frame_size(Some(MAX_MESSAGE_BYTES));
+        let connecting =
+            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false);
+        let (socket, _) = tokio::time::timeout(CONNECT_WITHIN, connecting)
+            .await
+            .map_err(|_| format!("no WebSocket handshake from {url} in {CONNECT_WITHIN:?}"))?
+            .map_err(|e| format!("connecting to {url}: {e}"))?;
+        tracing::info!(%labeler, %url, "following the labeler");
+        self.metrics
+            .labeler_connected
+            .get_or_create(&svc_ingest_name(labeler))
+            .set(1);
+        let mut stream = Stream {
+            labelers: self,
+            labeler,
+            service,
+            source,
+            cursor,
+            pending: Vec::new(),
+            pending_seq: cursor,
+            key_read_at: Instant::now(),
+        };
+        stream.read(socket).await
+    }
+}
+
+fn svc_ingest_name(labeler: &Did) -> crate::metrics::LabelerName {
+    crate::metrics::LabelerName {
+        labeler: labeler.to_string(),
+    }
+}
+
+/// The label stream of an endpoint, from `cursor`.
+fn stream_url(endpoint: &str, cursor: i64) -> Result<String, String> {
+    let base = endpoint.trim_end_matches('/');
+    let socket = if let Some(rest) = base.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = base.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else {
+        let shown: String = base.chars().take(64).collect();
+        return Err(format!(
+            "the labeler endpoint {shown:?} is not an http(s) URL"
+        ));
+    };
+    Ok(format!(
+        "{socket}/xrpc/com.atproto.label.subscribeLabels?cursor={cursor}"
+    ))
+}
+
+/// One connection's reading: labels checked and gathered, stored with the cursor in batches.
+struct Stream<'a> {
+    labelers: &'a Labelers,
+    labeler: &'a Did,
+    service: LabelerService,
+    source: String,
+    /// The last sequence number stored.
+    cursor: i64,
+    pending: Vec<Label>,
+    /// The sequence number the pending labels reach.
+    pending_seq: i64,
+    key_read_at: Instant,
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+impl Stream<'_> {
+    async fn read(&mut self, mut socket: Socket) -> Result<(), String> {
+        let mut heard = Instant::now();
+        let mut pinged = false;
+        loop {
+            let wait = match self.pending.is_empty() {
+                true if pinged => SILENT_AT_MOST.saturating_sub(heard.elapsed()),
+                true => PING_AFTER.saturating_sub(heard.elapsed()),
+                false => BATCH_WAIT,
+            };
+            let message = match tokio::time::timeout(wait, socket.next()).await {
+                Err(_) if !self.pending.is_empty() => {
+                    self.store().await?;
+                    continue;
+                }
+                Err(_) if pinged => {
+                    return Err(format!("silent for {SILENT_AT_MOST:?}"));
+                }
+                Err(_) => {
+                    socket
+                        .send(Message::Ping(Vec::new().into()))
+                        .await
+                        .map_err(|e| format!("pinging: {e}"))?;
+                    pinged = true;
+                    continue;
+                }
+                Ok(None) => {
+                    self.store().await?;
+                    return Err("the labeler closed the stream".into());
+                }
+                Ok(Some(Err(error))) => {
+                    self.store().await?;
+                    return Err(format!("reading: {error}"));
+                }
+                Ok(Some(Ok(message))) => message,
+            };
+            heard = Instant::now();
+            pinged = false;
+            match message {
+                Message::Binary(bytes) => self.message(&bytes).await?,
+                Message::Close(_) => {
+                    self.store().await?;
+                    return Err("the labeler closed the stream".into());
+                }
+                _ => {}
+            }
+            if self.pending.len() >= BATCH_LABELS {
+                self.store().await?;
+            }
+        }
+    }
+
+    async fn message(&mut self, bytes: &[u8]) -> Result<(), String> {
+        match decode_message(bytes) {
+            Ok(LabelerMessage::Labels { seq, labels }) => {
+                if seq <= self.pending_seq {
+                    return Ok(());
+                }
+                for label in &labels {
+                    self.check(label).await;
+                }
+                self.pending_seq = seq;
+                Ok(())
+            }
+            Ok(LabelerMessage::Info { name, message }) => {
+                tracing::info!(labeler = %self.labeler, %name, %message, "the labeler says");
+                Ok(())
+            }
+            Ok(LabelerMessage::Error { error, message }) => {
+                self.store().await?;
+                Err(format!("the labeler answered {error}: {message}"))
+            }
+            Ok(LabelerMessage::Unknown(kind)) => {
+                tracing::debug!(labeler = %self.labeler, %kind, "skipping a message of an unknown type");
+                Ok(())
+            }
+            Err(error) => {
+                let metrics = &self.labelers.metrics;
+                metrics.count_labels(self.labeler.as_str(), "malformed", 1);
+                self.store().await?;
+                Err(format!("a message that is not a label frame ({error})"))
+            }
+        }
+    }
+
+    /// A label checked and kept for the batch, or refused and counted. A signature that does
+    /// not verify reads the labeler's key again (it may have rotated) before refusing.
+    async fn check(&mut self, label: &Cbor) {
+        let mut checked = check_label(label, self.labeler, &self.service.key);
+        if matches!(
+            &checked,
+            Err(Refused {
+                outcome: "signature",
+                ..
+            })
+        ) && self.key_read_at.elapsed() >= KEY_READ_EVERY
+        {
+            self.key_read_at = Instant::now();
+            if let Ok(service) = self.labelers.resolver.labeler(self.labeler).await {
+                self.service.key = service.key;
+                checked = check_label(label, self.labeler, &self.service.key);
+            }
+        }
+        match checked {
+            Ok(label) => self.pending.push(label),
+            Err(refused) => {
+                tracing::debug!(labeler = %self.labeler, reason = %refused.reason, "label refused");
+                let metrics = &self.labelers.metrics;
+                metrics.count_labels(self.labeler.as_str(), refused.outcome, 1);
+            }
+        }
+    }
+
+    /// Stores the pending labels with the cursor they reach; a failure ends the connection,
+    /// and the next resumes from the cursor stored.
+    async fn store(&mut self) -> Result<(), String> {
+        if self.pending_seq == self.cursor {
+            return Ok(());
+        }
+        let batch = LabelBatch {
+            labeler: self.labeler.clone(),
+            labels: std::mem::take(&mut self.pending),
+            cursor: CursorPosition {
+                source: self.source.clone(),
+                endpoint: self.service.endpoint.clone(),
+                cursor: self.pending_seq.to_string(),
+                event_time: None,
+            },
+        };
+        let report = self
+            .labelers
+            .catalog
+            .apply_labels(batch)
+            .await
+            .map_err(|e: CatalogError| format!("storing labels: {e}"))?;
+        self.cursor = self.pending_seq;
+        let metrics = &self.labelers.metrics;
+        let labeler = self.labeler.as_str();
+        metrics.count_labels(labeler, "applied", report.applied);
+        metrics.count_labels(labeler, "stale", report.stale);
+        metrics.count_labels(labeler, "over_allowance", report.over_allowance);
+        Ok(())
+    }
+}
+
+/// Removes expired labels as they expire, until shutdown; storage failures are waited out.
+async fn sweep_expired(catalog: &dyn CatalogWrite, mut shutdown: watch::Receiver<bool>) {
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(SWEEP_EVERY) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        loop {
+            match catalog.expire_labels(UnixMillis::now()).await {
+                Ok(0) => break,
+                Ok(_) => failing = false,
+                Err(error) => {
+                    if !failing {
+                        tracing::warn!("removing expired labels: {error}");
+                    }
+                    failing = true;
+                    break;
+                }
+            }
+        }
+    }
+}
