@@ -240,7 +240,13 @@ fn schemas() -> Value {
             "error": {"type": "string"}, "message": {"type": "string"}}},
         "ListItem": {"type": "object", "required": ["uri", "author", "rev", "record"], "properties": {
             "uri": {"type": "string", "format": "at-uri"}, "author": {"type": "string", "format": "did"},
-            "rev": {"type": "string"}, "record": {"type": "object"}}},
+            "rev": {"type": "string"}, "record": {"type": "object"},
+            "labels": {"type": "array", "description": "The labels in force on the record or its author, from the labelers the service follows (--labeler); absent when none.",
+                "items": {"$ref": "#/components/schemas/Label"}}}},
+        "Label": {"type": "object", "required": ["src", "val", "cts"], "properties": {
+            "src": {"type": "string", "description": "The labeler's DID."},
+            "val": {"type": "string", "maxLength": 128},
+            "cts": {"type": "string", "format": "date-time"}}},
         "ListResponse": {"type": "object", "required": ["items", "total", "limit", "offset"], "properties": {
             "items": {"type": "array", "items": {"$ref": "#/components/schemas/ListItem"}},
             "total": {"type": "integer"}, "limit": {"type": "integer"}, "offset": {"type": "integer"},

@@ -43,7 +43,8 @@ pub fn query_lexicon(query: &Query) -> Value {
                 "parameters": parameters,
                 "output": {"encoding": "application/json", "schema": envelope()}
             },
-            "item": item(query.kind())
+            "item": item(query.kind()),
+            "label": label()
         }
     })
 }
@@ -126,7 +127,26 @@ fn item(kind: &str) -> Value {
             "uri": {"type": "string", "format": "at-uri"},
             "author": {"type": "string", "format": "did"},
             "rev": {"type": "string", "description": "The revision of the commit that wrote the record."},
-            "record": {"type": "unknown", "description": format!("The {kind} record.")}
+            "record": {"type": "unknown", "description": format!("The {kind} record.")},
+            "labels": {
+                "type": "array",
+                "description": "The labels in force on the record or its author, from the labelers the service follows; absent when none.",
+                "items": {"type": "ref", "ref": "#label"}
+            }
+        }
+    })
+}
+
+/// A label as an item carries it: who stated it, its value and when.
+fn label() -> Value {
+    json!({
+        "type": "object",
+        "description": "A label a labeler applied to the record (its uri) or to its author (the DID).",
+        "required": ["src", "val", "cts"],
+        "properties": {
+            "src": {"type": "string", "format": "did", "description": "The labeler's DID."},
+            "val": {"type": "string", "maxLength": 128},
+            "cts": {"type": "string", "format": "datetime", "description": "When the labeler created it."}
         }
     })
 }
