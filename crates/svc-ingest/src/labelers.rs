@@ -26,9 +26,6 @@ const MAX_MESSAGE_BYTES: usize = 1 << 20;
 const BATCH_LABELS: usize = 1_000;
 /// How long labels wait for more before they are stored.
 const BATCH_WAIT: Duration = Duration::from_millis(50);
-/// Silence after which svc pings the labeler, and how long it waits for any answer after that.
-const PING_AFTER: Duration = Duration::from_secs(30);
-const SILENT_AT_MOST: Duration = Duration::from_secs(90);
 const CONNECT_WITHIN: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -48,6 +45,9 @@ pub struct Labelers {
     /// Where a labeler's stream may be: only public addresses, unless allowed.
     pub reach: Reach,
     pub metrics: Arc<IngestMetrics>,
+    /// Silence after which svc pings a labeler, and then how long it waits for any answer
+    /// before it connects again (a quiet labeler is normal; one that answers nothing hangs).
+    pub silence: Duration,
 }
 
 /// The catalog source under which a labeler's cursor is stored.
@@ -189,10 +189,11 @@ impl Stream<'_> {
     async fn read(&mut self, mut socket: Socket) -> Result<(), String> {
         let mut heard = Instant::now();
         let mut pinged = false;
+        let silence = self.labelers.silence;
         loop {
             let wait = match self.pending.is_empty() {
-                true if pinged => SILENT_AT_MOST.saturating_sub(heard.elapsed()),
-                true => PING_AFTER.saturating_sub(heard.elapsed()),
+                true if pinged => (silence * 2).saturating_sub(heard.elapsed()),
+                true => silence.saturating_sub(heard.elapsed()),
                 false => BATCH_WAIT,
             };
             let message = match tokio::time::timeout(wait, socket.next()).await {
@@ -201,7 +202,7 @@ impl Stream<'_> {
                     continue;
                 }
                 Err(_) if pinged => {
-                    return Err(format!("silent for {SILENT_AT_MOST:?}"));
+                    return Err(format!("silent for {:?}, a ping unanswered", silence * 2));
                 }
                 Err(_) => {
                     socket

@@ -7,6 +7,7 @@ pub mod browser;
 pub mod cli;
 pub mod examples;
 pub mod fault_proxy;
+pub mod labeler;
 pub mod peers;
 pub mod replay;
 pub mod stream;

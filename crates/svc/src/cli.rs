@@ -368,7 +368,8 @@ pub struct ServeArgs {
     #[arg(long, env = "SVC_READY_LAG", default_value = "10s", value_parser = parse_duration)]
     pub ready_lag: Duration,
 
-    /// A live connection silent this long (no event, no pong) is re-opened.
+    /// A live connection silent this long (no event, no pong) is re-opened; a labeler's
+    /// stream is pinged after this long quiet, and re-opened after twice it.
     #[arg(long, env = "SVC_LIVENESS", default_value = "30s", value_parser = parse_duration)]
     pub liveness: Duration,
 

@@ -463,6 +463,7 @@ async fn index(
         resolver: Arc::new(labeler_resolver(args)?),
         reach: args.network_reach(),
         metrics: shared.ingestor.shared_metrics(),
+        silence: args.liveness,
     };
     tokio::spawn(labelers.run(args.labelers.clone(), stopped.clone()));
     // The live stream starts before the backfill, so no event falls between the two.

@@ -39,6 +39,24 @@ pub(crate) struct EnvelopeItem {
     pub author: String,
     /// The fields wanted, each within the bounds given; null for a record that does not read.
     pub record: Json,
+    /// The values of the labels in force on it, at most [`LABELS_SHOWN`].
+    pub labels: Vec<String>,
+}
+
+/// Labels a row shows at most; a record a labeler floods with values stays a row.
+pub(crate) const LABELS_SHOWN: usize = 12;
+
+/// The values of an item's labels (a JSON array of `{src, val, cts}`), as a row shows them.
+fn label_values(labels: Option<&[u8]>) -> Vec<String> {
+    let Some(labels) = labels else {
+        return Vec::new();
+    };
+    let read: Vec<serde_json::Value> = serde_json::from_slice(labels).unwrap_or_default();
+    read.iter()
+        .filter_map(|label| label["val"].as_str())
+        .take(LABELS_SHOWN)
+        .map(str::to_string)
+        .collect()
 }
 
 /// Picks each record's fields as the catalog hands it over; the page goes to the receiver
@@ -79,6 +97,7 @@ impl PageWriter for Picker {
             uri,
             author,
             record,
+            labels: label_values(item.labels()),
         });
     }
 

@@ -66,6 +66,8 @@ pub(crate) struct Row {
     pub author: Linked,
     pub cells: Vec<Linked>,
     pub time: String,
+    /// The values of the labels in force on the record or its author.
+    pub labels: Vec<String>,
 }
 
 /// The first `limit` records of the query `name` for these parameters, as the API answers,
@@ -297,6 +299,7 @@ async fn rows(
                 .map(|column| fields::cell(fields::at_path(&item.record, column), &links))
                 .collect(),
             time: fields::time(&item.record),
+            labels: item.labels,
             uri: item.uri,
         })
         .collect())

@@ -40,6 +40,8 @@ struct RecordPage {
     author: Linked,
     rev: Option<String>,
     facts: Vec<(String, Linked)>,
+    /// The labels in force on the record or its author: value, and the labeler.
+    labels: Vec<(String, Linked)>,
     lens: Option<LensPanel>,
     lists: Vec<RecordList>,
     lines: Vec<json_view::Line>,
@@ -172,7 +174,16 @@ async fn build(
     let author = svc_syntax::at_uri_authority(&uri).unwrap_or_default();
     let record = &reading.fields;
     let lists = lists(state, &collection, &uri, record).await?;
+    let subjects = vec![uri.clone(), author.to_string()];
+    let labels = state
+        .catalog
+        .labels(subjects, envelope::LABELS_SHOWN)
+        .await?;
     Ok(Some(RecordPage {
+        labels: labels
+            .into_iter()
+            .map(|label| (label.val, Linked::did(&label.src)))
+            .collect(),
         title: heading(&collection, &uri, record),
         author: Linked::did(author),
         rev,
