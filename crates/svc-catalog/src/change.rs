@@ -164,11 +164,20 @@ impl Subject {
     }
 }
 
-/// A takedown in force: the reference the operator gave it, and when it was applied.
+/// A takedown in force: the reference it was given, when it was applied, and by whom
+/// (`operator`, or a labeler's DID, as [`TakedownSource::as_str`] writes it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Takedown {
     pub reference: Option<String>,
     pub applied_at: svc_syntax::UnixMillis,
+    pub source: String,
+}
+
+impl Takedown {
+    /// Whether the operator applied it (through the admin methods).
+    pub fn by_operator(&self) -> bool {
+        self.source == TakedownSource::Operator.as_str()
+    }
 }
 
 /// Who applied a takedown: the operator (through the admin methods), or a labeler whose

@@ -397,9 +397,10 @@ pub(crate) const REPOSITORY_RECORDS: &str = "SELECT uri, rev, record FROM record
      AND NOT EXISTS (SELECT 1 FROM takedowns WHERE subject IN ($3, records.uri)) \
      ORDER BY uri LIMIT $4";
 
-/// The operator's takedown of the subject `$1`: its reference and when it was applied.
-pub(crate) const TAKEDOWN_OF: &str =
-    "SELECT reference, applied_at FROM takedowns WHERE subject = $1 AND source = 'operator'";
+/// A takedown of the subject `$1`, the operator's first: its reference, when it was applied,
+/// and by whom.
+pub(crate) const TAKEDOWN_OF: &str = "SELECT reference, applied_at, source FROM takedowns \
+     WHERE subject = $1 ORDER BY source <> 'operator', source LIMIT 1";
 
 /// Label statements, in both engines' SQL.
 pub(crate) mod label_sql {

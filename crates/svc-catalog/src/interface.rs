@@ -93,7 +93,8 @@ pub trait CatalogRead: Send + Sync {
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>>;
 
-    /// The operator's takedown in force on `subject` (a DID or a record's at-uri), if any.
+    /// A takedown in force on `subject` (a DID or a record's at-uri), if any: the operator's
+    /// if there is one, else a labeler's.
     fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>>;
 
     /// The labels in force on any of `subjects` (DIDs and at-uris), `!takedown` aside, in

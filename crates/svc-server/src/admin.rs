@@ -220,6 +220,9 @@ pub(crate) async fn status(
     };
     match state.catalog.takedown(subject.as_str().to_string()).await {
         Ok(found) => {
+            // The admin methods speak of the operator's own takedowns: a labeler's is lifted
+            // by the labeler.
+            let found = found.filter(Takedown::by_operator);
             json_answer(json!({"subject": subject_json, "takedown": takedown_json(found)}))
         }
         Err(error) => ApiError::from(error).into_response(),

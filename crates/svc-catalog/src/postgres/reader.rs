@@ -374,6 +374,7 @@ pub(super) async fn takedown(pool: &Pool, subject: &str) -> CatalogResult<Option
     Ok(row.map(|r| Takedown {
         reference: r.get(0),
         applied_at: UnixMillis(r.get(1)),
+        source: r.get(2),
     }))
 }
 

@@ -531,6 +531,7 @@ pub(crate) fn takedown(conn: &Connection, subject: &str) -> CatalogResult<Option
             Ok(Takedown {
                 reference: r.get(0)?,
                 applied_at: UnixMillis(r.get(1)?),
+                source: r.get(2)?,
             })
         })
         .optional()?)

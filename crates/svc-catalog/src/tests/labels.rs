@@ -143,21 +143,13 @@ pub async fn a_takedown_label_holds_its_subject_down_beside_the_operator(fresh: 
     store(&fresh, vec![label(A1, "!takedown", false, 1_000)], 1).await;
     assert_eq!(listed(&fresh).await, vec![A2, B1]);
     assert!(fresh.catalog.get(at(A1)).await.expect("get").is_none());
-    // `!takedown` is not shown as a label, nor reported as the operator's takedown.
-    let views = fresh
-        .catalog
-        .labels(vec![A1.into()], 10)
-        .await
-        .expect("labels");
-    assert!(views.is_empty(), "{views:?}");
-    assert!(
-        fresh
-            .catalog
-            .takedown(A1.into())
-            .await
-            .expect("status")
-            .is_none()
-    );
+    // `!takedown` is not shown as a label; the takedown says whose it is.
+    let views = fresh.catalog.labels(vec![A1.into()], 10).await;
+    assert!(views.expect("labels").is_empty());
+    let takedown = fresh.catalog.takedown(A1.into()).await.expect("status");
+    let takedown = takedown.expect("taken down");
+    assert_eq!(takedown.source, LABELER);
+    assert!(!takedown.by_operator());
 
     // The operator takes it down too: the labeler's negation leaves it down.
     let operator = fresh.catalog.take_down(Subject::Record(at(A1)), None).await;
