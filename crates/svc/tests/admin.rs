@@ -82,13 +82,14 @@ fn record_ref(uri: &str) -> Value {
     json!({"$type": "com.atproto.repo.strongRef", "uri": uri, "cid": CID})
 }
 
-#[test]
-fn takedowns_hide_what_they_name_until_lifted_and_last_across_a_restart() {
+fn takedowns_hide_what_they_name_until_lifted_and_last_across_a_restart(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
+    let Some(db) = backend.fresh_db(dir.path()) else {
+        return;
+    };
     let (file, uris) = events(dir.path());
     let password_file = dir.path().join("admin-password");
     std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
-    let db = dir.path().join("catalog.db");
     let args = [
         "--import",
         file.to_str().unwrap(),
@@ -227,9 +228,11 @@ fn admin_requests_are_refused_plainly_and_guessing_is_slowed() {
     assert!(stderr.contains("--admin-password-file"), "{stderr}");
 }
 
-#[test]
-fn the_command_line_takes_down_reports_and_restores() {
+fn the_command_line_takes_down_reports_and_restores(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
+    let Some(db) = backend.fresh_db(dir.path()) else {
+        return;
+    };
     let (file, uris) = events(dir.path());
     let password_file = dir.path().join("admin-password");
     std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
@@ -240,7 +243,7 @@ fn the_command_line_takes_down_reports_and_restores() {
         "--admin-password-file",
         password,
     ];
-    let server = Server::start(dir.path().join("catalog.db"), &args);
+    let server = Server::start(&db, &args);
     let admin = |words: &[&str]| {
         let output = svc()
             .arg("admin")
@@ -338,6 +341,8 @@ fn a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream(backend
 }
 
 each_backend!(
+    takedowns_hide_what_they_name_until_lifted_and_last_across_a_restart,
+    the_command_line_takes_down_reports_and_restores,
     a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream,
     a_replica_hides_what_the_indexer_took_down,
 );
