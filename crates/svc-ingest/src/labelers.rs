@@ -256,6 +256,12 @@ impl Stream<'_> {
             }
             Ok(LabelerMessage::Error { error, message }) => {
                 self.store().await?;
+                if error == "FutureCursor" {
+                    // The labeler holds fewer labels than svc read (it lost them, or this is
+                    // another labeler at the same place): read it again from the start; what
+                    // svc holds already is stale, and is counted so.
+                    self.restart_from_the_first().await?;
+                }
                 Err(format!("the labeler answered {error}: {message}"))
             }
             Ok(LabelerMessage::Unknown(kind)) => {
@@ -297,6 +303,14 @@ impl Stream<'_> {
                 metrics.count_labels(self.labeler.as_str(), refused.outcome, 1);
             }
         }
+    }
+
+    /// Stores cursor 0, so that the next connection reads the labeler from its first label.
+    async fn restart_from_the_first(&mut self) -> Result<(), String> {
+        self.pending.clear();
+        self.pending_seq = 0;
+        self.cursor = -1;
+        self.store().await
     }
 
     /// Stores the pending labels with the cursor they reach; a failure ends the connection,

@@ -128,6 +128,12 @@ impl HostileLabeler {
         self.lock().behaviour = behaviour;
     }
 
+    /// Forgets every label, as a labeler whose database was lost: sequence numbers start
+    /// again at 1, and a cursor past them is answered `FutureCursor`.
+    pub fn forget_all(&self) {
+        self.lock().frames.clear();
+    }
+
     /// The cursor each connection so far asked for.
     pub fn cursors(&self) -> Vec<Option<i64>> {
         self.lock().cursors.clone()
@@ -180,11 +186,22 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
         .split_once("cursor=")
         .and_then(|(_, rest)| rest.split('&').next())
         .and_then(|value| value.parse::<i64>().ok());
-    let behaviour = {
+    let (behaviour, held) = {
         let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
         state.cursors.push(cursor);
-        state.behaviour.clone()
+        (state.behaviour.clone(), state.frames.len() as i64)
     };
+    if cursor.is_some_and(|cursor| cursor > held) {
+        let header = map(vec![("op", Cbor::Integer(-1))]);
+        let body = map(vec![
+            ("error", text("FutureCursor")),
+            ("message", text("ahead")),
+        ]);
+        let mut frame = dagcbor::encode(&header).expect("header");
+        frame.extend(dagcbor::encode(&body).expect("body"));
+        let _ = socket.send(Message::Binary(frame.into())).await;
+        return;
+    }
     match behaviour {
         Behaviour::Hang => {
             // Holds the connection without reading it, so no ping is answered.

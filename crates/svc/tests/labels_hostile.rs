@@ -155,3 +155,33 @@ fn a_flood_of_labels_is_stored_whole_in_bounded_memory() {
     let (_, stats) = server.get("/v1/stats");
     assert_eq!(stats["bounties"], 1, "{stats}");
 }
+
+#[test]
+fn a_labeler_that_lost_its_labels_is_read_again_from_the_first() {
+    let labeler = HostileLabeler::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (file, uri) = bounty_file(dir.path());
+    labeler.add(&uri, "first", false, false);
+    labeler.add(&uri, "second", false, false);
+    let args = [
+        "--import",
+        file.to_str().unwrap(),
+        "--labeler",
+        labeler.did.as_str(),
+    ];
+    let server = Server::start(dir.path().join("catalog.db"), &args);
+    wait_until("both labels shown", || label_values(&server).len() == 2);
+    server.stop();
+
+    // The labeler comes back with one label: svc's cursor, 2, is in its future.
+    labeler.forget_all();
+    labeler.add(&uri, "third", false, false);
+    let server = Server::start(dir.path().join("catalog.db"), &args);
+    wait_until("the new label shown", || label_values(&server).len() == 3);
+    let cursors = labeler.cursors();
+    assert_eq!(
+        cursors[cursors.len() - 2..],
+        [Some(2), Some(0)],
+        "{cursors:?}"
+    );
+}
