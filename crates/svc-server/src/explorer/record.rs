@@ -477,6 +477,7 @@ mod tests {
             author: Linked::did("did:plc:a"),
             rev: Some("3l".into()),
             facts: Vec::new(),
+            labels: Vec::new(),
             lens: None,
             lists: Vec::new(),
             lines: json_view::lines(&shown, &Links::default()),
