@@ -175,6 +175,7 @@ each_backend!(
     an_account_taken_down_stays_down_through_its_host_and_a_reopening,
     labels_show_on_what_they_apply_to_until_negated_or_expired,
     a_takedown_label_holds_its_subject_down_beside_the_operator,
+    a_labeler_s_labels_on_subjects_nobody_holds_are_bounded,
 );
 
 use hostile::*;

@@ -5,6 +5,8 @@
 mod accounts;
 mod bulk_load;
 mod labels;
+#[cfg(test)]
+pub(crate) use labels::LABELS_PER_LABELER;
 mod queries;
 mod takedowns;
 mod transactions;

@@ -184,3 +184,26 @@ pub async fn a_takedown_label_holds_its_subject_down_beside_the_operator(fresh: 
         .expect("labels");
     assert!(views.is_empty(), "{views:?}");
 }
+
+pub async fn a_labeler_s_labels_on_subjects_nobody_holds_are_bounded(fresh: Fresh) {
+    bounties(&fresh).await;
+    let allowance = crate::writer::LABELS_PER_LABELER;
+    let nobody = |n: u64| format!("at://did:plc:nobody/dev.svc.bounty/{n}");
+    let flood: Vec<Label> = (0..allowance + 2)
+        .map(|n| label(&nobody(n), "spam", false, 1_000))
+        .collect();
+    let report = store(&fresh, flood, 1).await;
+    assert_eq!((report.applied, report.over_allowance), (allowance, 2));
+    // Past the allowance, labels on what the catalog holds are kept, and stored ones change.
+    let held = vec![
+        label(A1, "spam", false, 1_000),
+        label("did:plc:b", "spam", false, 1_000),
+        label(&nobody(0), "spam", true, 2_000),
+        label(&nobody(allowance + 5), "spam", false, 1_000),
+    ];
+    let report = store(&fresh, held, 2).await;
+    assert_eq!((report.applied, report.over_allowance), (3, 1));
+    let shown = labelled(&fresh).await;
+    assert_eq!(shown[0].1, vec!["spam".to_string()], "{shown:?}");
+    assert_eq!(shown[2].1, vec!["spam".to_string()], "{shown:?}");
+}
