@@ -220,6 +220,21 @@ impl Browser {
         }
     }
 
+    /// Saves the page at a phone's width and a desktop's, and at the desktop's in the dark,
+    /// as `<name>-phone.png`, `-desktop.png` and `-desktop-dark.png` in
+    /// `target/tmp/explorer-screenshots`.
+    pub fn shoot(&self, name: &str) {
+        let dir = crate::target_tmp().join("explorer-screenshots");
+        std::fs::create_dir_all(&dir).expect("the screenshot directory");
+        self.viewport(390, 844, true);
+        self.screenshot(dir.join(format!("{name}-phone.png")));
+        self.viewport(1280, 800, false);
+        self.screenshot(dir.join(format!("{name}-desktop.png")));
+        self.dark(true);
+        self.screenshot(dir.join(format!("{name}-desktop-dark.png")));
+        self.dark(false);
+    }
+
     /// Writes a PNG of the whole page, beyond the viewport, to `path`.
     pub fn screenshot(&self, path: impl AsRef<Path>) {
         let path = path.as_ref();

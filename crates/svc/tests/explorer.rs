@@ -91,25 +91,6 @@ fn vocab(name: &str, description: &str) -> serde_json::Value {
         "occurredAt": NOW})
 }
 
-/// Where the screenshots go: beside the test binaries, kept after the run.
-fn screenshots() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer-screenshots");
-    std::fs::create_dir_all(&dir).expect("the screenshot directory");
-    dir
-}
-
-/// Saves the page at a phone's width and a desktop's, and at the desktop's in the dark.
-fn shoot(browser: &Browser, name: &str) {
-    let dir = screenshots();
-    browser.viewport(390, 844, true);
-    browser.screenshot(dir.join(format!("{name}-phone.png")));
-    browser.viewport(1280, 800, false);
-    browser.screenshot(dir.join(format!("{name}-desktop.png")));
-    browser.dark(true);
-    browser.screenshot(dir.join(format!("{name}-desktop-dark.png")));
-    browser.dark(false);
-}
-
 /// The page's background colour, as computed.
 fn background(browser: &Browser) -> serde_json::Value {
     browser.eval("getComputedStyle(document.body).backgroundColor")
@@ -176,7 +157,7 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
         "document.querySelector('tr[data-kind=\"dev.svc.verification\"] .count').textContent",
     );
     assert_eq!(count, "2");
-    shoot(&browser, "front");
+    browser.shoot("front");
 
     // The system's dark scheme darkens the page.
     let light = background(&browser);
@@ -213,7 +194,7 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
             alice.did.replace(':', "%3A")
         )
     );
-    shoot(&browser, "query");
+    browser.shoot("query");
 
     // From the bounty to its lens, and on to the lens's verifications.
     follow(
@@ -221,7 +202,7 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
         "#answer tbody tr td a",
         "document.querySelector('dl.facts') !== null",
     );
-    shoot(&browser, "bounty");
+    browser.shoot("bounty");
     follow(
         &browser,
         "dl.facts a[href*='dev.panproto.schema.lens']",
@@ -232,7 +213,7 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
         kinds,
         json!(["roundtrip-test 1 1 yes", "property-test 1 0 no"])
     );
-    shoot(&browser, "lens");
+    browser.shoot("lens");
     follow(
         &browser,
         "#lens-verifications",
@@ -251,7 +232,7 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
         "window.stayed === true && document.querySelector('#answer tr[data-uri=\"{arrived}\"]') !== null && document.getElementById('total').textContent === '3'"
     );
     browser.wait_until(&appeared, Duration::from_secs(10));
-    shoot(&browser, "live-table");
+    browser.shoot("live-table");
     // The page the server kept is built again once its answer changed.
     let table = browser.eval("location.href");
     browser.navigate(table.as_str().expect("the table's address"));
@@ -288,7 +269,7 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
         browser.eval("document.body.textContent.includes('window.pwned = 2')"),
         true
     );
-    shoot(&browser, "hostile");
+    browser.shoot("hostile");
     // Long right-to-left text wraps inside the page, even on a phone.
     browser.navigate(&format!(
         "{}/at/{}",
@@ -300,9 +281,9 @@ fn a_person_follows_a_bounty_to_its_lens_and_watches_records_arrive() {
         browser.eval("document.documentElement.scrollWidth <= window.innerWidth"),
         true
     );
-    shoot(&browser, "long-rtl");
+    browser.shoot("long-rtl");
     browser.navigate(&format!("{}/at/{}", server.url, alice.did));
-    shoot(&browser, "author");
+    browser.shoot("author");
     assert_eq!(
         browser.eval("document.querySelectorAll('main img, main script').length"),
         0

@@ -36,23 +36,6 @@ fn records(dir: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
     (events.write(&dir.join("events.jsonl")), uris)
 }
 
-fn screenshots() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer-screenshots");
-    std::fs::create_dir_all(&dir).expect("the screenshot directory");
-    dir
-}
-
-fn shoot(browser: &Browser, name: &str) {
-    let dir = screenshots();
-    browser.viewport(390, 844, true);
-    browser.screenshot(dir.join(format!("{name}-phone.png")));
-    browser.viewport(1280, 800, false);
-    browser.screenshot(dir.join(format!("{name}-desktop.png")));
-    browser.dark(true);
-    browser.screenshot(dir.join(format!("{name}-desktop-dark.png")));
-    browser.dark(false);
-}
-
 fn text_of(browser: &Browser, selector: &str) -> String {
     let js = format!("(document.querySelector({selector:?}) || {{}}).textContent || ''");
     browser.eval(&js).as_str().unwrap_or_default().to_string()
@@ -111,7 +94,7 @@ fn a_taken_down_record_shows_nothing_and_labels_show_inert() {
     assert!(labels.contains("spam"), "{labels}");
     assert!(labels.contains(HOSTILE_LABEL), "shown as text: {labels}");
     assert!(labels.contains(&labeler.did), "{labels}");
-    shoot(&browser, "labelled-record");
+    browser.shoot("labelled-record");
 
     let query = format!(
         "{}/explore/bountiesByRequester?requester_did={REQUESTER}",
@@ -124,7 +107,7 @@ fn a_taken_down_record_shows_nothing_and_labels_show_inert() {
         browser.eval("document.querySelectorAll('#answer tbody tr').length"),
         1
     );
-    shoot(&browser, "labelled-rows");
+    browser.shoot("labelled-rows");
 
     assert_eq!(browser.eval("window.pwned === undefined"), true);
     assert_eq!(browser.eval("document.querySelectorAll('img').length"), 0);
@@ -140,5 +123,5 @@ fn a_taken_down_record_shows_nothing_and_labels_show_inert() {
         !body.contains(gone.rsplit('/').next().unwrap_or("-")),
         "{body}"
     );
-    shoot(&browser, "taken-down");
+    browser.shoot("taken-down");
 }
