@@ -3,8 +3,10 @@
 
 use crate::def::{ConditionDef, IndexDef, IndexParam};
 use crate::keys::{self, KEY_FORMAT, encode_key, fold, keys_of_tuples};
+use crate::search::{SearchFields, SearchText};
 use crate::{IndexKeys, Json, JsonPath, QueryId, SpecError};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use svc_syntax::Nsid;
 
 #[derive(Debug, Clone)]
@@ -112,6 +114,8 @@ pub struct IndexSet {
     indexes: Vec<Index>,
     /// Positions of the indexes over each collection.
     by_kind: std::collections::HashMap<String, Vec<usize>>,
+    /// Each kind's searchable fields, and their fingerprint.
+    search: std::sync::Arc<(BTreeMap<String, SearchFields>, String)>,
 }
 
 impl IndexSet {
@@ -123,7 +127,26 @@ impl IndexSet {
                 .or_default()
                 .push(position);
         }
-        IndexSet { indexes, by_kind }
+        IndexSet {
+            indexes,
+            by_kind,
+            search: std::sync::Arc::new(crate::kinds_table::embedded_search()),
+        }
+    }
+
+    /// A record's searchable words, folded; `None` when its kind has none or it holds none.
+    pub fn search_text(&self, collection: &str, record: &Json<'_>) -> Option<SearchText> {
+        self.search.0.get(collection)?.text_of(record)
+    }
+
+    /// The kinds search reads.
+    pub fn searched_kinds(&self) -> impl Iterator<Item = &str> {
+        self.search.0.keys().map(String::as_str)
+    }
+
+    /// What the search index is built under: the fields of each kind and the folding.
+    pub fn search_fingerprint(&self) -> &str {
+        &self.search.1
     }
 
     /// The keys under which a record of `collection` is filed by each index over that

@@ -7,8 +7,7 @@ use crate::{QuerySet, SpecError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-/// The table shipped with this build.
-pub const EMBEDDED_KINDS: &str = include_str!("../../../spec/kinds.json");
+pub use crate::kinds_table::{EMBEDDED_KINDS, SearchDef};
 
 /// A fact a record page heads with: a label and the dotted path of its value.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -55,6 +54,8 @@ pub struct KindDef {
     pub related: Vec<Related>,
     /// Its share of the records the benchmark generator writes (`bench/gen_events.py`).
     pub bench: Option<BenchShare>,
+    /// Where search finds its words.
+    pub search: Option<SearchDef>,
 }
 
 /// A kind's share of one mix of records the benchmark generator writes.

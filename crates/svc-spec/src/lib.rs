@@ -7,16 +7,18 @@ mod def;
 mod index;
 mod keys;
 mod kinds;
+mod kinds_table;
 mod lexicon;
 mod path;
 mod query;
+pub mod search;
 
 pub use def::{
     CliDef, ConditionDef, IndexDef, IndexParam, ParamDef, ParamType, QueryDef, ValueList,
 };
 pub use index::{Index, IndexSet};
 pub use keys::encode_key;
-pub use kinds::{BenchShare, EMBEDDED_KINDS, Fact, KindDef, Kinds, People, Related};
+pub use kinds::{BenchShare, EMBEDDED_KINDS, Fact, KindDef, Kinds, People, Related, SearchDef};
 pub use lexicon::{query_lexicon, query_nsid};
 pub use path::JsonPath;
 pub use query::{Query, QuerySet};
