@@ -21,6 +21,9 @@ pub struct Upsert {
     pub keys: IndexKeys,
     /// The record's JSON text as it will be served.
     pub record_json: String,
+    /// Its searchable words, folded ([`svc_spec::IndexSet::search_text`]); computed by the
+    /// producer, like the keys.
+    pub search: Option<svc_spec::search::SearchText>,
 }
 
 #[derive(Debug, Clone)]
@@ -241,4 +244,19 @@ pub struct LabelView {
     pub src: String,
     pub val: String,
     pub cts: String,
+}
+
+/// The most matches a search counts: `total` is exact up to it, and a lower bound past it.
+pub const SEARCH_COUNT_LIMIT: u64 = 10_000;
+
+/// One page of a search.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub query: svc_spec::search::SearchQuery,
+    /// Only records of this collection, when given.
+    pub kind: Option<String>,
+    pub offset: u64,
+    pub limit: u32,
+    /// How long the search may run: one that would run longer is stopped, an error.
+    pub deadline: std::time::Duration,
 }

@@ -12,6 +12,9 @@ const SLOTS: usize = 1 << 16;
 pub struct ChangeClock {
     slots: Box<[AtomicU64]>,
     kinds: AtomicU64,
+    /// Moves with every commit that wrote a record or changed what is out of sight: what
+    /// search answers are cached against.
+    search: AtomicU64,
     /// Moves with every touch: whether anything at all changed.
     ticks: AtomicU64,
 }
@@ -21,6 +24,7 @@ impl Default for ChangeClock {
         ChangeClock {
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
             kinds: AtomicU64::new(0),
+            search: AtomicU64::new(0),
             ticks: AtomicU64::new(0),
         }
     }
@@ -37,6 +41,15 @@ impl ChangeClock {
     /// The version of one (query, key); read it before reading the catalog.
     pub fn key_version(&self, query: &QueryId, key: &str) -> u64 {
         self.slots[slot(query, key)].load(Ordering::Acquire)
+    }
+
+    pub fn search_version(&self) -> u64 {
+        self.search.load(Ordering::Acquire)
+    }
+
+    pub fn touch_search(&self) {
+        self.search.fetch_add(1, Ordering::AcqRel);
+        self.ticks.fetch_add(1, Ordering::AcqRel);
     }
 
     pub fn kinds_version(&self) -> u64 {
@@ -64,6 +77,7 @@ impl ChangeClock {
         for s in self.slots.iter() {
             s.fetch_add(1, Ordering::AcqRel);
         }
+        self.touch_search();
         self.touch_kinds();
     }
 }

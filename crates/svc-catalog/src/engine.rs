@@ -13,6 +13,7 @@ use crate::{
 use crate::{LabelView, Takedown};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use svc_spec::search::SearchText;
 use svc_spec::{IndexKeys, QueryId};
 use svc_syntax::UnixMillis;
 use svc_syntax::{AtUri, Nsid};
@@ -62,6 +63,10 @@ pub struct RecordRow<'a> {
     pub cid: Option<&'a str>,
     pub record: Option<&'a str>,
     pub keys: &'a IndexKeys,
+    /// The live record's searchable words.
+    pub search: Option<&'a SearchText>,
+    /// Whether the uri held a live record before (whose words the search index holds).
+    pub replaces: bool,
 }
 
 impl<'a> RecordRow<'a> {
@@ -76,6 +81,8 @@ impl<'a> RecordRow<'a> {
                 cid: u.cid.as_deref(),
                 record: Some(&u.record_json),
                 keys: &u.keys,
+                search: u.search.as_ref(),
+                replaces: false,
             },
             Change::Delete {
                 uri,
@@ -89,6 +96,8 @@ impl<'a> RecordRow<'a> {
                 cid: None,
                 record: None,
                 keys: &NO_KEYS,
+                search: None,
+                replaces: false,
             },
         }
     }
@@ -251,6 +260,16 @@ impl Plan<'_> {
         }
     }
 
+    /// Whether search answers may change with it: a record written or removed, or anything
+    /// moved in or out of sight.
+    pub(crate) fn changes_search(&self) -> bool {
+        !self.records.is_empty()
+            || self.remove_repository.is_some()
+            || !self.touched.is_empty()
+            || self.account.is_some()
+            || self.takedown.is_some()
+    }
+
     /// Moves a record's index entries and counts from its old keys to its new ones.
     pub(crate) fn refile(&mut self, uri: &str, old: &IndexKeys, new: &IndexKeys) {
         self.touched.extend(old.iter().cloned());
@@ -321,6 +340,20 @@ pub trait Engine: Send + 'static {
     /// Whether the catalog stores the record at `subject` (an at-uri) or any record of it
     /// (a DID), tombstones aside.
     fn holds(&mut self, subject: &str) -> CatalogResult<bool>;
+
+    /// Whether a bulk load files the words of what it stages (else the index is built whole
+    /// once the load settles).
+    fn stages_search(&self) -> bool {
+        true
+    }
+    /// The definition the search index was built under (`None` before it was built).
+    fn search_fingerprint(&mut self) -> CatalogResult<Option<String>>;
+    /// Inside the open transaction: empties the search index and forgets its definition.
+    fn clear_search(&mut self) -> CatalogResult<()>;
+    /// Inside the open transaction: files the words of the live records at these uris.
+    fn index_search(&mut self, entries: &[(String, SearchText)]) -> CatalogResult<()>;
+    /// Inside the open transaction: records the definition the index is now built under.
+    fn set_search_fingerprint(&mut self, fingerprint: &str) -> CatalogResult<()>;
 
     /// Queued repositories due by `now`, soonest first, at most `limit`.
     fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>>;
@@ -473,6 +506,13 @@ pub trait EngineReads: Send + Sync + 'static {
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>>;
     fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>>;
+    /// A page of a search, handed to `writer`; its `total` at most one past
+    /// [`crate::SEARCH_COUNT_LIMIT`].
+    fn search(
+        &self,
+        request: crate::SearchRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
     fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>>;
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;
     /// Changes of the stream numbered above `seq`, in order, at most `limit`.

@@ -254,6 +254,14 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
         self.reads.labels(subjects, limit)
     }
 
+    fn search(
+        &self,
+        request: crate::SearchRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        self.reads.search(request, writer)
+    }
+
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
         self.reads.indexer_heartbeat()
     }

@@ -6,7 +6,7 @@
 use crate::{
     AccountStatus, ApplyReport, Change, ChangeClock, CursorPosition, Item, KindCounts, LabelBatch,
     LabelReport, LabelView, Page, PageRequest, PageWriter, RecordChange, Refusal, RepositoryHead,
-    ResyncEntry, ResyncSummary, StreamBounds, Subject, SyncWrites, Takedown,
+    ResyncEntry, ResyncSummary, SearchRequest, StreamBounds, Subject, SyncWrites, Takedown,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -96,6 +96,16 @@ pub trait CatalogRead: Send + Sync {
     /// A takedown in force on `subject` (a DID or a record's at-uri), if any: the operator's
     /// if there is one, else a labeler's.
     fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>>;
+
+    /// A page of the records whose words match the search, best match first (ties newest
+    /// first), handed to `writer` with their labels; none of an account out of sight or taken
+    /// down. `total` counts matches up to one past [`crate::SEARCH_COUNT_LIMIT`] (past it, a
+    /// lower bound). A search that would run past its deadline fails.
+    fn search(
+        &self,
+        request: SearchRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>>;
 
     /// The labels in force on any of `subjects` (DIDs and at-uris), `!takedown` aside, in
     /// (subject, labeler, value) order, at most `limit`.

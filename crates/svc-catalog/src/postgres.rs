@@ -12,6 +12,7 @@ mod link;
 mod migrations;
 mod password;
 mod reader;
+mod search;
 mod staging;
 mod standing;
 mod sync_state;
@@ -363,6 +364,14 @@ impl EngineReads for PostgresReads {
 
     fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>> {
         Box::pin(async move { labels::labels(&self.0, &subjects, limit).await })
+    }
+
+    fn search(
+        &self,
+        request: crate::SearchRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        Box::pin(async move { search::search(&self.0, &request, writer).await })
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

@@ -188,6 +188,10 @@ impl Follower {
         if row.kinds {
             self.clock.touch_kinds();
         }
+        // Records written, or entries moved: what a search finds may have changed.
+        if !keys.is_empty() || row.uris != "[]" {
+            self.clock.touch_search();
+        }
     }
 
     /// Follows the log until `stop` says so, waiting out storage failures.

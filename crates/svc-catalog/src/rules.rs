@@ -113,7 +113,8 @@ fn plan_change<'a>(
     before: Option<Stored>,
     change: &'a Change,
 ) {
-    let row = RecordRow::of(change);
+    let mut row = RecordRow::of(change);
+    row.replaces = before.as_ref().is_some_and(|b| b.live);
     plan.records.push(RecordWrite::Row(row));
     // An inactive or taken-down account's records, and a taken-down record, are stored but
     // stay out of the index and the counts.

@@ -9,6 +9,7 @@ mod migrations;
 mod page_statement;
 mod reader;
 mod record_row;
+mod search;
 
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;
@@ -292,6 +293,16 @@ impl EngineReads for ReaderPool {
 
     fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>> {
         Box::pin(self.run(move |conn| labels::labels(conn, &subjects, limit)))
+    }
+
+    fn search(
+        &self,
+        request: crate::SearchRequest,
+        writer: Box<dyn PageWriter>,
+    ) -> CatalogFuture<'_, Vec<u8>> {
+        Box::pin(
+            self.run_reader(move |reader| search::search(reader.connection(), &request, writer)),
+        )
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

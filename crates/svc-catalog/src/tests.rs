@@ -3,6 +3,7 @@
 mod hostile;
 mod labels;
 mod properties;
+mod search;
 mod suite;
 mod takedowns;
 
@@ -86,9 +87,12 @@ pub(crate) fn upsert(uri: &str, rev: &str, record: Value) -> Change {
     let (author, collection, _) = uri.record_parts().expect("a record's uri");
     let mut record = record;
     record["$type"] = json!(collection.as_str());
-    let keys = queries.index_keys(&collection, &svc_spec::Json::from_value(&record));
+    let json = svc_spec::Json::from_value(&record);
+    let keys = queries.index_keys(&collection, &json);
+    let search = queries.indexes().search_text(&collection, &json);
     Change::Upsert(Upsert {
         keys,
+        search,
         uri,
         collection,
         author,
@@ -176,10 +180,15 @@ each_backend!(
     labels_show_on_what_they_apply_to_until_negated_or_expired,
     a_takedown_label_holds_its_subject_down_beside_the_operator,
     a_labeler_s_labels_on_subjects_nobody_holds_are_bounded,
+    search_finds_records_by_their_words_as_people_type_them,
+    search_follows_writes_and_never_shows_what_is_out_of_sight,
+    search_counts_exactly_up_to_its_limit_and_pages,
+    search_finds_records_loaded_in_bulk_and_after_a_rebuild,
 );
 
 use hostile::*;
 use labels::*;
+use search::*;
 use suite::*;
 use takedowns::*;
 

@@ -8,6 +8,7 @@ mod labels;
 #[cfg(test)]
 pub(crate) use labels::LABELS_PER_LABELER;
 mod queries;
+mod search;
 mod takedowns;
 mod transactions;
 
@@ -266,7 +267,7 @@ pub(crate) fn spawn_writer<E: Engine>(
     }
     let ids = engine.query_ids();
     let next_change = engine.last_streamed()? + 1;
-    let writer = Writer {
+    let mut writer = Writer {
         tx: Transactions {
             engine,
             clock,
@@ -277,6 +278,7 @@ pub(crate) fn spawn_writer<E: Engine>(
         bulk: None,
         label_allowances: Default::default(),
     };
+    search::ensure_current(&mut writer.tx)?;
     let (sender, receiver) = mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("catalog-writer".into())
@@ -695,9 +697,13 @@ impl<E: Engine> Writer<E> {
     }
 
     fn finish_bulk(&mut self, cursor: Option<CursorPosition>) -> CatalogResult<ApplyReport> {
-        match self.bulk.take() {
-            Some(load) => load.finish(&mut self.tx, cursor),
-            None => Ok(ApplyReport::default()),
+        let report = match self.bulk.take() {
+            Some(load) => load.finish(&mut self.tx, cursor)?,
+            None => return Ok(ApplyReport::default()),
+        };
+        if !self.tx.engine.stages_search() {
+            search::rebuild(&mut self.tx)?;
         }
+        Ok(report)
     }
 }

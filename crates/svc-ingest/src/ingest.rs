@@ -102,7 +102,7 @@ impl Ingestor {
             (_, None) => return self.invalid(uri, "record: missing"),
         };
         // The tree borrows from the text, so it lives only until the keys are taken.
-        let keys = {
+        let (keys, search) = {
             let record = match Json::parse(&record_json) {
                 Ok(record) => record,
                 Err(error) => return self.invalid(uri, &format!("record: not JSON: {error}")),
@@ -110,10 +110,16 @@ impl Ingestor {
             if let Err(error) = self.lexicons.validate_json(&fields.collection, &record) {
                 return self.invalid(uri, &error.to_string());
             }
-            self.queries.index_keys(&fields.collection, &record)
+            let keys = self.queries.index_keys(&fields.collection, &record);
+            let search = self
+                .queries
+                .indexes()
+                .search_text(&fields.collection, &record);
+            (keys, search)
         };
         Prepared::Change(Change::Upsert(Upsert {
             keys,
+            search,
             uri: fields.uri,
             collection: fields.collection,
             author: fields.did,

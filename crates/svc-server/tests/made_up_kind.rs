@@ -67,6 +67,7 @@ fn the_record(queries: &QuerySet) -> Change {
     let (author, collection, _) = uri.record_parts().expect("a record's uri");
     Change::Upsert(Upsert {
         keys: queries.index_keys(&collection, &svc_spec::Json::from_value(&record)),
+        search: None,
         uri,
         collection,
         author,

@@ -321,7 +321,7 @@ pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> 
     }
     link.batch(&format!(
         "BEGIN;
-         TRUNCATE records, query_keys, query_counts, kind_counts;
+         TRUNCATE records, query_keys, query_counts, kind_counts, search;
          DROP INDEX IF EXISTS records_uri;
          DROP INDEX IF EXISTS records_id_hash;
          CREATE UNIQUE INDEX records_uri ON records (uri);

@@ -18,6 +18,7 @@ use crate::{CatalogError, CatalogResult, Change};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 use svc_spec::QueryId;
+use svc_spec::search::SearchText;
 use svc_syntax::Nsid;
 use svc_syntax::UnixMillis;
 use tokio_postgres::{Client, Config};
@@ -278,8 +279,10 @@ impl Link {
 
     async fn write(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
         self.write_records(plan).await?;
+        self.write_search(plan).await?;
         if let Some(did) = &plan.remove_repository {
             let (from, to) = repository_range(did);
+            self.remove_search_range(&from, &to).await?;
             self.execute(
                 "DELETE FROM records WHERE uri >= $1 AND uri < $2",
                 &[&from, &to],
@@ -483,6 +486,26 @@ impl Engine for PostgresEngine {
 
     fn holds(&mut self, subject: &str) -> CatalogResult<bool> {
         self.run(async |link| link.read_holds(subject).await)
+    }
+
+    fn stages_search(&self) -> bool {
+        false
+    }
+
+    fn search_fingerprint(&mut self) -> CatalogResult<Option<String>> {
+        self.run(async |link| link.read_search_fingerprint().await)
+    }
+
+    fn clear_search(&mut self) -> CatalogResult<()> {
+        self.run(async |link| link.empty_search().await)
+    }
+
+    fn index_search(&mut self, entries: &[(String, SearchText)]) -> CatalogResult<()> {
+        self.run(async |link| link.index_words(entries).await)
+    }
+
+    fn set_search_fingerprint(&mut self, fingerprint: &str) -> CatalogResult<()> {
+        self.run(async |link| link.store_search_fingerprint(fingerprint).await)
     }
 
     fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>> {

@@ -174,6 +174,16 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX labels_expiry ON labels (exp_ms) WHERE exp_ms IS NOT NULL;
     "#,
+    // 12: search: each live record's folded words (its name weighted A, its text D), under
+    // its id, with a GIN index; the definition they were read under beside them.
+    r#"
+    CREATE TABLE search (
+        rid BIGINT PRIMARY KEY,
+        words tsvector NOT NULL
+    );
+    CREATE INDEX search_words ON search USING GIN (words);
+    CREATE TABLE search_state (fingerprint TEXT);
+    "#,
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):

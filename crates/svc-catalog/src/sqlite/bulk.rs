@@ -29,6 +29,7 @@ pub(super) fn recover_interrupted(conn: &Connection) -> CatalogResult<bool> {
     conn.execute_batch(
         "BEGIN IMMEDIATE;
          DELETE FROM records; DELETE FROM query_keys; DELETE FROM query_counts; DELETE FROM kind_counts;
+         INSERT INTO search (search) VALUES ('delete-all');
          CREATE UNIQUE INDEX records_uri ON records (uri);
          COMMIT;",
     )?;
@@ -64,11 +65,11 @@ pub(super) fn stage(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         for change in changes {
-            insert.execute(super::record_row::row_values(
-                &RecordRow::of(change),
-                ids,
-                now,
-            ))?;
+            let row = RecordRow::of(change);
+            insert.execute(super::record_row::row_values(&row, ids, now))?;
+            if let (Some(_), Some(text)) = (row.record, row.search) {
+                super::search::insert(&tx, tx.last_insert_rowid(), text)?;
+            }
         }
     }
     tx.commit()?;

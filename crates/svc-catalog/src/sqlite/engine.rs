@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 use svc_spec::QueryId;
+use svc_spec::search::SearchText;
 use svc_syntax::Nsid;
 use svc_syntax::UnixMillis;
 
@@ -43,6 +44,7 @@ impl SqliteEngine {
                         .conn
                         .prepare_cached(UPSERT)?
                         .query_row(row_values(row, &self.ids, now), |r| r.get(0))?;
+                    self.write_search(row, rowid)?;
                     (row.uri, rowid)
                 }
                 RecordWrite::Keys { uri, keys } => {
@@ -240,6 +242,7 @@ impl Engine for SqliteEngine {
         let rowids = self.write_records(plan)?;
         if let Some(did) = &plan.remove_repository {
             let (from, to) = repository_range(did);
+            self.remove_search_range(&from, &to)?;
             self.conn.execute(
                 "DELETE FROM records WHERE uri >= ?1 AND uri < ?2",
                 params![from, to],
@@ -388,6 +391,22 @@ impl Engine for SqliteEngine {
         self.read_holds(subject)
     }
 
+    fn search_fingerprint(&mut self) -> CatalogResult<Option<String>> {
+        self.read_search_fingerprint()
+    }
+
+    fn clear_search(&mut self) -> CatalogResult<()> {
+        self.empty_search()
+    }
+
+    fn index_search(&mut self, entries: &[(String, SearchText)]) -> CatalogResult<()> {
+        self.file_search(entries)
+    }
+
+    fn set_search_fingerprint(&mut self, fingerprint: &str) -> CatalogResult<()> {
+        self.store_search_fingerprint(fingerprint)
+    }
+
     fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>> {
         let mut statement = self.conn.prepare_cached(resync::sql::DUE)?;
         let rows = statement.query_map(params![now.0, limit as i64], queue_row)?;
@@ -452,7 +471,9 @@ impl Engine for SqliteEngine {
 
     fn remove_staged(&mut self, superseded: &[i64]) -> CatalogResult<()> {
         let mut delete = self.conn.prepare("DELETE FROM records WHERE rowid = ?1")?;
+        let mut unsearch = self.conn.prepare("DELETE FROM search WHERE rowid = ?1")?;
         for rowid in superseded {
+            unsearch.execute([rowid])?;
             delete.execute([rowid])?;
         }
         Ok(())

@@ -147,6 +147,17 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX labels_expiry ON labels (exp_ms) WHERE exp_ms IS NOT NULL;
     "#,
+    // 9: search: each live record's folded words (its name, its text), under its rowid; the
+    // words are kept only in the index (contentless), and the definition they were read
+    // under beside it.
+    r#"
+    CREATE VIRTUAL TABLE search USING fts5(
+        name, text,
+        content = '', contentless_delete = 1,
+        tokenize = 'unicode61 remove_diacritics 0'
+    );
+    CREATE TABLE search_state (fingerprint TEXT);
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

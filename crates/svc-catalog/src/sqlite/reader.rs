@@ -57,6 +57,13 @@ fn prepared<'s>(
     Ok(slot.insert(statement))
 }
 
+impl Reader {
+    /// The thread's connection, for a read that sets it up for itself (a search's deadline).
+    pub(crate) fn connection(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+}
+
 impl ReaderPool {
     pub(crate) fn open(path: &Path, size: usize) -> CatalogResult<ReaderPool> {
         let (jobs, queue) = crossbeam_channel::unbounded::<Job>();

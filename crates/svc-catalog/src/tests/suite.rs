@@ -8,7 +8,7 @@ use svc_spec::QueryId;
 use svc_syntax::AtUri;
 
 /// Writes each item as a line, then the total and `more`.
-struct Lines(Vec<u8>);
+pub(super) struct Lines(pub Vec<u8>);
 
 impl PageWriter for Lines {
     fn item(&mut self, item: ItemRef<'_>) {
@@ -27,7 +27,7 @@ impl PageWriter for Lines {
 }
 
 /// The uris [`Lines`] wrote, and whether it was told more follow.
-fn written_uris(written: &[u8]) -> (Vec<String>, bool) {
+pub(super) fn written_uris(written: &[u8]) -> (Vec<String>, bool) {
     let text = String::from_utf8(written.to_vec()).expect("UTF-8");
     let mut lines: Vec<&str> = text.lines().collect();
     let last = lines.pop().expect("the page's end");
@@ -1070,6 +1070,8 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
              DROP TABLE repository_heads;
              DROP TABLE takedowns;
              DROP TABLE labels;
+             DROP TABLE search;
+             DROP TABLE search_state;
              UPDATE svc_schema SET version = 4;"#,
         )
         .await

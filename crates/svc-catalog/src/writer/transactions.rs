@@ -74,5 +74,8 @@ impl<E: Engine> Transactions<E> {
         if plan.kind_counts.values().any(|delta| *delta != 0) {
             self.clock.touch_kinds();
         }
+        if plan.changes_search() {
+            self.clock.touch_search();
+        }
     }
 }

@@ -1,0 +1,224 @@
+//! Search in PostgreSQL: a table of each live record's folded words as a `tsvector` (its
+//! name weighted A, its text D, the `simple` configuration: the words are folded already) with
+//! a GIN index; read ranked by `ts_rank`, ties newest first.
+
+use super::link::Link;
+use super::reader::connection;
+use super::storage;
+use crate::engine::{Plan, RecordWrite};
+use crate::{CatalogError, CatalogResult, ItemRef, PageWriter, SEARCH_COUNT_LIMIT, SearchRequest};
+use deadpool_postgres::Pool;
+use svc_spec::search::{SearchQuery, SearchText, Term};
+
+/// A record's words as the index holds them, from `$name` and `$text` (arrays, or values).
+macro_rules! vector_of {
+    ($name:literal, $text:literal) => {
+        concat!(
+            "setweight(to_tsvector('simple', ",
+            $name,
+            "), 'A') || setweight(to_tsvector('simple', ",
+            $text,
+            "), 'D')"
+        )
+    };
+}
+
+impl Link {
+    /// Inside the open transaction, after the plan's record rows: the search index follows.
+    pub(super) async fn write_search(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+        let (mut replaced, mut uris, mut names, mut texts) = (Vec::new(), vec![], vec![], vec![]);
+        for write in &plan.records {
+            let RecordWrite::Row(row) = write else {
+                continue;
+            };
+            if row.replaces {
+                replaced.push(row.uri);
+            }
+            if let (Some(_), Some(text)) = (row.record, row.search) {
+                uris.push(row.uri);
+                names.push(text.name.as_str());
+                texts.push(text.text.as_str());
+            }
+        }
+        if !replaced.is_empty() {
+            self.execute(
+                "DELETE FROM search s USING records r WHERE r.uri = ANY($1) AND s.rid = r.id",
+                &[&replaced],
+            )
+            .await?;
+        }
+        self.file_words(&uris, &names, &texts).await
+    }
+
+    async fn file_words(
+        &mut self,
+        uris: &[&str],
+        names: &[&str],
+        texts: &[&str],
+    ) -> CatalogResult<()> {
+        if uris.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            concat!(
+                "INSERT INTO search (rid, words) SELECT r.id, ",
+                vector_of!("u.name", "u.text"),
+                " FROM unnest($1::text[], $2::text[], $3::text[]) AS u(uri, name, text) \
+                 JOIN records r ON r.uri = u.uri AND r.record IS NOT NULL \
+                 ON CONFLICT (rid) DO UPDATE SET words = excluded.words"
+            ),
+            &[&uris, &names, &texts],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Inside the open transaction, before the records in `from..to` are deleted.
+    pub(super) async fn remove_search_range(&mut self, from: &str, to: &str) -> CatalogResult<()> {
+        self.execute(
+            "DELETE FROM search s USING records r \
+             WHERE r.uri >= $1 AND r.uri < $2 AND s.rid = r.id",
+            &[&from, &to],
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn read_search_fingerprint(&mut self) -> CatalogResult<Option<String>> {
+        let rows = self
+            .query("SELECT fingerprint FROM search_state", &[])
+            .await?;
+        Ok(rows.first().and_then(|row| row.get(0)))
+    }
+
+    pub(super) async fn empty_search(&mut self) -> CatalogResult<()> {
+        self.batch("TRUNCATE search; DELETE FROM search_state")
+            .await
+    }
+
+    pub(super) async fn index_words(
+        &mut self,
+        entries: &[(String, SearchText)],
+    ) -> CatalogResult<()> {
+        let uris: Vec<&str> = entries.iter().map(|(uri, _)| uri.as_str()).collect();
+        let names: Vec<&str> = entries.iter().map(|(_, t)| t.name.as_str()).collect();
+        let texts: Vec<&str> = entries.iter().map(|(_, t)| t.text.as_str()).collect();
+        self.file_words(&uris, &names, &texts).await
+    }
+
+    pub(super) async fn store_search_fingerprint(
+        &mut self,
+        fingerprint: &str,
+    ) -> CatalogResult<()> {
+        self.execute("DELETE FROM search_state", &[]).await?;
+        self.execute(
+            "INSERT INTO search_state (fingerprint) VALUES ($1)",
+            &[&fingerprint],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// The query as a `tsquery`: each word quoted (folded words hold letters and digits only),
+/// a phrase's words joined by `<->`, a prefix marked `:*`, the terms joined by `&`.
+fn tsquery(query: &SearchQuery) -> String {
+    let terms: Vec<String> = query
+        .terms
+        .iter()
+        .map(|term| match term {
+            Term::Word(word) => format!("'{word}'"),
+            Term::Prefix(start) => format!("'{start}':*"),
+            Term::Phrase(words) => {
+                let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+                format!("({})", quoted.join(" <-> "))
+            }
+        })
+        .collect();
+    terms.join(" & ")
+}
+
+/// The matches a search may show, as [`super::super::sqlite`]'s search says them.
+macro_rules! matches {
+    () => {
+        "FROM search s JOIN records r ON r.id = s.rid, to_tsquery('simple', $1) q \
+         WHERE s.words @@ q AND ($2::text IS NULL OR r.collection = $2) AND r.record IS NOT NULL \
+         AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(r.uri, '/', 3)) \
+         AND NOT EXISTS (SELECT 1 FROM takedowns \
+           WHERE subject IN (r.uri, split_part(r.uri, '/', 3)))"
+    };
+}
+
+const PAGE: &str = concat!(
+    "SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
+       SELECT json_agg(json_build_object('src', l.src, 'val', l.val, 'cts', l.cts) \
+         ORDER BY l.subject, l.src, l.val)::text \
+       FROM labels l WHERE l.subject IN (r.uri, split_part(r.uri, '/', 3)) \
+       AND NOT l.neg AND l.val <> '!takedown') END ",
+    matches!(),
+    " ORDER BY ts_rank(s.words, q) DESC, r.rev DESC, r.uri LIMIT $3 OFFSET $4"
+);
+
+const COUNT: &str = concat!(
+    "SELECT count(*) FROM (SELECT 1 ",
+    matches!(),
+    " LIMIT $3) AS found"
+);
+
+/// Reads one page of a search, stopped at its deadline (`statement_timeout`).
+pub(super) async fn search(
+    pool: &Pool,
+    request: &SearchRequest,
+    mut writer: Box<dyn PageWriter>,
+) -> CatalogResult<Vec<u8>> {
+    let mut client = connection(pool).await?;
+    let transaction = client.transaction().await.map_err(storage)?;
+    let timeout = format!(
+        "SET LOCAL statement_timeout = {}",
+        request.deadline.as_millis().max(1)
+    );
+    transaction.batch_execute(&timeout).await.map_err(storage)?;
+    let matching = tsquery(&request.query);
+    let kind = request.kind.as_deref();
+    let counted = (SEARCH_COUNT_LIMIT + 1) as i64;
+    let deadline = |error: tokio_postgres::Error| match error.code() {
+        Some(code) if *code == tokio_postgres::error::SqlState::QUERY_CANCELED => {
+            CatalogError::Unavailable(format!("the search ran past its {:?}", request.deadline))
+        }
+        _ => storage(error),
+    };
+    let total: i64 = transaction
+        .query_one(COUNT, &[&matching, &kind, &counted])
+        .await
+        .map_err(deadline)?
+        .get(0);
+    let (limit, offset) = (i64::from(request.limit), request.offset as i64);
+    let rows = transaction
+        .query(PAGE, &[&matching, &kind, &limit, &offset])
+        .await
+        .map_err(deadline)?;
+    for row in &rows {
+        let text = |i: usize| row.get::<_, Option<&str>>(i).unwrap_or_default().as_bytes();
+        writer.item(ItemRef {
+            uri: text(0),
+            rev: text(1),
+            record_json: text(2),
+            labels: text(3),
+        });
+    }
+    transaction.commit().await.map_err(storage)?;
+    let total = total.max(0) as u64;
+    let more = request.offset + (rows.len() as u64) < total;
+    Ok(writer.finish(total, more))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_becomes_a_tsquery_of_quoted_words() {
+        let query = SearchQuery::parse("lens \"Dublin Core\" geoj").expect("a query");
+        assert_eq!(tsquery(&query), "'lens' & ('dublin' <-> 'core') & 'geoj':*");
+    }
+}

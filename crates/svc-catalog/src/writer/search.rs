@@ -1,0 +1,80 @@
+//! The search index built whole: at start, when the catalog's index was built under another
+//! definition (a kind's fields, or the folding, changed; or the catalog predates search), and
+//! after a bulk load on an engine that does not file words as it stages. Every live record
+//! of each searched kind is read in pages and its words filed, a transaction a page; the
+//! definition is stored last, so an interrupted build is done again at the next start.
+
+use super::transactions::Transactions;
+use crate::CatalogResult;
+use crate::engine::Engine;
+use svc_syntax::Nsid;
+
+/// Records read and filed in one transaction.
+const PAGE: usize = 2_000;
+
+/// Builds the index again unless it was built under this definition.
+pub(super) fn ensure_current<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<()> {
+    let wanted = tx.filing.queries.search_fingerprint().to_string();
+    if tx.engine.search_fingerprint()?.as_deref() == Some(wanted.as_str()) {
+        return Ok(());
+    }
+    rebuild(tx)
+}
+
+/// Empties the index and files every live record's words again.
+pub(super) fn rebuild<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<()> {
+    let started = std::time::Instant::now();
+    let queries = tx.filing.queries.clone();
+    in_transaction(&mut tx.engine, |engine| engine.clear_search())?;
+    let mut filed = 0;
+    for kind in queries.searched_kinds() {
+        let Ok(collection) = Nsid::new(kind) else {
+            continue;
+        };
+        let mut after = String::new();
+        loop {
+            let page = tx.engine.records_of_kind(&collection, &after, PAGE)?;
+            let Some((last, _)) = page.last() else {
+                break;
+            };
+            after = last.uri.clone();
+            let entries: Vec<(String, svc_spec::search::SearchText)> = page
+                .iter()
+                .filter_map(|(filed, text)| {
+                    let record = svc_spec::Json::parse(text).ok()?;
+                    let words = queries.search_text(&filed.collection, &record)?;
+                    Some((filed.uri.clone(), words))
+                })
+                .collect();
+            filed += entries.len();
+            in_transaction(&mut tx.engine, |engine| engine.index_search(&entries))?;
+        }
+    }
+    let fingerprint = queries.search_fingerprint().to_string();
+    in_transaction(&mut tx.engine, |engine| {
+        engine.set_search_fingerprint(&fingerprint)
+    })?;
+    tx.clock.touch_search();
+    if filed > 0 {
+        tracing::info!(
+            records = filed,
+            seconds = started.elapsed().as_secs_f64(),
+            "search index built"
+        );
+    }
+    Ok(())
+}
+
+fn in_transaction<E: Engine>(
+    engine: &mut E,
+    work: impl FnOnce(&mut E) -> CatalogResult<()>,
+) -> CatalogResult<()> {
+    engine.begin()?;
+    match work(engine).and_then(|()| engine.commit()) {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            engine.rollback();
+            Err(error)
+        }
+    }
+}
