@@ -247,7 +247,7 @@ pub struct LabelView {
 }
 
 /// The most matches a search counts: `total` is exact up to it, and a lower bound past it.
-pub const SEARCH_COUNT_LIMIT: u64 = 10_000;
+pub const SEARCH_COUNT_LIMIT: u64 = svc_spec::search::COUNT_LIMIT;
 
 /// One page of a search.
 #[derive(Debug, Clone)]

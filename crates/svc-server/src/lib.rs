@@ -23,6 +23,7 @@ mod params;
 mod plain;
 mod replay_pace;
 mod routes;
+mod search;
 mod socket_budget;
 mod stats;
 mod stream_hub;
@@ -215,6 +216,7 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::OpenApi => get(openapi::serve),
         Endpoint::Stats => get(stats::serve),
         Endpoint::Sufficiency => get(sufficiency::serve),
+        Endpoint::Search => get(search::serve),
         Endpoint::Changes => get(changes::serve),
         Endpoint::ChangesSocket => get(changes_ws::serve),
         Endpoint::Explorer => get(explorer::front),

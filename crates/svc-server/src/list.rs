@@ -22,11 +22,15 @@ pub(crate) async fn serve(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let answer = match answer(&state, position, raw.as_deref()).await {
-        Ok(answer) => answer,
-        Err(error) => return error.into_response(),
-    };
-    let compressed = accepts_gzip(&headers)
+    match answer(&state, position, raw.as_deref()).await {
+        Ok(answer) => respond(&answer, &headers),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// An answer as JSON, gzip-compressed for a client that accepts it.
+pub(crate) fn respond(answer: &Answer, headers: &HeaderMap) -> Response {
+    let compressed = accepts_gzip(headers)
         .then(|| answer.gzip().cloned())
         .flatten();
     let mut response = match compressed {
@@ -115,34 +119,50 @@ pub(crate) async fn answer(
         key: lookup_key(query, &params)?,
         page: Some(paging),
     };
-    let answers = &state.metrics.answers;
-    // A key too long to keep (a cursor of any text can be) is built by its request alone: it
-    // joins no flight, whose board would hold its key meanwhile.
-    if !state.cache.keeps(&cache_key) {
-        answers.built.inc();
-        return build(state, &cache_key, false).await;
-    }
-    // Read the version before the catalog: a change committed meanwhile makes this entry stale.
+    // Read the version before the catalog: a change committed meanwhile makes the entry stale.
     let version = state
         .catalog
         .clock()
         .key_version(query.id(), &cache_key.key);
-    if let Some(answer) = state.cache.get(&cache_key, version) {
+    cached(state, &cache_key, version, |kept| build(state, &cache_key, kept)).await
+}
+
+/// The answer for `cache_key` at `version`: from the cache, or from a flight under way for
+/// it, or built (`build(kept)`, `kept` saying whether it is built in the form the cache keeps)
+/// and kept.
+pub(crate) async fn cached<F, B>(
+    state: &AppState,
+    cache_key: &CacheKey,
+    version: u64,
+    build: F,
+) -> Result<Arc<Answer>, ApiError>
+where
+    F: Fn(bool) -> B,
+    B: std::future::Future<Output = Result<Arc<Answer>, ApiError>>,
+{
+    let answers = &state.metrics.answers;
+    // A key too long to keep (a cursor of any text can be) is built by its request alone: it
+    // joins no flight, whose board would hold its key meanwhile.
+    if !state.cache.keeps(cache_key) {
+        answers.built.inc();
+        return build(false).await;
+    }
+    if let Some(answer) = state.cache.get(cache_key, version) {
         answers.hit.inc();
         return Ok(answer);
     }
-    let ticket = state.cache.join(&cache_key, version);
+    let ticket = state.cache.join(cache_key, version);
     let mut outcome = &answers.shared;
     let answer = ticket
         .flight()
         .get_or_init(|| async {
             // A flight that ended just before this one began left its answer in the cache.
-            if let Some(answer) = state.cache.get(&cache_key, version) {
+            if let Some(answer) = state.cache.get(cache_key, version) {
                 outcome = &answers.hit;
                 return Ok(answer);
             }
             outcome = &answers.built;
-            let answer = build(state, &cache_key, true).await?;
+            let answer = build(true).await?;
             state
                 .cache
                 .put(cache_key.clone(), version, Arc::clone(&answer));
@@ -174,6 +194,11 @@ async fn build(
             writer,
         )
         .await?;
+    kept_answer(body, kept)
+}
+
+/// A written answer, in the form the cache keeps when `kept` (compressed as it was written).
+pub(crate) fn kept_answer(body: Vec<u8>, kept: bool) -> Result<Arc<Answer>, ApiError> {
     let answer = if kept {
         Answer::from_compressed(Bytes::from(body))?
     } else {
@@ -227,8 +252,10 @@ const MAX_PAGE_RESERVE: usize = 256 * 1024;
 /// The answer's JSON, written as the catalog reads the page: the envelope
 /// `{items, total, limit, offset, cursor?}` around each record's stored text; compressed as
 /// the cache keeps it when `compress`.
-struct JsonPage {
+pub(crate) struct JsonPage {
     out: Vec<u8>,
+    /// How the envelope ends: a list's cursor is its last uri, a search's the next offset.
+    searched: bool,
     compress: bool,
     /// The last item's uri: the cursor, if more follow.
     last_uri: LastUri,
@@ -247,11 +274,20 @@ enum LastUri {
 }
 
 impl JsonPage {
+    /// A search's page, which pages by offset.
+    pub(crate) fn searched(limit: u32, offset: u64, compress: bool) -> JsonPage {
+        JsonPage {
+            searched: true,
+            ..JsonPage::new(limit, offset, compress)
+        }
+    }
+
     fn new(limit: u32, offset: u64, compress: bool) -> JsonPage {
         let mut out = Vec::with_capacity(1024);
         out.extend_from_slice(b"{\"items\":[");
         JsonPage {
             out,
+            searched: false,
             compress,
             last_uri: LastUri::None,
             written: 0,
@@ -320,21 +356,36 @@ impl PageWriter for JsonPage {
     fn finish(self: Box<Self>, total: u64, more: bool) -> Vec<u8> {
         let JsonPage {
             mut out,
+            searched,
             compress,
             last_uri,
             limit,
             offset,
-            ..
+            written,
         } = *self;
+        // A search counts its matches up to a limit: past it, the total is a lower bound.
+        let capped = searched && total > svc_catalog::SEARCH_COUNT_LIMIT;
+        let shown = if capped {
+            svc_catalog::SEARCH_COUNT_LIMIT
+        } else {
+            total
+        };
         out.extend_from_slice(
-            format!("],\"total\":{total},\"limit\":{limit},\"offset\":{offset}").as_bytes(),
+            format!("],\"total\":{shown},\"limit\":{limit},\"offset\":{offset}").as_bytes(),
         );
+        if capped {
+            out.extend_from_slice(b",\"total_is_lower_bound\":true");
+        }
         let last_uri = match &last_uri {
             LastUri::None => None,
             LastUri::Written(range) => std::str::from_utf8(&out[range.clone()]).ok(),
             LastUri::Copied(uri) => Some(uri.as_str()),
         };
-        if let Some(cursor) = last_uri.filter(|_| more).map(encode_cursor) {
+        let cursor = match searched {
+            true => Some(crate::params::encode_search_cursor(offset + written as u64)),
+            false => last_uri.map(encode_cursor),
+        };
+        if let Some(cursor) = cursor.filter(|_| more) {
             out.extend_from_slice(b",\"cursor\":");
             push_json_string(&mut out, &cursor);
         }

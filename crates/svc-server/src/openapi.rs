@@ -175,6 +175,21 @@ fn route_operation(route: &Route, id: String, limits: &RequestLimits, queries: &
              "schema": {"type": "integer", "minimum": 0, "maximum": i64::MAX}}
         ]);
     }
+    if route.endpoint == Endpoint::Search {
+        operation["parameters"] = json!([
+            {"name": "q", "in": "query", "required": true,
+             "description": "The words to find: any order, any case, accents or not; \"a phrase\" in double quotes; the last word (3 characters or more, nothing after it) also as the start of a word. At most 16 words or phrases.",
+             "schema": {"type": "string", "minLength": 1, "maxLength": svc_spec::search::MAX_QUERY_CHARS}},
+            {"name": "kind", "in": "query", "required": false,
+             "description": "Only records of this kind: its NSID, or its name on the command line.",
+             "schema": {"type": "string"}},
+            {"name": "limit", "in": "query", "required": false,
+             "schema": {"type": "integer", "minimum": 1, "maximum": crate::params::MAX_LIMIT, "default": crate::params::DEFAULT_LIMIT}},
+            {"name": "cursor", "in": "query", "required": false,
+             "description": "From a previous answer: the page after it.",
+             "schema": {"type": "string"}}
+        ]);
+    }
     if route.endpoint == Endpoint::Sufficiency {
         operation["parameters"] = json!([
             {"name": "lens_uri", "in": "query", "required": true, "schema": at_uri_schema()},
@@ -192,6 +207,12 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
             let mut responses = errors(limits);
             responses["200"] = json!({"description": "Whether the lens has the listed verifications.",
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Sufficiency"}}}});
+            responses
+        }
+        Endpoint::Search => {
+            let mut responses = errors(limits);
+            responses["200"] = json!({"description": "The best matches first (ties newest first). `total` counts matches exactly up to 10,000; past that it is 10,000 and `total_is_lower_bound` is true.",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResponse"}}}});
             responses
         }
         Endpoint::Stats => {
@@ -250,6 +271,12 @@ fn schemas() -> Value {
         "ListResponse": {"type": "object", "required": ["items", "total", "limit", "offset"], "properties": {
             "items": {"type": "array", "items": {"$ref": "#/components/schemas/ListItem"}},
             "total": {"type": "integer"}, "limit": {"type": "integer"}, "offset": {"type": "integer"},
+            "cursor": {"type": "string", "description": "Present when more items follow."}}},
+        "SearchResponse": {"type": "object", "required": ["items", "total", "limit", "offset"], "properties": {
+            "items": {"type": "array", "items": {"$ref": "#/components/schemas/ListItem"}},
+            "total": {"type": "integer", "minimum": 0, "maximum": svc_catalog::SEARCH_COUNT_LIMIT},
+            "total_is_lower_bound": {"type": "boolean", "description": "Present (true) when more matches exist than `total` says."},
+            "limit": {"type": "integer"}, "offset": {"type": "integer"},
             "cursor": {"type": "string", "description": "Present when more items follow."}}},
         "Sufficiency": {"type": "object", "required": ["sufficient", "required_kinds", "require_holds"], "properties": {
             "sufficient": {"type": "boolean"}, "required_kinds": {"type": "array", "items": {"type": "string"}},

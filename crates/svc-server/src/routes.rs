@@ -13,6 +13,7 @@ pub(crate) enum Endpoint {
     OpenApi,
     Stats,
     Sufficiency,
+    Search,
     Changes,
     ChangesSocket,
     Explorer,
@@ -93,6 +94,17 @@ pub(crate) const ROUTES: &[Route] = &[
         listed: true,
         summary: Some(
             "Whether every listed verification kind has a verification of the lens (that holds).",
+        ),
+    },
+    Route {
+        path: "/v1/search",
+        name: "search",
+        endpoint: Endpoint::Search,
+        xrpc: true,
+        api: true,
+        listed: true,
+        summary: Some(
+            "Records whose words match a query (words in any order, \"a phrase\", the last word's start), best match first.",
         ),
     },
     Route {

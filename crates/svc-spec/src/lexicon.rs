@@ -49,6 +49,46 @@ pub fn query_lexicon(query: &Query) -> Value {
     })
 }
 
+/// The lexicon document of search (`dev.svc.query.search`, `/v1/search`).
+pub fn search_lexicon() -> Value {
+    let mut output = envelope();
+    output["properties"]["items"]["description"] =
+        json!("The records of the page, the best match first (ties newest first).");
+    output["properties"]["total"] = json!({"type": "integer", "minimum": 0,
+        "maximum": crate::search::COUNT_LIMIT,
+        "description": "How many records match, exactly up to 10,000; past that, 10,000 and `total_is_lower_bound`."});
+    output["properties"]["total_is_lower_bound"] = json!({"type": "boolean",
+        "description": "Present (true) when more records match than `total` says."});
+    json!({
+        "lexicon": 1,
+        "id": query_nsid("search"),
+        "defs": {
+            "main": {
+                "type": "query",
+                "description": "Records whose words match a query, in any order, any case, accents or not; \"a phrase\" in double quotes; the last word (3 characters or more, nothing after it) also as the start of a word. Names count above other text. Also served at /v1/search.",
+                "parameters": {
+                    "type": "params",
+                    "required": ["q"],
+                    "properties": {
+                        "q": {"type": "string", "minLength": 1,
+                            "maxGraphemes": crate::search::MAX_QUERY_CHARS,
+                            "description": "The words to find: at most 16 words or phrases."},
+                        "kind": {"type": "string",
+                            "description": "Only records of this kind: its NSID, or its name on the command line."},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
+                            "default": DEFAULT_LIMIT},
+                        "cursor": {"type": "string",
+                            "description": "From a previous answer: the page after it."}
+                    }
+                },
+                "output": {"encoding": "application/json", "schema": output}
+            },
+            "item": item("matching"),
+            "label": label()
+        }
+    })
+}
+
 /// `limit`, `offset` and `cursor`, as every list query takes them.
 fn paging_properties() -> Map<String, Value> {
     let described = crate::paging_parameters();
@@ -185,6 +225,13 @@ mod tests {
             );
             expected.push(file);
         }
+        let search = format!("{:#}\n", search_lexicon());
+        if bless {
+            std::fs::write(dir.join("search.json"), &search).expect("the search lexicon written");
+        }
+        let found = std::fs::read_to_string(dir.join("search.json")).unwrap_or_default();
+        assert!(found == search, "lexicons/dev/svc/query/search.json differs; SVC_BLESS=1 writes it");
+        expected.push("search.json".to_string());
         let mut present: Vec<String> = std::fs::read_dir(&dir)
             .expect("lexicons/dev/svc/query")
             .filter_map(|entry| entry.ok()?.file_name().into_string().ok())

@@ -19,7 +19,7 @@ pub use def::{
 pub use index::{Index, IndexSet};
 pub use keys::encode_key;
 pub use kinds::{BenchShare, EMBEDDED_KINDS, Fact, KindDef, Kinds, People, Related, SearchDef};
-pub use lexicon::{query_lexicon, query_nsid};
+pub use lexicon::{query_lexicon, query_nsid, search_lexicon};
 pub use path::JsonPath;
 pub use query::{Query, QuerySet};
 

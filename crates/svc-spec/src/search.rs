@@ -154,6 +154,9 @@ pub enum Term {
     Prefix(String),
 }
 
+/// The most matches a search counts: its `total` is exact up to it, a lower bound past it.
+pub const COUNT_LIMIT: u64 = 10_000;
+
 /// The longest query, in characters.
 pub const MAX_QUERY_CHARS: usize = 256;
 /// Terms a query may hold: each is a lookup in the index, and a record needs every one.
