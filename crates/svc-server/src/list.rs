@@ -124,7 +124,10 @@ pub(crate) async fn answer(
         .catalog
         .clock()
         .key_version(query.id(), &cache_key.key);
-    cached(state, &cache_key, version, |kept| build(state, &cache_key, kept)).await
+    cached(state, &cache_key, version, |kept| {
+        build(state, &cache_key, kept)
+    })
+    .await
 }
 
 /// The answer for `cache_key` at `version`: from the cache, or from a flight under way for

@@ -226,7 +226,8 @@ const SEARCH_CURSOR_PREFIX: &str = "s:";
 
 /// A search's paging cursor: the offset of the next page, base64url without padding.
 pub(crate) fn encode_search_cursor(offset: u64) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{SEARCH_CURSOR_PREFIX}{offset}"))
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(format!("{SEARCH_CURSOR_PREFIX}{offset}"))
 }
 
 /// The offset a search cursor gives: one this service wrote, within the matches a search

@@ -110,7 +110,10 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Arc<Answer>, ApiE
     };
     // Read before the catalog: a write committed meanwhile makes the entry stale.
     let version = state.catalog.clock().search_version();
-    cached(state, &cache_key, version, |kept| build(state, &asked, kept)).await
+    cached(state, &cache_key, version, |kept| {
+        build(state, &asked, kept)
+    })
+    .await
 }
 
 async fn build(state: &AppState, asked: &Asked, kept: bool) -> Result<Arc<Answer>, ApiError> {

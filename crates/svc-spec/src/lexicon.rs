@@ -230,7 +230,10 @@ mod tests {
             std::fs::write(dir.join("search.json"), &search).expect("the search lexicon written");
         }
         let found = std::fs::read_to_string(dir.join("search.json")).unwrap_or_default();
-        assert!(found == search, "lexicons/dev/svc/query/search.json differs; SVC_BLESS=1 writes it");
+        assert!(
+            found == search,
+            "lexicons/dev/svc/query/search.json differs; SVC_BLESS=1 writes it"
+        );
         expected.push("search.json".to_string());
         let mut present: Vec<String> = std::fs::read_dir(&dir)
             .expect("lexicons/dev/svc/query")
