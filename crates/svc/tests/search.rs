@@ -107,6 +107,16 @@ fn search_answers_as_people_type_and_refuses_plainly(backend: Backend) {
     assert_eq!(biblio["total"], 1, "{biblio}");
     assert_eq!(search(&server, "q=bibliographic&kind=vocab").1["total"], 0);
 
+    // The command line asks the same.
+    let output = svc()
+        .args(["orchestrator", "search", "core dublin", "--kind", "vocab"])
+        .args(["--url", &server.url])
+        .output()
+        .expect("svc runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(uris(&printed), [dublin]);
+
     // Paged by cursor: every match once, in one order.
     let (_, first) = search(&server, "q=shared&limit=20");
     assert_eq!(

@@ -35,7 +35,8 @@ fn by_command(queries: &QuerySet) -> BTreeMap<String, Vec<&Query>> {
 pub fn subcommands(orchestrator: Command, queries: &QuerySet) -> Command {
     let mut orchestrator = orchestrator
         .subcommand(Command::new("stats").about("Record counts per kind (GET /v1/stats)"))
-        .subcommand(sufficiency_command());
+        .subcommand(sufficiency_command())
+        .subcommand(search_command());
     let mut watch = Command::new("watch")
         .about(
             "Follow changes as they happen (GET /v1/changes): every record's, or a \
@@ -121,6 +122,7 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
     let (path, mut pairs) = match name {
         "stats" => ("/v1/stats".to_string(), Vec::new()),
         "sufficiency" => sufficiency_request(sub),
+        "search" => search_request(sub),
         _ => query_request(queries, name, sub)?,
     };
     for (name, _) in svc_spec::paging_parameters() {
@@ -139,7 +141,7 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
 fn sufficiency_command() -> Command {
     Command::new("sufficiency")
         .about(
-            "Whether a lens has a verification that holds (or any, with --hold false) of each              kind asked for (GET /v1/verifications/sufficient)",
+            "Whether a lens has a verification that holds (or any, with --hold false) of each kind asked for (GET /v1/verifications/sufficient)",
         )
         .arg(
             Arg::new("lens_uri")
@@ -171,6 +173,42 @@ fn sufficiency_request(matches: &ArgMatches) -> (String, Vec<(String, String)>) 
         })
         .collect();
     ("/v1/verifications/sufficient".to_string(), pairs)
+}
+
+/// `search`: the records whose words match a query.
+fn search_command() -> Command {
+    Command::new("search")
+        .about(
+            "Records whose words match TEXT: words in any order, any case, accents or not; \"a phrase\" in double quotes; the last word also as a word's start; best match first (GET /v1/search)",
+        )
+        .arg(
+            Arg::new("q")
+                .value_name("TEXT")
+                .required(true)
+                .help("The words to find (1 to 256 characters)."),
+        )
+        .arg(
+            Arg::new("kind")
+                .long("kind")
+                .help("Only records of this kind: its NSID or its name (vocab, bounty...)."),
+        )
+        .arg(Arg::new("limit").long("limit").help("Records per page (1-1000)."))
+        .arg(
+            Arg::new("cursor")
+                .long("cursor")
+                .help("The `cursor` of a previous answer: the page after it."),
+        )
+}
+
+fn search_request(matches: &ArgMatches) -> (String, Vec<(String, String)>) {
+    let pairs = ["q", "kind"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = matches.get_one::<String>(name)?;
+            Some((name.to_string(), value.clone()))
+        })
+        .collect();
+    ("/v1/search".to_string(), pairs)
 }
 
 /// `watch`: the subscription the flags ask for (a query and its parameters, or nothing for
