@@ -11,11 +11,13 @@ mod front;
 mod json_view;
 mod query;
 mod record;
+mod search;
 
 pub(crate) use front::FrontCache;
 pub(crate) use front::front;
 pub(crate) use query::query;
 pub(crate) use record::{author, collection, record};
+pub(crate) use search::search;
 
 use crate::{ApiError, AppState};
 use askama::Template;

@@ -225,5 +225,6 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::ExplorerAuthor => get(explorer::author),
         Endpoint::ExplorerCollection => get(explorer::collection),
         Endpoint::ExplorerAsset => get(explorer::asset),
+        Endpoint::ExplorerSearch => get(explorer::search),
     }
 }

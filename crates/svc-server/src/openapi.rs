@@ -238,7 +238,8 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         | Endpoint::ExplorerRecord
         | Endpoint::ExplorerAuthor
         | Endpoint::ExplorerCollection
-        | Endpoint::ExplorerAsset => {
+        | Endpoint::ExplorerAsset
+        | Endpoint::ExplorerSearch => {
             json!({"200": text_response("A page for people.")})
         }
         Endpoint::Changes => {

@@ -22,6 +22,7 @@ pub(crate) enum Endpoint {
     ExplorerAuthor,
     ExplorerCollection,
     ExplorerAsset,
+    ExplorerSearch,
 }
 
 pub(crate) struct Route {
@@ -133,6 +134,7 @@ pub(crate) const ROUTES: &[Route] = &[
     ),
     page("/at/{did}", "explorerAuthor", Endpoint::ExplorerAuthor),
     page("/assets/{file}", "explorerAsset", Endpoint::ExplorerAsset),
+    page("/search", "explorerSearch", Endpoint::ExplorerSearch),
     Route {
         path: "/xrpc/dev.svc.sync.subscribeChanges",
         name: "subscribeChanges",

@@ -62,8 +62,9 @@ impl SearchFields {
     }
 }
 
-/// Whether `c` belongs to a script written without spaces between words.
-fn unspaced(c: char) -> bool {
+/// Whether `c` belongs to a script written without spaces between words: each such
+/// character is a word of its own.
+pub fn unspaced(c: char) -> bool {
     matches!(c as u32,
         0x0E00..=0x0EFF          // Thai, Lao
         | 0x1000..=0x109F        // Myanmar

@@ -113,7 +113,11 @@ fn search_answers_as_people_type_and_refuses_plainly(backend: Backend) {
         .args(["--url", &server.url])
         .output()
         .expect("svc runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let printed: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(uris(&printed), [dublin]);
 

@@ -1,0 +1,295 @@
+//! `/search`: the explorer's search page. A plain GET form (on every page, in the header)
+//! and the records it finds, each with its kind, its name and the words of its text that
+//! matched, marked, linked to its page, paged by cursor. Works without script.
+
+use super::bounded::{Json, Wanted};
+use super::envelope::{EnvelopeItem, picked};
+use super::fields::{self, TITLES};
+use super::{collection_of, page, record_path};
+use crate::params::{Params, decode_search_cursor, encode_component, encode_search_cursor};
+use crate::{ApiError, AppState};
+use askama::Template;
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use std::sync::Arc;
+use svc_catalog::SearchRequest;
+use svc_spec::search::{SearchQuery, Term, fold, unspaced};
+
+/// Matches a page shows.
+const PAGE_SIZE: u32 = 25;
+/// The most of a matched text a result shows, in characters.
+const SNIPPET_CHARS: usize = 200;
+
+#[derive(Template)]
+#[template(path = "explorer/search.html")]
+struct SearchPage {
+    q: String,
+    kind: String,
+    kinds: Vec<String>,
+    problem: Option<String>,
+    results: Option<Results>,
+}
+
+struct Results {
+    total: String,
+    matches: Vec<Match>,
+    next: Option<String>,
+}
+
+struct Match {
+    kind: String,
+    href: Option<String>,
+    title: Vec<Segment>,
+    snippet: Vec<Segment>,
+}
+
+/// A piece of a stranger's text; `marked` when it is one of the words searched for.
+struct Segment {
+    text: String,
+    marked: bool,
+}
+
+pub(crate) async fn search(
+    State(state): State<Arc<AppState>>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let params = Params::parse(raw.as_deref());
+    let text = |name| {
+        params
+            .get(name)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut search_page = SearchPage {
+        q: text("q"),
+        kind: text("kind"),
+        kinds: state.kinds.nsids().map(str::to_string).collect(),
+        problem: None,
+        results: None,
+    };
+    if search_page.q.is_empty() {
+        return page(&search_page, StatusCode::OK);
+    }
+    match results(&state, &params, &search_page).await {
+        Ok(results) => {
+            search_page.results = Some(results);
+            page(&search_page, StatusCode::OK)
+        }
+        Err(ApiError::InvalidRequest(message)) => {
+            search_page.problem = Some(message);
+            page(&search_page, StatusCode::BAD_REQUEST)
+        }
+        Err(error) => super::failure(error),
+    }
+}
+
+async fn results(
+    state: &AppState,
+    params: &Params,
+    asked: &SearchPage,
+) -> Result<Results, ApiError> {
+    params.only(&["q", "kind", "cursor"])?;
+    let query = SearchQuery::parse(&asked.q).map_err(ApiError::InvalidRequest)?;
+    let kind =
+        match asked.kind.as_str() {
+            "" => None,
+            name => Some(state.kinds.named(name).map(str::to_string).ok_or_else(|| {
+                ApiError::InvalidRequest("kind: no record kind of that name".into())
+            })?),
+        };
+    let offset = match params.get("cursor")? {
+        Some(cursor) => decode_search_cursor(cursor)?,
+        None => 0,
+    };
+    let request = SearchRequest {
+        query: query.clone(),
+        kind: kind.clone(),
+        offset,
+        limit: PAGE_SIZE,
+        deadline: state.request_timeout,
+    };
+    let text_fields = text_fields(state);
+    let wanted = Wanted::of(
+        TITLES
+            .iter()
+            .copied()
+            .chain(text_fields.iter().map(String::as_str)),
+    );
+    let envelope = picked(wanted, |writer| state.catalog.search(request, writer)).await?;
+    let shown = envelope.items.len() as u64;
+    let next = envelope.cursor.as_ref().map(|_| {
+        let mut href = format!("/search?q={}", encode_component(&asked.q));
+        if let Some(kind) = &kind {
+            href.push_str(&format!("&kind={}", encode_component(kind)));
+        }
+        href.push_str(&format!("&cursor={}", encode_search_cursor(offset + shown)));
+        href
+    });
+    let total = match envelope.total > svc_catalog::SEARCH_COUNT_LIMIT {
+        true => format!("More than {}", svc_catalog::SEARCH_COUNT_LIMIT),
+        false => envelope.total.to_string(),
+    };
+    let matches = envelope
+        .items
+        .into_iter()
+        .map(|item| found(item, &query, &text_fields))
+        .collect();
+    Ok(Results {
+        total,
+        matches,
+        next,
+    })
+}
+
+/// Every searched kind's name and text fields.
+fn text_fields(state: &AppState) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for nsid in state.kinds.nsids() {
+        if let Some(search) = &state.kinds.def(nsid).search {
+            for path in search.name.iter().chain(&search.text) {
+                if !paths.contains(path) {
+                    paths.push(path.clone());
+                }
+            }
+        }
+    }
+    paths
+}
+
+fn found(item: EnvelopeItem, query: &SearchQuery, text_fields: &[String]) -> Match {
+    let title = fields::title(&item.uri, &item.record);
+    let snippet = text_fields
+        .iter()
+        .filter_map(|path| fields::at_path(&item.record, path))
+        .filter_map(Json::as_str)
+        .map(|text| marked(text, query))
+        .find(|segments| segments.iter().any(|s| s.marked))
+        .map(|segments| around_first_mark(segments))
+        .unwrap_or_default();
+    Match {
+        kind: collection_of(&item.uri).unwrap_or_default().to_string(),
+        href: record_path(&item.uri),
+        title: marked(&title, query),
+        snippet,
+    }
+}
+
+/// Whether a folded word is one the query searches for (or starts as its prefix term does).
+fn is_searched(word: &str, query: &SearchQuery) -> bool {
+    query.terms.iter().any(|term| match term {
+        Term::Word(searched) => searched == word,
+        Term::Prefix(start) => word.starts_with(start.as_str()),
+        Term::Phrase(words) => words.iter().any(|searched| searched == word),
+    })
+}
+
+/// `text` cut into words and what lies between them, the searched words marked.
+fn marked(text: &str, query: &SearchQuery) -> Vec<Segment> {
+    let mut segments: Vec<Segment> = Vec::new();
+    let mut word = String::new();
+    let flush = |word: &mut String, segments: &mut Vec<Segment>| {
+        if !word.is_empty() {
+            let marked = fold(word).iter().any(|w| is_searched(w, query));
+            segments.push(Segment {
+                text: std::mem::take(word),
+                marked,
+            });
+        }
+    };
+    for c in text.chars() {
+        let lone = unspaced(c);
+        if c.is_alphanumeric() && !lone {
+            word.push(c);
+            continue;
+        }
+        flush(&mut word, &mut segments);
+        if lone {
+            word.push(c);
+            flush(&mut word, &mut segments);
+        } else {
+            match segments.last_mut().filter(|s| !s.marked) {
+                Some(plain) => plain.text.push(c),
+                None => segments.push(Segment {
+                    text: c.to_string(),
+                    marked: false,
+                }),
+            }
+        }
+    }
+    flush(&mut word, &mut segments);
+    segments
+}
+
+/// The segments within [`SNIPPET_CHARS`] of the first mark, with an ellipsis where cut.
+fn around_first_mark(segments: Vec<Segment>) -> Vec<Segment> {
+    let first = segments.iter().position(|s| s.marked).unwrap_or(0);
+    let mut start = first;
+    let mut before = 0;
+    while start > 0 && before + segments[start - 1].text.chars().count() <= SNIPPET_CHARS / 3 {
+        start -= 1;
+        before += segments[start].text.chars().count();
+    }
+    let mut kept: Vec<Segment> = Vec::new();
+    if start > 0 {
+        kept.push(Segment {
+            text: "…".into(),
+            marked: false,
+        });
+    }
+    let mut length = 0;
+    for (at, segment) in segments.into_iter().enumerate().skip(start) {
+        length += segment.text.chars().count();
+        if length > SNIPPET_CHARS && at > first {
+            kept.push(Segment {
+                text: "…".into(),
+                marked: false,
+            });
+            break;
+        }
+        kept.push(segment);
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(segments: &[Segment]) -> String {
+        segments
+            .iter()
+            .map(|s| match s.marked {
+                true => format!("[{}]", s.text),
+                false => s.text.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_words_searched_for_are_marked_as_written() {
+        let query = SearchQuery::parse("cafe \"dublin core\" geoj").expect("a query");
+        let text = "Le Café of Dublin: GeoJSON, core <b>";
+        assert_eq!(
+            shown(&marked(text, &query)),
+            "Le [Café] of [Dublin]: [GeoJSON], [core] <b>"
+        );
+        let cjk = SearchQuery::parse("京都").expect("a query");
+        assert_eq!(shown(&marked("東京都の地図", &cjk)), "東[京][都]の地図");
+    }
+
+    #[test]
+    fn a_long_text_is_cut_around_its_first_match() {
+        let query = SearchQuery::parse("needle").expect("a query");
+        let text = format!("{} needle {}", "hay ".repeat(200), "straw ".repeat(200));
+        let snippet = shown(&around_first_mark(marked(&text, &query)));
+        assert!(
+            snippet.starts_with('…') && snippet.ends_with('…'),
+            "{snippet}"
+        );
+        assert!(snippet.contains("[needle]"));
+        assert!(snippet.chars().count() < SNIPPET_CHARS + 80, "{snippet}");
+    }
+}
