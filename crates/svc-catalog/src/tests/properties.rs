@@ -1,7 +1,9 @@
 //! Property: for random catalogs built by random upserts and deletes (stale ones included),
 //! every index lookup returns exactly the records that a direct evaluation of the query's
-//! filter selects from the model of the catalog, in uri order, with the same total: so both
-//! engines give the same answers, for ordinary values and hostile ones alike.
+//! filter selects from the model of the catalog, in uri order, with the same total; and every
+//! search for a word of the catalog (or a word's start) finds exactly the records whose
+//! searched fields hold it: so both engines give the same answers, for ordinary values and
+//! hostile ones alike.
 
 use super::{Fresh, at, delete, sqlite, upsert};
 use crate::{Change, PageRequest};
@@ -333,6 +335,70 @@ async fn lookups_equal_direct_evaluation(fresh: Fresh, ops: &[Op], batch: usize,
                 query.name(),
                 args
             );
+        }
+    }
+    searches_equal_direct_evaluation(&fresh, &model).await;
+}
+
+/// Every word the model's records hold in their searched fields, searched as a word and by
+/// its first three characters, finds exactly the records that hold it.
+async fn searches_equal_direct_evaluation(
+    fresh: &Fresh,
+    model: &BTreeMap<String, (String, Option<Value>)>,
+) {
+    let indexes = fresh.queries.indexes();
+    let words_of: BTreeMap<&String, Vec<String>> = model
+        .iter()
+        .filter_map(|(uri, (_, record))| {
+            let kind = uri.split('/').nth(3)?;
+            let text = indexes.search_text(kind, &svc_spec::Json::from_value(record.as_ref()?))?;
+            let words = format!("{} {}", text.name, text.text);
+            Some((uri, words.split_whitespace().map(str::to_string).collect()))
+        })
+        .collect();
+    let all: BTreeSet<&String> = words_of.values().flatten().collect();
+    for word in all {
+        let prefix: String = word.chars().take(3).collect();
+        let searches = [
+            (
+                format!("{word} "),
+                Box::new(|w: &String| w == word) as Box<dyn Fn(&String) -> bool>,
+            ),
+            (
+                prefix.clone(),
+                Box::new(move |w: &String| w.starts_with(prefix.as_str())),
+            ),
+        ];
+        let searched_as_prefix = prefix.chars().count() >= svc_spec::search::MIN_PREFIX_CHARS
+            && !prefix.chars().any(svc_spec::search::unspaced);
+        for (q, holds) in searches
+            .into_iter()
+            .take(if searched_as_prefix { 2 } else { 1 })
+        {
+            let Ok(query) = svc_spec::search::SearchQuery::parse(&q) else {
+                continue;
+            };
+            let expected: BTreeSet<String> = words_of
+                .iter()
+                .filter(|(_, words)| words.iter().any(&holds))
+                .map(|(uri, _)| uri.to_string())
+                .collect();
+            let request = crate::SearchRequest {
+                query,
+                kind: None,
+                offset: 0,
+                limit: 1000,
+                deadline: std::time::Duration::from_secs(30),
+            };
+            let lines = super::suite::Lines(Vec::new());
+            let written = fresh
+                .catalog
+                .search(request, Box::new(lines))
+                .await
+                .unwrap();
+            let (got, _) = super::suite::written_uris(&written);
+            let got: BTreeSet<String> = got.into_iter().collect();
+            assert_eq!(got, expected, "search {q:?}");
         }
     }
 }
