@@ -359,6 +359,8 @@ async fn searches_equal_direct_evaluation(
     let all: BTreeSet<&String> = words_of.values().flatten().collect();
     for word in all {
         let prefix: String = word.chars().take(3).collect();
+        let searched_as_prefix = prefix.chars().count() >= svc_spec::search::MIN_PREFIX_CHARS
+            && !prefix.chars().any(svc_spec::search::unspaced);
         let searches = [
             (
                 format!("{word} "),
@@ -369,8 +371,6 @@ async fn searches_equal_direct_evaluation(
                 Box::new(move |w: &String| w.starts_with(prefix.as_str())),
             ),
         ];
-        let searched_as_prefix = prefix.chars().count() >= svc_spec::search::MIN_PREFIX_CHARS
-            && !prefix.chars().any(svc_spec::search::unspaced);
         for (q, holds) in searches
             .into_iter()
             .take(if searched_as_prefix { 2 } else { 1 })
