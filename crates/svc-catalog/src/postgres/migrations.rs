@@ -179,6 +179,7 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE search (
         rid BIGINT PRIMARY KEY,
+        kind TEXT COLLATE "C" NOT NULL,
         words tsvector NOT NULL
     );
     CREATE INDEX search_words ON search USING GIN (words);

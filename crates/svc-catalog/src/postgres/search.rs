@@ -1,6 +1,8 @@
 //! Search in PostgreSQL: a table of each live record's folded words as a `tsvector` (its
-//! name weighted A, its text D, the `simple` configuration: the words are folded already) with
-//! a GIN index; read ranked by `ts_rank`, ties newest first.
+//! name weighted A, its text D, the `simple` configuration: the words are folded already),
+//! and its kind, with a GIN index. A search reads at most one past the count limit of the
+//! matches the index finds, ranks them by `ts_rank`, ties newest first, and only then reads
+//! the page's records.
 
 use super::link::Link;
 use super::reader::connection;
@@ -61,11 +63,11 @@ impl Link {
         }
         self.execute(
             concat!(
-                "INSERT INTO search (rid, words) SELECT r.id, ",
+                "INSERT INTO search (rid, kind, words) SELECT r.id, r.collection, ",
                 vector_of!("u.name", "u.text"),
                 " FROM unnest($1::text[], $2::text[], $3::text[]) AS u(uri, name, text) \
                  JOIN records r ON r.uri = u.uri AND r.record IS NOT NULL \
-                 ON CONFLICT (rid) DO UPDATE SET words = excluded.words"
+                 ON CONFLICT (rid) DO UPDATE SET kind = excluded.kind, words = excluded.words"
             ),
             &[&uris, &names, &texts],
         )
@@ -138,32 +140,54 @@ fn tsquery(query: &SearchQuery) -> String {
     terms.join(" & ")
 }
 
-/// The matches a search may show, as [`super::super::sqlite`]'s search says them.
-macro_rules! matches {
-    () => {
-        "FROM search s JOIN records r ON r.id = s.rid, to_tsquery('simple', $1) q \
-         WHERE s.words @@ q AND ($2::text IS NULL OR r.collection = $2) AND r.record IS NOT NULL \
-         AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(r.uri, '/', 3)) \
-         AND NOT EXISTS (SELECT 1 FROM takedowns \
-           WHERE subject IN (r.uri, split_part(r.uri, '/', 3)))"
+/// At most `$limit` matches of the query `$1` (of the kind `$2`, when given), each with its
+/// rank: all a search ranks, read from the index alone.
+macro_rules! matched {
+    ($limit:literal) => {
+        concat!(
+            "SELECT s.rid, ts_rank(s.words, q) AS score FROM search s, \
+             to_tsquery('simple', $1) q WHERE s.words @@ q \
+             AND ($2::text IS NULL OR s.kind = $2) LIMIT ",
+            $limit
+        )
     };
 }
 
+/// Leaves out the matches `m` of an account out of sight or taken down, or taken down.
+macro_rules! visible {
+    () => {
+        "NOT EXISTS (SELECT 1 FROM records h WHERE h.id = m.rid AND ( \
+           EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(h.uri, '/', 3)) \
+           OR EXISTS (SELECT 1 FROM takedowns \
+             WHERE subject IN (h.uri, split_part(h.uri, '/', 3)))))"
+    };
+}
+
+/// A page of the ranked matches (`$3` of them after `$4`), then their records.
 const PAGE: &str = concat!(
-    "SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
+    "WITH matched AS MATERIALIZED (",
+    matched!("$5"),
+    "), ranked AS (SELECT m.rid, m.score FROM matched m WHERE NOT $6 OR ",
+    visible!(),
+    " ORDER BY m.score DESC, m.rid DESC LIMIT $3 OFFSET $4) \
+     SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
        SELECT json_agg(json_build_object('src', l.src, 'val', l.val, 'cts', l.cts) \
          ORDER BY l.subject, l.src, l.val)::text \
        FROM labels l WHERE l.subject IN (r.uri, split_part(r.uri, '/', 3)) \
-       AND NOT l.neg AND l.val <> '!takedown') END ",
-    matches!(),
-    " ORDER BY ts_rank(s.words, q) DESC, r.rev DESC, r.uri LIMIT $3 OFFSET $4"
+       AND NOT l.neg AND l.val <> '!takedown') END \
+     FROM ranked JOIN records r ON r.id = ranked.rid ORDER BY ranked.score DESC, ranked.rid DESC"
 );
 
 const COUNT: &str = concat!(
-    "SELECT count(*) FROM (SELECT 1 ",
-    matches!(),
-    " LIMIT $3) AS found"
+    "SELECT count(*) FROM (",
+    matched!("$4"),
+    ") m WHERE NOT $3 OR ",
+    visible!()
 );
+
+/// Whether any account is out of sight or anything taken down.
+const ANY_HIDDEN: &str =
+    "SELECT EXISTS (SELECT 1 FROM inactive_accounts) OR EXISTS (SELECT 1 FROM takedowns)";
 
 /// Reads one page of a search, stopped at its deadline (`statement_timeout`).
 pub(super) async fn search(
@@ -187,14 +211,22 @@ pub(super) async fn search(
         }
         _ => storage(error),
     };
+    let hidden: bool = transaction
+        .query_one(ANY_HIDDEN, &[])
+        .await
+        .map_err(storage)?
+        .get(0);
     let total: i64 = transaction
-        .query_one(COUNT, &[&matching, &kind, &counted])
+        .query_one(COUNT, &[&matching, &kind, &hidden, &counted])
         .await
         .map_err(deadline)?
         .get(0);
     let (limit, offset) = (i64::from(request.limit), request.offset as i64);
     let rows = transaction
-        .query(PAGE, &[&matching, &kind, &limit, &offset])
+        .query(
+            PAGE,
+            &[&matching, &kind, &limit, &offset, &counted, &hidden],
+        )
         .await
         .map_err(deadline)?;
     for row in &rows {

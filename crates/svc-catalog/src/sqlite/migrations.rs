@@ -147,12 +147,12 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX labels_expiry ON labels (exp_ms) WHERE exp_ms IS NOT NULL;
     "#,
-    // 9: search: each live record's folded words (its name, its text), under its rowid; the
-    // words are kept only in the index (contentless), and the definition they were read
-    // under beside it.
+    // 9: search: each live record's folded words (its name, its text) and its kind, under its
+    // rowid; the words are kept only in the index (contentless), and the definition they
+    // were read under beside it.
     r#"
     CREATE VIRTUAL TABLE search USING fts5(
-        name, text,
+        name, text, kind,
         content = '', contentless_delete = 1,
         tokenize = 'unicode61 remove_diacritics 0'
     );

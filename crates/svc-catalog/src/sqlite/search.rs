@@ -1,6 +1,8 @@
 //! Search in SQLite: an FTS5 table (`search`, contentless, rowid = the record's rowid) of each
-//! live record's folded words in two columns, its name and its text; written with the record,
-//! read ranked by BM25 (the name weighted four times the text), ties newest first.
+//! live record's folded words in two columns, its name and its text, and its kind in a third;
+//! written with the record. A search reads the newest matches, at most one past the count
+//! limit, from the index alone, ranks them by BM25 (the name weighted four times the text),
+//! ties newest first, and only then reads the page's records.
 
 use super::engine::SqliteEngine;
 use crate::engine::RecordRow;
@@ -18,7 +20,7 @@ impl SqliteEngine {
                 .execute([rowid])?;
         }
         if let (Some(_), Some(text)) = (row.record, row.search) {
-            insert(&self.conn, rowid, text)?;
+            insert(&self.conn, rowid, text, row.collection)?;
         }
         Ok(())
     }
@@ -50,12 +52,15 @@ impl SqliteEngine {
     }
 
     pub(super) fn file_search(&self, entries: &[(String, SearchText)]) -> CatalogResult<()> {
-        let mut rowid_of = self
-            .conn
-            .prepare_cached("SELECT rowid FROM records WHERE uri = ?1 AND record IS NOT NULL")?;
+        let mut rowid_of = self.conn.prepare_cached(
+            "SELECT rowid, collection FROM records WHERE uri = ?1 AND record IS NOT NULL",
+        )?;
         for (uri, text) in entries {
-            if let Some(rowid) = rowid_of.query_row([uri], |r| r.get(0)).optional()? {
-                insert(&self.conn, rowid, text)?;
+            let found = rowid_of
+                .query_row([uri], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+                .optional()?;
+            if let Some((rowid, collection)) = found {
+                insert(&self.conn, rowid, text, &collection)?;
             }
         }
         Ok(())
@@ -71,17 +76,23 @@ impl SqliteEngine {
     }
 }
 
-/// Files one record's words under `rowid`.
-pub(super) fn insert(conn: &Connection, rowid: i64, text: &SearchText) -> CatalogResult<()> {
-    conn.prepare_cached("INSERT INTO search (rowid, name, text) VALUES (?1, ?2, ?3)")?
-        .execute(params![rowid, text.name, text.text])?;
+/// Files one record's words, and its kind, under `rowid`.
+pub(super) fn insert(
+    conn: &Connection,
+    rowid: i64,
+    text: &SearchText,
+    collection: &str,
+) -> CatalogResult<()> {
+    conn.prepare_cached("INSERT INTO search (rowid, name, text, kind) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![rowid, text.name, text.text, collection])?;
     Ok(())
 }
 
 /// The query in FTS5's syntax: each word quoted (folded words hold letters and digits only,
 /// so nothing of FTS5's own syntax can come through), a phrase as one quoted string, a prefix
-/// followed by `*`; terms side by side must all match.
-fn fts5_match(query: &SearchQuery) -> String {
+/// followed by `*`; terms side by side must all match, in the name or the text; and the kind,
+/// when asked for, as the phrase of its NSID's parts in the kind column.
+fn fts5_match(query: &SearchQuery, kind: Option<&str>) -> String {
     let terms: Vec<String> = query
         .terms
         .iter()
@@ -91,29 +102,60 @@ fn fts5_match(query: &SearchQuery) -> String {
             Term::Phrase(words) => format!("\"{}\"", words.join(" ")),
         })
         .collect();
-    terms.join(" ")
+    let mut matching = format!("{{name text}} : ({})", terms.join(" "));
+    if let Some(kind) = kind {
+        let parts: Vec<&str> = kind
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|part| !part.is_empty())
+            .collect();
+        matching.push_str(&format!(" AND kind : \"{}\"", parts.join(" ")));
+    }
+    matching
 }
 
-/// The matches a search may show: a live record of the kind asked for (`?2`, or any), its
-/// account not out of sight, neither it nor its account taken down.
-const MATCHES: &str = "FROM search JOIN records r ON r.rowid = search.rowid \
-     WHERE search MATCH ?1 AND (?2 IS NULL OR r.collection = ?2) AND r.record IS NOT NULL \
-     AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = r.author) \
-     AND NOT EXISTS (SELECT 1 FROM takedowns WHERE subject IN (r.uri, r.author))";
+/// The newest matches the index holds, at most one past the count limit (`?2`), each with its
+/// rank: all a search ranks, read from the index alone.
+const NEWEST_MATCHES: &str = "SELECT rowid AS rid, bm25(search, 4.0, 1.0, 0.0) AS score \
+     FROM search WHERE search MATCH ?1 ORDER BY rowid DESC LIMIT ?2";
 
-fn page_sql() -> String {
+/// A page of the ranked matches (`?3` of them after `?4`), then their records; when an
+/// account is out of sight or anything is taken down, matches of those are left out first.
+fn page_sql(hidden: bool) -> String {
+    let visible = match hidden {
+        true => {
+            "WHERE NOT EXISTS (SELECT 1 FROM records h WHERE h.rowid = m.rid AND ( \
+                   EXISTS (SELECT 1 FROM inactive_accounts WHERE did = h.author) \
+                   OR EXISTS (SELECT 1 FROM takedowns WHERE subject IN (h.uri, h.author))))"
+        }
+        false => "",
+    };
     format!(
-        "SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
+        "WITH matched AS ({NEWEST_MATCHES}), \
+           ranked AS (SELECT rid, score FROM matched m {visible} \
+             ORDER BY score, rid DESC LIMIT ?3 OFFSET ?4) \
+         SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
            SELECT json_group_array(json_object('src', l.src, 'val', l.val, 'cts', l.cts)) \
            FROM labels l WHERE l.subject IN (r.uri, r.author) AND l.neg = 0 \
            AND l.val <> '!takedown') END \
-         {MATCHES} ORDER BY bm25(search, 4.0, 1.0), r.rev DESC, r.uri LIMIT ?3 OFFSET ?4"
+         FROM ranked JOIN records r ON r.rowid = ranked.rid ORDER BY ranked.score, ranked.rid DESC"
     )
 }
 
-fn count_sql() -> String {
-    format!("SELECT count(*) FROM (SELECT 1 {MATCHES} LIMIT ?3)")
+fn count_sql(hidden: bool) -> String {
+    match hidden {
+        true => format!(
+            "SELECT count(*) FROM ({NEWEST_MATCHES}) m JOIN records r ON r.rowid = m.rid \
+             WHERE NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = r.author) \
+             AND NOT EXISTS (SELECT 1 FROM takedowns WHERE subject IN (r.uri, r.author))"
+        ),
+        false => format!("SELECT count(*) FROM ({NEWEST_MATCHES})"),
+    }
 }
+
+/// Whether any account is out of sight or anything taken down: a search then checks its
+/// matches one by one.
+const ANY_HIDDEN: &str = "SELECT EXISTS (SELECT 1 FROM inactive_accounts) \
+     OR EXISTS (SELECT 1 FROM takedowns)";
 
 /// Reads one page of a search, stopped at its deadline (SQLite's progress handler).
 pub(crate) fn search(
@@ -142,15 +184,17 @@ fn read(
     request: &SearchRequest,
     writer: &mut dyn PageWriter,
 ) -> CatalogResult<(u64, u64)> {
-    let matching = fts5_match(&request.query);
-    let kind = request.kind.as_deref();
+    let matching = fts5_match(&request.query, request.kind.as_deref());
     let counted = (SEARCH_COUNT_LIMIT + 1) as i64;
+    let hidden: bool = conn
+        .prepare_cached(ANY_HIDDEN)?
+        .query_row([], |r| r.get(0))?;
     let total: i64 = conn
-        .prepare_cached(&count_sql())?
-        .query_row(params![matching, kind, counted], |r| r.get(0))?;
-    let mut statement = conn.prepare_cached(&page_sql())?;
+        .prepare_cached(&count_sql(hidden))?
+        .query_row(params![matching, counted], |r| r.get(0))?;
+    let mut statement = conn.prepare_cached(&page_sql(hidden))?;
     let offset = request.offset as i64;
-    let mut rows = statement.query(params![matching, kind, request.limit, offset])?;
+    let mut rows = statement.query(params![matching, counted, request.limit, offset])?;
     let mut written = 0;
     while let Some(row) = rows.next()? {
         let bytes = |i: usize| -> CatalogResult<&[u8]> {
@@ -180,6 +224,9 @@ mod tests {
     #[test]
     fn a_query_becomes_quoted_fts5_terms() {
         let query = SearchQuery::parse("lens \"Dublin Core\" geoj").expect("a query");
-        assert_eq!(fts5_match(&query), "\"lens\" \"dublin core\" \"geoj\"*");
+        assert_eq!(
+            fts5_match(&query, Some("dev.svc.vocab")),
+            "{name text} : (\"lens\" \"dublin core\" \"geoj\"*) AND kind : \"dev svc vocab\""
+        );
     }
 }
