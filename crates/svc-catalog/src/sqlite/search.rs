@@ -113,26 +113,36 @@ fn fts5_match(query: &SearchQuery, kind: Option<&str>) -> String {
     matching
 }
 
-/// The newest matches the index holds, at most one past the count limit (`?2`), each with its
-/// rank: all a search ranks, read from the index alone.
-const NEWEST_MATCHES: &str = "SELECT rowid AS rid, bm25(search, 4.0, 1.0, 0.0) AS score \
-     FROM search WHERE search MATCH ?1 ORDER BY rowid DESC LIMIT ?2";
+/// Leaves out the matches (`search.rowid`, or `m.rid`) of an account out of sight or taken
+/// down, or taken down.
+macro_rules! visible {
+    ($rid:literal) => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM records h WHERE h.rowid = ",
+            $rid,
+            " AND (EXISTS (SELECT 1 FROM inactive_accounts WHERE did = h.author) \
+             OR EXISTS (SELECT 1 FROM takedowns WHERE subject IN (h.uri, h.author))))"
+        )
+    };
+}
 
-/// A page of the ranked matches (`?3` of them after `?4`), then their records; when an
-/// account is out of sight or anything is taken down, matches of those are left out first.
-fn page_sql(hidden: bool) -> String {
+/// A page (`?2` after `?3`) of the matches of `?1`, then their records with their labels:
+/// ranked by BM25 (ties newest first) when `ranked`, else newest first; those of accounts
+/// out of sight or taken down left out when `hidden`.
+fn page_sql(ranked: bool, hidden: bool) -> String {
+    // Newest first is the index's own order, read backwards a page at a time; a constant
+    // rank before it would have SQLite sort every match.
+    let (score, order) = match ranked {
+        true => ("bm25(search, 4.0, 1.0, 0.0)", "score, rowid DESC"),
+        false => ("0", "rowid DESC"),
+    };
     let visible = match hidden {
-        true => {
-            "WHERE NOT EXISTS (SELECT 1 FROM records h WHERE h.rowid = m.rid AND ( \
-                   EXISTS (SELECT 1 FROM inactive_accounts WHERE did = h.author) \
-                   OR EXISTS (SELECT 1 FROM takedowns WHERE subject IN (h.uri, h.author))))"
-        }
+        true => concat!(" AND ", visible!("search.rowid")),
         false => "",
     };
     format!(
-        "WITH matched AS ({NEWEST_MATCHES}), \
-           ranked AS (SELECT rid, score FROM matched m {visible} \
-             ORDER BY score, rid DESC LIMIT ?3 OFFSET ?4) \
+        "WITH ranked AS (SELECT rowid AS rid, {score} AS score FROM search \
+           WHERE search MATCH ?1{visible} ORDER BY {order} LIMIT ?2 OFFSET ?3) \
          SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
            SELECT json_group_array(json_object('src', l.src, 'val', l.val, 'cts', l.cts)) \
            FROM labels l WHERE l.subject IN (r.uri, r.author) AND l.neg = 0 \
@@ -141,14 +151,15 @@ fn page_sql(hidden: bool) -> String {
     )
 }
 
+/// The matches, counted up to `?2` without ranking them.
 fn count_sql(hidden: bool) -> String {
+    let matches = "SELECT rowid AS rid FROM search WHERE search MATCH ?1 LIMIT ?2";
     match hidden {
         true => format!(
-            "SELECT count(*) FROM ({NEWEST_MATCHES}) m JOIN records r ON r.rowid = m.rid \
-             WHERE NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = r.author) \
-             AND NOT EXISTS (SELECT 1 FROM takedowns WHERE subject IN (r.uri, r.author))"
+            "SELECT count(*) FROM ({matches}) m WHERE {}",
+            visible!("m.rid")
         ),
-        false => format!("SELECT count(*) FROM ({NEWEST_MATCHES})"),
+        false => format!("SELECT count(*) FROM ({matches})"),
     }
 }
 
@@ -156,6 +167,11 @@ fn count_sql(hidden: bool) -> String {
 /// matches one by one.
 const ANY_HIDDEN: &str = "SELECT EXISTS (SELECT 1 FROM inactive_accounts) \
      OR EXISTS (SELECT 1 FROM takedowns)";
+
+/// The most matches a search ranks by relevance: BM25 reads each match (a few microseconds
+/// apiece, and once more each term's every match for its weight), so a query that matches
+/// more lists them newest first, at the cost of reading only the page.
+pub(crate) const RANKED_AT_MOST: u64 = 2_000;
 
 /// Reads one page of a search, stopped at its deadline (SQLite's progress handler).
 pub(crate) fn search(
@@ -192,9 +208,10 @@ fn read(
     let total: i64 = conn
         .prepare_cached(&count_sql(hidden))?
         .query_row(params![matching, counted], |r| r.get(0))?;
-    let mut statement = conn.prepare_cached(&page_sql(hidden))?;
+    let ranked = (total.max(0) as u64) <= RANKED_AT_MOST;
+    let mut statement = conn.prepare_cached(&page_sql(ranked, hidden))?;
     let offset = request.offset as i64;
-    let mut rows = statement.query(params![matching, counted, request.limit, offset])?;
+    let mut rows = statement.query(params![matching, request.limit, offset])?;
     let mut written = 0;
     while let Some(row) = rows.next()? {
         let bytes = |i: usize| -> CatalogResult<&[u8]> {
