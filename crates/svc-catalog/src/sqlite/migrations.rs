@@ -149,14 +149,14 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 9: search: each live record's folded words (its name, its text) and its kind, under its
     // rowid; the words are kept only in the index (contentless), with indexes of their first
-    // 3 to 6 letters (a last word typed is also a prefix: without them, a short one merges
+    // 3 and 4 letters (a last word typed is also a prefix: without them, a short one merges
     // the lists of every word it starts), and the definition they were read under beside it.
     r#"
     CREATE VIRTUAL TABLE search USING fts5(
         name, text, kind,
         content = '', contentless_delete = 1,
         tokenize = 'unicode61 remove_diacritics 0',
-        prefix = '3 4 5 6'
+        prefix = '3 4'
     );
     CREATE TABLE search_state (fingerprint TEXT);
     "#,
