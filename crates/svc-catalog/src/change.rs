@@ -249,6 +249,11 @@ pub struct LabelView {
 /// The most matches a search counts: `total` is exact up to it, and a lower bound past it.
 pub const SEARCH_COUNT_LIMIT: u64 = svc_spec::search::COUNT_LIMIT;
 
+/// The most matches a search ranks by relevance: ranking reads each match (a few microseconds
+/// apiece, and each term's every match once more for its weight), so a query that matches
+/// more lists them newest first, at the cost of reading only its page.
+pub const SEARCH_RANKED_AT_MOST: u64 = 2_000;
+
 /// One page of a search.
 #[derive(Debug, Clone)]
 pub struct SearchRequest {

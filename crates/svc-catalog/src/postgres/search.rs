@@ -8,7 +8,10 @@ use super::link::Link;
 use super::reader::connection;
 use super::storage;
 use crate::engine::{Plan, RecordWrite};
-use crate::{CatalogError, CatalogResult, ItemRef, PageWriter, SEARCH_COUNT_LIMIT, SearchRequest};
+use crate::{
+    CatalogError, CatalogResult, ItemRef, PageWriter, SEARCH_COUNT_LIMIT, SEARCH_RANKED_AT_MOST,
+    SearchRequest,
+};
 use deadpool_postgres::Pool;
 use svc_spec::search::{SearchQuery, SearchText, Term};
 
@@ -140,49 +143,61 @@ fn tsquery(query: &SearchQuery) -> String {
     terms.join(" & ")
 }
 
-/// At most `$limit` matches of the query `$1` (of the kind `$2`, when given), each with its
-/// rank: all a search ranks, read from the index alone.
-macro_rules! matched {
-    ($limit:literal) => {
-        concat!(
-            "SELECT s.rid, ts_rank(s.words, q) AS score FROM search s, \
-             to_tsquery('simple', $1) q WHERE s.words @@ q \
-             AND ($2::text IS NULL OR s.kind = $2) LIMIT ",
-            $limit
-        )
-    };
-}
-
-/// Leaves out the matches `m` of an account out of sight or taken down, or taken down.
+/// Leaves out the matches (`s.rid`) of an account out of sight or taken down, or taken down.
 macro_rules! visible {
     () => {
-        "NOT EXISTS (SELECT 1 FROM records h WHERE h.id = m.rid AND ( \
+        "NOT EXISTS (SELECT 1 FROM records h WHERE h.id = s.rid AND ( \
            EXISTS (SELECT 1 FROM inactive_accounts WHERE did = split_part(h.uri, '/', 3)) \
            OR EXISTS (SELECT 1 FROM takedowns \
              WHERE subject IN (h.uri, split_part(h.uri, '/', 3)))))"
     };
 }
 
-/// A page of the ranked matches (`$3` of them after `$4`), then their records.
-const PAGE: &str = concat!(
-    "WITH matched AS MATERIALIZED (",
-    matched!("$5"),
-    "), ranked AS (SELECT m.rid, m.score FROM matched m WHERE NOT $6 OR ",
-    visible!(),
-    " ORDER BY m.score DESC, m.rid DESC LIMIT $3 OFFSET $4) \
-     SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
-       SELECT json_agg(json_build_object('src', l.src, 'val', l.val, 'cts', l.cts) \
-         ORDER BY l.subject, l.src, l.val)::text \
-       FROM labels l WHERE l.subject IN (r.uri, split_part(r.uri, '/', 3)) \
-       AND NOT l.neg AND l.val <> '!takedown') END \
-     FROM ranked JOIN records r ON r.id = ranked.rid ORDER BY ranked.score DESC, ranked.rid DESC"
-);
+/// The matches of `$1` (of the kind `$2`, when given), those out of sight left out when `$3`.
+macro_rules! matches {
+    () => {
+        concat!(
+            "FROM search s, to_tsquery('simple', $1) q WHERE s.words @@ q \
+             AND ($2::text IS NULL OR s.kind = $2) AND (NOT $3 OR ",
+            visible!(),
+            ")"
+        )
+    };
+}
 
+/// A page (`$4` after `$5`) of the matches ranked by `$order`, then their records.
+macro_rules! page {
+    ($score:literal, $order:literal) => {
+        concat!(
+            "WITH ranked AS (SELECT s.rid, ",
+            $score,
+            " AS score ",
+            matches!(),
+            " ORDER BY ",
+            $order,
+            " LIMIT $4 OFFSET $5) \
+             SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
+               SELECT json_agg(json_build_object('src', l.src, 'val', l.val, 'cts', l.cts) \
+                 ORDER BY l.subject, l.src, l.val)::text \
+               FROM labels l WHERE l.subject IN (r.uri, split_part(r.uri, '/', 3)) \
+               AND NOT l.neg AND l.val <> '!takedown') END \
+             FROM ranked JOIN records r ON r.id = ranked.rid \
+             ORDER BY ranked.score DESC, ranked.rid DESC"
+        )
+    };
+}
+
+/// Ranked by relevance, ties newest first: for a query that matches at most
+/// [`SEARCH_RANKED_AT_MOST`] records.
+const RANKED_PAGE: &str = page!("ts_rank(s.words, q)", "score DESC, s.rid DESC");
+/// Newest first: for a query that matches more.
+const NEWEST_PAGE: &str = page!("0", "s.rid DESC");
+
+/// The matches, counted up to `$4` without ranking them.
 const COUNT: &str = concat!(
-    "SELECT count(*) FROM (",
-    matched!("$4"),
-    ") m WHERE NOT $3 OR ",
-    visible!()
+    "SELECT count(*) FROM (SELECT 1 ",
+    matches!(),
+    " LIMIT $4) AS found"
 );
 
 /// Whether any account is out of sight or anything taken down.
@@ -222,11 +237,12 @@ pub(super) async fn search(
         .map_err(deadline)?
         .get(0);
     let (limit, offset) = (i64::from(request.limit), request.offset as i64);
+    let page = match (total.max(0) as u64) <= SEARCH_RANKED_AT_MOST {
+        true => RANKED_PAGE,
+        false => NEWEST_PAGE,
+    };
     let rows = transaction
-        .query(
-            PAGE,
-            &[&matching, &kind, &limit, &offset, &counted, &hidden],
-        )
+        .query(page, &[&matching, &kind, &hidden, &limit, &offset])
         .await
         .map_err(deadline)?;
     for row in &rows {

@@ -6,7 +6,10 @@
 
 use super::engine::SqliteEngine;
 use crate::engine::RecordRow;
-use crate::{CatalogError, CatalogResult, ItemRef, PageWriter, SEARCH_COUNT_LIMIT, SearchRequest};
+use crate::{
+    CatalogError, CatalogResult, ItemRef, PageWriter, SEARCH_COUNT_LIMIT, SEARCH_RANKED_AT_MOST,
+    SearchRequest,
+};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::time::Instant;
 use svc_spec::search::{SearchQuery, SearchText, Term};
@@ -174,11 +177,6 @@ fn count_sql(hidden: bool) -> String {
 const ANY_HIDDEN: &str = "SELECT EXISTS (SELECT 1 FROM inactive_accounts) \
      OR EXISTS (SELECT 1 FROM takedowns)";
 
-/// The most matches a search ranks by relevance: BM25 reads each match (a few microseconds
-/// apiece, and once more each term's every match for its weight), so a query that matches
-/// more lists them newest first, at the cost of reading only the page.
-pub(crate) const RANKED_AT_MOST: u64 = 2_000;
-
 /// Reads one page of a search, stopped at its deadline (SQLite's progress handler).
 pub(crate) fn search(
     conn: &mut Connection,
@@ -214,7 +212,7 @@ fn read(
     let total: i64 = conn
         .prepare_cached(&count_sql(hidden))?
         .query_row(params![matching, counted], |r| r.get(0))?;
-    let ranked = (total.max(0) as u64) <= RANKED_AT_MOST;
+    let ranked = (total.max(0) as u64) <= SEARCH_RANKED_AT_MOST;
     let mut statement = conn.prepare_cached(&page_sql(ranked, hidden))?;
     let offset = request.offset as i64;
     let mut rows = statement.query(params![matching, request.limit, offset])?;

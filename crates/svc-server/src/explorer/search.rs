@@ -167,7 +167,7 @@ fn found(item: EnvelopeItem, query: &SearchQuery, text_fields: &[String]) -> Mat
         .filter_map(Json::as_str)
         .map(|text| marked(text, query))
         .find(|segments| segments.iter().any(|s| s.marked))
-        .map(|segments| around_first_mark(segments))
+        .map(around_first_mark)
         .unwrap_or_default();
     Match {
         kind: collection_of(&item.uri).unwrap_or_default().to_string(),
