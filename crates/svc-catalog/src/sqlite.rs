@@ -10,6 +10,7 @@ mod page_statement;
 mod reader;
 mod record_row;
 mod search;
+mod search_rows;
 
 use crate::engine::EngineReads;
 use crate::engine_catalog::EngineCatalog;

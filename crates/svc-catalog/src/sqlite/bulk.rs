@@ -68,7 +68,7 @@ pub(super) fn stage(
             let row = RecordRow::of(change);
             insert.execute(super::record_row::row_values(&row, ids, now))?;
             if let (Some(_), Some(text)) = (row.record, row.search) {
-                super::search::insert(&tx, tx.last_insert_rowid(), text, row.collection)?;
+                super::search_rows::insert(&tx, tx.last_insert_rowid(), text, row.collection)?;
             }
         }
     }

@@ -5,6 +5,7 @@
 //! ties newest first, and only then reads the page's records.
 
 use super::engine::SqliteEngine;
+use super::search_rows::{insert, kind_word};
 use crate::engine::RecordRow;
 use crate::{
     CatalogError, CatalogResult, ItemRef, PageWriter, SEARCH_COUNT_LIMIT, SEARCH_RANKED_AT_MOST,
@@ -79,18 +80,6 @@ impl SqliteEngine {
     }
 }
 
-/// Files one record's words, and its kind, under `rowid`.
-pub(super) fn insert(
-    conn: &Connection,
-    rowid: i64,
-    text: &SearchText,
-    collection: &str,
-) -> CatalogResult<()> {
-    conn.prepare_cached("INSERT INTO search (rowid, name, text, kind) VALUES (?1, ?2, ?3, ?4)")?
-        .execute(params![rowid, text.name, text.text, kind_word(collection)])?;
-    Ok(())
-}
-
 /// The query in FTS5's syntax: each word quoted (folded words hold letters and digits only,
 /// so nothing of FTS5's own syntax can come through), a phrase as one quoted string, a prefix
 /// followed by `*`; terms side by side must all match, in the name or the text; and the kind,
@@ -110,16 +99,6 @@ fn fts5_match(query: &SearchQuery, kind: Option<&str>) -> String {
         matching.push_str(&format!(" AND kind : \"{}\"", kind_word(kind)));
     }
     matching
-}
-
-/// A kind as one word of the index (its NSID's letters and digits): a term, not a phrase,
-/// so that filtering on it skips through the index rather than comparing positions.
-fn kind_word(collection: &str) -> String {
-    collection
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect::<String>()
-        .to_ascii_lowercase()
 }
 
 /// Leaves out the matches (`search.rowid`, or `m.rid`) of an account out of sight or taken
