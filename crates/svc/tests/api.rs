@@ -672,13 +672,13 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
     ] {
         assert!(paths.contains_key(path), "{path}");
     }
-    // The 23 list queries and the sufficiency question.
+    // The 23 list queries, the sufficiency question and search.
     assert_eq!(
         paths
             .keys()
             .filter(|p| p.starts_with("/xrpc/dev.svc.query."))
             .count(),
-        24
+        25
     );
     // The change stream follows a query by its name: one of the 23, nothing else.
     let follows = &paths["/v1/changes"]["get"]["parameters"][0];
