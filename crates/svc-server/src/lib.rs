@@ -127,7 +127,13 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
     let metrics = HttpMetrics::default();
     metrics.register(&mut registry);
     let openapi = Bytes::from(
-        openapi::document(&config.queries, &config.version, &config.limits).to_string(),
+        openapi::document(
+            &config.queries,
+            &config.kinds,
+            &config.version,
+            &config.limits,
+        )
+        .to_string(),
     );
     let state = Arc::new(AppState {
         catalog: config.catalog,

@@ -111,7 +111,12 @@ fn text_response(description: &str) -> Value {
     json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}})
 }
 
-pub(crate) fn document(queries: &QuerySet, version: &str, limits: &RequestLimits) -> Value {
+pub(crate) fn document(
+    queries: &QuerySet,
+    kinds: &svc_spec::Kinds,
+    version: &str,
+    limits: &RequestLimits,
+) -> Value {
     let mut paths = Map::new();
     for (_, query) in queries.public() {
         let operation = |id: String| query_operation(query, id, limits);
@@ -120,8 +125,9 @@ pub(crate) fn document(queries: &QuerySet, version: &str, limits: &RequestLimits
         paths.insert(xrpc_path(name), operation(xrpc_operation_id(name)));
     }
     let names: Vec<&str> = queries.public().map(|(_, query)| query.name()).collect();
+    let kind_names = kinds.names();
     for route in ROUTES.iter().filter(|route| route.listed) {
-        let operation = |id: String| route_operation(route, id, limits, &names);
+        let operation = |id: String| route_operation(route, id, limits, &names, &kind_names);
         paths.insert(route.path.into(), operation(route.name.to_string()));
         if route.xrpc {
             paths.insert(
@@ -157,7 +163,13 @@ fn query_operation(query: &Query, id: String, limits: &RequestLimits) -> Value {
 
 /// A hand-written route's operation, named `id`; `queries` are the names the change stream
 /// may follow.
-fn route_operation(route: &Route, id: String, limits: &RequestLimits, queries: &[&str]) -> Value {
+fn route_operation(
+    route: &Route,
+    id: String,
+    limits: &RequestLimits,
+    queries: &[&str],
+    kind_names: &[String],
+) -> Value {
     let mut operation = json!({
         "operationId": id,
         "responses": route_responses(route.endpoint, limits),
@@ -178,16 +190,16 @@ fn route_operation(route: &Route, id: String, limits: &RequestLimits, queries: &
     if route.endpoint == Endpoint::Search {
         operation["parameters"] = json!([
             {"name": "q", "in": "query", "required": true,
-             "description": "The words to find: any order, any case, accents or not; \"a phrase\" in double quotes; the last word (3 characters or more, nothing after it) also as the start of a word. At most 16 words or phrases.",
+             "description": "The words to find: any order, any case, accents or not; \"a phrase\" in double quotes; the last word (3 characters or more, nothing after it) also as the start of a word. Words or phrases past the 16th are not searched; a query of no letter or digit finds nothing.",
              "schema": {"type": "string", "minLength": 1, "maxLength": svc_spec::search::MAX_QUERY_CHARS}},
             {"name": "kind", "in": "query", "required": false,
              "description": "Only records of this kind: its NSID, or its name on the command line.",
-             "schema": {"type": "string"}},
+             "schema": {"type": "string", "enum": kind_names}},
             {"name": "limit", "in": "query", "required": false,
              "schema": {"type": "integer", "minimum": 1, "maximum": crate::params::MAX_LIMIT, "default": crate::params::DEFAULT_LIMIT}},
             {"name": "cursor", "in": "query", "required": false,
              "description": "From a previous answer: the page after it.",
-             "schema": {"type": "string"}}
+             "schema": {"type": "string", "pattern": crate::params::SEARCH_CURSOR_PATTERN}}
         ]);
     }
     if route.endpoint == Endpoint::Sufficiency {

@@ -222,34 +222,32 @@ pub(crate) fn encode_cursor(last_uri: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{last_uri}"))
 }
 
-const SEARCH_CURSOR_PREFIX: &str = "s:";
-
-/// A search's paging cursor: the offset of the next page, base64url without padding.
+/// A search's paging cursor: the offset of the next page, in decimal (the OpenAPI document
+/// states its pattern, [`SEARCH_CURSOR_PATTERN`]).
 pub(crate) fn encode_search_cursor(offset: u64) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(format!("{SEARCH_CURSOR_PREFIX}{offset}"))
+    offset.to_string()
 }
 
-/// The offset a search cursor gives: one this service wrote, within the matches a search
-/// counts.
+/// What a search cursor looks like: an offset from 0 to the count limit, 10,000.
+pub(crate) const SEARCH_CURSOR_PATTERN: &str = "^(0|[1-9][0-9]{0,3}|10000)$";
+
+/// The offset a search cursor gives: within the matches a search counts.
 pub(crate) fn decode_search_cursor(cursor: &str) -> Result<u64, ApiError> {
-    let invalid = || ApiError::InvalidRequest("cursor: not a cursor given by this search".into());
-    if cursor.len() > 64 {
+    let invalid = || {
+        ApiError::InvalidRequest(format!(
+            "cursor: an offset from 0 to {}, as a search gives it",
+            svc_catalog::SEARCH_COUNT_LIMIT
+        ))
+    };
+    let canonical = cursor == "0" || (!cursor.starts_with('0') && cursor.len() <= 5);
+    if !canonical || !cursor.bytes().all(|b| b.is_ascii_digit()) {
         return Err(invalid());
     }
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| invalid())?;
-    let offset = std::str::from_utf8(&bytes)
+    cursor
+        .parse::<u64>()
         .ok()
-        .and_then(|text| text.strip_prefix(SEARCH_CURSOR_PREFIX))
-        .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|digits| digits.parse::<u64>().ok())
-        .ok_or_else(invalid)?;
-    if offset > svc_catalog::SEARCH_COUNT_LIMIT {
-        return Err(invalid());
-    }
-    Ok(offset)
+        .filter(|offset| *offset <= svc_catalog::SEARCH_COUNT_LIMIT)
+        .ok_or_else(invalid)
 }
 
 /// Longer than the cursor of any record's at-uri (DID, NSID and record key at their longest).

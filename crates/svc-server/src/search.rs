@@ -44,7 +44,7 @@ fn asked(state: &AppState, raw: Option<&str>) -> Result<Asked, ApiError> {
         .ok_or_else(|| ApiError::InvalidRequest("q: required (the words to search for)".into()))?;
     let query = SearchQuery::parse(q).map_err(ApiError::InvalidRequest)?;
     let kind = match params.get("kind")? {
-        None | Some("") => None,
+        None => None,
         Some(name) => Some(
             state
                 .kinds
@@ -117,6 +117,15 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Arc<Answer>, ApiE
 }
 
 async fn build(state: &AppState, asked: &Asked, kept: bool) -> Result<Arc<Answer>, ApiError> {
+    let writer = Box::new(JsonPage::searched(
+        asked.page.limit,
+        asked.page.offset,
+        kept,
+    ));
+    // A query of no letter or digit finds nothing, without asking the catalog.
+    if asked.query.terms.is_empty() {
+        return kept_answer(svc_catalog::PageWriter::finish(writer, 0, false), kept);
+    }
     let request = SearchRequest {
         query: asked.query.clone(),
         kind: asked.kind.clone(),
@@ -124,7 +133,6 @@ async fn build(state: &AppState, asked: &Asked, kept: bool) -> Result<Arc<Answer
         limit: asked.page.limit,
         deadline: state.request_timeout,
     };
-    let writer = Box::new(JsonPage::searched(request.limit, request.offset, kept));
     let body = state.catalog.search(request, writer).await?;
     kept_answer(body, kept)
 }

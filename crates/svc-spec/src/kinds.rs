@@ -147,6 +147,22 @@ impl Kinds {
         }
     }
 
+    /// Every name [`Kinds::named`] knows: each kind's NSID, its last segment and its aliases.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for (nsid, def) in &self.kinds {
+            for name in [nsid.as_str(), tail(nsid)]
+                .into_iter()
+                .chain(def.aliases.iter().map(String::as_str))
+            {
+                if !names.iter().any(|known| known == name) {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        names
+    }
+
     /// The kind a name given on the command line means: its NSID, its last segment or an
     /// alias.
     pub fn named(&self, name: &str) -> Option<&str> {

@@ -72,7 +72,7 @@ pub fn search_lexicon() -> Value {
                     "properties": {
                         "q": {"type": "string", "minLength": 1,
                             "maxGraphemes": crate::search::MAX_QUERY_CHARS,
-                            "description": "The words to find: at most 16 words or phrases."},
+                            "description": "The words to find; words or phrases past the 16th are not searched, and a query of no letter or digit finds nothing."},
                         "kind": {"type": "string",
                             "description": "Only records of this kind: its NSID, or its name on the command line."},
                         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,

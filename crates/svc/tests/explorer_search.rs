@@ -114,10 +114,14 @@ fn a_person_searches_from_any_page_and_follows_a_result() {
     let errors = browser.console_errors();
     assert!(errors.is_empty(), "{errors:?}");
 
-    // Without script: the form is a plain GET; a bad query is a 400 page naming it.
+    // Without script: the form is a plain GET; a bad query is a 400 page naming it, and one
+    // of no letter finds nothing.
     let (status, _, page) = server.get_raw("/search?q=%2A%2A%2A");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("No record matches"), "{page}");
+    let (status, _, page) = server.get_raw(&format!("/search?q={}", "x".repeat(300)));
     assert_eq!(status, 400, "{page}");
-    assert!(page.contains("q: holds no letter or digit"), "{page}");
+    assert!(page.contains("q: must be 1 to 256 characters"), "{page}");
     let (status, _, page) = server.get_raw("/search?q=plenty&kind=nothing");
     assert_eq!(status, 400, "{page}");
     let (status, _, page) = server.get_raw("/search");

@@ -104,6 +104,14 @@ async fn results(
         Some(cursor) => decode_search_cursor(cursor)?,
         None => 0,
     };
+    if query.terms.is_empty() {
+        // No letter or digit: nothing to find.
+        return Ok(Results {
+            total: "0".into(),
+            matches: Vec::new(),
+            next: None,
+        });
+    }
     let request = SearchRequest {
         query: query.clone(),
         kind: kind.clone(),
