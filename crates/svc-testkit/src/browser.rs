@@ -220,6 +220,12 @@ impl Browser {
         }
     }
 
+    /// The text of the first element `selector` finds (empty when none does).
+    pub fn text(&self, selector: &str) -> String {
+        let js = format!("(document.querySelector({selector:?}) || {{}}).textContent || ''");
+        self.eval(&js).as_str().unwrap_or_default().to_string()
+    }
+
     /// Saves the page at a phone's width and a desktop's, and at the desktop's in the dark,
     /// as `<name>-phone.png`, `-desktop.png` and `-desktop-dark.png` in
     /// `target/tmp/explorer-screenshots`.

@@ -36,11 +36,6 @@ fn records(dir: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
     (events.write(&dir.join("events.jsonl")), uris)
 }
 
-fn text_of(browser: &Browser, selector: &str) -> String {
-    let js = format!("(document.querySelector({selector:?}) || {{}}).textContent || ''");
-    browser.eval(&js).as_str().unwrap_or_default().to_string()
-}
-
 #[test]
 fn a_taken_down_record_shows_nothing_and_labels_show_inert() {
     let Some(browser) = Browser::launch_or_skip("explorer moderation") else {
@@ -90,7 +85,7 @@ fn a_taken_down_record_shows_nothing_and_labels_show_inert() {
     let (status, _, page) = server.get_raw(&record_path(gone)[server.url.len()..]);
     assert_eq!(status, 410, "{page}");
     browser.navigate(&record_path(shown));
-    let labels = text_of(&browser, "#labels");
+    let labels = browser.text("#labels");
     assert!(labels.contains("spam"), "{labels}");
     assert!(labels.contains(HOSTILE_LABEL), "shown as text: {labels}");
     assert!(labels.contains(&labeler.did), "{labels}");
@@ -101,7 +96,7 @@ fn a_taken_down_record_shows_nothing_and_labels_show_inert() {
         server.url
     );
     browser.navigate(&query);
-    let row = text_of(&browser, "#answer tbody tr");
+    let row = browser.text("#answer tbody tr");
     assert!(row.contains("spam") && row.contains(HOSTILE_LABEL), "{row}");
     assert_eq!(
         browser.eval("document.querySelectorAll('#answer tbody tr').length"),
@@ -116,7 +111,7 @@ fn a_taken_down_record_shows_nothing_and_labels_show_inert() {
 
     // Last: the browser reports the page's 410 as a console error.
     browser.navigate(&record_path(gone));
-    let body = text_of(&browser, "body");
+    let body = browser.text("body");
     assert!(body.contains("Taken down"), "{body}");
     assert!(!body.contains(SECRET_NAME), "{body}");
     assert!(

@@ -46,11 +46,6 @@ fn catalog(dir: &std::path::Path) -> std::path::PathBuf {
     events.write(&dir.join("events.jsonl"))
 }
 
-fn text_of(browser: &Browser, selector: &str) -> String {
-    let js = format!("(document.querySelector({selector:?}) || {{}}).textContent || ''");
-    browser.eval(&js).as_str().unwrap_or_default().to_string()
-}
-
 #[test]
 fn a_person_searches_from_any_page_and_follows_a_result() {
     let Some(browser) = Browser::launch_or_skip("explorer search") else {
@@ -71,11 +66,11 @@ fn a_person_searches_from_any_page_and_follows_a_result() {
         "window.leaving === undefined && document.readyState === 'complete' && !!document.querySelector('#results')",
         Duration::from_secs(10),
     );
-    assert_eq!(text_of(&browser, "#total"), "1");
+    assert_eq!(browser.text("#total"), "1");
     let marked = browser
         .eval("[...document.querySelectorAll('#results mark')].map(m => m.textContent).join(',')");
     assert_eq!(marked, "café", "the word as written, marked");
-    assert_eq!(text_of(&browser, "#results code.kind"), "dev.svc.vocab");
+    assert_eq!(browser.text("#results code.kind"), "dev.svc.vocab");
     browser.shoot("search-results");
     browser.eval("window.leaving = true");
     browser.click("#results a");
@@ -83,11 +78,11 @@ fn a_person_searches_from_any_page_and_follows_a_result() {
         "window.leaving === undefined && document.readyState === 'complete' && location.pathname.startsWith('/at/')",
         Duration::from_secs(10),
     );
-    assert!(text_of(&browser, "h1").contains("Dublin Core"));
+    assert!(browser.text("h1").contains("Dublin Core"));
 
     // A stranger's name among the results is text.
     browser.navigate(&format!("{}/search?q=geojson", server.url));
-    let title = text_of(&browser, "#results a");
+    let title = browser.text("#results a");
     assert_eq!(title, HOSTILE);
     assert_eq!(browser.eval("window.pwned === undefined"), true);
     assert_eq!(
