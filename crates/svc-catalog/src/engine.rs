@@ -341,11 +341,6 @@ pub trait Engine: Send + 'static {
     /// (a DID), tombstones aside.
     fn holds(&mut self, subject: &str) -> CatalogResult<bool>;
 
-    /// Whether a bulk load files the words of what it stages (else the index is built whole
-    /// once the load settles).
-    fn stages_search(&self) -> bool {
-        true
-    }
     /// The definition the search index was built under (`None` before it was built).
     fn search_fingerprint(&mut self) -> CatalogResult<Option<String>>;
     /// Inside the open transaction: empties the search index and forgets its definition.

@@ -697,13 +697,9 @@ impl<E: Engine> Writer<E> {
     }
 
     fn finish_bulk(&mut self, cursor: Option<CursorPosition>) -> CatalogResult<ApplyReport> {
-        let report = match self.bulk.take() {
-            Some(load) => load.finish(&mut self.tx, cursor)?,
-            None => return Ok(ApplyReport::default()),
-        };
-        if !self.tx.engine.stages_search() {
-            search::rebuild(&mut self.tx)?;
+        match self.bulk.take() {
+            Some(load) => load.finish(&mut self.tx, cursor),
+            None => Ok(ApplyReport::default()),
         }
-        Ok(report)
     }
 }

@@ -75,7 +75,8 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
             out.bigint(now);
             sink.send_if_full().await?;
         }
-        sink.finish().await
+        sink.finish().await?;
+        stage_words(link, changes, first).await
     };
     match copied.await {
         Ok(()) => link.batch("COMMIT").await,
@@ -88,6 +89,37 @@ pub(super) async fn stage(link: &mut Link, changes: &[&Change]) -> CatalogResult
         }
     }
 }
+
+/// Stages the words of the records just staged (ids from `first` + 1), filed in the search
+/// index when the load settles.
+async fn stage_words(link: &Link, changes: &[&Change], first: usize) -> CatalogResult<()> {
+    let mut sink = CopySink::open(link, COPY_WORDS).await?;
+    for (at, change) in changes.iter().enumerate() {
+        let row = RecordRow::of(change);
+        let (Some(_), Some(words)) = (row.record, row.search) else {
+            continue;
+        };
+        let out = &mut sink.rows;
+        out.row(4);
+        out.bigint((first + at) as i64 + 1);
+        out.text(Some(row.collection));
+        out.text(Some(&words.name));
+        out.text(Some(&words.text));
+        sink.send_if_full().await?;
+    }
+    sink.finish().await
+}
+
+const COPY_WORDS: &str = "COPY search_staging (rid, kind, name, text) FROM STDIN (FORMAT binary)";
+
+/// Files the staged words of the records that settled (a superseded version's row is gone),
+/// the index built once after them rather than kept up row by row.
+const FILE_STAGED_WORDS: &str = "DROP INDEX search_words; \
+     INSERT INTO search (rid, kind, words) SELECT s.rid, s.kind, \
+       setweight(to_tsvector('simple', s.name), 'A') || setweight(to_tsvector('simple', s.text), 'D') \
+     FROM search_staging s JOIN records r ON r.id = s.rid; \
+     TRUNCATE search_staging; \
+     CREATE INDEX search_words ON search USING GIN (words)";
 
 /// The keys stay NULL: the rules take them from the record when they need them (the record
 /// changes, its account is hidden or restored, a query is rebuilt).
@@ -268,6 +300,7 @@ pub(super) async fn index(link: &mut Link, kinds: &BTreeMap<String, i64>) -> Cat
     )
     .await?;
     uri_index_built(link).await?;
+    link.batch(FILE_STAGED_WORDS).await?;
     let (collections, counts): (Vec<&str>, Vec<i64>) =
         kinds.iter().map(|(k, n)| (k.as_str(), *n)).unzip();
     link.execute(
@@ -321,7 +354,7 @@ pub(super) async fn recover_interrupted(link: &mut Link) -> CatalogResult<bool> 
     }
     link.batch(&format!(
         "BEGIN;
-         TRUNCATE records, query_keys, query_counts, kind_counts, search;
+         TRUNCATE records, query_keys, query_counts, kind_counts, search, search_staging;
          DROP INDEX IF EXISTS records_uri;
          DROP INDEX IF EXISTS records_id_hash;
          CREATE UNIQUE INDEX records_uri ON records (uri);

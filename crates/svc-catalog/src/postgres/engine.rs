@@ -488,10 +488,6 @@ impl Engine for PostgresEngine {
         self.run(async |link| link.read_holds(subject).await)
     }
 
-    fn stages_search(&self) -> bool {
-        false
-    }
-
     fn search_fingerprint(&mut self) -> CatalogResult<Option<String>> {
         self.run(async |link| link.read_search_fingerprint().await)
     }

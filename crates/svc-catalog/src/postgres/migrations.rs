@@ -184,6 +184,12 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX search_words ON search USING GIN (words);
     CREATE TABLE search_state (fingerprint TEXT);
+    CREATE UNLOGGED TABLE search_staging (
+        rid BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        text TEXT NOT NULL
+    );
     "#,
 ];
 

@@ -1072,6 +1072,7 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
              DROP TABLE labels;
              DROP TABLE search;
              DROP TABLE search_state;
+             DROP TABLE search_staging;
              UPDATE svc_schema SET version = 4;"#,
         )
         .await

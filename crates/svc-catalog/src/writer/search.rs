@@ -1,8 +1,8 @@
-//! The search index built whole: at start, when the catalog's index was built under another
-//! definition (a kind's fields, or the folding, changed; or the catalog predates search), and
-//! after a bulk load on an engine that does not file words as it stages. Every live record
-//! of each searched kind is read in pages and its words filed, a transaction a page; the
-//! definition is stored last, so an interrupted build is done again at the next start.
+//! The search index built whole, at start, when the catalog's index was built under another
+//! definition (a kind's fields, or the folding, changed; or the catalog predates search).
+//! Every live record of each searched kind is read in pages and its words filed, a
+//! transaction a page; the definition is stored last, so an interrupted build is done again
+//! at the next start.
 
 use super::transactions::Transactions;
 use crate::CatalogResult;
@@ -22,7 +22,7 @@ pub(super) fn ensure_current<E: Engine>(tx: &mut Transactions<E>) -> CatalogResu
 }
 
 /// Empties the index and files every live record's words again.
-pub(super) fn rebuild<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<()> {
+fn rebuild<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<()> {
     let started = std::time::Instant::now();
     let queries = tx.filing.queries.clone();
     in_transaction(&mut tx.engine, |engine| engine.clear_search())?;
