@@ -9,6 +9,7 @@ mod labels;
 pub(crate) use labels::LABELS_PER_LABELER;
 mod queries;
 mod search;
+mod sync_reads;
 mod takedowns;
 mod transactions;
 
@@ -17,14 +18,14 @@ use crate::keys_column::QueryIds;
 use crate::rules::{Filing, Queued, plan_group};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
-    LabelBatch, LabelReport, Refusal, RepositoryHead, ResyncEntry, ResyncSummary, Subject,
-    SyncWrites, TakedownSource,
+    LabelBatch, LabelReport, Refusal, Subject, SyncWrites, TakedownSource,
 };
 use bulk_load::BulkLoad;
 use std::collections::HashSet;
 use std::sync::{Arc, mpsc};
 use svc_spec::IndexSet;
 use svc_syntax::{AtUri, Did, Nsid, Tid, UnixMillis};
+pub(crate) use sync_reads::SyncReads;
 use tokio::sync::oneshot;
 use transactions::Transactions;
 
@@ -85,27 +86,6 @@ type QueuedApply = (
     (Option<CursorPosition>, SyncWrites),
     oneshot::Sender<CatalogResult<ApplyReport>>,
 );
-
-/// The reads of the repositories' synchronisation, as the writer's engine answers them.
-pub(crate) trait SyncReads {
-    fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>>;
-    fn resync_summary(&mut self) -> CatalogResult<ResyncSummary>;
-    fn repository_heads(&mut self, limit: usize) -> CatalogResult<Vec<RepositoryHead>>;
-}
-
-impl<E: Engine> SyncReads for E {
-    fn resync_due(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<ResyncEntry>> {
-        Engine::resync_due(self, now, limit)
-    }
-
-    fn resync_summary(&mut self) -> CatalogResult<ResyncSummary> {
-        Engine::resync_summary(self)
-    }
-
-    fn repository_heads(&mut self, limit: usize) -> CatalogResult<Vec<RepositoryHead>> {
-        Engine::repository_heads(self, limit)
-    }
-}
 
 /// A write of some of a group's changes, reporting what each batch did.
 type Write<'a, E> = fn(&mut Writer<E>, &[Queued<'a>], &mut [ApplyReport]) -> CatalogResult<()>;
