@@ -8,9 +8,17 @@
 //! carries, and [`invert_commit`] checks such a commit by undoing its ops on the partial
 //! tree and comparing the result with the commit's `prevData`.
 
+mod keys;
+mod proof;
+mod walk;
+
 use crate::dagcbor::{self, BlockError, Cbor, CborError};
-use sha2::{Digest, Sha256};
+use keys::{cid_text, key_text};
 use std::collections::BTreeSet;
+
+pub use keys::{common_prefix_len, key_height};
+pub use proof::{Inversion, Op, check_commit_proof, invert_commit};
+pub use walk::walk;
 
 /// A binary CID, without a multibase prefix.
 pub use crate::dagcbor::{Blocks, CidBytes};
@@ -24,25 +32,6 @@ pub const MAX_ENTRIES: usize = 4096;
 
 /// A repository path (`collection/rkey`) fits in this many bytes.
 pub const MAX_KEY_LEN: usize = 1024;
-
-/// The height of `key` in the tree: leading zero bits of its SHA-256, counted in 2-bit
-/// chunks.
-pub fn key_height(key: &[u8]) -> u32 {
-    let mut zeros = 0;
-    for byte in Sha256::digest(key) {
-        zeros += byte.leading_zeros();
-        if byte != 0 {
-            break;
-        }
-    }
-    zeros / 2
-}
-
-/// The number of leading bytes `a` and `b` share: how much of a key prefix compression
-/// takes from the entry before it.
-pub fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MstError {
@@ -76,14 +65,6 @@ pub enum MstError {
     DuplicateOp { key: String },
     #[error("inverting the ops gives root {found}, not prevData {expected}")]
     RootMismatch { expected: String, found: String },
-}
-
-fn key_text(key: &[u8]) -> String {
-    String::from_utf8_lossy(key).into_owned()
-}
-
-fn cid_text(cid: &[u8]) -> String {
-    svc_syntax::cid_to_string(cid)
 }
 
 /// One node as its block encodes it, with keys uncompressed.
@@ -708,158 +689,4 @@ impl Tree {
             };
         }
     }
-}
-
-/// Every (key, value) of the tree rooted at `root`, in key order. Every block must be there
-/// and hash to its CID; keys must ascend across the whole tree, which also keeps a block
-/// linked from many places from being walked more than once.
-pub fn walk(root: &[u8], blocks: &Blocks) -> Result<Vec<(Vec<u8>, CidBytes)>, MstError> {
-    let mut store = Store {
-        blocks: Some(blocks),
-        read: BTreeSet::new(),
-    };
-    let tree = Tree::load_from(root, &mut store)?;
-    let mut out = Vec::new();
-    if let Link::Node(node) = &tree.root {
-        walk_node(node, tree.height, &mut store, &mut out)?;
-    }
-    Ok(out)
-}
-
-fn walk_node(
-    node: &Node,
-    height: u32,
-    store: &mut Store,
-    out: &mut Vec<(Vec<u8>, CidBytes)>,
-) -> Result<(), MstError> {
-    walk_link(&node.left, height, store, out)?;
-    for entry in &node.entries {
-        if let Some((before, _)) = out.last().filter(|(before, _)| entry.key <= *before) {
-            return Err(MstError::Unsorted {
-                key: key_text(&entry.key),
-                before: key_text(before),
-            });
-        }
-        out.push((entry.key.clone(), entry.value.clone()));
-        walk_link(&entry.right, height, store, out)?;
-    }
-    Ok(())
-}
-
-fn walk_link(
-    link: &Link,
-    parent: u32,
-    store: &mut Store,
-    out: &mut Vec<(Vec<u8>, CidBytes)>,
-) -> Result<(), MstError> {
-    let Link::Stub(cid) = link else {
-        return Ok(());
-    };
-    let height = parent.checked_sub(1).ok_or(MstError::TooDeep)?;
-    let node = store.load(cid, height)?;
-    walk_node(&node, height, store, out)
-}
-
-/// One write of a commit, as the firehose reports it: the key (`collection/rkey`), the
-/// record CID after it and the one before it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    Create {
-        key: Vec<u8>,
-        cid: CidBytes,
-    },
-    Update {
-        key: Vec<u8>,
-        cid: CidBytes,
-        prev: CidBytes,
-    },
-    Delete {
-        key: Vec<u8>,
-        prev: CidBytes,
-    },
-}
-
-impl Op {
-    pub fn key(&self) -> &[u8] {
-        match self {
-            Op::Create { key, .. } | Op::Update { key, .. } | Op::Delete { key, .. } => key,
-        }
-    }
-}
-
-/// What undoing a commit's ops found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inversion {
-    /// The root of the tree before the commit.
-    pub prev_data: CidBytes,
-    /// The blocks read to get there: the proof the commit had to carry.
-    pub blocks_read: BTreeSet<CidBytes>,
-}
-
-/// Undoes `ops` on the partial tree of `blocks` rooted at `root` (a commit's `data`). Each
-/// op is checked against the tree as it stands (a created key holds the created CID, and so
-/// on); an op whose part of the tree is not in `blocks` fails with the missing block.
-pub fn invert_commit(blocks: &Blocks, root: &[u8], ops: &[Op]) -> Result<Inversion, MstError> {
-    let mut seen = BTreeSet::new();
-    if let Some(op) = ops.iter().find(|op| !seen.insert(op.key())) {
-        return Err(MstError::DuplicateOp {
-            key: key_text(op.key()),
-        });
-    }
-    let mut store = Store {
-        blocks: Some(blocks),
-        read: BTreeSet::new(),
-    };
-    let mut tree = Tree::load_from(root, &mut store)?;
-    let mismatch = |key: &[u8], expected: Option<&[u8]>, found: Option<&[u8]>| {
-        let text = |cid: Option<&[u8]>| cid.map_or_else(|| "nothing".into(), cid_text);
-        MstError::ValueMismatch {
-            key: key_text(key),
-            expected: text(expected),
-            found: text(found),
-        }
-    };
-    for op in ops.iter().rev() {
-        match op {
-            Op::Create { key, cid } => {
-                let found = tree.delete_with(key, &mut store)?;
-                if found != *cid {
-                    return Err(mismatch(key, Some(cid), Some(&found)));
-                }
-            }
-            Op::Update { key, cid, prev } => {
-                let found = tree.insert_with(key, prev, &mut store)?;
-                if found.as_deref() != Some(cid) {
-                    return Err(mismatch(key, Some(cid), found.as_deref()));
-                }
-            }
-            Op::Delete { key, prev } => {
-                if tree.insert_with(key, prev, &mut store)?.is_some() {
-                    return Err(MstError::AlreadyPresent { key: key_text(key) });
-                }
-            }
-        }
-    }
-    Ok(Inversion {
-        prev_data: tree.root_cid()?,
-        blocks_read: store.read,
-    })
-}
-
-/// Checks a Sync 1.1 commit: its ops, undone on the tree its blocks show under `root`, give
-/// `prev_data`.
-pub fn check_commit_proof(
-    blocks: &Blocks,
-    root: &[u8],
-    prev_data: &[u8],
-    ops: &[Op],
-) -> Result<(), MstError> {
-    let found = invert_commit(blocks, root, ops)?.prev_data;
-    if found.as_bytes() != prev_data {
-        return Err(MstError::RootMismatch {
-            expected: cid_text(prev_data),
-            found: cid_text(&found),
-        });
-    }
-    Ok(())
 }
