@@ -4,8 +4,8 @@
 //! signed labels from the cursor on (a flood of them, if asked), then silence that answers
 //! pings; or a hang, or garbage first. The real labeler of the peers (`@skyware/labeler`) cannot be made to misbehave.
 
-use crate::replay::spawn_async;
-use futures_util::{SinkExt, StreamExt};
+use crate::replay::{serve_appended, spawn_async};
+use futures_util::SinkExt;
 use std::sync::{Arc, Mutex};
 use svc_repo::author::SigningKey;
 use svc_repo::crypto::Curve;
@@ -217,28 +217,17 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
         Behaviour::Serve => {}
     }
     let mut sent = usize::try_from(cursor.unwrap_or(0).max(0)).unwrap_or(0);
-    let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
-    loop {
-        tokio::select! {
-            incoming = socket.next() => match incoming {
-                Some(Ok(Message::Ping(payload))) => {
-                    let _ = socket.send(Message::Pong(payload)).await;
-                }
-                Some(Ok(_)) => {}
-                _ => return,
-            },
-            _ = tick.tick() => {
-                let fresh: Vec<Vec<u8>> = {
-                    let state = state.lock().unwrap_or_else(|p| p.into_inner());
-                    state.frames.get(sent..).unwrap_or_default().to_vec()
-                };
-                for frame in fresh {
-                    sent += 1;
-                    if socket.send(Message::Binary(frame.into())).await.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    }
+    serve_appended(&mut socket, || {
+        let state = state.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh: Vec<Message> = state
+            .frames
+            .get(sent..)
+            .unwrap_or_default()
+            .iter()
+            .map(|frame| Message::Binary(frame.clone().into()))
+            .collect();
+        sent += fresh.len();
+        fresh
+    })
+    .await;
 }

@@ -160,7 +160,26 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
             return;
         }
     }
-    // Live now: events appended to the list go out as they come; pings are answered.
+    // Live now: events appended to the list go out as they come.
+    serve_appended(&mut socket, || {
+        let state = state.lock().expect("state");
+        let fresh = state.events[seen.min(state.events.len())..]
+            .iter()
+            .filter(|(_, line)| wanted(&collections, line))
+            .map(|(_, line)| message(line, compress))
+            .collect();
+        seen = state.events.len();
+        fresh
+    })
+    .await;
+}
+
+/// Sends what `appended` gives every 10 ms, answering pings, until the connection ends: a
+/// source's live tail.
+pub(crate) async fn serve_appended(
+    socket: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    mut appended: impl FnMut() -> Vec<Message>,
+) {
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
     loop {
         tokio::select! {
@@ -172,18 +191,8 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<ReplayState>>) {
                 _ => return,
             },
             _ = tick.tick() => {
-                let appended: Vec<String> = {
-                    let state = state.lock().expect("state");
-                    let fresh = state.events[seen.min(state.events.len())..]
-                        .iter()
-                        .filter(|(_, line)| wanted(&collections, line))
-                        .map(|(_, line)| line.clone())
-                        .collect();
-                    seen = state.events.len();
-                    fresh
-                };
-                for line in appended {
-                    if socket.send(message(&line, compress)).await.is_err() {
+                for message in appended() {
+                    if socket.send(message).await.is_err() {
                         return;
                     }
                 }

@@ -37,6 +37,21 @@ fn listed(server: &Server) -> Vec<String> {
     ))
 }
 
+/// The operator's password, written to a file in `dir` as `text`; the file's path.
+fn password_file(dir: &std::path::Path, text: &str) -> String {
+    let path = dir.join("admin-password");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Asks the status of an account with `password`.
+fn ask_status(server: &Server, password: &str) -> reqwest::blocking::Response {
+    let path = "getSubjectStatus?did=did:plc:a";
+    admin(server, reqwest::Method::GET, path, password)
+        .send()
+        .unwrap()
+}
+
 fn admin(
     server: &Server,
     method: reqwest::Method,
@@ -88,13 +103,12 @@ fn takedowns_hide_what_they_name_until_lifted_and_last_across_a_restart(backend:
         return;
     };
     let (file, uris) = events(dir.path());
-    let password_file = dir.path().join("admin-password");
-    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+    let password = password_file(dir.path(), &format!("{PASSWORD}\n"));
     let args = [
         "--import",
         file.to_str().unwrap(),
         "--admin-password-file",
-        password_file.to_str().unwrap(),
+        password.as_str(),
     ];
     let server = Server::start(&db, &args);
     assert_eq!(listed(&server), uris);
@@ -161,14 +175,7 @@ fn takedowns_hide_what_they_name_until_lifted_and_last_across_a_restart(backend:
 fn admin_requests_are_refused_plainly_and_guessing_is_slowed() {
     let dir = tempfile::tempdir().unwrap();
     let without = Server::start(dir.path().join("without.db"), &[]);
-    let response = admin(
-        &without,
-        reqwest::Method::GET,
-        "getSubjectStatus?did=did:plc:a",
-        PASSWORD,
-    )
-    .send()
-    .unwrap();
+    let response = ask_status(&without, PASSWORD);
     assert_eq!(response.status(), 404);
     assert_eq!(
         response.json::<Value>().unwrap()["error"],
@@ -176,9 +183,7 @@ fn admin_requests_are_refused_plainly_and_guessing_is_slowed() {
     );
     drop(without);
 
-    let password_file = dir.path().join("admin-password");
-    std::fs::write(&password_file, PASSWORD).unwrap();
-    let file = password_file.to_str().unwrap();
+    let file = &password_file(dir.path(), PASSWORD);
     let server = Server::start(dir.path().join("with.db"), &["--admin-password-file", file]);
     let (code, answer) = update(
         &server,
@@ -193,23 +198,10 @@ fn admin_requests_are_refused_plainly_and_guessing_is_slowed() {
     let (code, answer) = status(&server, "did=plc:nope");
     assert_eq!(code, 400, "{answer}");
     for _ in 0..5 {
-        let wrong = admin(
-            &server,
-            reqwest::Method::GET,
-            "getSubjectStatus?did=did:plc:a",
-            "guess",
-        );
-        assert_eq!(wrong.send().unwrap().status(), 401);
+        assert_eq!(ask_status(&server, "guess").status(), 401);
     }
     // Past five failures, even the right password waits.
-    let refused = admin(
-        &server,
-        reqwest::Method::GET,
-        "getSubjectStatus?did=did:plc:a",
-        PASSWORD,
-    )
-    .send()
-    .unwrap();
+    let refused = ask_status(&server, PASSWORD);
     assert_eq!(refused.status(), 429);
     assert!(refused.headers().contains_key("retry-after"));
     let metrics = server.get_raw("/metrics").2;
@@ -234,9 +226,7 @@ fn the_command_line_takes_down_reports_and_restores(backend: Backend) {
         return;
     };
     let (file, uris) = events(dir.path());
-    let password_file = dir.path().join("admin-password");
-    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
-    let password = password_file.to_str().unwrap();
+    let password = &password_file(dir.path(), &format!("{PASSWORD}\n"));
     let args = [
         "--import",
         file.to_str().unwrap(),
@@ -294,8 +284,7 @@ fn a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream(backend
     let Some(db) = backend.fresh_db(dir.path()) else {
         return;
     };
-    let password_file = dir.path().join("admin-password");
-    std::fs::write(&password_file, PASSWORD).unwrap();
+    let password = password_file(dir.path(), PASSWORD);
     // Recent events: a source starting in the past would be bulk-loaded.
     let base = now_us() - 1_000_000;
     let (alice, bob) = ("did:plc:alice", "did:plc:bob");
@@ -309,7 +298,7 @@ fn a_takedown_holds_through_the_live_source_and_says_leave_on_the_stream(backend
         "--ready-lag",
         "5s",
         "--admin-password-file",
-        password_file.to_str().unwrap(),
+        password.as_str(),
     ];
     let server = Server::launch(&db, &args);
     server.wait_for("/v1/stats", std::time::Duration::from_secs(10), |stats| {
@@ -355,9 +344,7 @@ fn a_replica_hides_what_the_indexer_took_down(backend: Backend) {
         return;
     };
     let (file, uris) = events(dir.path());
-    let password_file = dir.path().join("admin-password");
-    std::fs::write(&password_file, PASSWORD).unwrap();
-    let password = password_file.to_str().unwrap();
+    let password = &password_file(dir.path(), PASSWORD);
     let indexer_args = [
         "--import",
         file.to_str().unwrap(),
