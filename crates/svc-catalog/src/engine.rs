@@ -388,6 +388,8 @@ pub trait Engine: Send + 'static {
     /// Inside the open transaction: appends the records' changes to the change stream,
     /// numbered from `first`.
     fn stream(&mut self, first: i64, entries: &[StreamEntry]) -> CatalogResult<()>;
+    /// Inside the open transaction: adds a commit's activity to its minute.
+    fn record_activity(&mut self, write: &crate::activity::ActivityWrite<'_>) -> CatalogResult<()>;
     /// The highest number in the change stream (0 when none was ever made).
     fn last_streamed(&mut self) -> CatalogResult<i64>;
     /// Inside the open transaction: stores the indexer's heartbeat and trims the replication log
@@ -419,6 +421,13 @@ pub(crate) fn repository_range(did: &str) -> (String, String) {
 /// One repository's stored records in uri order above `$1` and below `$2` (a
 /// [`RepositorySlice`](crate::RepositorySlice)'s range), none while the account `$3` is
 /// inactive or taken down, nor any record taken down, at most `$4` (one more than a page, which says whether more follow).
+/// The first text past every key that begins with `prefix`, for [`crate::KeyCounts`] read as
+/// a range: an index key's values are each written as `<length>:<value>` or `-`, so what
+/// follows a prefix of whole values is a digit or `-`, both below `:`.
+pub(crate) fn prefix_end(prefix: &str) -> String {
+    format!("{prefix}:")
+}
+
 pub(crate) const REPOSITORY_RECORDS: &str = "SELECT uri, rev, record FROM records \
      WHERE uri > $1 AND uri < $2 AND record IS NOT NULL \
      AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = $3) \
@@ -476,6 +485,14 @@ pub trait EngineReads: Send + Sync + 'static {
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>>;
     fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
+    fn keys_under(
+        &self,
+        qid: i64,
+        prefixes: Vec<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<crate::KeyCounts>>;
+    /// The activity of the minutes from `since` (unix minutes) on.
+    fn activity(&self, since: i64) -> CatalogFuture<'_, crate::Activity>;
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>>;
     /// Every source's stored position, by source.

@@ -207,8 +207,21 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
         by_query_number!(self, query, count_keys(keys))
     }
 
+    fn keys_under(
+        &self,
+        query: QueryId,
+        prefixes: Vec<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<crate::KeyCounts>> {
+        by_query_number!(self, query, keys_under(prefixes, limit))
+    }
+
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts> {
         self.reads.kind_counts()
+    }
+
+    fn activity(&self, since: UnixMillis) -> CatalogFuture<'_, crate::Activity> {
+        self.reads.activity(since.0.div_euclid(60_000))
     }
 
     fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>> {

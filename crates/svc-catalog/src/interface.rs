@@ -37,6 +37,9 @@ pub enum CatalogError {
 pub type CatalogResult<T> = Result<T, CatalogError>;
 pub type CatalogFuture<'a, T> = Pin<Box<dyn Future<Output = CatalogResult<T>> + Send + 'a>>;
 
+/// Keys of a query with how many records each holds.
+pub type KeyCounts = Vec<(String, u64)>;
+
 /// Reading the catalog: pages, counts, single records and the indexer's heartbeat. All the
 /// server holds.
 pub trait CatalogRead: Send + Sync {
@@ -55,6 +58,15 @@ pub trait CatalogRead: Send + Sync {
 
     /// How many records are under each key of a query.
     fn count_keys(&self, query: QueryId, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>>;
+
+    /// For each prefix, the keys of a query that begin with it, in key order, each with how
+    /// many records are under it; at most `limit` for each prefix.
+    fn keys_under(
+        &self,
+        query: QueryId,
+        prefixes: Vec<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<KeyCounts>>;
 
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts>;
 
@@ -110,6 +122,10 @@ pub trait CatalogRead: Send + Sync {
     /// The labels in force on any of `subjects` (DIDs and at-uris), `!takedown` aside, in
     /// (subject, labeler, value) order, at most `limit`.
     fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>>;
+
+    /// The catalog's activity by minute from `since` on (at most a day and an hour back):
+    /// changes streamed, and where each source stood.
+    fn activity(&self, since: UnixMillis) -> CatalogFuture<'_, crate::Activity>;
 
     /// The indexer's last heartbeat.
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>>;

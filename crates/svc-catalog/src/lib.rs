@@ -2,6 +2,7 @@
 //! [`CatalogRead`], written through [`CatalogWrite`], with the process's part in it through
 //! [`CatalogRole`]; and where a catalog lives.
 
+mod activity;
 mod change;
 mod clock;
 mod engine;
@@ -19,6 +20,7 @@ pub mod sqlite;
 mod stream;
 mod writer;
 
+pub use activity::{ACTIVITY_KEEP_MS, Activity, SourceMinute};
 pub use change::*;
 pub use clock::ChangeClock;
 pub use interface::*;

@@ -314,8 +314,21 @@ impl EngineReads for PostgresReads {
         Box::pin(async move { reader::count_keys(&self.0, qid, &keys).await })
     }
 
+    fn keys_under(
+        &self,
+        qid: i64,
+        prefixes: Vec<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<crate::KeyCounts>> {
+        Box::pin(async move { reader::keys_under(&self.0, qid, &prefixes, limit).await })
+    }
+
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts> {
         Box::pin(reader::kind_counts(&self.0))
+    }
+
+    fn activity(&self, since: i64) -> CatalogFuture<'_, crate::Activity> {
+        Box::pin(reader::activity(&self.0, since))
     }
 
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {

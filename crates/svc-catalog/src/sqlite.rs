@@ -244,8 +244,21 @@ impl EngineReads for ReaderPool {
         Box::pin(self.run(move |conn| reader::count_keys(conn, qid, &keys)))
     }
 
+    fn keys_under(
+        &self,
+        qid: i64,
+        prefixes: Vec<String>,
+        limit: usize,
+    ) -> CatalogFuture<'_, Vec<crate::KeyCounts>> {
+        Box::pin(self.run(move |conn| reader::keys_under(conn, qid, &prefixes, limit)))
+    }
+
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts> {
         Box::pin(self.run(reader::kind_counts))
+    }
+
+    fn activity(&self, since: i64) -> CatalogFuture<'_, crate::Activity> {
+        Box::pin(self.run(move |conn| reader::activity(conn, since)))
     }
 
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {

@@ -3,6 +3,7 @@
 mod hostile;
 mod labels;
 mod properties;
+mod roads;
 mod search;
 mod suite;
 mod takedowns;
@@ -184,10 +185,13 @@ each_backend!(
     search_follows_writes_and_never_shows_what_is_out_of_sight,
     search_counts_exactly_up_to_its_limit_and_pages,
     search_finds_records_loaded_in_bulk_and_after_a_rebuild,
+    roads_are_the_records_counts_grouped_and_follow_writes,
+    activity_counts_changes_and_sources_by_minute,
 );
 
 use hostile::*;
 use labels::*;
+use roads::*;
 use search::*;
 use suite::*;
 use takedowns::*;

@@ -29,6 +29,36 @@ pub fn encode_key(parts: &[Option<&str>]) -> String {
     storable(plain_key(parts))
 }
 
+/// What every plain key whose first value is `first` begins with (an index's keys read in
+/// order from it are those of one first value). A key whose whole is over
+/// [`MAX_PLAIN_KEY_BYTES`] is a digest and begins with no prefix.
+pub fn key_prefix(first: &str) -> String {
+    plain_key(&[Some(first)])
+}
+
+/// The values of a plain key, in order (`None` for an absent one); `None` for a digest key,
+/// whose values cannot be read back, or for text that is no key.
+pub fn decode_key(key: &str) -> Option<Vec<Option<&str>>> {
+    let mut parts = Vec::new();
+    let mut rest = key;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('-') {
+            parts.push(None);
+            rest = after;
+            continue;
+        }
+        let (length, after) = rest.split_once(':')?;
+        if length.is_empty() || !length.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let length: usize = length.parse().ok()?;
+        let value = after.get(..length)?;
+        parts.push(Some(value));
+        rest = &after[length..];
+    }
+    Some(parts)
+}
+
 fn storable(key: String) -> String {
     if key.len() <= MAX_PLAIN_KEY_BYTES && !key.as_bytes().contains(&0) {
         return key;
@@ -113,4 +143,23 @@ pub(crate) fn keys_of_tuples(choices: &[Vec<Option<Cow<str>>>]) -> Vec<String> {
         chosen[turned + 1..].fill(0);
     }
     keys
+}
+
+#[cfg(test)]
+mod decoding {
+    use super::*;
+
+    #[test]
+    fn plain_keys_read_back_as_their_values_and_digests_do_not() {
+        let parts = [Some("at://a/b/1"), None, Some("x:y:1"), Some("")];
+        let key = encode_key(&parts);
+        assert_eq!(decode_key(&key), Some(parts.to_vec()));
+        assert!(key.starts_with(&key_prefix("at://a/b/1")));
+        assert!(!key.starts_with(&key_prefix("at://a/b/")));
+        let long = "a".repeat(600);
+        assert_eq!(decode_key(&encode_key(&[Some(&long)])), None);
+        assert_eq!(decode_key("12:short"), None);
+        assert_eq!(decode_key("x:1"), None);
+        assert_eq!(decode_key(""), Some(vec![]));
+    }
 }

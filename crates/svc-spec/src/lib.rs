@@ -11,13 +11,14 @@ mod kinds_table;
 mod lexicon;
 mod path;
 mod query;
+pub mod roads;
 pub mod search;
 
 pub use def::{
     CliDef, ConditionDef, IndexDef, IndexParam, ParamDef, ParamType, QueryDef, ValueList,
 };
 pub use index::{Index, IndexSet};
-pub use keys::encode_key;
+pub use keys::{decode_key, encode_key, key_prefix};
 pub use kinds::{BenchShare, EMBEDDED_KINDS, Fact, KindDef, Kinds, People, Related, SearchDef};
 pub use lexicon::{query_lexicon, query_nsid, search_lexicon};
 pub use path::JsonPath;
@@ -33,7 +34,8 @@ pub const EMBEDDED_SPEC: &str = include_str!("../../../spec/queries.json");
 /// service's own sufficiency endpoint.
 pub const SUFFICIENCY_INDEX: &str = "verificationsSufficiency";
 
-/// Indexes the service needs for its own endpoints (sufficiency), not routed as list queries.
+/// Indexes the service needs for its own endpoints (sufficiency, the map's roads: see
+/// [`roads`]), not routed as list queries.
 const INTERNAL_INDEXES_SPEC: &str = r#"[{
   "name": "verificationsSufficiency",
   "kind": "dev.svc.verification",
@@ -46,6 +48,58 @@ const INTERNAL_INDEXES_SPEC: &str = r#"[{
     {"op": "ref_uri", "path": "lens", "param": "lens_uri"},
     {"op": "eq", "path": "property.$type", "param": "property"},
     {"op": "eq", "path": "result", "param": "result"}
+  ]
+}, {
+  "name": "lensRoadsFrom",
+  "kind": "dev.svc.encounter",
+  "params": [
+    {"name": "source", "type": "at-uri", "required": true},
+    {"name": "target", "type": "at-uri", "required": true},
+    {"name": "lens", "type": "at-uri", "required": true}
+  ],
+  "filter": [
+    {"op": "ref_uri", "path": "sourceSchema", "param": "source"},
+    {"op": "ref_uri", "path": "targetSchema", "param": "target"},
+    {"op": "ref_uri", "path": "lens", "param": "lens"}
+  ]
+}, {
+  "name": "lensRoadsInto",
+  "kind": "dev.svc.encounter",
+  "params": [
+    {"name": "target", "type": "at-uri", "required": true},
+    {"name": "source", "type": "at-uri", "required": true},
+    {"name": "lens", "type": "at-uri", "required": true}
+  ],
+  "filter": [
+    {"op": "ref_uri", "path": "targetSchema", "param": "target"},
+    {"op": "ref_uri", "path": "sourceSchema", "param": "source"},
+    {"op": "ref_uri", "path": "lens", "param": "lens"}
+  ]
+}, {
+  "name": "wantedRoadsFrom",
+  "kind": "dev.svc.bounty",
+  "params": [
+    {"name": "source", "type": "at-uri", "required": true},
+    {"name": "target", "type": "at-uri", "required": true}
+  ],
+  "filter": [
+    {"op": "eq", "path": "wants.$type", "value": "dev.svc.bounty#wantLens"},
+    {"op": "in", "path": "status", "values": ["open", "claimed"], "or_absent": true},
+    {"op": "ref_uri", "path": "wants.source", "param": "source"},
+    {"op": "ref_uri", "path": "wants.target", "param": "target"}
+  ]
+}, {
+  "name": "wantedRoadsInto",
+  "kind": "dev.svc.bounty",
+  "params": [
+    {"name": "target", "type": "at-uri", "required": true},
+    {"name": "source", "type": "at-uri", "required": true}
+  ],
+  "filter": [
+    {"op": "eq", "path": "wants.$type", "value": "dev.svc.bounty#wantLens"},
+    {"op": "in", "path": "status", "values": ["open", "claimed"], "or_absent": true},
+    {"op": "ref_uri", "path": "wants.target", "param": "target"},
+    {"op": "ref_uri", "path": "wants.source", "param": "source"}
   ]
 }]"#;
 

@@ -5,6 +5,7 @@
 
 use super::link::{Link, connect};
 use super::storage;
+use crate::activity::{self, ActivityWrite};
 use crate::engine::{
     Engine, Filed, LabelKey, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, Takedowns,
     repository_range,
@@ -650,6 +651,20 @@ impl Engine for PostgresEngine {
         })
     }
 
+    fn record_activity(&mut self, write: &ActivityWrite<'_>) -> CatalogResult<()> {
+        self.run(async |link| {
+            if write.changes > 0 {
+                link.execute(activity::sql::ADD_CHANGES, &[&write.minute, &write.changes])
+                    .await?;
+            }
+            for (source, event) in &write.sources {
+                link.execute(activity::sql::MOVE_SOURCE, &[source, &write.minute, event])
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
     fn last_streamed(&mut self) -> CatalogResult<i64> {
         self.run(async |link| {
             let rows = link.query(stream::sql::BOUNDS, &[]).await?;
@@ -665,6 +680,11 @@ impl Engine for PostgresEngine {
             link.execute(sql::TRIM, &[&(now_ms - KEEP_FOR_MS), &KEEP_AT_MOST])
                 .await?;
             link.execute(stream::sql::TRIM, &[&(changes_from), &STREAM_KEEP_AT_MOST])
+                .await?;
+            let minutes_from = activity::kept_from(now);
+            link.execute(activity::sql::TRIM_CHANGES, &[&minutes_from])
+                .await?;
+            link.execute(activity::sql::TRIM_SOURCES, &[&minutes_from])
                 .await
                 .map(|_| ())
         })

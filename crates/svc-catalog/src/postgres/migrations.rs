@@ -191,6 +191,17 @@ const MIGRATIONS: &[&str] = &[
         text TEXT NOT NULL
     );
     "#,
+    // 13: activity by minute for the charts: changes streamed, and each source's newest
+    // event time at the end of each minute its cursor moved in.
+    r#"
+    CREATE TABLE activity_minutes (minute BIGINT PRIMARY KEY, changes BIGINT NOT NULL);
+    CREATE TABLE source_minutes (
+        source TEXT COLLATE "C" NOT NULL,
+        minute BIGINT NOT NULL,
+        event_us BIGINT NOT NULL,
+        PRIMARY KEY (source, minute)
+    );
+    "#,
 ];
 
 /// For a process that only reads (perhaps on a hot standby, where nothing can be written):

@@ -184,6 +184,59 @@ pub(super) async fn count_keys(pool: &Pool, qid: i64, keys: &[String]) -> Catalo
         .collect())
 }
 
+/// Each prefix's keys, read as one range of the counts' primary key (see
+/// [`crate::engine::prefix_end`]).
+pub(super) async fn keys_under(
+    pool: &Pool,
+    qid: i64,
+    prefixes: &[String],
+    limit: usize,
+) -> CatalogResult<Vec<crate::KeyCounts>> {
+    let client = connection(pool).await?;
+    let statement = client
+        .prepare_cached(
+            "SELECT key, n FROM query_counts WHERE qid = $1 AND key >= $2 AND key < $3 \
+             ORDER BY key LIMIT $4",
+        )
+        .await
+        .map_err(storage)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut found = Vec::with_capacity(prefixes.len());
+    for prefix in prefixes {
+        let end = crate::engine::prefix_end(prefix);
+        let rows = client
+            .query(&statement, &[&qid, prefix, &end, &limit])
+            .await
+            .map_err(storage)?;
+        found.push(
+            rows.iter()
+                .map(|r| (r.get(0), r.get::<_, i64>(1).max(0) as u64))
+                .collect(),
+        );
+    }
+    Ok(found)
+}
+
+pub(super) async fn activity(pool: &Pool, since: i64) -> CatalogResult<crate::Activity> {
+    use crate::activity::sql;
+    let client = connection(pool).await?;
+    let changes = client
+        .query(sql::CHANGES_SINCE, &[&since])
+        .await
+        .map_err(storage)?;
+    let sources = client
+        .query(sql::SOURCES_SINCE, &[&since])
+        .await
+        .map_err(storage)?;
+    Ok(crate::Activity::of_rows(
+        changes.iter().map(|r| (r.get(0), r.get(1))).collect(),
+        sources
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect(),
+    ))
+}
+
 pub(super) async fn kind_counts(pool: &Pool) -> CatalogResult<KindCounts> {
     let client = connection(pool).await?;
     let rows = client

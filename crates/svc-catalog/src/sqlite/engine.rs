@@ -2,6 +2,7 @@
 //! one write connection. Index entries point at record rowids, so a read joins on integers.
 
 use super::record_row::row_values;
+use crate::activity::{self, ActivityWrite};
 use crate::engine::{
     Engine, Filed, LabelKey, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, Takedowns,
     repository_range,
@@ -557,6 +558,19 @@ impl Engine for SqliteEngine {
         Ok(())
     }
 
+    fn record_activity(&mut self, write: &ActivityWrite<'_>) -> CatalogResult<()> {
+        if write.changes > 0 {
+            self.conn
+                .prepare_cached(activity::sql::ADD_CHANGES)?
+                .execute(params![write.minute, write.changes])?;
+        }
+        let mut moved = self.conn.prepare_cached(activity::sql::MOVE_SOURCE)?;
+        for (source, event) in &write.sources {
+            moved.execute(params![source, write.minute, event])?;
+        }
+        Ok(())
+    }
+
     fn last_streamed(&mut self) -> CatalogResult<i64> {
         Ok(self.conn.query_row(stream::sql::BOUNDS, [], |r| r.get(1))?)
     }
@@ -571,6 +585,11 @@ impl Engine for SqliteEngine {
             stream::sql::TRIM,
             params![changes_from, STREAM_KEEP_AT_MOST],
         )?;
+        let minutes_from = activity::kept_from(now);
+        self.conn
+            .execute(activity::sql::TRIM_CHANGES, [minutes_from])?;
+        self.conn
+            .execute(activity::sql::TRIM_SOURCES, [minutes_from])?;
         Ok(())
     }
 }

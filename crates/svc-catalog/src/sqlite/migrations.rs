@@ -160,6 +160,17 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE TABLE search_state (fingerprint TEXT);
     "#,
+    // 10: activity by minute for the charts: changes streamed, and each source's newest
+    // event time at the end of each minute its cursor moved in.
+    r#"
+    CREATE TABLE activity_minutes (minute INTEGER PRIMARY KEY, changes INTEGER NOT NULL);
+    CREATE TABLE source_minutes (
+        source TEXT NOT NULL,
+        minute INTEGER NOT NULL,
+        event_us INTEGER NOT NULL,
+        PRIMARY KEY (source, minute)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -421,6 +421,44 @@ pub(crate) fn count_keys(conn: &Connection, qid: i64, keys: &[String]) -> Catalo
     keys.iter().map(|key| count(conn, qid, key)).collect()
 }
 
+/// Each prefix's keys, read as one range of the counts' primary key (see
+/// [`crate::engine::prefix_end`]).
+pub(crate) fn keys_under(
+    conn: &Connection,
+    qid: i64,
+    prefixes: &[String],
+    limit: usize,
+) -> CatalogResult<Vec<crate::KeyCounts>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT key, n FROM query_counts WHERE qid = ?1 AND key >= ?2 AND key < ?3 \
+         ORDER BY key LIMIT ?4",
+    )?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    prefixes
+        .iter()
+        .map(|prefix| {
+            let end = crate::engine::prefix_end(prefix);
+            let rows = statement.query_map(params![qid, prefix, end, limit], |r| {
+                Ok((r.get::<_, String>(0)?, stored_count(r.get(1)?)))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .collect()
+}
+
+pub(crate) fn activity(conn: &Connection, since: i64) -> CatalogResult<crate::Activity> {
+    use crate::activity::sql;
+    let changes = conn
+        .prepare_cached(sql::CHANGES_SINCE)?
+        .query_map([since], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    let sources = conn
+        .prepare_cached(sql::SOURCES_SINCE)?
+        .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(crate::Activity::of_rows(changes, sources))
+}
+
 pub(crate) fn kind_counts(conn: &Connection) -> CatalogResult<KindCounts> {
     let mut stmt = conn.prepare_cached("SELECT collection, n FROM kind_counts")?;
     let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;

@@ -1,6 +1,7 @@
 //! The writer's transactions: each runs in one engine transaction with its change-log entry,
 //! and publishes what it touched to the change clock only once committed.
 
+use crate::activity::ActivityWrite;
 use crate::engine::{Engine, Plan};
 use crate::replication_log::LogEntry;
 use crate::rules::Filing;
@@ -29,6 +30,10 @@ impl<E: Engine> Transactions<E> {
         let outcome = work(&mut self.engine, &self.filing).and_then(|(plan, value)| {
             let logged = self.log(&plan.log_entry())?;
             let streamed = self.stream(&plan.stream)?;
+            let now = svc_syntax::UnixMillis::now();
+            if let Some(activity) = ActivityWrite::of(now, &plan.stream, &plan.cursors) {
+                self.engine.record_activity(&activity)?;
+            }
             self.engine.commit()?;
             self.next_seq += i64::from(logged);
             self.next_change += streamed;
