@@ -30,6 +30,10 @@ impl Default for ChangeClock {
     }
 }
 
+/// The key of each query's own slot, which moves with any of its keys: no stored key holds a
+/// NUL (such a key is stored as its digest).
+const ANY_KEY: &str = "\0";
+
 fn slot(query: &QueryId, key: &str) -> usize {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     query.hash(&mut hasher);
@@ -41,6 +45,12 @@ impl ChangeClock {
     /// The version of one (query, key); read it before reading the catalog.
     pub fn key_version(&self, query: &QueryId, key: &str) -> u64 {
         self.slots[slot(query, key)].load(Ordering::Acquire)
+    }
+
+    /// The version of a whole query: it moves with any of its keys (and, as slots are
+    /// shared, sometimes with others).
+    pub fn query_version(&self, query: &QueryId) -> u64 {
+        self.key_version(query, ANY_KEY)
     }
 
     pub fn search_version(&self) -> u64 {
@@ -64,6 +74,7 @@ impl ChangeClock {
     /// Call after the change is committed.
     pub fn touch_key(&self, query: &QueryId, key: &str) {
         self.slots[slot(query, key)].fetch_add(1, Ordering::AcqRel);
+        self.slots[slot(query, ANY_KEY)].fetch_add(1, Ordering::AcqRel);
         self.ticks.fetch_add(1, Ordering::AcqRel);
     }
 

@@ -9,12 +9,14 @@ mod envelope;
 mod fields;
 mod front;
 mod json_view;
+mod map;
 mod query;
 mod record;
 mod search;
 
 pub(crate) use front::FrontCache;
 pub(crate) use front::front;
+pub(crate) use map::map;
 pub(crate) use query::query;
 pub(crate) use record::{author, collection, record};
 pub(crate) use search::search;

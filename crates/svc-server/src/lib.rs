@@ -232,5 +232,6 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::ExplorerCollection => get(explorer::collection),
         Endpoint::ExplorerAsset => get(explorer::asset),
         Endpoint::ExplorerSearch => get(explorer::search),
+        Endpoint::ExplorerMap => get(explorer::map),
     }
 }

@@ -251,7 +251,8 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         | Endpoint::ExplorerAuthor
         | Endpoint::ExplorerCollection
         | Endpoint::ExplorerAsset
-        | Endpoint::ExplorerSearch => {
+        | Endpoint::ExplorerSearch
+        | Endpoint::ExplorerMap => {
             json!({"200": text_response("A page for people.")})
         }
         Endpoint::Changes => {

@@ -23,6 +23,7 @@ pub(crate) enum Endpoint {
     ExplorerCollection,
     ExplorerAsset,
     ExplorerSearch,
+    ExplorerMap,
 }
 
 pub(crate) struct Route {
@@ -135,6 +136,7 @@ pub(crate) const ROUTES: &[Route] = &[
     page("/at/{did}", "explorerAuthor", Endpoint::ExplorerAuthor),
     page("/assets/{file}", "explorerAsset", Endpoint::ExplorerAsset),
     page("/search", "explorerSearch", Endpoint::ExplorerSearch),
+    page("/map", "explorerMap", Endpoint::ExplorerMap),
     Route {
         path: "/xrpc/dev.svc.sync.subscribeChanges",
         name: "subscribeChanges",

@@ -1,0 +1,317 @@
+//! `/map`: the schemas the catalog's records name and the lenses between them, as a picture
+//! drawn on the server (SVG inside the page, no script) and as a list of the same roads for
+//! the keyboard and screen readers. A schema and the hops around it, chosen by a form whose
+//! values stay in the address; the whole catalog when it fits. Kept in the answer cache until
+//! a road or a verification changes.
+
+mod graph;
+mod layout;
+#[cfg(test)]
+mod tests;
+
+use graph::{Ask, Graph};
+
+use super::page;
+use crate::cache::{Answer, CacheKey};
+use crate::params::{Params, encode_component};
+use crate::{ApiError, AppState};
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use std::sync::Arc;
+use svc_spec::roads::ROAD_INDEXES;
+use svc_spec::{QueryId, SUFFICIENCY_INDEX, check_at_uri_parameter};
+
+/// Hops from the centre: the default, and the most.
+const HOPS: (u32, u32) = (2, 4);
+/// Schemas shown: the default, the least and the most.
+const NODES: (usize, usize, usize) = (60, 2, 300);
+/// The most characters of a schema's label drawn beside it (its whole uri is its title).
+const LABEL_CHARS: usize = 28;
+/// The most characters of a uri a page repeats.
+const URI_CHARS: usize = 300;
+/// The cache's name for map pages.
+const CACHE_NAME: &str = "explorerMap";
+
+#[derive(Template)]
+#[template(path = "explorer/map.html")]
+struct MapPage {
+    schema: String,
+    hops: u32,
+    nodes: usize,
+    max_hops: u32,
+    max_nodes: usize,
+    problem: Option<String>,
+    picture: Option<Picture>,
+}
+
+struct Picture {
+    width: String,
+    height: String,
+    summary: String,
+    left_out: Vec<String>,
+    nodes: Vec<NodeView>,
+    edges: Vec<EdgeView>,
+}
+
+struct NodeView {
+    x: String,
+    y: String,
+    label: String,
+    title: String,
+    href: String,
+    centre: bool,
+}
+
+struct EdgeView {
+    d: String,
+    class: &'static str,
+    verdict: &'static str,
+    href: String,
+    title: String,
+    source: String,
+    target: String,
+    lens: String,
+    records: u64,
+}
+
+/// `GET /map`.
+pub(crate) async fn map(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
+    let params = Params::parse(raw.as_deref());
+    let mut map_page = MapPage {
+        schema: String::new(),
+        hops: HOPS.0,
+        nodes: NODES.0,
+        max_hops: HOPS.1,
+        max_nodes: NODES.2,
+        problem: None,
+        picture: None,
+    };
+    let ask = match read_ask(&params, &mut map_page) {
+        Ok(ask) => ask,
+        Err(ApiError::InvalidRequest(message)) => {
+            map_page.problem = Some(message);
+            return page(&map_page, StatusCode::BAD_REQUEST);
+        }
+        Err(error) => return super::failure(error),
+    };
+    let cache_key = CacheKey {
+        query: QueryId::new(CACHE_NAME),
+        key: format!("{}|{}|{}", ask.hops, ask.nodes, map_page.schema),
+        page: None,
+    };
+    let version = roads_version(&state);
+    let keep = state.cache.keeps(&cache_key);
+    if let Some(answer) = keep.then(|| state.cache.get(&cache_key, version)).flatten()
+        && let Ok(html) = answer.identity()
+    {
+        return super::with_headers(html, super::HTML, StatusCode::OK);
+    }
+    let graph = match graph::read(state.catalog.as_ref(), &ask).await {
+        Ok(graph) => graph,
+        Err(error) => return super::failure(error.into()),
+    };
+    map_page.picture = Some(picture(&graph, &ask));
+    match map_page.render() {
+        Ok(html) => {
+            if keep {
+                let body = Bytes::from(html.clone().into_bytes().into_boxed_slice());
+                state
+                    .cache
+                    .put(cache_key, version, Arc::new(Answer::new(body)));
+            }
+            super::with_headers(html, super::HTML, StatusCode::OK)
+        }
+        Err(_) => page(&map_page, StatusCode::OK),
+    }
+}
+
+/// Moves whenever a road or a verification changes anywhere.
+fn roads_version(state: &AppState) -> u64 {
+    let clock = state.catalog.clock();
+    ROAD_INDEXES
+        .iter()
+        .map(|index| index.name)
+        .chain([SUFFICIENCY_INDEX])
+        .map(|name| clock.query_version(&QueryId::new(name)))
+        .fold(0u64, u64::wrapping_add)
+}
+
+/// The ask from the address, echoed into the form as given.
+fn read_ask(params: &Params, form: &mut MapPage) -> Result<Ask, ApiError> {
+    params.only(&["schema", "hops", "nodes"])?;
+    let centre = match params.get("schema")? {
+        None | Some("") => None,
+        Some(schema) => {
+            form.schema = schema.to_string();
+            check_at_uri_parameter(schema)
+                .map_err(|e| ApiError::InvalidRequest(format!("schema: {e}")))?;
+            Some(schema.to_string())
+        }
+    };
+    let hops = bounded(
+        params.get("hops")?,
+        "hops",
+        1,
+        HOPS.1 as usize,
+        HOPS.0 as usize,
+    )?;
+    form.hops = hops as u32;
+    let nodes = bounded(params.get("nodes")?, "nodes", NODES.1, NODES.2, NODES.0)?;
+    form.nodes = nodes;
+    Ok(Ask {
+        centre,
+        hops: hops as u32,
+        nodes,
+    })
+}
+
+fn bounded(
+    given: Option<&str>,
+    name: &str,
+    least: usize,
+    most: usize,
+    default: usize,
+) -> Result<usize, ApiError> {
+    let Some(text) = given else {
+        return Ok(default);
+    };
+    match text.parse::<usize>() {
+        Ok(n) if (least..=most).contains(&n) => Ok(n),
+        _ => Err(ApiError::InvalidRequest(format!(
+            "{name}: must be a whole number from {least} to {most}, not {:?}",
+            cut(text, 40)
+        ))),
+    }
+}
+
+fn picture(graph: &Graph, ask: &Ask) -> Picture {
+    let laid = layout::lay_out(graph);
+    let link = |uri: &str| {
+        format!(
+            "/map?schema={}&hops={}&nodes={}",
+            encode_component(uri),
+            ask.hops,
+            ask.nodes
+        )
+    };
+    let nodes = graph
+        .nodes
+        .iter()
+        .zip(&laid.points)
+        .enumerate()
+        .map(|(i, (node, point))| NodeView {
+            x: format!("{:.1}", point.x),
+            y: format!("{:.1}", point.y),
+            label: cut(&label(&node.uri), LABEL_CHARS),
+            title: format!("{} ({} records)", cut(&node.uri, URI_CHARS), node.weight),
+            href: link(&node.uri),
+            centre: graph.centred && i == 0,
+        })
+        .collect();
+    let edges = graph
+        .edges
+        .iter()
+        .zip(laid.paths)
+        .map(|(edge, d)| {
+            let source = &graph.nodes[edge.source].uri;
+            let target = &graph.nodes[edge.target].uri;
+            let href = match &edge.lens {
+                Some(lens) => super::record_path(lens).unwrap_or_else(|| link(source)),
+                None => format!(
+                    "/explore/bountiesForWantLens?source_uri={}&target_uri={}",
+                    encode_component(source),
+                    encode_component(target)
+                ),
+            };
+            let lens = edge.lens.as_deref().map_or_else(
+                || "a lens wanted by bounties".to_string(),
+                |l| cut(l, URI_CHARS),
+            );
+            EdgeView {
+                d,
+                class: edge.verdict.class(),
+                verdict: edge.verdict.words(),
+                title: format!("{lens}: {}, {} records", edge.verdict.words(), edge.records),
+                href,
+                source: cut(source, URI_CHARS),
+                target: cut(target, URI_CHARS),
+                lens,
+                records: edge.records,
+            }
+        })
+        .collect();
+    Picture {
+        width: format!("{:.0}", laid.width),
+        height: format!("{:.0}", laid.height),
+        summary: summary(graph, ask),
+        left_out: left_out(graph),
+        nodes,
+        edges,
+    }
+}
+
+fn summary(graph: &Graph, ask: &Ask) -> String {
+    let (schemas, roads) = (graph.nodes.len(), graph.edges.len());
+    match (graph.centred, graph.nodes.first()) {
+        (true, Some(centre)) => format!(
+            "{schemas} schemas within {} hops of {}, and the {roads} roads between them.",
+            ask.hops,
+            cut(&centre.uri, URI_CHARS)
+        ),
+        _ => format!(
+            "Every schema the catalog's records name ({schemas}), and every road between them ({roads})."
+        ),
+    }
+}
+
+fn left_out(graph: &Graph) -> Vec<String> {
+    let mut notes = Vec::new();
+    if graph.schemas_left_out > 0 {
+        notes.push(format!(
+            "{} more schemas next to those shown are left out, the least busy first; raise the number of schemas or choose one of them.",
+            graph.schemas_left_out
+        ));
+    }
+    if graph.roads_cut {
+        notes.push(format!(
+            "Some schemas have more than {} roads of a kind; only the first were read.",
+            graph::ROADS_READ_AT_A_SCHEMA
+        ));
+    }
+    if graph.unreadable > 0 {
+        notes.push(format!(
+            "{} records state roads whose uris are too long to draw.",
+            graph.unreadable
+        ));
+    }
+    notes
+}
+
+/// A schema's short name: its record key and its author's DID, shortened.
+fn label(uri: &str) -> String {
+    match svc_syntax::check_at_uri(uri) {
+        Ok(parts) => {
+            let author = parts
+                .authority
+                .rsplit(':')
+                .next()
+                .unwrap_or(parts.authority);
+            match parts.rkey {
+                Some(rkey) => format!("{rkey} · {}", cut(author, 8)),
+                None => author.to_string(),
+            }
+        }
+        Err(_) => uri.to_string(),
+    }
+}
+
+/// At most `most` characters of a stranger's text, marked when cut.
+fn cut(text: &str, most: usize) -> String {
+    match text.char_indices().nth(most) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}

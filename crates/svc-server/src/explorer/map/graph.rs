@@ -1,0 +1,368 @@
+//! The map's graph, read from the catalog's road indexes: a schema's neighbourhood (the
+//! schemas within some hops of it, the busiest first, up to a limit), or the whole catalog
+//! when it fits; every road the catalog holds between the schemas shown, each lens coloured by
+//! its verifications; and what was left out.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use svc_catalog::{CatalogError, CatalogRead};
+use svc_spec::roads::{ROAD_INDEXES, Road, RoadIndex};
+use svc_spec::{QueryId, SUFFICIENCY_INDEX, decode_key, key_prefix};
+
+/// The most roads read at one schema from one index: a busier schema shows its busiest
+/// neighbours among these, and says it has more.
+pub(crate) const ROADS_READ_AT_A_SCHEMA: usize = 5_000;
+/// The most roads read to find the busiest schema when none is asked for.
+pub(crate) const ROADS_READ_FOR_THE_WHOLE: usize = 20_000;
+
+/// What the verifications of a lens say, as the map colours it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Verdict {
+    /// Some verification holds, none is falsified.
+    Verified,
+    /// Some verification is falsified.
+    Failures,
+    /// None holds or fails (none at all, or only inconclusive ones).
+    Unverified,
+    /// A lens people ask for in open bounties; none is known.
+    Wanted,
+}
+
+impl Verdict {
+    pub fn class(self) -> &'static str {
+        match self {
+            Verdict::Verified => "verified",
+            Verdict::Failures => "failures",
+            Verdict::Unverified => "unverified",
+            Verdict::Wanted => "wanted",
+        }
+    }
+
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::Verified => "verified, none falsified",
+            Verdict::Failures => "verified with failures",
+            Verdict::Unverified => "unverified",
+            Verdict::Wanted => "wanted only",
+        }
+    }
+}
+
+/// What the map is asked to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ask {
+    /// The schema at the centre; none for the whole catalog (or its busiest schema's
+    /// neighbourhood when the whole does not fit).
+    pub centre: Option<String>,
+    pub hops: u32,
+    pub nodes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Node {
+    pub uri: String,
+    /// Hops from the centre; components apart from the centre's count from their own first.
+    pub hop: u32,
+    /// Records stating roads at it, among those read.
+    pub weight: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Edge {
+    /// Positions in [`Graph::nodes`].
+    pub source: usize,
+    pub target: usize,
+    pub lens: Option<String>,
+    pub records: u64,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Graph {
+    /// The centre first, then by hop, busiest first.
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+    /// Whether this is the neighbourhood of one schema (else the whole catalog).
+    pub centred: bool,
+    /// Schemas next to those shown that the node limit left out.
+    pub schemas_left_out: usize,
+    /// Whether some schema had more roads than were read at it.
+    pub roads_cut: bool,
+    /// Roads not drawn because their uris are too long to have been kept whole.
+    pub unreadable: u64,
+}
+
+/// Builds the graph the ask names.
+pub(crate) async fn read(catalog: &dyn CatalogRead, ask: &Ask) -> Result<Graph, CatalogError> {
+    match &ask.centre {
+        Some(centre) => neighbourhood(catalog, centre, ask.hops, ask.nodes).await,
+        None => whole_or_busiest(catalog, ask).await,
+    }
+}
+
+/// Roads read at some schemas, each once (a road is found from both its ends).
+#[derive(Default)]
+struct Found {
+    roads: BTreeSet<Road>,
+    cut: bool,
+    unreadable: u64,
+}
+
+impl Found {
+    fn add(&mut self, index: &RoadIndex, keys: Vec<(String, u64)>) {
+        self.cut |= keys.len() >= ROADS_READ_AT_A_SCHEMA;
+        for (key, records) in keys {
+            match index.road(&key, records) {
+                Some(road) => {
+                    self.roads.insert(road);
+                }
+                None => self.unreadable += records,
+            }
+        }
+    }
+}
+
+/// The roads at each schema, from `indexes` (both ways, or only from the sources).
+async fn roads_at(
+    catalog: &dyn CatalogRead,
+    schemas: &[String],
+    indexes: &[RoadIndex],
+    found: &mut Found,
+) -> Result<(), CatalogError> {
+    if schemas.is_empty() {
+        return Ok(());
+    }
+    for index in indexes {
+        let prefixes = schemas.iter().map(|s| index.prefix(s)).collect();
+        let read = catalog
+            .keys_under(QueryId::new(index.name), prefixes, ROADS_READ_AT_A_SCHEMA)
+            .await?;
+        for keys in read {
+            found.add(index, keys);
+        }
+    }
+    Ok(())
+}
+
+async fn neighbourhood(
+    catalog: &dyn CatalogRead,
+    centre: &str,
+    hops: u32,
+    limit: usize,
+) -> Result<Graph, CatalogError> {
+    let mut hop_of: BTreeMap<String, u32> = BTreeMap::from([(centre.to_string(), 0)]);
+    let mut order = vec![centre.to_string()];
+    let mut frontier = vec![centre.to_string()];
+    let mut found = Found::default();
+    let mut left_out = 0;
+    for hop in 1..=hops {
+        roads_at(catalog, &frontier, &ROAD_INDEXES, &mut found).await?;
+        let mut candidates: HashMap<&str, u64> = HashMap::new();
+        for road in &found.roads {
+            for (end, other) in [(&road.source, &road.target), (&road.target, &road.source)] {
+                if frontier.contains(end) && !hop_of.contains_key(other) {
+                    *candidates.entry(other.as_str()).or_default() += road.records;
+                }
+            }
+        }
+        let mut ranked: Vec<(&str, u64)> = candidates.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let room = limit.saturating_sub(order.len());
+        left_out = ranked.len().saturating_sub(room);
+        frontier = ranked
+            .into_iter()
+            .take(room)
+            .map(|(uri, _)| uri.to_string())
+            .collect();
+        for uri in &frontier {
+            hop_of.insert(uri.clone(), hop);
+            order.push(uri.clone());
+        }
+        if frontier.is_empty() {
+            break;
+        }
+    }
+    // The roads among the outermost schemas: each has its source among them.
+    let sources_only: Vec<RoadIndex> = ROAD_INDEXES
+        .into_iter()
+        .filter(|i| i.keyed_by_source)
+        .collect();
+    roads_at(catalog, &frontier, &sources_only, &mut found).await?;
+    let mut graph = assemble(catalog, order, &hop_of, found).await?;
+    graph.centred = true;
+    graph.schemas_left_out = left_out;
+    Ok(graph)
+}
+
+/// The whole catalog when its schemas fit; else the busiest schema's neighbourhood.
+async fn whole_or_busiest(catalog: &dyn CatalogRead, ask: &Ask) -> Result<Graph, CatalogError> {
+    let mut found = Found::default();
+    let mut complete = true;
+    for index in ROAD_INDEXES.iter().filter(|i| i.keyed_by_source) {
+        let read = catalog
+            .keys_under(
+                QueryId::new(index.name),
+                vec![String::new()],
+                ROADS_READ_FOR_THE_WHOLE,
+            )
+            .await?;
+        for keys in read {
+            complete &= keys.len() < ROADS_READ_FOR_THE_WHOLE;
+            found.add(index, keys);
+        }
+    }
+    let mut weight: BTreeMap<&str, u64> = BTreeMap::new();
+    for road in &found.roads {
+        *weight.entry(&road.source).or_default() += road.records;
+        *weight.entry(&road.target).or_default() += road.records;
+    }
+    let busiest = weight
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(uri, _)| uri.to_string());
+    match busiest {
+        Some(busiest) if !complete || weight.len() > ask.nodes => {
+            neighbourhood(catalog, &busiest, ask.hops, ask.nodes).await
+        }
+        _ => whole(catalog, found).await,
+    }
+}
+
+/// Every schema and road read, each connected part counted in hops from its busiest schema.
+async fn whole(catalog: &dyn CatalogRead, found: Found) -> Result<Graph, CatalogError> {
+    let mut next: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut weight: HashMap<&str, u64> = HashMap::new();
+    for road in &found.roads {
+        next.entry(&road.source).or_default().insert(&road.target);
+        next.entry(&road.target).or_default().insert(&road.source);
+        *weight.entry(&road.source).or_default() += road.records;
+        *weight.entry(&road.target).or_default() += road.records;
+    }
+    let mut by_weight: Vec<&str> = next.keys().copied().collect();
+    by_weight.sort_by(|a, b| weight[b].cmp(&weight[a]).then(a.cmp(b)));
+    let mut hop_of: BTreeMap<String, u32> = BTreeMap::new();
+    let mut order = Vec::new();
+    for start in by_weight {
+        if hop_of.contains_key(start) {
+            continue;
+        }
+        // Breadth first from the part's busiest schema.
+        let mut ring = vec![start];
+        hop_of.insert(start.to_string(), 0);
+        let mut hop = 0;
+        while !ring.is_empty() {
+            order.extend(ring.iter().map(|s| s.to_string()));
+            hop += 1;
+            let mut outer: Vec<&str> = Vec::new();
+            for schema in &ring {
+                for other in &next[schema] {
+                    if !hop_of.contains_key(*other) {
+                        hop_of.insert(other.to_string(), hop);
+                        outer.push(other);
+                    }
+                }
+            }
+            outer.sort_by(|a, b| weight[b].cmp(&weight[a]).then(a.cmp(b)));
+            ring = outer;
+        }
+    }
+    assemble(catalog, order, &hop_of, found).await
+}
+
+/// Nodes in order, the roads among them as edges, and each lens's verdict.
+async fn assemble(
+    catalog: &dyn CatalogRead,
+    order: Vec<String>,
+    hop_of: &BTreeMap<String, u32>,
+    found: Found,
+) -> Result<Graph, CatalogError> {
+    let position: HashMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, uri)| (uri.as_str(), i))
+        .collect();
+    let mut weight = vec![0u64; order.len()];
+    let mut shown = Vec::new();
+    for road in &found.roads {
+        let (Some(&source), Some(&target)) = (
+            position.get(road.source.as_str()),
+            position.get(road.target.as_str()),
+        ) else {
+            continue;
+        };
+        weight[source] += road.records;
+        weight[target] += road.records;
+        shown.push((source, target, road));
+    }
+    let lenses: Vec<String> = shown
+        .iter()
+        .filter_map(|(_, _, road)| road.lens.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let verdicts = verdicts(catalog, &lenses).await?;
+    let edges = shown
+        .into_iter()
+        .map(|(source, target, road)| Edge {
+            source,
+            target,
+            verdict: match &road.lens {
+                Some(lens) => verdicts.get(lens).copied().unwrap_or(Verdict::Unverified),
+                None => Verdict::Wanted,
+            },
+            lens: road.lens.clone(),
+            records: road.records,
+        })
+        .collect();
+    let nodes = order
+        .into_iter()
+        .zip(weight)
+        .map(|(uri, weight)| Node {
+            hop: hop_of.get(&uri).copied().unwrap_or(0),
+            uri,
+            weight,
+        })
+        .collect();
+    Ok(Graph {
+        nodes,
+        edges,
+        centred: false,
+        schemas_left_out: 0,
+        roads_cut: found.cut,
+        unreadable: found.unreadable,
+    })
+}
+
+/// Each lens's verdict, from the sufficiency index's counts by lens, property and result.
+async fn verdicts(
+    catalog: &dyn CatalogRead,
+    lenses: &[String],
+) -> Result<HashMap<String, Verdict>, CatalogError> {
+    if lenses.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let prefixes = lenses.iter().map(|lens| key_prefix(lens)).collect();
+    let counted = catalog
+        .keys_under(QueryId::new(SUFFICIENCY_INDEX), prefixes, 256)
+        .await?;
+    Ok(lenses
+        .iter()
+        .zip(counted)
+        .map(|(lens, keys)| {
+            let mut holds = 0;
+            let mut falsified = 0;
+            for (key, n) in keys {
+                match decode_key(&key).as_deref() {
+                    Some([_, _, Some("holds")]) => holds += n,
+                    Some([_, _, Some("falsified")]) => falsified += n,
+                    _ => {}
+                }
+            }
+            let verdict = match (holds, falsified) {
+                (_, f) if f > 0 => Verdict::Failures,
+                (h, _) if h > 0 => Verdict::Verified,
+                _ => Verdict::Unverified,
+            };
+            (lens.clone(), verdict)
+        })
+        .collect())
+}

@@ -1,0 +1,246 @@
+//! Where the map puts each schema and how each road runs: every connected part drawn in rings
+//! around its first schema (one ring a hop; an outer schema placed towards the schemas it
+//! comes from), the parts set in rows. Only arithmetic on the graph's order, so the same
+//! catalog always gives the same picture.
+
+use super::graph::Graph;
+use std::collections::{BTreeMap, HashMap};
+use std::f64::consts::TAU;
+
+/// Distance between rings.
+const RING_GAP: f64 = 170.0;
+/// The least distance between two schemas on a ring.
+const SPACING: f64 = 34.0;
+/// Room around a part for its labels.
+const MARGIN: f64 = 120.0;
+/// How wide a row of parts grows before the next part starts a new row.
+const ROW_WIDTH: f64 = 1600.0;
+/// How far apart parallel roads between two schemas bow.
+const BOW: f64 = 22.0;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Point {
+    pub x: f64,
+    pub y: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Layout {
+    /// Each node's centre, in the graph's order.
+    pub points: Vec<Point>,
+    /// Each edge's path (`d` of an SVG path), in the graph's order.
+    pub paths: Vec<String>,
+    pub width: f64,
+    pub height: f64,
+}
+
+pub(crate) fn lay_out(graph: &Graph) -> Layout {
+    let parts = parts(graph);
+    let neighbours = neighbours(graph);
+    let mut points = vec![Point { x: 0.0, y: 0.0 }; graph.nodes.len()];
+    let (mut x, mut y, mut row_height, mut width) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for part in parts {
+        let (placed, radius) = rings(graph, &part, &neighbours);
+        let size = 2.0 * (radius + MARGIN);
+        if x > 0.0 && x + size > ROW_WIDTH {
+            y += row_height;
+            x = 0.0;
+            row_height = 0.0;
+        }
+        for (node, point) in part.iter().zip(placed) {
+            points[*node] = Point {
+                x: x + size / 2.0 + point.x,
+                y: y + size / 2.0 + point.y,
+            };
+        }
+        x += size;
+        width = width.max(x);
+        row_height = row_height.max(size);
+    }
+    let paths = paths(graph, &points);
+    Layout {
+        points,
+        paths,
+        width: width.max(1.0),
+        height: (y + row_height).max(1.0),
+    }
+}
+
+/// The nodes of each connected part, in the graph's order: a part starts at a node of hop 0.
+fn parts(graph: &Graph) -> Vec<Vec<usize>> {
+    let mut parts: Vec<Vec<usize>> = Vec::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        match parts.last_mut() {
+            Some(part) if node.hop > 0 => part.push(i),
+            _ => parts.push(vec![i]),
+        }
+    }
+    parts
+}
+
+fn neighbours(graph: &Graph) -> Vec<Vec<usize>> {
+    let mut next = vec![Vec::new(); graph.nodes.len()];
+    for edge in &graph.edges {
+        next[edge.source].push(edge.target);
+        next[edge.target].push(edge.source);
+    }
+    next
+}
+
+/// One part's nodes around its first, relative to its centre, and its outer radius.
+fn rings(graph: &Graph, part: &[usize], neighbours: &[Vec<usize>]) -> (Vec<Point>, f64) {
+    let mut by_hop: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for &node in part {
+        by_hop.entry(graph.nodes[node].hop).or_default().push(node);
+    }
+    let mut angle: HashMap<usize, f64> = HashMap::new();
+    let mut placed: HashMap<usize, Point> = HashMap::new();
+    let mut radius = 0.0f64;
+    for (hop, mut ring) in by_hop {
+        if hop == 0 {
+            for node in ring {
+                placed.insert(node, Point { x: 0.0, y: 0.0 });
+                angle.insert(node, 0.0);
+            }
+            continue;
+        }
+        radius = (radius + RING_GAP).max(ring.len() as f64 * SPACING / TAU);
+        if hop > 1 {
+            // Towards the schemas it comes from: the mean of their angles.
+            let wanted: HashMap<usize, f64> = ring
+                .iter()
+                .map(|&node| {
+                    (
+                        node,
+                        mean_angle(neighbours[node].iter().filter_map(|n| angle.get(n))),
+                    )
+                })
+                .collect();
+            ring.sort_by(|a, b| wanted[a].total_cmp(&wanted[b]).then(a.cmp(b)));
+        }
+        let count = ring.len() as f64;
+        for (i, node) in ring.into_iter().enumerate() {
+            let turn = TAU * i as f64 / count - TAU / 4.0;
+            angle.insert(node, turn);
+            placed.insert(
+                node,
+                Point {
+                    x: radius * turn.cos(),
+                    y: radius * turn.sin(),
+                },
+            );
+        }
+    }
+    let points = part.iter().map(|node| placed[node]).collect();
+    (points, radius)
+}
+
+/// The mean direction of some angles, as an angle from `-TAU / 4` (the top) going round.
+fn mean_angle<'a>(angles: impl Iterator<Item = &'a f64>) -> f64 {
+    let (mut x, mut y) = (0.0, 0.0);
+    for a in angles {
+        x += a.cos();
+        y += a.sin();
+    }
+    (y.atan2(x) + TAU / 4.0).rem_euclid(TAU)
+}
+
+/// Each edge as a path: straight, bowed apart when two schemas share several roads, a loop
+/// for a road from a schema to itself.
+fn paths(graph: &Graph, points: &[Point]) -> Vec<String> {
+    let mut shared: HashMap<(usize, usize), usize> = HashMap::new();
+    for edge in &graph.edges {
+        *shared.entry(pair(edge.source, edge.target)).or_default() += 1;
+    }
+    let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
+    graph
+        .edges
+        .iter()
+        .map(|edge| {
+            let key = pair(edge.source, edge.target);
+            let nth = seen.entry(key).or_default();
+            let bow = (*nth as f64 - (shared[&key] as f64 - 1.0) / 2.0) * BOW;
+            *nth += 1;
+            let (a, b) = (points[edge.source], points[edge.target]);
+            if edge.source == edge.target {
+                let lift = 30.0 + bow.abs();
+                return format!(
+                    "M{:.1} {:.1}c-{lift:.1} -{lift:.1} {lift:.1} -{lift:.1} 0 0",
+                    a.x, a.y
+                );
+            }
+            // Bow to the same side of the line whichever way the road runs.
+            let sign = if edge.source < edge.target { 1.0 } else { -1.0 };
+            let (dx, dy) = (b.x - a.x, b.y - a.y);
+            let length = (dx * dx + dy * dy).sqrt().max(1.0);
+            let (nx, ny) = (-dy / length * bow * sign, dx / length * bow * sign);
+            let (mx, my) = ((a.x + b.x) / 2.0 + 2.0 * nx, (a.y + b.y) / 2.0 + 2.0 * ny);
+            format!(
+                "M{:.1} {:.1}Q{mx:.1} {my:.1} {:.1} {:.1}",
+                a.x, a.y, b.x, b.y
+            )
+        })
+        .collect()
+}
+
+fn pair(a: usize, b: usize) -> (usize, usize) {
+    (a.min(b), a.max(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explorer::map::graph::{Edge, Node, Verdict};
+
+    fn graph(hops: &[u32], edges: &[(usize, usize)]) -> Graph {
+        Graph {
+            nodes: hops
+                .iter()
+                .enumerate()
+                .map(|(i, &hop)| Node {
+                    uri: format!("at://did:plc:a/s/{i}"),
+                    hop,
+                    weight: 1,
+                })
+                .collect(),
+            edges: edges
+                .iter()
+                .map(|&(source, target)| Edge {
+                    source,
+                    target,
+                    lens: None,
+                    records: 1,
+                    verdict: Verdict::Wanted,
+                })
+                .collect(),
+            ..Graph::default()
+        }
+    }
+
+    #[test]
+    fn the_same_graph_gives_the_same_picture_with_each_schema_apart() {
+        let g = graph(
+            &[0, 1, 1, 1, 2, 2, 0, 1],
+            &[
+                (0, 1),
+                (0, 2),
+                (0, 3),
+                (1, 4),
+                (3, 5),
+                (6, 7),
+                (0, 1),
+                (2, 2),
+            ],
+        );
+        let first = lay_out(&g);
+        assert_eq!(first, lay_out(&g));
+        for (i, a) in first.points.iter().enumerate() {
+            assert!(a.x >= 0.0 && a.y >= 0.0 && a.x <= first.width && a.y <= first.height);
+            for b in &first.points[i + 1..] {
+                assert!((a.x - b.x).abs() + (a.y - b.y).abs() > 10.0, "{first:?}");
+            }
+        }
+        assert_ne!(first.paths[0], first.paths[6], "parallel roads bow apart");
+        assert!(first.paths[7].contains('c'), "a loop");
+    }
+}

@@ -1,0 +1,326 @@
+//! Property: for random catalogs of encounters, bounties and verifications, built by upserts
+//! and deletes, the map of the whole catalog draws exactly the roads its records state (each
+//! encounter with its lens and both schemas; each open bounty wanting a lens), each with the
+//! number of records stating it and the verdict the lens's verifications give; and every
+//! neighbourhood holds exactly those roads among its schemas.
+
+use super::graph::{Ask, Verdict, read};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use svc_catalog::sqlite::SqliteCatalog;
+use svc_catalog::{CatalogRead, CatalogWrite, Change, Upsert};
+use svc_spec::QuerySet;
+use svc_syntax::{AtUri, Tid, UnixMicros};
+
+const SCHEMAS: [&str; 5] = [
+    "at://did:plc:s/dev.panproto.schema.schema/a",
+    "at://did:plc:s/dev.panproto.schema.schema/b",
+    "at://did:plc:t/dev.panproto.schema.schema/c",
+    "at://did:plc:t/dev.panproto.schema.schema/d",
+    "at://did:plc:u/dev.panproto.schema.schema/e",
+];
+const LENSES: [&str; 3] = [
+    "at://did:plc:l/dev.panproto.schema.lens/1",
+    "at://did:plc:l/dev.panproto.schema.lens/2",
+    "at://did:plc:m/dev.panproto.schema.lens/3",
+];
+const STATUSES: [Option<&str>; 5] = [
+    None,
+    Some("open"),
+    Some("claimed"),
+    Some("fulfilled"),
+    Some("withdrawn"),
+];
+const RESULTS: [&str; 3] = ["holds", "falsified", "inconclusive"];
+
+/// One write: a record at one of a few uris of its kind (so later writes replace earlier
+/// ones), or its deletion.
+#[derive(Debug, Clone)]
+enum Write {
+    Encounter {
+        at: u8,
+        lens: u8,
+        source: u8,
+        target: Option<u8>,
+    },
+    Bounty {
+        at: u8,
+        source: u8,
+        target: u8,
+        status: u8,
+        wants_lens: bool,
+    },
+    Verification {
+        at: u8,
+        lens: u8,
+        result: u8,
+    },
+    Delete {
+        kind: u8,
+        at: u8,
+    },
+}
+
+fn write() -> impl Strategy<Value = Write> {
+    prop_oneof![
+        (
+            0..6u8,
+            0..3u8,
+            0..5u8,
+            proptest::option::weighted(0.85, 0..5u8)
+        )
+            .prop_map(|(at, lens, source, target)| Write::Encounter {
+                at,
+                lens,
+                source,
+                target
+            }),
+        (
+            0..5u8,
+            0..5u8,
+            0..5u8,
+            0..5u8,
+            proptest::bool::weighted(0.8)
+        )
+            .prop_map(|(at, source, target, status, wants_lens)| Write::Bounty {
+                at,
+                source,
+                target,
+                status,
+                wants_lens
+            }),
+        (0..5u8, 0..3u8, 0..3u8).prop_map(|(at, lens, result)| Write::Verification {
+            at,
+            lens,
+            result
+        }),
+        (0..3u8, 0..6u8).prop_map(|(kind, at)| Write::Delete { kind, at }),
+    ]
+}
+
+const KINDS: [&str; 3] = [
+    "dev.svc.encounter",
+    "dev.svc.bounty",
+    "dev.svc.verification",
+];
+
+fn uri(kind: usize, at: u8) -> String {
+    format!("at://did:plc:w{at}/{}/r{at}", KINDS[kind])
+}
+
+/// The write's uri and its record (none for a deletion).
+fn record(write: &Write) -> (String, Option<Value>) {
+    let time = "2026-11-01T12:00:00Z";
+    match *write {
+        Write::Encounter {
+            at,
+            lens,
+            source,
+            target,
+        } => {
+            let mut record = json!({"lens": {"uri": LENSES[lens as usize]},
+                "sourceSchema": {"uri": SCHEMAS[source as usize]}, "use": {"action": "read"},
+                "kind": "curated", "visibility": "public-detailed", "occurredAt": time});
+            if let Some(target) = target {
+                record["targetSchema"] = json!({"uri": SCHEMAS[target as usize]});
+            }
+            (uri(0, at), Some(record))
+        }
+        Write::Bounty {
+            at,
+            source,
+            target,
+            status,
+            wants_lens,
+        } => {
+            let wants = match wants_lens {
+                true => json!({"$type": "dev.svc.bounty#wantLens",
+                    "source": {"uri": SCHEMAS[source as usize]},
+                    "target": {"uri": SCHEMAS[target as usize]}}),
+                false => json!({"$type": "dev.svc.bounty#wantVerification",
+                    "lens": {"uri": LENSES[0]}, "kind": "roundtrip-test"}),
+            };
+            let mut record = json!({"requester": "did:plc:r", "wants": wants, "occurredAt": time});
+            if let Some(status) = STATUSES[status as usize] {
+                record["status"] = json!(status);
+            }
+            (uri(1, at), Some(record))
+        }
+        Write::Verification { at, lens, result } => (
+            uri(2, at),
+            Some(
+                json!({"lens": {"uri": LENSES[lens as usize]}, "kind": "roundtrip-test",
+                "verifier": "did:plc:v", "tool": {"name": "t", "version": "1"},
+                "property": {"$type": "dev.svc.defs#lpRoundtrip", "domain": "d"},
+                "result": RESULTS[result as usize], "occurredAt": time}),
+            ),
+        ),
+        Write::Delete { kind, at } => (uri(kind as usize, at), None),
+    }
+}
+
+fn change(queries: &QuerySet, uri: &str, rev: Tid, record: Option<Value>) -> Change {
+    let uri = AtUri::new(uri).expect("a record's uri");
+    let (author, collection, _) = uri.record_parts().expect("a record's uri");
+    let Some(mut record) = record else {
+        return Change::Delete {
+            uri,
+            collection,
+            rev,
+        };
+    };
+    record["$type"] = json!(collection.as_str());
+    let json = svc_spec::Json::from_value(&record);
+    Change::Upsert(Upsert {
+        keys: queries.index_keys(&collection, &json),
+        search: queries.indexes().search_text(&collection, &json),
+        uri,
+        collection,
+        author,
+        rev,
+        cid: None,
+        record_json: record.to_string(),
+    })
+}
+
+/// A road as compared: (source, target, lens), records, verdict.
+type Drawn = BTreeMap<(String, String, Option<String>), (u64, Verdict)>;
+
+/// The roads the final records state, evaluated directly.
+fn stated(records: &BTreeMap<String, Value>) -> Drawn {
+    let text = |v: &Value, path: &[&str]| -> Option<String> {
+        let mut at = v;
+        for step in path {
+            at = at.get(step)?;
+        }
+        at.as_str().map(str::to_string)
+    };
+    let mut results: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for record in records
+        .values()
+        .filter(|r| r["$type"] == "dev.svc.verification")
+    {
+        let lens = text(record, &["lens", "uri"]).unwrap_or_default();
+        let tally = results.entry(lens).or_default();
+        match record["result"].as_str() {
+            Some("holds") => tally.0 += 1,
+            Some("falsified") => tally.1 += 1,
+            _ => {}
+        }
+    }
+    let mut drawn = Drawn::new();
+    for record in records.values() {
+        let road = match record["$type"].as_str() {
+            Some("dev.svc.encounter") => (
+                text(record, &["sourceSchema", "uri"]),
+                text(record, &["targetSchema", "uri"]),
+                text(record, &["lens", "uri"]),
+            ),
+            Some("dev.svc.bounty")
+                if record["wants"]["$type"] == "dev.svc.bounty#wantLens"
+                    && matches!(record["status"].as_str(), None | Some("open" | "claimed")) =>
+            {
+                (
+                    text(record, &["wants", "source", "uri"]),
+                    text(record, &["wants", "target", "uri"]),
+                    None,
+                )
+            }
+            _ => continue,
+        };
+        let (Some(source), Some(target)) = (road.0, road.1) else {
+            continue;
+        };
+        if record["$type"] == "dev.svc.encounter" && road.2.is_none() {
+            continue;
+        }
+        let verdict = match &road.2 {
+            None => Verdict::Wanted,
+            Some(lens) => match results.get(lens).copied().unwrap_or_default() {
+                (_, f) if f > 0 => Verdict::Failures,
+                (h, _) if h > 0 => Verdict::Verified,
+                _ => Verdict::Unverified,
+            },
+        };
+        drawn
+            .entry((source, target, road.2))
+            .or_insert((0, verdict))
+            .0 += 1;
+    }
+    drawn
+}
+
+async fn drawn(catalog: &dyn CatalogRead, centre: Option<&str>) -> (Drawn, BTreeSet<String>) {
+    let ask = Ask {
+        centre: centre.map(str::to_string),
+        hops: 4,
+        nodes: 300,
+    };
+    let graph = read(catalog, &ask).await.expect("the map's graph");
+    let nodes = graph.nodes.iter().map(|n| n.uri.clone()).collect();
+    let mut drawn = Drawn::new();
+    for edge in graph.edges {
+        let road = (
+            graph.nodes[edge.source].uri.clone(),
+            graph.nodes[edge.target].uri.clone(),
+            edge.lens,
+        );
+        assert!(
+            drawn.insert(road, (edge.records, edge.verdict)).is_none(),
+            "a road drawn twice"
+        );
+    }
+    (drawn, nodes)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_map_draws_exactly_the_roads_the_records_state(writes in proptest::collection::vec(write(), 1..40)) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().expect("a directory");
+            let queries = QuerySet::embedded();
+            let catalog = SqliteCatalog::open(&dir.path().join("c.db"), queries.indexes().clone(), 2)
+                .expect("a catalog");
+            let mut model: BTreeMap<String, Value> = BTreeMap::new();
+            for (n, write) in writes.iter().enumerate() {
+                let (uri, record) = record(write);
+                let rev = Tid::from_time(UnixMicros(1_700_000_000_000_000 + n as i64), 0);
+                let change = change(&queries, &uri, rev, record.clone());
+                catalog.apply(vec![change], None).await.expect("apply");
+                match record {
+                    Some(mut record) => {
+                        record["$type"] = json!(uri.split('/').nth(3).unwrap_or_default());
+                        model.insert(uri, record);
+                    }
+                    None => {
+                        model.remove(&uri);
+                    }
+                }
+            }
+            let expected = stated(&model);
+            let (whole, _) = drawn(&catalog, None).await;
+            assert_eq!(whole, expected);
+            // A neighbourhood: the roads among its schemas, and every road at its centre.
+            let (near, nodes) = drawn(&catalog, Some(SCHEMAS[0])).await;
+            let among: Drawn = expected
+                .iter()
+                .filter(|((s, t, _), _)| nodes.contains(s) && nodes.contains(t))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            assert_eq!(near, among);
+            for (source, target, _) in expected.keys() {
+                if source == SCHEMAS[0] || target == SCHEMAS[0] {
+                    assert!(nodes.contains(source) && nodes.contains(target));
+                }
+            }
+        });
+    }
+}
