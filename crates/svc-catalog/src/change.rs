@@ -53,6 +53,9 @@ impl Change {
     }
 }
 
+/// The source name under which the live source (the firehose or Jetstream) stores its cursor.
+pub const LIVE_SOURCE: &str = "firehose";
+
 /// Where a source stood after the changes of a batch; stored in the same transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CursorPosition {

@@ -141,6 +141,57 @@ function followList(list, message) {
   if (empty) empty.remove();
 }
 
+/* A chart of changes per minute that the stream keeps current: each change adds to the
+   current minute's bar; as a minute begins, the oldest leaves. The scale grows to fit. */
+function liveChart(svg) {
+  const bars = [...svg.querySelectorAll("rect.bar")];
+  const counts = bars.map((bar) => Number(bar.dataset.value));
+  const top = Number(svg.dataset.top);
+  const bottom = Number(svg.dataset.bottom);
+  let topValue = Number(svg.dataset.topValue);
+  let last = Number(svg.dataset.liveMinute);
+  let pending = false;
+  const clock = (minute) => {
+    const ofDay = ((minute % 1440) + 1440) % 1440;
+    return String(Math.floor(ofDay / 60)).padStart(2, "0") + ":" + String(ofDay % 60).padStart(2, "0");
+  };
+  const nice = (n) => {
+    for (let power = 1; ; power *= 10) {
+      for (const step of [1, 2, 5]) if (step * power >= Math.max(n, 4)) return step * power;
+    }
+  };
+  const draw = () => {
+    pending = false;
+    topValue = Math.max(topValue, nice(Math.max(...counts)));
+    svg.querySelectorAll(".y-tick").forEach((tick, i, ticks) => {
+      tick.textContent = String(Math.round((topValue * i) / (ticks.length - 1)));
+    });
+    bars.forEach((bar, i) => {
+      const height = ((bottom - top) * Math.min(1, counts[i] / topValue)).toFixed(1);
+      bar.setAttribute("y", (bottom - height).toFixed(1));
+      bar.setAttribute("height", height);
+      bar.dataset.value = String(counts[i]);
+      const minute = last - (bars.length - 1 - i);
+      bar.querySelector("title").textContent = clock(minute) + ": " + counts[i] + " changes";
+    });
+  };
+  return () => {
+    const now = Math.floor(Date.now() / 60000);
+    for (; last < now; last++) {
+      counts.shift();
+      counts.push(0);
+    }
+    counts[counts.length - 1] += 1;
+    if (!pending) {
+      pending = true;
+      setTimeout(draw, 250);
+    }
+  };
+}
+
+const chartedMinutes = document.querySelector("svg[data-live-minute]");
+const countChange = chartedMinutes ? liveChart(chartedMinutes) : () => {};
+
 function follow(target) {
   const state = target.closest("section").querySelector(".live-state");
   const say = (text) => {
@@ -159,6 +210,7 @@ function follow(target) {
     }
     if (target.tagName === "TABLE") followTable(target, message);
     else followList(target, message);
+    if (message.uri) countChange();
     target.dataset.seen = String(message.seq);
   };
   source.onerror = () => say("Live updates are reconnecting…");

@@ -5,10 +5,12 @@
 //! in their Content-Security-Policy. Nothing on them writes.
 
 mod bounded;
+mod chart;
 mod envelope;
 mod fields;
 mod front;
 mod json_view;
+mod lens_weeks;
 mod map;
 mod query;
 mod record;

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 use svc_syntax::now_unix_micros;
 
-/// The source name under which the live cursor is stored.
-pub const LIVE_SOURCE: &str = "firehose";
+pub use svc_catalog::LIVE_SOURCE;
+
 #[derive(Debug, Clone)]
 pub struct LiveConfig {
     pub url: String,

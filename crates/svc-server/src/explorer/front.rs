@@ -3,7 +3,10 @@
 //! the newest changes. Built at most once a second, whatever the traffic: its reads are the
 //! kind counts, the cursors and the stream's last changes.
 
+mod charts;
+
 use super::bounded::Json;
+use super::chart::Chart;
 use super::{Linked, author_path, envelope, fields, page, record_path};
 use crate::{ApiError, AppState};
 use askama::Template;
@@ -42,6 +45,9 @@ struct Front {
     newest: Vec<ChangeRow>,
     /// The stream position the page shows: live updates continue from it.
     cursor: i64,
+    per_minute: Chart,
+    per_hour: Chart,
+    lag: Option<Chart>,
 }
 
 struct SourceRow {
@@ -106,6 +112,10 @@ async fn build(state: &AppState) -> Result<Front, ApiError> {
     let bounds = state.catalog.change_bounds().await?;
     let from = (bounds.newest - RATE_SAMPLE as i64).max(bounds.oldest - 1);
     let recent = state.catalog.changes_after(from, RATE_SAMPLE).await?;
+    let now = svc_syntax::UnixMillis::now();
+    let activity = state.catalog.activity(charts::since(now)).await?;
+    let mut charts = charts::draw(&activity, now);
+    charts.per_minute.live_minute = Some(charts.last_minute);
     Ok(Front {
         ready: not_ready.is_none(),
         readiness: not_ready.map_or("ready".to_string(), |why| format!("warming: {why}")),
@@ -120,6 +130,9 @@ async fn build(state: &AppState) -> Result<Front, ApiError> {
         queries: queries(state),
         newest: newest(state, recent).await?,
         cursor: bounds.newest,
+        per_minute: charts.per_minute,
+        per_hour: charts.per_hour,
+        lag: charts.lag,
     })
 }
 

@@ -57,6 +57,7 @@ struct LensPanel {
     kinds: Vec<(String, u64, u64, bool)>,
     verifications: String,
     sufficiency: String,
+    weeks: super::chart::Chart,
 }
 
 /// Records around this one, each a link.
@@ -283,6 +284,7 @@ fn facts(kind: &KindDef, record: &Json, links: &Links) -> Vec<(String, Linked)> 
 /// and whether each kind is sufficient.
 async fn lens_panel(state: &AppState, lens: &str) -> Result<LensPanel, ApiError> {
     let tally = crate::sufficiency::tally(state, lens).await?;
+    let weeks = super::lens_weeks::chart(state, lens).await?;
     let kinds = svc_spec::VERIFICATION_KINDS
         .iter()
         .zip(tally)
@@ -297,6 +299,7 @@ async fn lens_panel(state: &AppState, lens: &str) -> Result<LensPanel, ApiError>
             "/v1/verifications/sufficient?lens_uri={lens}&kinds={}&hold=true",
             all_kinds.collect::<Vec<_>>().join(",")
         ),
+        weeks,
     })
 }
 

@@ -1,0 +1,201 @@
+//! A lens's verifications by week, by result (holds, falsified, inconclusive), for its page:
+//! the last half year, by the time each verification says it was made, read page by page.
+
+use super::chart::{self, Axes, Chart, Slot};
+use crate::{ApiError, AppState};
+use svc_catalog::PageRequest;
+use svc_spec::QueryId;
+
+/// Weeks the chart shows, ending with this one.
+const WEEKS: i64 = 26;
+/// The most verifications of one lens read for the chart; past it the chart says so.
+const READ_AT_MOST: u64 = 20_000;
+const PAGE: u32 = 1_000;
+const WEEK_MICROS: i64 = 7 * 24 * 3_600 * 1_000_000;
+/// 1970-01-01 was a Thursday; weeks here begin on Mondays.
+const MONDAY_OFFSET_MICROS: i64 = 3 * 24 * 3_600 * 1_000_000;
+const RESULTS: [&str; 3] = ["holds", "falsified", "inconclusive"];
+
+#[derive(serde::Deserialize)]
+struct Verification {
+    #[serde(rename = "occurredAt")]
+    occurred_at: Option<String>,
+    result: Option<String>,
+}
+
+/// Counts by week (oldest first) and result, and what fell outside.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Tally {
+    weeks: Vec<[u64; 3]>,
+    earlier: u64,
+    later: u64,
+    other_results: u64,
+    unread: u64,
+}
+
+pub(crate) async fn chart(state: &AppState, lens: &str) -> Result<Chart, ApiError> {
+    let query = QueryId::new("verificationsForLens");
+    let index =
+        state.queries.indexes().get(&query).ok_or_else(|| {
+            ApiError::Internal("the query verificationsForLens is missing".into())
+        })?;
+    let key = index.lookup_key(&[Some(lens)]);
+    let this_week = week_of(svc_syntax::now_unix_micros());
+    let mut tally = Tally {
+        weeks: vec![[0; 3]; WEEKS as usize],
+        ..Tally::default()
+    };
+    let mut after = None;
+    let mut read = 0u64;
+    loop {
+        let request = PageRequest {
+            limit: PAGE,
+            offset: 0,
+            after: after.take(),
+        };
+        let page = state
+            .catalog
+            .list(query.clone(), key.clone(), request)
+            .await?;
+        for item in &page.items {
+            if let Ok(found) = serde_json::from_str::<Verification>(&item.record_json) {
+                tally.add(&found, this_week);
+            }
+        }
+        read += page.items.len() as u64;
+        after = page.items.last().map(|item| item.uri.clone());
+        if !page.more || after.is_none() || read >= READ_AT_MOST {
+            tally.unread = page.total.saturating_sub(read);
+            break;
+        }
+    }
+    Ok(draw(&tally, this_week))
+}
+
+fn week_of(micros: i64) -> i64 {
+    (micros + MONDAY_OFFSET_MICROS).div_euclid(WEEK_MICROS)
+}
+
+impl Tally {
+    fn add(&mut self, verification: &Verification, this_week: i64) {
+        let Some(result) = RESULTS
+            .iter()
+            .position(|r| verification.result.as_deref() == Some(*r))
+        else {
+            self.other_results += 1;
+            return;
+        };
+        let Some(at) = verification
+            .occurred_at
+            .as_deref()
+            .and_then(svc_syntax::datetime_to_unix_micros)
+        else {
+            self.other_results += 1;
+            return;
+        };
+        let slot = week_of(at) - (this_week - WEEKS + 1);
+        match slot {
+            s if s < 0 => self.earlier += 1,
+            s if s >= WEEKS => self.later += 1,
+            s => self.weeks[s as usize][result] += 1,
+        }
+    }
+}
+
+/// `2026-11-23`: a week's Monday.
+fn monday(week: i64) -> String {
+    let micros = week * WEEK_MICROS - MONDAY_OFFSET_MICROS;
+    svc_syntax::format_unix_micros(micros)
+        .get(..10)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn draw(tally: &Tally, this_week: i64) -> Chart {
+    let first = this_week - WEEKS + 1;
+    let slots: Vec<Slot> = tally
+        .weeks
+        .iter()
+        .enumerate()
+        .map(|(i, counts)| Slot {
+            label: monday(first + i as i64),
+            values: RESULTS
+                .iter()
+                .copied()
+                .zip(counts.iter().copied())
+                .collect(),
+        })
+        .collect();
+    let sums: Vec<u64> = (0..3)
+        .map(|r| tally.weeks.iter().map(|w| w[r]).sum())
+        .collect();
+    let mut alt = format!(
+        "In the {WEEKS} weeks from {}: {} hold, {} falsified, {} inconclusive.",
+        monday(first),
+        sums[0],
+        sums[1],
+        sums[2]
+    );
+    for (n, words) in [
+        (tally.earlier, "made earlier"),
+        (tally.later, "dated after this week"),
+        (
+            tally.other_results,
+            "with another result or no readable time",
+        ),
+        (tally.unread, "not read (past the most a chart reads)"),
+    ] {
+        if n > 0 {
+            alt.push_str(&format!(" {n} more {words}."));
+        }
+    }
+    let axes = Axes {
+        id: "verifications-by-week",
+        title: "Verifications by week and result",
+        x_label: "week",
+        y_label: "verifications",
+        label_every: 4,
+    };
+    chart::bars(&axes, &slots, alt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verification(at: &str, result: &str) -> Verification {
+        Verification {
+            occurred_at: Some(at.into()),
+            result: Some(result.into()),
+        }
+    }
+
+    #[test]
+    fn verifications_fall_in_their_monday_weeks_and_the_rest_is_said() {
+        let now = svc_syntax::datetime_to_unix_micros("2026-11-29T10:00:00Z").unwrap_or_default();
+        let this_week = week_of(now);
+        assert_eq!(monday(this_week), "2026-11-23");
+        let mut tally = Tally {
+            weeks: vec![[0; 3]; WEEKS as usize],
+            ..Tally::default()
+        };
+        tally.add(&verification("2026-11-23T00:00:00Z", "holds"), this_week);
+        tally.add(
+            &verification("2026-11-22T23:59:59Z", "falsified"),
+            this_week,
+        );
+        tally.add(&verification("2020-01-01T00:00:00Z", "holds"), this_week);
+        tally.add(&verification("2030-01-01T00:00:00Z", "holds"), this_week);
+        tally.add(&verification("2026-11-24T00:00:00Z", "maybe"), this_week);
+        assert_eq!(tally.weeks[25], [1, 0, 0]);
+        assert_eq!(tally.weeks[24], [0, 1, 0]);
+        assert_eq!((tally.earlier, tally.later, tally.other_results), (1, 1, 1));
+        let chart = draw(&tally, this_week);
+        assert!(
+            chart.alt.contains("1 hold, 1 falsified, 0 inconclusive"),
+            "{}",
+            chart.alt
+        );
+        assert_eq!(chart.bars.len(), 26 * 3);
+    }
+}
