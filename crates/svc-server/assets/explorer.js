@@ -155,9 +155,11 @@ function liveChart(svg) {
     const ofDay = ((minute % 1440) + 1440) % 1440;
     return String(Math.floor(ofDay / 60)).padStart(2, "0") + ":" + String(ofDay % 60).padStart(2, "0");
   };
+  // As the server scales: four lines of 1, 2 or 5 times a power of ten.
   const nice = (n) => {
+    const perLine = Math.max(1, Math.ceil(n / 4));
     for (let power = 1; ; power *= 10) {
-      for (const step of [1, 2, 5]) if (step * power >= Math.max(n, 4)) return step * power;
+      for (const step of [1, 2, 5]) if (step * power >= perLine) return 4 * step * power;
     }
   };
   const draw = () => {

@@ -6,9 +6,9 @@
 const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 200.0;
 /// Room for the axes' labels.
-const LEFT: f64 = 52.0;
-const BOTTOM: f64 = 26.0;
-const TOP: f64 = 10.0;
+const LEFT: f64 = 56.0;
+const BOTTOM: f64 = 30.0;
+const TOP: f64 = 24.0;
 const RIGHT: f64 = 8.0;
 /// Lines across the plot, besides zero.
 const Y_TICKS: u32 = 4;
@@ -115,17 +115,26 @@ pub(crate) fn line(axes: &Axes<'_>, points: &[(String, Option<f64>)], alt: Strin
     let top_value = nice_ceiling(most.ceil() as u64);
     let step = (WIDTH - LEFT - RIGHT) / (points.len().max(2) - 1) as f64;
     let mut d = String::new();
-    let mut drawing = false;
+    // Points since the last gap: a lone one is drawn as a dot (a round-capped stub).
+    let mut run = 0;
     for (i, (_, value)) in points.iter().enumerate() {
         match value {
             Some(value) => {
                 let x = LEFT + i as f64 * step;
                 let y = y_of_f(*value, top_value);
-                d.push_str(&format!("{}{x:.1} {y:.1}", if drawing { "L" } else { "M" }));
-                drawing = true;
+                d.push_str(&format!("{}{x:.1} {y:.1}", if run > 0 { "L" } else { "M" }));
+                run += 1;
             }
-            None => drawing = false,
+            None => {
+                if run == 1 {
+                    d.push_str("h0.1");
+                }
+                run = 0;
+            }
         }
+    }
+    if run == 1 {
+        d.push_str("h0.1");
     }
     let x_ticks = points
         .iter()
@@ -187,15 +196,15 @@ fn y_of_f(value: f64, top: u64) -> f64 {
     HEIGHT - BOTTOM - plot * (value / top.max(1) as f64).min(1.0)
 }
 
-/// The least of 1, 2, 5 times a power of ten, at or above `n` (at least 4, so that the four
-/// lines across fall on whole numbers where they can).
+/// The top of the scale: four times the least of 1, 2, 5 times a power of ten that makes it
+/// reach `n`, so that the lines across fall on round numbers.
 pub(crate) fn nice_ceiling(n: u64) -> u64 {
+    let per_line = n.div_ceil(u64::from(Y_TICKS)).max(1);
     let mut power = 1u64;
     loop {
         for step in [1, 2, 5] {
-            let nice = step * power;
-            if nice >= n.max(4) {
-                return nice;
+            if step * power >= per_line {
+                return step * power * u64::from(Y_TICKS);
             }
         }
         match power.checked_mul(10) {
@@ -222,10 +231,11 @@ mod tests {
 
     #[test]
     fn scales_end_on_round_numbers_above_the_highest_value() {
-        assert_eq!(nice_ceiling(0), 5);
-        assert_eq!(nice_ceiling(7), 10);
+        assert_eq!(nice_ceiling(0), 4);
+        assert_eq!(nice_ceiling(7), 8);
+        assert_eq!(nice_ceiling(10), 20);
         assert_eq!(nice_ceiling(101), 200);
-        assert_eq!(nice_ceiling(4_000_001), 5_000_000);
+        assert_eq!(nice_ceiling(4_000_001), 8_000_000);
         assert_eq!(short_number(12_345), "12k");
         assert_eq!(short_number(1_500), "1.5k");
     }
@@ -248,11 +258,8 @@ mod tests {
         let first_bottom: f64 = chart.bars[0].y.parse::<f64>().unwrap_or_default()
             + chart.bars[0].height.parse::<f64>().unwrap_or_default();
         assert!((first_bottom - bottom).abs() < 0.2);
-        assert_eq!(chart.plot.top_value, 5);
-        assert_eq!(
-            chart.bars[1].y,
-            format!("{:.1}", TOP),
-            "the total reaches the top"
-        );
+        assert_eq!(chart.plot.top_value, 8);
+        let total_top: f64 = chart.bars[1].y.parse().unwrap_or_default();
+        assert!((total_top - y_of(5, 8)).abs() < 0.1, "the total's height");
     }
 }

@@ -118,7 +118,11 @@ fn draw(tally: &Tally, this_week: i64) -> Chart {
         .iter()
         .enumerate()
         .map(|(i, counts)| Slot {
-            label: monday(first + i as i64),
+            // Month and day: the year is in the words below.
+            label: monday(first + i as i64)
+                .get(5..)
+                .unwrap_or_default()
+                .to_string(),
             values: RESULTS
                 .iter()
                 .copied()
@@ -154,7 +158,7 @@ fn draw(tally: &Tally, this_week: i64) -> Chart {
         title: "Verifications by week and result",
         x_label: "week",
         y_label: "verifications",
-        label_every: 4,
+        label_every: 5,
     };
     chart::bars(&axes, &slots, alt)
 }

@@ -40,22 +40,29 @@ pub(crate) fn lay_out(graph: &Graph) -> Layout {
     let mut points = vec![Point { x: 0.0, y: 0.0 }; graph.nodes.len()];
     let (mut x, mut y, mut row_height, mut width) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for part in parts {
-        let (placed, radius) = rings(graph, &part, &neighbours);
-        let size = 2.0 * (radius + MARGIN);
-        if x > 0.0 && x + size > ROW_WIDTH {
+        let placed = rings(graph, &part, &neighbours);
+        // The part's box: its schemas, with room for their labels.
+        let low = |f: fn(&Point) -> f64| placed.iter().map(f).fold(f64::INFINITY, f64::min);
+        let high = |f: fn(&Point) -> f64| placed.iter().map(f).fold(f64::NEG_INFINITY, f64::max);
+        let (left, top) = (low(|p| p.x) - MARGIN, low(|p| p.y) - MARGIN / 2.0);
+        let (part_width, part_height) = (
+            high(|p| p.x) + MARGIN - left,
+            high(|p| p.y) + MARGIN / 2.0 - top,
+        );
+        if x > 0.0 && x + part_width > ROW_WIDTH {
             y += row_height;
             x = 0.0;
             row_height = 0.0;
         }
         for (node, point) in part.iter().zip(placed) {
             points[*node] = Point {
-                x: x + size / 2.0 + point.x,
-                y: y + size / 2.0 + point.y,
+                x: x + point.x - left,
+                y: y + point.y - top,
             };
         }
-        x += size;
+        x += part_width;
         width = width.max(x);
-        row_height = row_height.max(size);
+        row_height = row_height.max(part_height);
     }
     let paths = paths(graph, &points);
     Layout {
@@ -87,8 +94,8 @@ fn neighbours(graph: &Graph) -> Vec<Vec<usize>> {
     next
 }
 
-/// One part's nodes around its first, relative to its centre, and its outer radius.
-fn rings(graph: &Graph, part: &[usize], neighbours: &[Vec<usize>]) -> (Vec<Point>, f64) {
+/// One part's nodes around its first, relative to it.
+fn rings(graph: &Graph, part: &[usize], neighbours: &[Vec<usize>]) -> Vec<Point> {
     let mut by_hop: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for &node in part {
         by_hop.entry(graph.nodes[node].hop).or_default().push(node);
@@ -131,8 +138,7 @@ fn rings(graph: &Graph, part: &[usize], neighbours: &[Vec<usize>]) -> (Vec<Point
             );
         }
     }
-    let points = part.iter().map(|node| placed[node]).collect();
-    (points, radius)
+    part.iter().map(|node| placed[node]).collect()
 }
 
 /// The mean direction of some angles, as an angle from `-TAU / 4` (the top) going round.
