@@ -257,8 +257,11 @@ fn summary(graph: &Graph, ask: &Ask) -> String {
     let (schemas, roads) = (graph.nodes.len(), graph.edges.len());
     match (graph.centred, graph.nodes.first()) {
         (true, Some(centre)) => format!(
-            "{schemas} schemas within {} hops of {}, and the {roads} roads between them.",
-            ask.hops,
+            "{schemas} schemas within {} of {}, and the {roads} roads between them.",
+            match ask.hops {
+                1 => "one hop".to_string(),
+                hops => format!("{hops} hops"),
+            },
             cut(&centre.uri, URI_CHARS)
         ),
         _ => format!(

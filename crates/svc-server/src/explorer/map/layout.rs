@@ -64,7 +64,8 @@ pub(crate) fn lay_out(graph: &Graph) -> Layout {
         width = width.max(x);
         row_height = row_height.max(part_height);
     }
-    let paths = paths(graph, &points);
+    let centres = centres(graph, &points);
+    let paths = paths(graph, &points, &centres);
     Layout {
         points,
         paths,
@@ -151,9 +152,26 @@ fn mean_angle<'a>(angles: impl Iterator<Item = &'a f64>) -> f64 {
     (y.atan2(x) + TAU / 4.0).rem_euclid(TAU)
 }
 
-/// Each edge as a path: straight, bowed apart when two schemas share several roads, a loop
-/// for a road from a schema to itself.
-fn paths(graph: &Graph, points: &[Point]) -> Vec<String> {
+/// Each node's part's centre: where its first schema stands.
+fn centres(graph: &Graph, points: &[Point]) -> Vec<Point> {
+    let mut centre = Point { x: 0.0, y: 0.0 };
+    graph
+        .nodes
+        .iter()
+        .zip(points)
+        .map(|(node, point)| {
+            if node.hop == 0 {
+                centre = *point;
+            }
+            centre
+        })
+        .collect()
+}
+
+/// Each edge as a path: straight, bowed apart when two schemas share several roads, bowed
+/// outwards between two schemas of one ring (a straight road would cross the rings inside
+/// it), a loop for a road from a schema to itself.
+fn paths(graph: &Graph, points: &[Point], centres: &[Point]) -> Vec<String> {
     let mut shared: HashMap<(usize, usize), usize> = HashMap::new();
     for edge in &graph.edges {
         *shared.entry(pair(edge.source, edge.target)).or_default() += 1;
@@ -180,7 +198,21 @@ fn paths(graph: &Graph, points: &[Point]) -> Vec<String> {
             let (dx, dy) = (b.x - a.x, b.y - a.y);
             let length = (dx * dx + dy * dy).sqrt().max(1.0);
             let (nx, ny) = (-dy / length * bow * sign, dx / length * bow * sign);
-            let (mx, my) = ((a.x + b.x) / 2.0 + 2.0 * nx, (a.y + b.y) / 2.0 + 2.0 * ny);
+            let (mut mx, mut my) = ((a.x + b.x) / 2.0 + 2.0 * nx, (a.y + b.y) / 2.0 + 2.0 * ny);
+            let hop = graph.nodes[edge.source].hop;
+            if hop > 0 && hop == graph.nodes[edge.target].hop {
+                let centre = centres[edge.source];
+                let (ox, oy) = ((a.x + b.x) / 2.0 - centre.x, (a.y + b.y) / 2.0 - centre.y);
+                let out = (ox * ox + oy * oy).sqrt();
+                // Away from the centre; across it, to one side.
+                let (ux, uy) = match out > 1.0 {
+                    true => (ox / out, oy / out),
+                    false => (-dy / length, dx / length),
+                };
+                let reach = 0.35 * length;
+                mx += ux * reach;
+                my += uy * reach;
+            }
             format!(
                 "M{:.1} {:.1}Q{mx:.1} {my:.1} {:.1} {:.1}",
                 a.x, a.y, b.x, b.y
