@@ -3,6 +3,7 @@
 //! goes away is waited out: reads answer `Unavailable` until it is back, and the writer
 //! reconnects whenever it is outside a transaction.
 
+mod activity;
 mod binary_rows;
 mod bulk;
 mod engine;

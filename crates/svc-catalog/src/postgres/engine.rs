@@ -5,7 +5,7 @@
 
 use super::link::{Link, connect};
 use super::storage;
-use crate::activity::{self, ActivityWrite};
+use crate::activity::ActivityWrite;
 use crate::engine::{
     Engine, Filed, LabelKey, Plan, RecordWrite, StagedVersion, Stored, StoredKeys, Takedowns,
     repository_range,
@@ -89,7 +89,7 @@ impl PostgresEngine {
             return Ok(());
         }
         let PostgresEngine { runtime, link, .. } = self;
-        if runtime.block_on(try_writer_lock(link))? {
+        if runtime.block_on(link.try_writer_lock())? {
             tracing::info!("catalog writer lock taken again");
             self.writer_lock = WriterLock::Held;
             Ok(())
@@ -122,10 +122,7 @@ impl Drop for PostgresEngine {
     fn drop(&mut self) {
         if self.writer_lock == WriterLock::Held && !self.link.client.is_closed() {
             let PostgresEngine { runtime, link, .. } = self;
-            let _ = runtime.block_on(
-                link.client
-                    .execute("SELECT pg_advisory_unlock($1)", &[&WRITER_LOCK]),
-            );
+            let _ = runtime.block_on(link.release_writer_lock());
         }
     }
 }
@@ -587,7 +584,7 @@ impl Engine for PostgresEngine {
         if self.writer_lock == WriterLock::Held {
             return Ok(true);
         }
-        let held = self.run(async |link| try_writer_lock(link).await)?;
+        let held = self.run(async |link| link.try_writer_lock().await)?;
         if held {
             self.writer_lock = WriterLock::Held;
         }
@@ -652,17 +649,7 @@ impl Engine for PostgresEngine {
     }
 
     fn record_activity(&mut self, write: &ActivityWrite<'_>) -> CatalogResult<()> {
-        self.run(async |link| {
-            if write.changes > 0 {
-                link.execute(activity::sql::ADD_CHANGES, &[&write.minute, &write.changes])
-                    .await?;
-            }
-            for (source, event) in &write.sources {
-                link.execute(activity::sql::MOVE_SOURCE, &[source, &write.minute, event])
-                    .await?;
-            }
-            Ok(())
-        })
+        self.run(async |link| link.write_activity(write).await)
     }
 
     fn last_streamed(&mut self) -> CatalogResult<i64> {
@@ -681,12 +668,7 @@ impl Engine for PostgresEngine {
                 .await?;
             link.execute(stream::sql::TRIM, &[&(changes_from), &STREAM_KEEP_AT_MOST])
                 .await?;
-            let minutes_from = activity::kept_from(now);
-            link.execute(activity::sql::TRIM_CHANGES, &[&minutes_from])
-                .await?;
-            link.execute(activity::sql::TRIM_SOURCES, &[&minutes_from])
-                .await
-                .map(|_| ())
+            link.trim_activity(now).await
         })
     }
 }
@@ -696,17 +678,6 @@ const APPEND_STREAM: &str = "INSERT INTO record_changes \
      (seq, at_ms, uri, was_live, is_live, before_keys, after_keys) \
      SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::BOOLEAN[], \
      $5::BOOLEAN[], $6::TEXT[], $7::TEXT[])";
-
-/// The advisory lock an indexer holds, on its writer connection, for as long as it writes:
-/// the lock goes with the connection, so a writer that lost it can write nothing more.
-const WRITER_LOCK: i64 = 0x7376_6302;
-
-async fn try_writer_lock(link: &mut Link) -> CatalogResult<bool> {
-    let rows = link
-        .query("SELECT pg_try_advisory_lock($1)", &[&WRITER_LOCK])
-        .await?;
-    Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
-}
 
 /// A row's keys column as read, beside its record: NULL (a bulk load left the keys out) means
 /// they are to be taken from the record (copied only then); a tombstone has none.

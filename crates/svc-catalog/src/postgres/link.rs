@@ -68,3 +68,24 @@ impl Link {
         Ok(statement)
     }
 }
+
+/// The advisory lock an indexer holds, on its writer connection, for as long as it writes:
+/// the lock goes with the connection, so a writer that lost it can write nothing more.
+const WRITER_LOCK: i64 = 0x7376_6302;
+
+impl Link {
+    /// Takes the writer lock on this connection, if no one holds it; whether it did.
+    pub async fn try_writer_lock(&mut self) -> CatalogResult<bool> {
+        let rows = self
+            .query("SELECT pg_try_advisory_lock($1)", &[&WRITER_LOCK])
+            .await?;
+        Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+    }
+
+    /// Gives the writer lock back.
+    pub async fn release_writer_lock(&mut self) -> Result<u64, tokio_postgres::Error> {
+        self.client
+            .execute("SELECT pg_advisory_unlock($1)", &[&WRITER_LOCK])
+            .await
+    }
+}

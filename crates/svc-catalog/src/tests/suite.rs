@@ -1073,6 +1073,8 @@ pub async fn a_catalog_of_schema_4_answers_the_same_once_migrated(fresh: Fresh) 
              DROP TABLE search;
              DROP TABLE search_state;
              DROP TABLE search_staging;
+             DROP TABLE activity_minutes;
+             DROP TABLE source_minutes;
              UPDATE svc_schema SET version = 4;"#,
         )
         .await
