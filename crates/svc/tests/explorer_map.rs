@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 const AUTHOR: &str = "did:plc:mapper";
+/// A schema whose author's DID spells markup, percent-encoded as a DID may be.
+const HOSTILE: &str = "at://did:web:evil%22%3E%3Cimg%20src%3Dx%20onerror%3Dwindow.pwned%3D1%3E/dev.panproto.schema.schema/h";
 
 fn schema(name: &str) -> String {
     format!("at://did:plc:schemas/dev.panproto.schema.schema/{name}")
@@ -107,6 +109,12 @@ fn events(base: i64, long: &str, too_long: &str) -> Vec<(i64, String)> {
             "3kaaaaaaaaa2a",
             encounter("six", &c, too_long),
         ),
+        line(
+            base + 10,
+            "dev.svc.encounter",
+            "3kaaaaaaaaa2b",
+            encounter("three", HOSTILE, &a),
+        ),
     ]
 }
 
@@ -148,14 +156,14 @@ fn the_map_and_the_charts_draw_the_catalog_for_eyes_keyboards_and_screen_readers
         |b| b["total"] == 1,
     );
 
-    // The whole catalog fits: five schemas, five roads, each in its colour.
+    // The whole catalog fits: six schemas, six roads, each in its colour.
     browser.navigate(&format!("{}/map", server.url));
-    assert_eq!(count(&browser, "#map .schemas a"), 5);
-    assert_eq!(count(&browser, "#map .roads path"), 5);
+    assert_eq!(count(&browser, "#map .schemas a"), 6);
+    assert_eq!(count(&browser, "#map .roads path"), 6);
     for (class, n) in [
         ("verified", 1),
         ("failures", 1),
-        ("unverified", 2),
+        ("unverified", 3),
         ("wanted", 1),
     ] {
         assert_eq!(
@@ -166,7 +174,7 @@ fn the_map_and_the_charts_draw_the_catalog_for_eyes_keyboards_and_screen_readers
     }
     assert_eq!(
         count(&browser, "#roads tbody tr"),
-        5,
+        6,
         "the same roads as a list"
     );
     assert!(
@@ -190,12 +198,23 @@ fn the_map_and_the_charts_draw_the_catalog_for_eyes_keyboards_and_screen_readers
         true,
         "a wanted road leads to the bounties asking for it"
     );
+    // A stranger's DID that spells markup stays text.
+    assert_eq!(browser.eval("window.pwned === undefined"), true);
+    assert_eq!(
+        browser.eval("document.querySelectorAll('main img').length"),
+        0
+    );
+    assert!(
+        browser
+            .eval("[...document.querySelectorAll('#map title')].some(t => t.textContent.includes('%3Cimg'))")
+            == true
+    );
     browser.shoot("map-whole");
 
     // The keyboard: past the header, the form's labelled fields, then the schemas (the roads
     // in the picture are skipped: the list holds them), then the list.
     let mut order = Vec::new();
-    for _ in 0..16 {
+    for _ in 0..20 {
         browser.press("Tab");
         order.push(
             browser
@@ -205,11 +224,17 @@ fn the_map_and_the_charts_draw_the_catalog_for_eyes_keyboards_and_screen_readers
                 .to_string(),
         );
     }
-    let at = |name: &str| order.iter().position(|stop| stop.starts_with(name));
-    let (schema_field, first_node, list) = (at("map-schema"), at("map:schema"), at("roads"));
+    let at = |name: &str| {
+        order
+            .iter()
+            .position(|stop| stop.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} is never reached: {order:?}"))
+    };
+    let (schema_field, nodes_field, first_node) =
+        (at("map-schema"), at("map-nodes"), at("map:schema"));
     assert!(
-        schema_field < first_node && first_node < list && at("map-nodes") < first_node,
-        "{order:?}"
+        schema_field < nodes_field && nodes_field < first_node && first_node + 6 == at("roads"),
+        "the form, the six schemas, then the list: {order:?}"
     );
     assert!(
         !order.iter().any(|stop| stop.contains("road ")),
