@@ -180,7 +180,7 @@ fn the_map_and_the_charts_draw_the_catalog_for_eyes_keyboards_and_screen_readers
     assert!(
         browser
             .text(".left-out")
-            .contains("1 records state roads whose uris are too long"),
+            .contains("1 record states a road whose uris are too long"),
         "{}",
         browser.text(".left-out")
     );

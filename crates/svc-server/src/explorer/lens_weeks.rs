@@ -1,8 +1,13 @@
 //! A lens's verifications by week, by result (holds, falsified, inconclusive), for its page:
 //! the last half year, by the time each verification says it was made, read page by page.
+//! The counts are kept in the answer cache until the lens's verifications change (or the
+//! week turns).
 
 use super::chart::{self, Axes, Chart, Slot};
+use crate::cache::{Answer, CacheKey};
 use crate::{ApiError, AppState};
+use axum::body::Bytes;
+use std::sync::Arc;
 use svc_catalog::PageRequest;
 use svc_spec::QueryId;
 
@@ -24,7 +29,7 @@ struct Verification {
 }
 
 /// Counts by week (oldest first) and result, and what fell outside.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Tally {
     weeks: Vec<[u64; 3]>,
     earlier: u64,
@@ -41,6 +46,41 @@ pub(crate) async fn chart(state: &AppState, lens: &str) -> Result<Chart, ApiErro
         })?;
     let key = index.lookup_key(&[Some(lens)]);
     let this_week = week_of(svc_syntax::now_unix_micros());
+    let version = state.catalog.clock().key_version(&query, &key);
+    let cache_key = CacheKey {
+        query: query.clone(),
+        key: format!("weeks {this_week} {key}"),
+        page: None,
+    };
+    let kept = state.cache.keeps(&cache_key);
+    let cached = kept
+        .then(|| state.cache.get(&cache_key, version))
+        .flatten()
+        .and_then(|answer| answer.identity().ok())
+        .and_then(|bytes| serde_json::from_slice::<Tally>(&bytes).ok());
+    let tally = match cached {
+        Some(tally) => tally,
+        None => {
+            let tally = read(state, &query, &key, this_week).await?;
+            if kept && let Ok(json) = serde_json::to_vec(&tally) {
+                let body = Bytes::from(json.into_boxed_slice());
+                state
+                    .cache
+                    .put(cache_key, version, Arc::new(Answer::new(body)));
+            }
+            tally
+        }
+    };
+    Ok(draw(&tally, this_week))
+}
+
+/// Reads the lens's verifications page by page, at most [`READ_AT_MOST`].
+async fn read(
+    state: &AppState,
+    query: &QueryId,
+    key: &str,
+    this_week: i64,
+) -> Result<Tally, ApiError> {
     let mut tally = Tally {
         weeks: vec![[0; 3]; WEEKS as usize],
         ..Tally::default()
@@ -55,7 +95,7 @@ pub(crate) async fn chart(state: &AppState, lens: &str) -> Result<Chart, ApiErro
         };
         let page = state
             .catalog
-            .list(query.clone(), key.clone(), request)
+            .list(query.clone(), key.to_string(), request)
             .await?;
         for item in &page.items {
             if let Ok(found) = serde_json::from_str::<Verification>(&item.record_json) {
@@ -66,10 +106,9 @@ pub(crate) async fn chart(state: &AppState, lens: &str) -> Result<Chart, ApiErro
         after = page.items.last().map(|item| item.uri.clone());
         if !page.more || after.is_none() || read >= READ_AT_MOST {
             tally.unread = page.total.saturating_sub(read);
-            break;
+            return Ok(tally);
         }
     }
-    Ok(draw(&tally, this_week))
 }
 
 fn week_of(micros: i64) -> i64 {

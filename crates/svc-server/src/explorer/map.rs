@@ -59,6 +59,8 @@ struct Picture {
 struct NodeView {
     x: String,
     y: String,
+    /// Where the label stands from the schema: above, or below.
+    dy: &'static str,
     label: String,
     title: String,
     href: String,
@@ -200,11 +202,12 @@ fn picture(graph: &Graph, ask: &Ask) -> Picture {
     let nodes = graph
         .nodes
         .iter()
-        .zip(&laid.points)
+        .zip(laid.points.iter().zip(&laid.below))
         .enumerate()
-        .map(|(i, (node, point))| NodeView {
+        .map(|(i, (node, (point, below)))| NodeView {
             x: format!("{:.1}", point.x),
             y: format!("{:.1}", point.y),
+            dy: if *below { "24" } else { "-14" },
             label: cut(&label(&node.uri), LABEL_CHARS),
             title: format!("{} ({} records)", cut(&node.uri, URI_CHARS), node.weight),
             href: link(&node.uri),
@@ -284,11 +287,12 @@ fn left_out(graph: &Graph) -> Vec<String> {
             graph::ROADS_READ_AT_A_SCHEMA
         ));
     }
-    if graph.unreadable > 0 {
-        notes.push(format!(
-            "{} records state roads whose uris are too long to draw.",
-            graph.unreadable
-        ));
+    match graph.unreadable {
+        0 => {}
+        1 => notes.push("1 record states a road whose uris are too long to draw.".into()),
+        n => notes.push(format!(
+            "{n} records state roads whose uris are too long to draw."
+        )),
     }
     notes
 }

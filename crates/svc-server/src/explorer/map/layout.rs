@@ -30,6 +30,9 @@ pub(crate) struct Layout {
     pub points: Vec<Point>,
     /// Each edge's path (`d` of an SVG path), in the graph's order.
     pub paths: Vec<String>,
+    /// Whether each node stands below its part's centre, where its label goes under it (away
+    /// from the roads that come in from the centre).
+    pub below: Vec<bool>,
     pub width: f64,
     pub height: f64,
 }
@@ -66,9 +69,15 @@ pub(crate) fn lay_out(graph: &Graph) -> Layout {
     }
     let centres = centres(graph, &points);
     let paths = paths(graph, &points, &centres);
+    let below = points
+        .iter()
+        .zip(&centres)
+        .map(|(point, centre)| point.y > centre.y + 1.0)
+        .collect();
     Layout {
         points,
         paths,
+        below,
         width: width.max(1.0),
         height: (y + row_height).max(1.0),
     }
