@@ -34,8 +34,9 @@ pub const EMBEDDED_SPEC: &str = include_str!("../../../spec/queries.json");
 /// service's own sufficiency endpoint.
 pub const SUFFICIENCY_INDEX: &str = "verificationsSufficiency";
 
-/// Indexes the service needs for its own endpoints (sufficiency, the map's roads: see
-/// [`roads`]), not routed as list queries.
+/// Indexes the service needs for its own endpoints (sufficiency, the map's roads from their
+/// sources; those into their targets are made from these, see [`roads`]), not routed as list
+/// queries.
 const INTERNAL_INDEXES_SPEC: &str = r#"[{
   "name": "verificationsSufficiency",
   "kind": "dev.svc.verification",
@@ -63,19 +64,6 @@ const INTERNAL_INDEXES_SPEC: &str = r#"[{
     {"op": "ref_uri", "path": "lens", "param": "lens"}
   ]
 }, {
-  "name": "lensRoadsInto",
-  "kind": "dev.svc.encounter",
-  "params": [
-    {"name": "target", "type": "at-uri", "required": true},
-    {"name": "source", "type": "at-uri", "required": true},
-    {"name": "lens", "type": "at-uri", "required": true}
-  ],
-  "filter": [
-    {"op": "ref_uri", "path": "targetSchema", "param": "target"},
-    {"op": "ref_uri", "path": "sourceSchema", "param": "source"},
-    {"op": "ref_uri", "path": "lens", "param": "lens"}
-  ]
-}, {
   "name": "wantedRoadsFrom",
   "kind": "dev.svc.bounty",
   "params": [
@@ -88,26 +76,24 @@ const INTERNAL_INDEXES_SPEC: &str = r#"[{
     {"op": "ref_uri", "path": "wants.source", "param": "source"},
     {"op": "ref_uri", "path": "wants.target", "param": "target"}
   ]
-}, {
-  "name": "wantedRoadsInto",
-  "kind": "dev.svc.bounty",
-  "params": [
-    {"name": "target", "type": "at-uri", "required": true},
-    {"name": "source", "type": "at-uri", "required": true}
-  ],
-  "filter": [
-    {"op": "eq", "path": "wants.$type", "value": "dev.svc.bounty#wantLens"},
-    {"op": "in", "path": "status", "values": ["open", "claimed"], "or_absent": true},
-    {"op": "ref_uri", "path": "wants.target", "param": "target"},
-    {"op": "ref_uri", "path": "wants.source", "param": "source"}
-  ]
 }]"#;
 
 /// The service's own indexes, compiled.
 pub(crate) fn internal_indexes() -> Vec<Index> {
     let defs: Vec<IndexDef> = serde_json::from_str(INTERNAL_INDEXES_SPEC)
         .expect("the internal indexes are checked by the test suite");
+    let mirrors: Vec<IndexDef> = roads::ROAD_INDEXES
+        .iter()
+        .filter(|road| !road.keyed_by_source)
+        .filter_map(|road| {
+            let from = defs
+                .iter()
+                .find(|def| def.name == road.keyed_from_source_name())?;
+            Some(roads::keyed_by_target(from, road.name))
+        })
+        .collect();
     defs.into_iter()
+        .chain(mirrors)
         .map(|def| Index::compile(def).expect("the internal indexes are checked by the test suite"))
         .collect()
 }

@@ -62,6 +62,15 @@ pub struct Road {
 }
 
 impl RoadIndex {
+    /// The name of the index keyed from the source that this one mirrors (itself, when it is
+    /// that one).
+    pub(crate) fn keyed_from_source_name(&self) -> &'static str {
+        ROAD_INDEXES
+            .iter()
+            .find(|other| other.kind == self.kind && other.keyed_by_source)
+            .map_or(self.name, |other| other.name)
+    }
+
     /// The key prefix of every road of this index at `schema` (its source or its target).
     pub fn prefix(&self, schema: &str) -> String {
         key_prefix(schema)
@@ -88,6 +97,15 @@ impl RoadIndex {
             records,
         })
     }
+}
+
+/// The index of the same roads as `from` (keyed from their source), keyed from their target:
+/// the same filter, its first two parameters (source, target) swapped.
+pub(crate) fn keyed_by_target(from: &crate::IndexDef, name: &str) -> crate::IndexDef {
+    let mut mirror = from.clone();
+    mirror.name = name.to_string();
+    mirror.params.swap(0, 1);
+    mirror
 }
 
 #[cfg(test)]
