@@ -69,6 +69,33 @@ pub(super) async fn roads_are_the_records_counts_grouped_and_follow_writes(fresh
     let want = road(T, S, None, 1);
     // Each road is found from both its ends.
     assert_eq!(roads_at(&fresh, S).await, expected_at(&[&lens, &want], S));
+    // Several prefixes in one read, each answered as if read alone, in the order asked.
+    let index = &ROAD_INDEXES[0];
+    let query = QueryId::new(index.name);
+    let prefixes = vec![
+        index.prefix(S),
+        index.prefix("at://none/x/1"),
+        index.prefix(S),
+    ];
+    let together = fresh
+        .catalog
+        .keys_under(query.clone(), prefixes.clone(), 100)
+        .await
+        .expect("keys under prefixes");
+    let mut alone = Vec::new();
+    for prefix in prefixes {
+        let mut read = fresh
+            .catalog
+            .keys_under(query.clone(), vec![prefix], 100)
+            .await
+            .expect("keys under a prefix");
+        alone.push(read.pop().unwrap_or_default());
+    }
+    assert_eq!(together, alone);
+    assert_eq!(
+        (together[0].len(), together[1].len(), together[2].len()),
+        (1, 0, 1)
+    );
     fresh
         .catalog
         .apply(
