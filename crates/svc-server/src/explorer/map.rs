@@ -283,8 +283,16 @@ fn left_out(graph: &Graph) -> Vec<String> {
     }
     if graph.roads_cut {
         notes.push(format!(
-            "Some schemas have more than {} roads of a kind; only the first were read.",
-            graph::ROADS_READ_AT_A_SCHEMA
+            "Some schemas have more roads than a map reads (at most {} of a kind at a schema, {} in all); only the first were read.",
+            graph::ROADS_READ_AT_A_SCHEMA,
+            graph::ROADS_READ_AT_MOST
+        ));
+    }
+    if graph.roads_left_out > 0 {
+        notes.push(format!(
+            "{} more roads among these schemas are not drawn, the least used first (a map draws at most {}).",
+            graph.roads_left_out,
+            graph::ROADS_DRAWN_AT_MOST
         ));
     }
     match graph.unreadable {

@@ -13,6 +13,10 @@ use svc_spec::{QueryId, SUFFICIENCY_INDEX, decode_key, key_prefix};
 pub(crate) const ROADS_READ_AT_A_SCHEMA: usize = 5_000;
 /// The most roads read to find the busiest schema when none is asked for.
 pub(crate) const ROADS_READ_FOR_THE_WHOLE: usize = 20_000;
+/// The most roads one map reads in all: what a request may hold, whatever the catalog holds.
+pub(crate) const ROADS_READ_AT_MOST: usize = 60_000;
+/// The most roads one map draws (the most used first): what its page may weigh.
+pub(crate) const ROADS_DRAWN_AT_MOST: usize = 6_000;
 
 /// What the verifications of a lens say, as the map colours it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -87,6 +91,8 @@ pub(crate) struct Graph {
     pub schemas_left_out: usize,
     /// Whether some schema had more roads than were read at it.
     pub roads_cut: bool,
+    /// Roads among the schemas shown that were not drawn, past the most a map draws.
+    pub roads_left_out: usize,
     /// Roads not drawn because their uris are too long to have been kept whole.
     pub unreadable: u64,
 }
@@ -103,13 +109,22 @@ pub(crate) async fn read(catalog: &dyn CatalogRead, ask: &Ask) -> Result<Graph, 
 #[derive(Default)]
 struct Found {
     roads: BTreeSet<Road>,
+    /// Keys read, found twice or not.
+    read: usize,
     cut: bool,
     unreadable: u64,
 }
 
 impl Found {
-    fn add(&mut self, index: &RoadIndex, keys: Vec<(String, u64)>) {
-        self.cut |= keys.len() >= ROADS_READ_AT_A_SCHEMA;
+    /// How many more roads may be read at each of `schemas`, within what a map reads.
+    fn room_at_each(&self, schemas: usize) -> usize {
+        let left = ROADS_READ_AT_MOST.saturating_sub(self.read);
+        (left / schemas.max(1)).min(ROADS_READ_AT_A_SCHEMA)
+    }
+
+    fn add(&mut self, index: &RoadIndex, keys: Vec<(String, u64)>, room: usize) {
+        self.cut |= keys.len() >= room;
+        self.read += keys.len();
         for (key, records) in keys {
             match index.road(&key, records) {
                 Some(road) => {
@@ -132,12 +147,17 @@ async fn roads_at(
         return Ok(());
     }
     for index in indexes {
+        let room = found.room_at_each(schemas.len());
+        if room == 0 {
+            found.cut = true;
+            return Ok(());
+        }
         let prefixes = schemas.iter().map(|s| index.prefix(s)).collect();
         let read = catalog
-            .keys_under(QueryId::new(index.name), prefixes, ROADS_READ_AT_A_SCHEMA)
+            .keys_under(QueryId::new(index.name), prefixes, room)
             .await?;
         for keys in read {
-            found.add(index, keys);
+            found.add(index, keys, room);
         }
     }
     Ok(())
@@ -207,7 +227,7 @@ async fn whole_or_busiest(catalog: &dyn CatalogRead, ask: &Ask) -> Result<Graph,
             .await?;
         for keys in read {
             complete &= keys.len() < ROADS_READ_FOR_THE_WHOLE;
-            found.add(index, keys);
+            found.add(index, keys, ROADS_READ_FOR_THE_WHOLE);
         }
     }
     let mut weight: BTreeMap<&str, u64> = BTreeMap::new();
@@ -293,6 +313,12 @@ async fn assemble(
         weight[target] += road.records;
         shown.push((source, target, road));
     }
+    let roads_left_out = shown.len().saturating_sub(ROADS_DRAWN_AT_MOST);
+    if roads_left_out > 0 {
+        shown.sort_by(|a, b| b.2.records.cmp(&a.2.records).then(a.2.cmp(b.2)));
+        shown.truncate(ROADS_DRAWN_AT_MOST);
+        shown.sort_by(|a, b| a.2.cmp(b.2));
+    }
     let lenses: Vec<String> = shown
         .iter()
         .filter_map(|(_, _, road)| road.lens.clone())
@@ -328,6 +354,7 @@ async fn assemble(
         centred: false,
         schemas_left_out: 0,
         roads_cut: found.cut,
+        roads_left_out,
         unreadable: found.unreadable,
     })
 }

@@ -324,3 +324,50 @@ proptest! {
         });
     }
 }
+
+/// A schema with more roads than a map reads or draws: the map reads within its bounds,
+/// draws the most used roads, and says what it left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crowded_schema_is_drawn_within_bounds_and_says_what_it_left() {
+    use super::graph::{ROADS_DRAWN_AT_MOST, ROADS_READ_AT_A_SCHEMA};
+    let dir = tempfile::tempdir().expect("a directory");
+    let queries = QuerySet::embedded();
+    let catalog = SqliteCatalog::open(&dir.path().join("c.db"), queries.indexes().clone(), 2)
+        .expect("a catalog");
+    let centre = SCHEMAS[0];
+    let each_way = 1_800;
+    let rev = Tid::from_time(UnixMicros(1_700_000_000_000_000), 0);
+    let mut changes = Vec::new();
+    for (n, other) in SCHEMAS[1..4].iter().enumerate() {
+        for (way, (source, target)) in [(centre, *other), (*other, centre)].into_iter().enumerate()
+        {
+            for i in 0..each_way {
+                let name = format!("n{n}w{way}i{i}");
+                let record = json!({"lens": {"uri": format!("at://did:plc:l/dev.panproto.schema.lens/{name}")},
+                    "sourceSchema": {"uri": source}, "targetSchema": {"uri": target},
+                    "use": {"action": "read"}, "kind": "curated",
+                    "visibility": "public-detailed", "occurredAt": "2026-11-01T12:00:00Z"});
+                let uri = format!("at://did:plc:w/dev.svc.encounter/{name}");
+                changes.push(change(&queries, &uri, rev.clone(), Some(record)));
+            }
+        }
+    }
+    for batch in changes.chunks(2_700) {
+        catalog.apply(batch.to_vec(), None).await.expect("apply");
+    }
+    let ask = Ask {
+        centre: Some(centre.to_string()),
+        hops: 1,
+        nodes: 300,
+    };
+    let graph = read(&catalog, &ask).await.expect("the map's graph");
+    assert!(
+        graph.roads_cut,
+        "the centre has more roads than are read at a schema"
+    );
+    assert_eq!(graph.nodes.len(), 4);
+    assert_eq!(graph.edges.len(), ROADS_DRAWN_AT_MOST);
+    // Out of the centre, what was read of it; into it, every road of the three.
+    let found = ROADS_READ_AT_A_SCHEMA + 3 * each_way;
+    assert_eq!(graph.roads_left_out, found - ROADS_DRAWN_AT_MOST);
+}
