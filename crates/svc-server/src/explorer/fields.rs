@@ -82,7 +82,7 @@ pub(crate) fn cell(value: Option<&Json>, links: &Links) -> Linked {
         Json::String(text) => {
             let href = links.link(text);
             return Linked {
-                text: cut(text),
+                text: cut(text, CELL_CHARS),
                 href,
             };
         }
@@ -92,7 +92,7 @@ pub(crate) fn cell(value: Option<&Json>, links: &Links) -> Linked {
         Json::Array(items, _) => return cell(items.first(), links),
         other => other.to_string(),
     };
-    Linked::plain(cut(&text))
+    Linked::plain(cut(&text, CELL_CHARS))
 }
 
 /// The record's time, as it says it.
@@ -100,7 +100,7 @@ pub(crate) fn time(record: &Json) -> String {
     TIMES
         .iter()
         .find_map(|field| record.get(field)?.as_str())
-        .map(cut)
+        .map(|time| cut(time, CELL_CHARS))
         .unwrap_or_default()
 }
 
@@ -111,13 +111,14 @@ pub(crate) fn title(uri: &str, record: &Json) -> String {
         .filter_map(|field| record.get(field)?.as_str())
         .find(|name| !name.trim().is_empty());
     match named {
-        Some(name) => cut(name),
+        Some(name) => cut(name, CELL_CHARS),
         None => uri.rsplit('/').next().unwrap_or(uri).to_string(),
     }
 }
 
-fn cut(text: &str) -> String {
-    match text.char_indices().nth(CELL_CHARS) {
+/// At most `most` characters of a stranger's text, marked when cut.
+pub(crate) fn cut(text: &str, most: usize) -> String {
+    match text.char_indices().nth(most) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_string(),
     }

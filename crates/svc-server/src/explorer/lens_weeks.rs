@@ -5,6 +5,7 @@
 
 use super::chart::{self, Axes, Chart, Slot};
 use crate::cache::{Answer, CacheKey};
+use crate::list::cached;
 use crate::{ApiError, AppState};
 use axum::body::Bytes;
 use std::sync::Arc;
@@ -52,25 +53,15 @@ pub(crate) async fn chart(state: &AppState, lens: &str) -> Result<Chart, ApiErro
         key: format!("weeks {this_week} {key}"),
         page: None,
     };
-    let kept = state.cache.keeps(&cache_key);
-    let cached = kept
-        .then(|| state.cache.get(&cache_key, version))
-        .flatten()
-        .and_then(|answer| answer.identity().ok())
-        .and_then(|bytes| serde_json::from_slice::<Tally>(&bytes).ok());
-    let tally = match cached {
-        Some(tally) => tally,
-        None => {
-            let tally = read(state, &query, &key, this_week).await?;
-            if kept && let Ok(json) = serde_json::to_vec(&tally) {
-                let body = Bytes::from(json.into_boxed_slice());
-                state
-                    .cache
-                    .put(cache_key, version, Arc::new(Answer::new(body)));
-            }
-            tally
-        }
-    };
+    let counted = cached(state, &cache_key, version, |_| async {
+        let tally = read(state, &query, &key, this_week).await?;
+        let json = serde_json::to_vec(&tally)
+            .map_err(|e| ApiError::Internal(format!("a lens's counts do not encode: {e}")))?;
+        Ok(Arc::new(Answer::new(Bytes::from(json))))
+    })
+    .await?;
+    let tally: Tally = serde_json::from_slice(&counted.identity()?)
+        .map_err(|e| ApiError::Internal(format!("a lens's kept counts do not decode: {e}")))?;
     Ok(draw(&tally, this_week))
 }
 

@@ -11,8 +11,10 @@ mod tests;
 
 use graph::{Ask, Graph};
 
+use super::fields::cut;
 use super::page;
-use crate::cache::{Answer, CacheKey};
+use crate::cache::{Answer, CacheKey, compress};
+use crate::list::cached;
 use crate::params::{Params, encode_component};
 use crate::{ApiError, AppState};
 use askama::Template;
@@ -82,7 +84,34 @@ struct EdgeView {
 /// `GET /map`.
 pub(crate) async fn map(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
     let params = Params::parse(raw.as_deref());
-    let mut map_page = MapPage {
+    let mut form = blank();
+    let ask = match read_ask(&params, &mut form) {
+        Ok(ask) => ask,
+        Err(ApiError::InvalidRequest(message)) => {
+            form.problem = Some(message);
+            return page(&form, StatusCode::BAD_REQUEST);
+        }
+        Err(error) => return super::failure(error),
+    };
+    let cache_key = CacheKey {
+        query: QueryId::new(CACHE_NAME),
+        key: format!("{}|{}|{}", ask.hops, ask.nodes, form.schema),
+        page: None,
+    };
+    let version = roads_version(&state);
+    let drawn = cached(&state, &cache_key, version, |kept| {
+        drawn(&state, &ask, &form.schema, kept)
+    })
+    .await;
+    match drawn.and_then(|answer| answer.identity()) {
+        Ok(html) => super::with_headers(html, super::HTML, StatusCode::OK),
+        Err(error) => super::failure(error),
+    }
+}
+
+/// The page with nothing asked yet: the form's defaults.
+fn blank() -> MapPage {
+    MapPage {
         schema: String::new(),
         hops: HOPS.0,
         nodes: NODES.0,
@@ -90,44 +119,32 @@ pub(crate) async fn map(State(state): State<Arc<AppState>>, RawQuery(raw): RawQu
         max_nodes: NODES.2,
         problem: None,
         picture: None,
-    };
-    let ask = match read_ask(&params, &mut map_page) {
-        Ok(ask) => ask,
-        Err(ApiError::InvalidRequest(message)) => {
-            map_page.problem = Some(message);
-            return page(&map_page, StatusCode::BAD_REQUEST);
-        }
-        Err(error) => return super::failure(error),
-    };
-    let cache_key = CacheKey {
-        query: QueryId::new(CACHE_NAME),
-        key: format!("{}|{}|{}", ask.hops, ask.nodes, map_page.schema),
-        page: None,
-    };
-    let version = roads_version(&state);
-    let keep = state.cache.keeps(&cache_key);
-    if let Some(answer) = keep.then(|| state.cache.get(&cache_key, version)).flatten()
-        && let Ok(html) = answer.identity()
-    {
-        return super::with_headers(html, super::HTML, StatusCode::OK);
     }
-    let graph = match graph::read(state.catalog.as_ref(), &ask).await {
-        Ok(graph) => graph,
-        Err(error) => return super::failure(error.into()),
+}
+
+/// The map the ask names, rendered; in the form the cache keeps when `kept`.
+async fn drawn(
+    state: &AppState,
+    ask: &Ask,
+    schema: &str,
+    kept: bool,
+) -> Result<Arc<Answer>, ApiError> {
+    let graph = graph::read(state.catalog.as_ref(), ask).await?;
+    let map_page = MapPage {
+        schema: schema.to_string(),
+        hops: ask.hops,
+        nodes: ask.nodes,
+        picture: Some(picture(&graph, ask)),
+        ..blank()
     };
-    map_page.picture = Some(picture(&graph, &ask));
-    match map_page.render() {
-        Ok(html) => {
-            if keep {
-                let body = Bytes::from(html.clone().into_bytes().into_boxed_slice());
-                state
-                    .cache
-                    .put(cache_key, version, Arc::new(Answer::new(body)));
-            }
-            super::with_headers(html, super::HTML, StatusCode::OK)
-        }
-        Err(_) => page(&map_page, StatusCode::OK),
-    }
+    let html = map_page
+        .render()
+        .map_err(|e| ApiError::Internal(format!("the map failed to render: {e}")))?;
+    let answer = match kept {
+        true => Answer::from_compressed(Bytes::from(compress(html.as_bytes())))?,
+        false => Answer::new(Bytes::from(html)),
+    };
+    Ok(Arc::new(answer))
 }
 
 /// Moves whenever a road or a verification changes anywhere.
@@ -320,13 +337,5 @@ fn label(uri: &str) -> String {
             }
         }
         Err(_) => uri.to_string(),
-    }
-}
-
-/// At most `most` characters of a stranger's text, marked when cut.
-fn cut(text: &str, most: usize) -> String {
-    match text.char_indices().nth(most) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
     }
 }
