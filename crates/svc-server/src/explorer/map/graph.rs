@@ -3,7 +3,7 @@
 //! when it fits; every road the catalog holds between the schemas shown, each lens coloured by
 //! its verifications; and what was left out.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use svc_catalog::{CatalogError, CatalogRead};
 use svc_spec::roads::{ROAD_INDEXES, Road, RoadIndex};
 use svc_spec::{QueryId, SUFFICIENCY_INDEX, decode_key, key_prefix};
@@ -176,10 +176,11 @@ async fn neighbourhood(
     let mut left_out = 0;
     for hop in 1..=hops {
         roads_at(catalog, &frontier, &ROAD_INDEXES, &mut found).await?;
+        let outermost: HashSet<&str> = frontier.iter().map(String::as_str).collect();
         let mut candidates: HashMap<&str, u64> = HashMap::new();
         for road in &found.roads {
             for (end, other) in [(&road.source, &road.target), (&road.target, &road.source)] {
-                if frontier.contains(end) && !hop_of.contains_key(other) {
+                if outermost.contains(end.as_str()) && !hop_of.contains_key(other) {
                     *candidates.entry(other.as_str()).or_default() += road.records;
                 }
             }
