@@ -114,8 +114,7 @@ async fn build(state: &AppState) -> Result<Front, ApiError> {
     let recent = state.catalog.changes_after(from, RATE_SAMPLE).await?;
     let now = svc_syntax::UnixMillis::now();
     let activity = state.catalog.activity(charts::since(now)).await?;
-    let mut charts = charts::draw(&activity, now);
-    charts.per_minute.live_minute = Some(charts.last_minute);
+    let charts = charts::draw(&activity, now);
     Ok(Front {
         ready: not_ready.is_none(),
         readiness: not_ready.map_or("ready".to_string(), |why| format!("warming: {why}")),

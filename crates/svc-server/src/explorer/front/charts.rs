@@ -4,6 +4,7 @@
 //! newest event it had stored by then, so a stalled source shows its lag growing).
 
 use super::super::chart::{self, Axes, Chart, Slot};
+use std::collections::HashMap;
 use svc_catalog::{Activity, LIVE_SOURCE};
 use svc_syntax::UnixMillis;
 
@@ -11,12 +12,11 @@ const MINUTE_MS: i64 = 60_000;
 const HOUR_MINUTES: i64 = 60;
 
 pub(super) struct FrontCharts {
+    /// Its last minute is where the live script adds changes.
     pub per_minute: Chart,
     pub per_hour: Chart,
     /// None while no live source has stored a cursor.
     pub lag: Option<Chart>,
-    /// The last minute of the per-minute chart (unix minutes), where live changes are added.
-    pub last_minute: i64,
 }
 
 /// What to read: the last day and its first hour's edge.
@@ -26,35 +26,30 @@ pub(super) fn since(now: UnixMillis) -> UnixMillis {
 
 pub(super) fn draw(activity: &Activity, now: UnixMillis) -> FrontCharts {
     let this_minute = now.0.div_euclid(MINUTE_MS);
+    let changes: HashMap<i64, u64> = activity.changes.iter().copied().collect();
     FrontCharts {
-        per_minute: per_minute(activity, this_minute),
-        per_hour: per_hour(activity, this_minute),
+        per_minute: per_minute(&changes, this_minute),
+        per_hour: per_hour(&changes, this_minute),
         lag: lag(activity, now, this_minute),
-        last_minute: this_minute,
     }
 }
 
-fn changes_in(activity: &Activity, from: i64, to: i64) -> u64 {
-    activity
-        .changes
-        .iter()
-        .filter(|(minute, _)| (from..=to).contains(minute))
-        .map(|(_, n)| n)
-        .sum()
+fn changes_in(changes: &HashMap<i64, u64>, from: i64, to: i64) -> u64 {
+    (from..=to).filter_map(|minute| changes.get(&minute)).sum()
 }
 
 /// `14:05` (UTC) of a unix minute.
 fn clock(minute: i64) -> String {
-    let of_day = minute.rem_euclid(24 * HOUR_MINUTES);
-    format!("{:02}:{:02}", of_day / HOUR_MINUTES, of_day % HOUR_MINUTES)
+    let time = svc_syntax::format_unix_micros(minute * MINUTE_MS * 1000);
+    time.get(11..16).unwrap_or_default().to_string()
 }
 
-fn per_minute(activity: &Activity, this_minute: i64) -> Chart {
+fn per_minute(changes: &HashMap<i64, u64>, this_minute: i64) -> Chart {
     let first = this_minute - HOUR_MINUTES + 1;
     let slots: Vec<Slot> = (first..=this_minute)
         .map(|minute| Slot {
             label: clock(minute),
-            values: vec![("changes", changes_in(activity, minute, minute))],
+            values: vec![("changes", changes_in(changes, minute, minute))],
         })
         .collect();
     let axes = Axes {
@@ -64,17 +59,19 @@ fn per_minute(activity: &Activity, this_minute: i64) -> Chart {
         y_label: "changes",
         label_every: 10,
     };
-    chart::bars(&axes, &slots, describe(&slots, "minute"))
+    let mut chart = chart::bars(&axes, &slots, describe(&slots, "minute"));
+    chart.live_minute = Some(this_minute);
+    chart
 }
 
-fn per_hour(activity: &Activity, this_minute: i64) -> Chart {
+fn per_hour(changes: &HashMap<i64, u64>, this_minute: i64) -> Chart {
     let this_hour = this_minute.div_euclid(HOUR_MINUTES);
     let slots: Vec<Slot> = (this_hour - 23..=this_hour)
         .map(|hour| Slot {
             label: clock(hour * HOUR_MINUTES),
             values: vec![(
                 "changes",
-                changes_in(activity, hour * HOUR_MINUTES, hour * HOUR_MINUTES + 59),
+                changes_in(changes, hour * HOUR_MINUTES, hour * HOUR_MINUTES + 59),
             )],
         })
         .collect();
