@@ -204,15 +204,25 @@ impl SearchQuery {
                 unique.push(term);
             }
         }
-        let terms = unique;
+        let mut terms = unique;
         // Past the 16th, terms are not searched: each is a lookup, and a record needs all.
-        let mut terms = terms;
         terms.truncate(MAX_TERMS);
         Ok(SearchQuery { terms })
     }
 
-    /// Every folded word the query names (for marking them in what it found).
-    pub fn words(&self) -> impl Iterator<Item = &str> {
+    /// Whether a folded word is one the query searches for (or starts as its prefix term
+    /// does): what marks the words a search found.
+    pub fn matches(&self, word: &str) -> bool {
+        self.terms.iter().any(|term| match term {
+            Term::Word(searched) => searched == word,
+            Term::Prefix(start) => word.starts_with(start.as_str()),
+            Term::Phrase(words) => words.iter().any(|searched| searched == word),
+        })
+    }
+
+    /// Every folded word the query names.
+    #[cfg(test)]
+    fn words(&self) -> impl Iterator<Item = &str> {
         self.terms
             .iter()
             .flat_map(|term| match term {

@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use std::sync::Arc;
 use svc_catalog::SearchRequest;
-use svc_spec::search::{SearchQuery, Term, fold, unspaced};
+use svc_spec::search::{SearchQuery, fold, unspaced};
 
 /// Matches a page shows.
 const PAGE_SIZE: u32 = 25;
@@ -185,22 +185,13 @@ fn found(item: EnvelopeItem, query: &SearchQuery, text_fields: &[String]) -> Mat
     }
 }
 
-/// Whether a folded word is one the query searches for (or starts as its prefix term does).
-fn is_searched(word: &str, query: &SearchQuery) -> bool {
-    query.terms.iter().any(|term| match term {
-        Term::Word(searched) => searched == word,
-        Term::Prefix(start) => word.starts_with(start.as_str()),
-        Term::Phrase(words) => words.iter().any(|searched| searched == word),
-    })
-}
-
 /// `text` cut into words and what lies between them, the searched words marked.
 fn marked(text: &str, query: &SearchQuery) -> Vec<Segment> {
     let mut segments: Vec<Segment> = Vec::new();
     let mut word = String::new();
     let flush = |word: &mut String, segments: &mut Vec<Segment>| {
         if !word.is_empty() {
-            let marked = fold(word).iter().any(|w| is_searched(w, query));
+            let marked = fold(word).iter().any(|w| query.matches(w));
             segments.push(Segment {
                 text: std::mem::take(word),
                 marked,
