@@ -431,11 +431,12 @@ pub struct ServeArgs {
     pub readers: u16,
 }
 
-/// `HOST:PORT` (`[::1]:8787` for an IPv6 address); the host is resolved when the server binds.
+/// A DID, checked as the flag is read (`--labeler`).
 pub fn parse_did(text: &str) -> Result<svc_syntax::Did, String> {
     svc_syntax::Did::new(text).map_err(|e| format!("not a DID: {e}"))
 }
 
+/// `HOST:PORT` (`[::1]:8787` for an IPv6 address); the host is resolved when the server binds.
 pub fn parse_listen(text: &str) -> Result<String, String> {
     let usage = || format!("expected HOST:PORT (127.0.0.1:8787, localhost:0), not {text:?}");
     let (host, port) = text.rsplit_once(':').ok_or_else(usage)?;
