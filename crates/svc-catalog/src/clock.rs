@@ -71,11 +71,21 @@ impl ChangeClock {
         self.ticks.load(Ordering::Acquire)
     }
 
-    /// Call after the change is committed.
-    pub fn touch_key(&self, query: &QueryId, key: &str) {
-        self.slots[slot(query, key)].fetch_add(1, Ordering::AcqRel);
-        self.slots[slot(query, ANY_KEY)].fetch_add(1, Ordering::AcqRel);
-        self.ticks.fetch_add(1, Ordering::AcqRel);
+    /// Call after the change is committed: each key's slot moves, and each query's own
+    /// slot once.
+    pub fn touch_keys(&self, keys: &svc_spec::IndexKeys) {
+        let mut last: Option<&QueryId> = None;
+        for (query, key) in keys {
+            self.slots[slot(query, key)].fetch_add(1, Ordering::AcqRel);
+            // In (query, key) order: a query's keys come together.
+            if last != Some(query) {
+                self.slots[slot(query, ANY_KEY)].fetch_add(1, Ordering::AcqRel);
+                last = Some(query);
+            }
+        }
+        if !keys.is_empty() {
+            self.ticks.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     pub fn touch_kinds(&self) {

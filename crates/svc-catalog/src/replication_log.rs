@@ -182,9 +182,7 @@ impl Follower {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .decode(&row.keys);
-        for (query, key) in &keys {
-            self.clock.touch_key(query, key);
-        }
+        self.clock.touch_keys(&keys);
         if row.kinds {
             self.clock.touch_kinds();
         }

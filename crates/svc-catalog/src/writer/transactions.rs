@@ -73,9 +73,7 @@ impl<E: Engine> Transactions<E> {
 
     /// Readers may cache against the clock: bump it only after the commit.
     fn publish(&self, plan: &Plan<'_>) {
-        for (query, key) in &plan.touched {
-            self.clock.touch_key(query, key);
-        }
+        self.clock.touch_keys(&plan.touched);
         if plan.kind_counts.values().any(|delta| *delta != 0) {
             self.clock.touch_kinds();
         }
