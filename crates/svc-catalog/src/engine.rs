@@ -421,13 +421,6 @@ pub(crate) fn repository_range(did: &str) -> (String, String) {
 /// One repository's stored records in uri order above `$1` and below `$2` (a
 /// [`RepositorySlice`](crate::RepositorySlice)'s range), none while the account `$3` is
 /// inactive or taken down, nor any record taken down, at most `$4` (one more than a page, which says whether more follow).
-/// The first text past every key that begins with `prefix`, for [`crate::KeyCounts`] read as
-/// a range: an index key's values are each written as `<length>:<value>` or `-`, so what
-/// follows a prefix of whole values is a digit or `-`, both below `:`.
-pub(crate) fn prefix_end(prefix: &str) -> String {
-    format!("{prefix}:")
-}
-
 pub(crate) const REPOSITORY_RECORDS: &str = "SELECT uri, rev, record FROM records \
      WHERE uri > $1 AND uri < $2 AND record IS NOT NULL \
      AND NOT EXISTS (SELECT 1 FROM inactive_accounts WHERE did = $3) \

@@ -3,6 +3,20 @@
 //! goes away is waited out: reads answer `Unavailable` until it is back, and the writer
 //! reconnects whenever it is outside a transaction.
 
+/// The labels in force on a record `r` (a row of `records`) or its author, as a JSON array
+/// of `{src, val, cts}` in (subject, labeler, value) order, `!takedown` aside; NULL while the
+/// catalog holds no label: every statement that returns records to a page writes them the
+/// same way.
+macro_rules! labels_json {
+    () => {
+        "CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
+           SELECT json_agg(json_build_object('src', l.src, 'val', l.val, 'cts', l.cts) \
+             ORDER BY l.subject, l.src, l.val)::text \
+           FROM labels l WHERE l.subject IN (r.uri, split_part(r.uri, '/', 3)) \
+           AND NOT l.neg AND l.val <> '!takedown') END"
+    };
+}
+
 mod activity;
 mod binary_rows;
 mod bulk;

@@ -1,6 +1,18 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer thread that owns the only
 //! write connection, and reader threads, each with a read-only connection of its own.
 
+/// The labels in force on a record `r` (a row of `records`) or its author, as a JSON array
+/// of `{src, val, cts}`, `!takedown` aside; NULL while the catalog holds no label: every
+/// statement that returns records to a page writes them the same way.
+macro_rules! labels_json {
+    () => {
+        "CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
+           SELECT json_group_array(json_object('src', l.src, 'val', l.val, 'cts', l.cts)) \
+           FROM labels l WHERE l.subject IN (r.uri, r.author) AND l.neg = 0 \
+           AND l.val <> '!takedown') END"
+    };
+}
+
 mod bulk;
 mod checkpoint;
 mod engine;

@@ -36,6 +36,13 @@ pub fn key_prefix(first: &str) -> String {
     plain_key(&[Some(first)])
 }
 
+/// The first text past every key that begins with `prefix` (made of whole values, as
+/// [`key_prefix`] makes it), so that such keys are read as one range: each value is written
+/// as `<length>:<value>` or `-`, so what follows whole values is a digit or `-`, both below `:`.
+pub fn prefix_end(prefix: &str) -> String {
+    format!("{prefix}:")
+}
+
 /// The values of a plain key, in order (`None` for an absent one); `None` for a digest key,
 /// whose values cannot be read back, or for text that is no key.
 pub fn decode_key(key: &str) -> Option<Vec<Option<&str>>> {

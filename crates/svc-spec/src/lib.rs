@@ -18,7 +18,7 @@ pub use def::{
     CliDef, ConditionDef, IndexDef, IndexParam, ParamDef, ParamType, QueryDef, ValueList,
 };
 pub use index::{Index, IndexSet};
-pub use keys::{decode_key, encode_key, key_prefix};
+pub use keys::{decode_key, encode_key, key_prefix, prefix_end};
 pub use kinds::{BenchShare, EMBEDDED_KINDS, Fact, KindDef, Kinds, People, Related, SearchDef};
 pub use lexicon::{query_lexicon, query_nsid, search_lexicon};
 pub use path::JsonPath;

@@ -36,12 +36,9 @@ macro_rules! page_of_ids {
                SELECT coalesce(q.n, 0) AS n, q.kid FROM (SELECT) AS one \
                LEFT JOIN query_counts q ON q.qid = $1 AND q.key = $2) \
              SELECT c.n, r.uri, r.rev, r.record, r.labels FROM c LEFT JOIN LATERAL ( \
-               SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
-                 SELECT json_agg(json_build_object('src', l.src, 'val', l.val, 'cts', l.cts) \
-                   ORDER BY l.subject, l.src, l.val)::text \
-                 FROM labels l WHERE l.subject IN (r.uri, split_part(r.uri, '/', 3)) \
-                 AND NOT l.neg AND l.val <> '!takedown') END AS labels \
-               FROM unnest(ARRAY(",
+               SELECT r.uri, r.rev, r.record, ",
+            labels_json!(),
+            " AS labels FROM unnest(ARRAY(",
             $ids,
             ")) AS page(rid) JOIN records r ON r.id = page.rid) AS r ON true"
         )
@@ -185,7 +182,7 @@ pub(super) async fn count_keys(pool: &Pool, qid: i64, keys: &[String]) -> Catalo
 }
 
 /// Each prefix's keys, each read as one range of the counts' primary key (see
-/// [`crate::engine::prefix_end`]), all in one statement: a map asks for hundreds.
+/// [`svc_spec::prefix_end`]), all in one statement: a map asks for hundreds.
 pub(super) async fn keys_under(
     pool: &Pool,
     qid: i64,
@@ -203,10 +200,7 @@ pub(super) async fn keys_under(
         )
         .await
         .map_err(storage)?;
-    let ends: Vec<String> = prefixes
-        .iter()
-        .map(|p| crate::engine::prefix_end(p))
-        .collect();
+    let ends: Vec<String> = prefixes.iter().map(|p| svc_spec::prefix_end(p)).collect();
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = client
         .query(&statement, &[&qid, &prefixes, &ends, &limit])

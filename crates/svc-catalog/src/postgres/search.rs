@@ -176,12 +176,9 @@ macro_rules! page {
             " ORDER BY ",
             $order,
             " LIMIT $4 OFFSET $5) \
-             SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
-               SELECT json_agg(json_build_object('src', l.src, 'val', l.val, 'cts', l.cts) \
-                 ORDER BY l.subject, l.src, l.val)::text \
-               FROM labels l WHERE l.subject IN (r.uri, split_part(r.uri, '/', 3)) \
-               AND NOT l.neg AND l.val <> '!takedown') END \
-             FROM ranked JOIN records r ON r.id = ranked.rid \
+             SELECT r.uri, r.rev, r.record, ",
+            labels_json!(),
+            " FROM ranked JOIN records r ON r.id = ranked.rid \
              ORDER BY ranked.score DESC, ranked.rid DESC"
         )
     };

@@ -189,11 +189,8 @@ macro_rules! page_by_uri {
             "SELECT k.uri, r.rev, r.record, ",
             // Labels are looked up only while the catalog holds any: SQLite runs the
             // uncorrelated EXISTS once per statement, the lookup (two index probes) per row.
-            "CASE WHEN EXISTS (SELECT 1 FROM labels) THEN (",
-            "SELECT json_group_array(json_object('src', l.src, 'val', l.val, 'cts', l.cts)) ",
-            "FROM labels l WHERE l.subject IN (k.uri, r.author) AND l.neg = 0 ",
-            "AND l.val <> '!takedown') END ",
-            "FROM query_keys k ",
+            labels_json!(),
+            " FROM query_keys k ",
             "JOIN records r ON r.rowid = k.rid WHERE k.qid = ?1 AND k.key = ?2 AND k.uri ",
             $comparison,
             " ?3 ORDER BY k.uri"
@@ -422,7 +419,7 @@ pub(crate) fn count_keys(conn: &Connection, qid: i64, keys: &[String]) -> Catalo
 }
 
 /// Each prefix's keys, read as one range of the counts' primary key (see
-/// [`crate::engine::prefix_end`]).
+/// [`svc_spec::prefix_end`]).
 pub(crate) fn keys_under(
     conn: &Connection,
     qid: i64,
@@ -437,7 +434,7 @@ pub(crate) fn keys_under(
     prefixes
         .iter()
         .map(|prefix| {
-            let end = crate::engine::prefix_end(prefix);
+            let end = svc_spec::prefix_end(prefix);
             let rows = statement.query_map(params![qid, prefix, end, limit], |r| {
                 Ok((r.get::<_, String>(0)?, stored_count(r.get(1)?)))
             })?;

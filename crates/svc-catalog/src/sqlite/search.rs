@@ -128,13 +128,11 @@ fn page_sql(ranked: bool, hidden: bool) -> String {
         true => concat!(" AND ", visible!("search.rowid")),
         false => "",
     };
+    let labels = labels_json!();
     format!(
         "WITH ranked AS (SELECT rowid AS rid, {score} AS score FROM search \
            WHERE search MATCH ?1{visible} ORDER BY {order} LIMIT ?2 OFFSET ?3) \
-         SELECT r.uri, r.rev, r.record, CASE WHEN EXISTS (SELECT 1 FROM labels) THEN ( \
-           SELECT json_group_array(json_object('src', l.src, 'val', l.val, 'cts', l.cts)) \
-           FROM labels l WHERE l.subject IN (r.uri, r.author) AND l.neg = 0 \
-           AND l.val <> '!takedown') END \
+         SELECT r.uri, r.rev, r.record, {labels} \
          FROM ranked JOIN records r ON r.rowid = ranked.rid ORDER BY ranked.score, ranked.rid DESC"
     )
 }
