@@ -8,6 +8,7 @@
 mod frames;
 
 use crate::IngestMetrics;
+use crate::reconnect::{STABLE_AFTER, back_off, stop_requested};
 use frames::{LabelerMessage, Refused, check_label, decode_message};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::Arc;
@@ -29,8 +30,6 @@ const BATCH_WAIT: Duration = Duration::from_millis(50);
 const CONNECT_WITHIN: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// A connection that stayed up this long resets the backoff.
-const STABLE_AFTER: Duration = Duration::from_secs(30);
 /// A label that does not verify sends svc to the DID document again (a rotated key), at most
 /// this often.
 const KEY_READ_EVERY: Duration = Duration::from_secs(60);
@@ -80,7 +79,7 @@ impl Labelers {
             let started = Instant::now();
             let outcome = tokio::select! {
                 outcome = self.connection(&labeler) => outcome,
-                _ = shutdown.wait_for(|stop| *stop) => return,
+                _ = stop_requested(&mut shutdown) => return,
             };
             self.metrics.labeler_connected.get_or_create(&name).set(0);
             if let Err(reason) = outcome {
@@ -90,11 +89,8 @@ impl Labelers {
             if started.elapsed() >= STABLE_AFTER {
                 backoff = FIRST_BACKOFF;
             }
-            let wait = backoff.mul_f64(0.5 + f64::from(svc_syntax::clock_noise() % 1000) / 1000.0);
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.wait_for(|stop| *stop) => return,
+            if !back_off(&mut backoff, MAX_BACKOFF, &mut shutdown).await {
+                return;
             }
         }
     }

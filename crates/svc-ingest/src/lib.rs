@@ -13,6 +13,7 @@ pub mod labelers;
 mod metrics;
 mod peer;
 mod readiness;
+mod reconnect;
 mod repository_apply;
 mod repository_read;
 mod repository_verify;

@@ -2,11 +2,12 @@
 //! backoff and jitter; each connection is followed by a [`Session`].
 
 use super::MAX_MESSAGE_BYTES;
-use super::session::{Connection, FollowError, Session, Socket, stop_requested};
+use super::session::{Connection, FollowError, Session, Socket};
 use super::status::{LIVE_SOURCE, LiveConfig, LiveStatus};
 use super::verifier::Verifier;
 use super::{SourceKind, source_kind};
 use crate::ingest::{Ingestor, is_plausible_time};
+use crate::reconnect::{STABLE_AFTER, back_off, stop_requested};
 use crate::resync::Resync;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,8 +18,6 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 /// Jetstream cursors are times; resuming a little earlier covers events still in flight.
 const JETSTREAM_REWIND_US: i64 = 5_000_000;
-/// A connection that stayed up this long resets the backoff.
-const STABLE_AFTER: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -26,11 +25,6 @@ pub enum LiveError {
     Config(String),
     #[error(transparent)]
     Catalog(#[from] CatalogError),
-}
-
-/// A pseudo-random factor in [0.5, 1.5) for backoff jitter; no cryptographic need.
-fn jitter() -> f64 {
-    0.5 + f64::from(svc_syntax::clock_noise() % 1000) / 1000.0
 }
 
 fn connect_url(kind: SourceKind, endpoint: &str, cursor: Option<i64>, compress: bool) -> String {
@@ -327,21 +321,6 @@ impl Connection<'_> {
                 ConnectionEnd::Reconnect
             }
         }
-    }
-}
-
-/// Waits out one backoff step, with jitter, and doubles the step (up to `max`) for the next
-/// time; `false` when shutdown was asked for meanwhile.
-async fn back_off(
-    backoff: &mut Duration,
-    max: Duration,
-    shutdown: &mut watch::Receiver<bool>,
-) -> bool {
-    let wait = backoff.mul_f64(jitter());
-    *backoff = (*backoff * 2).min(max);
-    tokio::select! {
-        _ = tokio::time::sleep(wait) => true,
-        _ = stop_requested(shutdown) => false,
     }
 }
 

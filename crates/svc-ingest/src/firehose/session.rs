@@ -12,6 +12,7 @@ use crate::event::{CommitEvent, host_lost_sync};
 use crate::ingest::Ingestor;
 use crate::ingest::{Prepared, is_plausible_time};
 use crate::jetstream::events::{JetstreamDecompressor, jetstream_message};
+use crate::reconnect::stop_requested;
 use crate::stream_account::FromStream as AccountFromStream;
 use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};
@@ -43,12 +44,6 @@ pub(super) struct Connection<'a> {
     pub config: &'a LiveConfig,
     /// What commits are verified with, when they are; its chains span every connection.
     pub verifier: Option<&'a Arc<Verifier>>,
-}
-
-/// Resolves once shutdown is asked for (the watch guard is dropped inside, so the
-/// future stays `Send`).
-pub(super) async fn stop_requested(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 /// Why following a connection ended early.
