@@ -347,11 +347,15 @@ async fn sweep_expired(catalog: &dyn CatalogWrite, mut shutdown: watch::Receiver
     loop {
         tokio::select! {
             _ = tokio::time::sleep(SWEEP_EVERY) => {}
-            _ = shutdown.wait_for(|stop| *stop) => return,
+            _ = stop_requested(&mut shutdown) => return,
         }
         loop {
             match catalog.expire_labels(UnixMillis::now()).await {
-                Ok(0) => break,
+                // A sweep that worked: the next failure is news again.
+                Ok(0) => {
+                    failing = false;
+                    break;
+                }
                 Ok(_) => failing = false,
                 Err(error) => {
                     if !failing {
