@@ -198,13 +198,14 @@ impl Resolver {
         Resolver { reach, web, ..self }
     }
 
-    /// The DID document of `did`, from `url`.
-    async fn document(&self, did: &Did, url: &str) -> AtprotoResult<Value> {
+    /// The DID document of `did`, read now from where its method keeps it.
+    async fn document(&self, did: &Did) -> AtprotoResult<Value> {
+        let url = self.document_url(did)?;
         if did.starts_with("did:web:") {
-            self.reach.check(url)?;
-            return self.get_json(&self.web, url).await;
+            self.reach.check(&url)?;
+            return self.get_json(&self.web, &url).await;
         }
-        self.get_json(&self.http, url).await
+        self.get_json(&self.http, &url).await
     }
 
     /// A JSON answer about an identity, read up to [`MAX_IDENTITY_ANSWER_BYTES`].
@@ -227,9 +228,8 @@ impl Resolver {
     }
 
     pub async fn resolve_did(&self, did: &Did) -> AtprotoResult<ResolvedDid> {
-        let url = did_document_url(did, &self.plc_url)?;
         let method = did.split(':').nth(1).unwrap_or_default().to_string();
-        let document = self.document(did, &url).await?;
+        let document = self.document(did).await?;
         if document.get("id").and_then(Value::as_str) != Some(did.as_str()) {
             return Err(AtprotoError::Invalid(format!(
                 "{did}: the DID document is for another DID"
@@ -293,8 +293,7 @@ impl Resolver {
         &self,
         did: &Did,
     ) -> AtprotoResult<(AtprotoResult<PublicKey>, Option<String>)> {
-        let url = self.document_url(did)?;
-        let document = self.document(did, &url).await?;
+        let document = self.document(did).await?;
         let pds = pds_endpoint(&document, did);
         let key = match signing_key(&document, did) {
             Some(Ok(key)) => Ok(key),
@@ -311,8 +310,7 @@ impl Resolver {
     /// A labeler's endpoint (its `#atproto_labeler` service) and label key (its
     /// `#atproto_label` verification method), read from its DID document now.
     pub async fn labeler(&self, did: &Did) -> AtprotoResult<LabelerService> {
-        let url = self.document_url(did)?;
-        let document = self.document(did, &url).await?;
+        let document = self.document(did).await?;
         let invalid = |what: String| AtprotoError::Invalid(format!("{did}: {what}"));
         let endpoint = service_endpoint(&document, did, "atproto_labeler")
             .ok_or_else(|| invalid("names no labeler service (#atproto_labeler)".into()))?;
