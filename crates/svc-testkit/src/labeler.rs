@@ -182,9 +182,8 @@ async fn serve(stream: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
     let Ok(mut socket) = tokio_tungstenite::accept_hdr_async(stream, callback).await else {
         return;
     };
-    let cursor = uri
-        .split_once("cursor=")
-        .and_then(|(_, rest)| rest.split('&').next())
+    let cursor = crate::replay::query_values(&uri, "cursor")
+        .first()
         .and_then(|value| value.parse::<i64>().ok());
     let (behaviour, held) = {
         let mut state = state.lock().unwrap_or_else(|p| p.into_inner());

@@ -40,7 +40,8 @@ pub struct Replay {
     pub state: Arc<Mutex<ReplayState>>,
 }
 
-fn query_values(uri: &str, name: &str) -> Vec<String> {
+/// The values a request's query gives `name`, in order.
+pub(crate) fn query_values(uri: &str, name: &str) -> Vec<String> {
     uri.split_once('?')
         .map(|(_, q)| q)
         .unwrap_or_default()
