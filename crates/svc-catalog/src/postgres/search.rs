@@ -36,13 +36,15 @@ impl Link {
             let RecordWrite::Row(row) = write else {
                 continue;
             };
-            if row.replaces {
-                replaced.push(row.uri);
-            }
-            if let (Some(_), Some(text)) = (row.record, row.search) {
-                uris.push(row.uri);
-                names.push(text.name.as_str());
-                texts.push(text.text.as_str());
+            match (row.record, row.search) {
+                (Some(_), Some(text)) => {
+                    uris.push(row.uri);
+                    names.push(text.name.as_str());
+                    texts.push(text.text.as_str());
+                }
+                // Its words, if it had any, go; a version with words replaces them in place.
+                _ if row.replaces => replaced.push(row.uri),
+                _ => {}
             }
         }
         if !replaced.is_empty() {
