@@ -458,6 +458,11 @@ pub(crate) mod label_sql {
          neg = excluded.neg, cts = excluded.cts, exp_ms = excluded.exp_ms";
 }
 
+/// Whether any account is out of sight or anything taken down: a search leaves such records
+/// out only while there are any.
+pub(crate) const ANY_HIDDEN: &str =
+    "SELECT EXISTS (SELECT 1 FROM inactive_accounts) OR EXISTS (SELECT 1 FROM takedowns)";
+
 /// Every source's position, by source.
 pub(crate) const CURSORS: &str =
     "SELECT source, endpoint, cursor, event_time_us FROM cursors ORDER BY source";

@@ -199,10 +199,6 @@ const COUNT: &str = concat!(
     " LIMIT $4) AS found"
 );
 
-/// Whether any account is out of sight or anything taken down.
-const ANY_HIDDEN: &str =
-    "SELECT EXISTS (SELECT 1 FROM inactive_accounts) OR EXISTS (SELECT 1 FROM takedowns)";
-
 /// Reads one page of a search, stopped at its deadline (`statement_timeout`).
 pub(super) async fn search(
     pool: &Pool,
@@ -226,7 +222,7 @@ pub(super) async fn search(
         _ => storage(error),
     };
     let hidden: bool = transaction
-        .query_one(ANY_HIDDEN, &[])
+        .query_one(crate::engine::ANY_HIDDEN, &[])
         .await
         .map_err(storage)?
         .get(0);

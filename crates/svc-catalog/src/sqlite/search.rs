@@ -149,11 +149,6 @@ fn count_sql(hidden: bool) -> String {
     }
 }
 
-/// Whether any account is out of sight or anything taken down: a search then checks its
-/// matches one by one.
-const ANY_HIDDEN: &str = "SELECT EXISTS (SELECT 1 FROM inactive_accounts) \
-     OR EXISTS (SELECT 1 FROM takedowns)";
-
 /// Reads one page of a search, stopped at its deadline (SQLite's progress handler).
 pub(crate) fn search(
     conn: &mut Connection,
@@ -184,7 +179,7 @@ fn read(
     let matching = fts5_match(&request.query, request.kind.as_deref());
     let counted = (SEARCH_COUNT_LIMIT + 1) as i64;
     let hidden: bool = conn
-        .prepare_cached(ANY_HIDDEN)?
+        .prepare_cached(crate::engine::ANY_HIDDEN)?
         .query_row([], |r| r.get(0))?;
     let total: i64 = conn
         .prepare_cached(&count_sql(hidden))?
