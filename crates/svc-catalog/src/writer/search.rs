@@ -1,12 +1,14 @@
 //! The search index built whole, at start, when the catalog's index was built under another
 //! definition (a kind's fields, or the folding, changed; or the catalog predates search).
 //! Every live record of each searched kind is read in pages and its words filed, a
-//! transaction a page; the definition is stored last, so an interrupted build is done again
-//! at the next start.
+//! transaction a page; the definition is stored last, with an entry of the replication log
+//! that tells other processes to read their searches again, so an interrupted build is done
+//! again at the next start.
 
 use super::transactions::Transactions;
 use crate::CatalogResult;
 use crate::engine::Engine;
+use crate::replication_log::LogEntry;
 use svc_syntax::Nsid;
 
 /// Records read and filed in one transaction.
@@ -51,9 +53,19 @@ fn rebuild<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<()> {
         }
     }
     let fingerprint = queries.search_fingerprint().to_string();
-    in_transaction(&mut tx.engine, |engine| {
-        engine.set_search_fingerprint(&fingerprint)
-    })?;
+    // Other processes on the catalog answered searches from the index as it was: the
+    // replication log tells them to forget those answers, as it does after a bulk load.
+    tx.engine.begin()?;
+    let stored = tx
+        .engine
+        .set_search_fingerprint(&fingerprint)
+        .and_then(|()| tx.log(&LogEntry::everything()))
+        .and_then(|_| tx.engine.commit());
+    if let Err(error) = stored {
+        tx.engine.rollback();
+        return Err(error);
+    }
+    tx.next_seq += 1;
     tx.clock.touch_search();
     if filed > 0 {
         tracing::info!(
