@@ -3,10 +3,9 @@
 
 use crate::def::{ConditionDef, IndexDef, IndexParam};
 use crate::keys::{self, KEY_FORMAT, encode_key, fold, keys_of_tuples};
-use crate::search::{SearchFields, SearchText};
+use crate::search::SearchText;
 use crate::{IndexKeys, Json, JsonPath, QueryId, SpecError};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use svc_syntax::Nsid;
 
 #[derive(Debug, Clone)]
@@ -115,7 +114,7 @@ pub struct IndexSet {
     /// Positions of the indexes over each collection.
     by_kind: std::collections::HashMap<String, Vec<usize>>,
     /// Each kind's searchable fields, and their fingerprint.
-    search: std::sync::Arc<(BTreeMap<String, SearchFields>, String)>,
+    search: crate::kinds_table::SearchTable,
 }
 
 impl IndexSet {
@@ -130,7 +129,7 @@ impl IndexSet {
         IndexSet {
             indexes,
             by_kind,
-            search: std::sync::Arc::new(crate::kinds_table::embedded_search()),
+            search: crate::kinds_table::embedded_search(),
         }
     }
 

@@ -7,7 +7,18 @@ use crate::{QuerySet, SpecError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-pub use crate::kinds_table::{EMBEDDED_KINDS, SearchDef};
+/// The table shipped with this build.
+pub const EMBEDDED_KINDS: &str = include_str!("../../../spec/kinds.json");
+
+/// A kind's searchable fields, as paths: its names (weighted above the rest) and its text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchDef {
+    #[serde(default)]
+    pub name: Vec<String>,
+    #[serde(default)]
+    pub text: Vec<String>,
+}
 
 /// A fact a record page heads with: a label and the dotted path of its value.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -91,6 +102,17 @@ pub struct Kinds {
     every: Every,
     /// What a kind the table does not hold has: nothing.
     none: KindDef,
+}
+
+/// Each kind's searchable fields, as the table `text` says them (storage reads only these).
+pub(crate) fn search_defs(text: &str) -> Result<BTreeMap<String, SearchDef>, SpecError> {
+    let file: KindsFile =
+        serde_json::from_str(text).map_err(|e| SpecError(format!("the kinds table: {e}")))?;
+    Ok(file
+        .kinds
+        .into_iter()
+        .filter_map(|(kind, def)| def.search.map(|search| (kind, search)))
+        .collect())
 }
 
 impl Kinds {

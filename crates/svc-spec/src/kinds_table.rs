@@ -1,38 +1,32 @@
-//! The kinds table as this build embeds it (`spec/kinds.json`), and what storage reads of it:
-//! each kind's searchable fields. The rest of the table is read by [`crate::Kinds`].
+//! What storage reads of the kinds table (`spec/kinds.json`): each kind's searchable fields,
+//! compiled once. The rest of the table is read by [`crate::Kinds`].
 
+use crate::kinds::{EMBEDDED_KINDS, SearchDef, search_defs};
 use crate::search::{FOLDING_VERSION, SearchFields};
-use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
 
-/// The table shipped with this build.
-pub const EMBEDDED_KINDS: &str = include_str!("../../../spec/kinds.json");
+/// Each kind's searchable fields and the definition's fingerprint (a catalog whose search
+/// index was built under another is built again).
+pub(crate) type SearchTable = Arc<(BTreeMap<String, SearchFields>, String)>;
 
-/// A kind's searchable fields, as paths: its names (weighted above the rest) and its text.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SearchDef {
-    #[serde(default)]
-    pub name: Vec<String>,
-    #[serde(default)]
-    pub text: Vec<String>,
-}
+/// The embedded table's, read once however many index sets are made.
+static EMBEDDED_SEARCH: LazyLock<SearchTable> = LazyLock::new(|| {
+    let defs = search_defs(EMBEDDED_KINDS).expect("the embedded kinds table is checked");
+    Arc::new(compiled(&defs))
+});
 
 /// Each kind's searchable fields, as the table shipped with this build says them, and the
-/// definition's fingerprint (a catalog whose search index was built under another is built
-/// again).
-pub fn embedded_search() -> (BTreeMap<String, SearchFields>, String) {
-    let file: SearchTable =
-        serde_json::from_str(EMBEDDED_KINDS).expect("the embedded kinds table is checked");
-    let defs: BTreeMap<String, SearchDef> = file
-        .kinds
-        .into_iter()
-        .filter_map(|(kind, entry)| entry.search.map(|search| (kind, search)))
-        .collect();
+/// definition's fingerprint.
+pub(crate) fn embedded_search() -> SearchTable {
+    Arc::clone(&EMBEDDED_SEARCH)
+}
+
+fn compiled(defs: &BTreeMap<String, SearchDef>) -> (BTreeMap<String, SearchFields>, String) {
     let fingerprint = format!(
         "{} {}",
         FOLDING_VERSION,
-        serde_json::to_string(&defs).unwrap_or_default()
+        serde_json::to_string(defs).unwrap_or_default()
     );
     let compile = |paths: &[String]| {
         paths
@@ -51,15 +45,4 @@ pub fn embedded_search() -> (BTreeMap<String, SearchFields>, String) {
         })
         .collect();
     (fields, fingerprint)
-}
-
-/// The table as search reads it: each kind's `search`, the rest left to [`crate::Kinds`].
-#[derive(Deserialize)]
-struct SearchTable {
-    kinds: BTreeMap<String, SearchEntry>,
-}
-
-#[derive(Deserialize)]
-struct SearchEntry {
-    search: Option<SearchDef>,
 }
