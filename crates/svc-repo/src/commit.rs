@@ -64,13 +64,7 @@ impl Commit {
             Cbor::Link(cid) => Some(cid.clone()),
             _ => return Err(CommitError::Field("prev is neither null nor a link".into())),
         };
-        let unsigned = Cbor::Map(
-            entries
-                .iter()
-                .filter(|(key, _)| key != "sig")
-                .cloned()
-                .collect(),
-        );
+        let unsigned = Cbor::unsigned(entries);
         Ok(Commit {
             did: Did::new(text("did")?).map_err(invalid("did"))?,
             data: field("data")?

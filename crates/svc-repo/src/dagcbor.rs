@@ -229,6 +229,18 @@ impl<'a> Reader<'a> {
 }
 
 impl Cbor {
+    /// A signed map's entries without its `sig`: what the signature covers (a commit's, a
+    /// label's).
+    pub fn unsigned(entries: &[(String, Cbor)]) -> Cbor {
+        Cbor::Map(
+            entries
+                .iter()
+                .filter(|(key, _)| key != "sig")
+                .cloned()
+                .collect(),
+        )
+    }
+
     pub fn get(&self, key: &str) -> Option<&Cbor> {
         match self {
             Cbor::Map(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),

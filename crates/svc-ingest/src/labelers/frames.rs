@@ -134,13 +134,7 @@ pub(crate) fn check_label(label: &Cbor, labeler: &Did, key: &PublicKey) -> Resul
     let sig = field("sig")
         .and_then(Cbor::as_bytes)
         .ok_or_else(|| refused("malformed", "no sig"))?;
-    let unsigned = Cbor::Map(
-        fields
-            .iter()
-            .filter(|(name, _)| name != "sig")
-            .cloned()
-            .collect(),
-    );
+    let unsigned = Cbor::unsigned(fields);
     let signed = dagcbor::encode(&unsigned).map_err(|e| refused("malformed", e.to_string()))?;
     key.verify(&signed, sig)
         .map_err(|e| refused("signature", e.to_string()))?;
