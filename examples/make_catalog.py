@@ -10,6 +10,9 @@ asserts so).
 Deterministic: fixed seed, fixed clock, DIDs and CIDs derived from names and contents, so running
 it again reproduces the checked-in file byte for byte.
 
+The records of the interface's 0.13 control plane are written by hand in control-plane.jsonl
+and appended as they are; then come the records made after them.
+
 The story: a handful of people (a schema/lens author, a verifier, adapter authors, requesters, a
 geo moderator, a did:web verification bot) and four communities. Schemas and lenses live in
 `dev.panproto.schema.*` records (not in this file; referenced by at-uri). Bounties ask for lenses
@@ -921,9 +924,74 @@ def build(s):
     return s
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def append_control_plane(s):
+    """The interface's 0.13 control plane (change proposals, releases, migration runs,
+    federations), written by hand in control-plane.jsonl, appended as it is."""
+    with open(os.path.join(HERE, "control-plane.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line:
+                s.lines.append(line)
+                s.now = max(s.now, json.loads(line)["time_us"])
+
+
+def later(s):
+    """What came after: two vocabularies a newcomer's first searches find, and the guild CI's
+    weekly runs on the person lens over three months, so a lens's chart has weeks to show."""
+    s.create(AMARA, "vocab", lambda t: {
+        "name": "Dublin Core metadata terms",
+        "description": "The fifteen Dublin Core elements for describing any resource's metadata "
+                       "(title, creator, subject, date, rights...), as the guild's person and "
+                       "document schemas name them.",
+        "world": "open",
+        "nodes": [
+            {"id": "title", "kind": "concept", "label": "Title",
+             "externalIds": [{"system": "dcterms", "identifier": "title", "matchType": "exact",
+                              "uri": "http://purl.org/dc/terms/title"}]},
+            {"id": "creator", "kind": "concept", "label": "Creator"},
+            {"id": "date", "kind": "concept", "label": "Date"},
+        ],
+        "occurredAt": t,
+    })
+    s.create(FATOU, "vocab", lambda t: {
+        "name": "geo-encodings",
+        "description": "Geometry encodings a place record arrives in: GeoJSON, KML, GML and WKT, "
+                       "and which of them the GeoJSON to Place lens reads.",
+        "world": "closed-with-default",
+        "top": "geometry",
+        "nodes": [
+            {"id": "geometry", "kind": "type", "label": "Geometry"},
+            {"id": "geojson", "kind": "concept", "label": "GeoJSON"},
+            {"id": "kml", "kind": "concept", "label": "KML"},
+        ],
+        "edges": [{"source": "geojson", "target": "geometry", "relationSlug": "subsumed_by"},
+                  {"source": "kml", "target": "geometry", "relationSlug": "subsumed_by"}],
+        "occurredAt": t,
+    })
+    results = ["holds"] * 9 + ["falsified", "falsified", "inconclusive"]
+    rng.shuffle(results)
+    for week, result in enumerate(results):
+        s.now += 7 * 24 * 3600 * 1_000_000 - rng.randint(0, 20) * 3600 * 1_000_000
+        kind, prop = (("roundtrip-test", {"$type": "dev.svc.defs#lpRoundtrip",
+                                          "domain": "app.example.person corpus, week %d" % (week + 1)})
+                      if week % 2 == 0 else
+                      ("property-test", {"$type": "dev.svc.defs#lpGenerator",
+                                         "spec": "arbitrary Person, weekly run", "runner": "proptest",
+                                         "seed": 1000 + week}))
+        s.create(BRAM, "verification", lambda t, kind=kind, prop=prop, result=result: {
+            "lens": lref(L_PERSON, "bidirectional"), "kind": kind, "verifier": BRAM,
+            "tool": {"name": "svc", "version": "0.1.0", "commit": "f75610a"},
+            "property": prop, "result": result, "occurredAt": t})
+
+
 def main(argv):
-    out = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalog.jsonl")
+    out = argv[1] if len(argv) > 1 else os.path.join(HERE, "catalog.jsonl")
     s = build(Stream())
+    append_control_plane(s)
+    later(s)
     with open(out, "w", encoding="utf-8") as f:
         for line in s.lines:
             f.write(line + "\n")
