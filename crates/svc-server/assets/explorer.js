@@ -49,9 +49,13 @@ function cell(value, label) {
   if (value === undefined) return td;
   if (typeof value === "string") {
     const text = value.length > 160 ? value.slice(0, 160) + "…" : value;
-    if (DID.test(value)) td.append(link(text, "/at/" + value));
-    else if (value.startsWith("at://") && value.split("/")[3] === LENS) td.append(link(text, recordPath(value)));
-    else td.append(element("span", text, "text"));
+    let shown;
+    if (DID.test(value)) shown = link(text, "/at/" + value);
+    else if (value.startsWith("at://") && value.split("/")[3] === LENS) shown = link(text, recordPath(value));
+    else shown = element("span", text, "text");
+    // Cut to one line by the stylesheet: the whole text is its title.
+    shown.title = text;
+    td.append(shown);
   } else if (Array.isArray(value)) {
     td.textContent = value.length + " items";
   } else {
@@ -77,7 +81,7 @@ function row(table, message) {
   author.append(link(item.author, "/at/" + item.author));
   tr.append(first, author);
   for (const th of table.querySelectorAll("th[data-path]")) {
-    tr.append(cell(atPath(item.record, th.dataset.path), th.dataset.path));
+    tr.append(cell(atPath(item.record, th.dataset.path), th.textContent));
   }
   const time = element("td");
   time.dataset.label = "Time";

@@ -38,7 +38,7 @@ fn kinds_table() -> String {
     table["kinds"][KIND] = json!({
         "plural": "madeUpThings",
         "aliases": ["thing"],
-        "columns": ["name", "colour"],
+        "columns": [{"label": "Name", "path": "name"}, {"label": "Colour", "path": "colour"}],
         "facts": [{"label": "Colour", "path": "colour"}],
         "people": [{"title": "Makers", "path": "makers"}]
     });
@@ -174,7 +174,7 @@ async fn a_kind_added_by_its_lexicon_and_one_table_entry_shows_everywhere() {
     assert_eq!(list["items"][0]["uri"], RECORD, "{list}");
 
     assert_eq!(table.0, 200, "{}", table.1);
-    for header in [">name<", ">colour<"] {
+    for header in ["data-path=\"name\">Name<", "data-path=\"colour\">Colour<"] {
         assert!(table.1.contains(header), "the column {header}: {}", table.1);
     }
     assert!(table.1.contains("Teal widget"), "{}", table.1);

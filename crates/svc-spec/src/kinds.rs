@@ -1,7 +1,7 @@
 //! What svc knows of each record kind beyond its lexicon (`spec/kinds.json`): its plural in
 //! `/v1/stats`, the names the command line takes for it, the fields its explorer tables and
-//! record page show, and the lists around its records. Adding a kind is its lexicon and, when
-//! it has any of these, one entry here.
+//! record page show (each a label for people beside its path), and the lists around its
+//! records. Adding a kind is its lexicon and, when it has any of these, one entry here.
 
 use crate::{QuerySet, SpecError};
 use serde::Deserialize;
@@ -20,7 +20,8 @@ pub struct SearchDef {
     pub text: Vec<String>,
 }
 
-/// A fact a record page heads with: a label and the dotted path of its value.
+/// A labelled field: a label and the dotted path of its value. A record page heads with its
+/// kind's facts; a table heads each column with its label, the path in the page's data.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fact {
@@ -54,9 +55,9 @@ pub struct KindDef {
     /// Names the command line takes for it besides the NSID and its last segment.
     #[serde(default)]
     pub aliases: Vec<String>,
-    /// The fields its explorer tables show.
+    /// The fields its explorer tables show, each headed by its label.
     #[serde(default)]
-    pub columns: Vec<String>,
+    pub columns: Vec<Fact>,
     #[serde(default)]
     pub facts: Vec<Fact>,
     #[serde(default)]

@@ -21,26 +21,73 @@ pub(crate) const ROW_FIELD: Bounds = Bounds {
 /// How long a cell's text may be; a record's field can be far longer.
 const CELL_CHARS: usize = 160;
 
-/// The columns of a query's table: its kind's fields, else the paths its filter reads.
-pub(crate) fn columns(kinds: &Kinds, query: &Query) -> Vec<String> {
+/// One column of a table: the heading people read, and the path of its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Column {
+    pub label: String,
+    pub path: String,
+}
+
+/// The columns of a query's table: its kind's fields, else the paths its filter reads, each
+/// headed by words.
+pub(crate) fn columns(kinds: &Kinds, query: &Query) -> Vec<Column> {
     let shown = &kinds.def(query.kind()).columns;
     if !shown.is_empty() {
-        return shown.clone();
+        return shown
+            .iter()
+            .map(|field| Column {
+                label: field.label.clone(),
+                path: field.path.clone(),
+            })
+            .collect();
     }
-    let mut paths: Vec<String> = Vec::new();
+    let mut columns: Vec<Column> = Vec::new();
     for condition in &query.def().filter {
-        let path = condition_path(condition).to_string();
-        if !paths.contains(&path) {
-            paths.push(path);
+        let path = condition_path(condition);
+        if !columns.iter().any(|column| column.path == path) {
+            columns.push(Column {
+                label: heading(path),
+                path: path.to_string(),
+            });
         }
     }
-    paths
+    columns
+}
+
+/// Words for a path the kinds table gives no label: its last step that names something
+/// (`subject.uri` is the subject), its camel case spelt out, `downstreamResult` →
+/// `Downstream result`.
+fn heading(path: &str) -> String {
+    let step = path
+        .rsplit('.')
+        .find(|step| !matches!(*step, "uri" | "$type" | "cid"))
+        .unwrap_or(path);
+    let mut words = String::with_capacity(step.len() + 4);
+    for (i, c) in step.chars().filter(|c| c.is_alphanumeric()).enumerate() {
+        match (i, c.is_uppercase()) {
+            (0, _) => words.extend(c.to_uppercase()),
+            (_, true) => {
+                words.push(' ');
+                words.extend(c.to_lowercase());
+            }
+            _ => words.push(c),
+        }
+    }
+    match words.is_empty() {
+        true => path.to_string(),
+        false => words,
+    }
 }
 
 /// The fields a row of records shows: these columns, its title and its time.
-pub(crate) fn row_fields(columns: &[String]) -> Wanted {
+pub(crate) fn row_fields(columns: &[Column]) -> Wanted {
     let named = TITLES.iter().chain(TIMES).copied();
-    Wanted::of(columns.iter().map(String::as_str).chain(named))
+    Wanted::of(
+        columns
+            .iter()
+            .map(|column| column.path.as_str())
+            .chain(named),
+    )
 }
 
 /// The fields a record's title is read from.
@@ -128,6 +175,15 @@ pub(crate) fn cut(text: &str, most: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_path_without_a_label_is_headed_by_words() {
+        assert_eq!(heading("subject.uri"), "Subject");
+        assert_eq!(heading("wants.$type"), "Wants");
+        assert_eq!(heading("downstreamResult"), "Downstream result");
+        assert_eq!(heading("tool.name"), "Name");
+        assert_eq!(heading("uri"), "Uri");
+    }
 
     #[test]
     fn cells_read_paths_through_arrays_and_cut_long_text() {

@@ -51,7 +51,7 @@ struct Field {
 }
 
 pub(crate) struct Table {
-    pub columns: Vec<String>,
+    pub columns: Vec<fields::Column>,
     pub rows: Vec<Row>,
     pub total: u64,
     pub json: String,
@@ -274,13 +274,13 @@ fn stream_url(query: &Query, answer_only: &[&str], from: i64) -> String {
 
 async fn rows(
     state: &AppState,
-    columns: &[String],
+    columns: &[fields::Column],
     items: Vec<EnvelopeItem>,
 ) -> Result<Vec<Row>, ApiError> {
     let mut uris = Vec::new();
     for item in &items {
         for column in columns {
-            if let Some(value) = fields::at_path(&item.record, column) {
+            if let Some(value) = fields::at_path(&item.record, &column.path) {
                 json_view::at_uris(value, &mut uris);
             }
         }
@@ -296,7 +296,7 @@ async fn rows(
             author: Linked::did(&item.author),
             cells: columns
                 .iter()
-                .map(|column| fields::cell(fields::at_path(&item.record, column), &links))
+                .map(|column| fields::cell(fields::at_path(&item.record, &column.path), &links))
                 .collect(),
             time: fields::time(&item.record),
             labels: item.labels,
