@@ -11,6 +11,7 @@ mod fields;
 mod front;
 mod json_view;
 mod lens_weeks;
+mod lost;
 mod map;
 mod query;
 mod record;
@@ -18,6 +19,7 @@ mod search;
 
 pub(crate) use front::FrontCache;
 pub(crate) use front::front;
+pub(crate) use lost::{nowhere, queries};
 pub(crate) use map::map;
 pub(crate) use query::query;
 pub(crate) use record::{author, collection, record};

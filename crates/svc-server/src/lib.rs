@@ -181,8 +181,12 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
                 .layer(axum::extract::DefaultBodyLimit::max(admin::MAX_BODY_BYTES)),
         )
         .route(admin::STATUS, get(admin::status));
+    // A browser lost on a server that serves the explorer gets a page with the ways on.
+    router = match config.api {
+        true => router.fallback(explorer::nowhere),
+        false => router.fallback(error::not_found),
+    };
     router
-        .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -233,5 +237,6 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::ExplorerAsset => get(explorer::asset),
         Endpoint::ExplorerSearch => get(explorer::search),
         Endpoint::ExplorerMap => get(explorer::map),
+        Endpoint::ExplorerQueries => get(explorer::queries),
     }
 }

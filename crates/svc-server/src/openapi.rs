@@ -252,7 +252,8 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         | Endpoint::ExplorerCollection
         | Endpoint::ExplorerAsset
         | Endpoint::ExplorerSearch
-        | Endpoint::ExplorerMap => {
+        | Endpoint::ExplorerMap
+        | Endpoint::ExplorerQueries => {
             json!({"200": text_response("A page for people.")})
         }
         Endpoint::Changes => {

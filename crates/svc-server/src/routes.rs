@@ -24,6 +24,7 @@ pub(crate) enum Endpoint {
     ExplorerAsset,
     ExplorerSearch,
     ExplorerMap,
+    ExplorerQueries,
 }
 
 pub(crate) struct Route {
@@ -122,6 +123,12 @@ pub(crate) const ROUTES: &[Route] = &[
     },
     // The explorer: pages for people, not operations of the API.
     page("/", "explorer", Endpoint::Explorer),
+    page("/explore", "explorerQueries", Endpoint::ExplorerQueries),
+    page(
+        "/explore/",
+        "explorerQueriesSlash",
+        Endpoint::ExplorerQueries,
+    ),
     page("/explore/{query}", "explorerQuery", Endpoint::ExplorerQuery),
     page(
         "/at/{did}/{collection}/{rkey}",
