@@ -5,11 +5,13 @@
 //! a road or a verification changes.
 
 mod graph;
+mod labels;
 mod layout;
 #[cfg(test)]
 mod tests;
 
-use graph::{Ask, Graph};
+use graph::{Ask, Graph, Verdict};
+use layout::Layout;
 
 use super::fields::cut;
 use super::page;
@@ -47,6 +49,14 @@ struct MapPage {
     max_nodes: usize,
     problem: Option<String>,
     picture: Option<Picture>,
+    legend: Vec<Key>,
+}
+
+/// One colour of the legend: its class, its name and what it means.
+struct Key {
+    class: &'static str,
+    name: &'static str,
+    meaning: &'static str,
 }
 
 struct Picture {
@@ -61,18 +71,29 @@ struct Picture {
 struct NodeView {
     x: String,
     y: String,
-    /// Where the label stands from the schema: above, or below.
-    dy: &'static str,
-    label: String,
+    r: String,
+    /// Where its label stands, when it has room.
+    label: Option<LabelView>,
     title: String,
     href: String,
     centre: bool,
 }
 
+struct LabelView {
+    text: String,
+    x: String,
+    y: String,
+    anchor: &'static str,
+    /// The length the text is set to, so that it covers the box it was placed by.
+    width: String,
+}
+
 struct EdgeView {
     d: String,
+    arrow: String,
     class: &'static str,
-    verdict: &'static str,
+    /// The verdict and the findings behind it, in words.
+    reading: String,
     href: String,
     title: String,
     source: String,
@@ -104,9 +125,20 @@ pub(crate) async fn map(State(state): State<Arc<AppState>>, RawQuery(raw): RawQu
     })
     .await;
     match drawn.and_then(|answer| answer.identity()) {
+        Ok(html) if html.is_empty() => unknown_schema(form),
         Ok(html) => super::with_headers(html, super::HTML, StatusCode::OK),
         Err(error) => super::failure(error),
     }
+}
+
+/// The form again, saying that no record the catalog holds names the schema asked for.
+fn unknown_schema(mut form: MapPage) -> Response {
+    form.problem = Some(format!(
+        "This catalog knows no such schema: no record it holds names {}. Check the uri, or \
+         leave the field empty for the whole catalog.",
+        cut(&form.schema, URI_CHARS)
+    ));
+    page(&form, StatusCode::NOT_FOUND)
 }
 
 /// The page with nothing asked yet: the form's defaults.
@@ -119,10 +151,19 @@ fn blank() -> MapPage {
         max_nodes: NODES.2,
         problem: None,
         picture: None,
+        legend: Verdict::ALL
+            .iter()
+            .map(|verdict| Key {
+                class: verdict.class(),
+                name: verdict.words(),
+                meaning: verdict.meaning(),
+            })
+            .collect(),
     }
 }
 
-/// The map the ask names, rendered; in the form the cache keeps when `kept`.
+/// The map the ask names, rendered; in the form the cache keeps when `kept`. A schema the
+/// catalog knows nothing of is an empty answer, kept as a page is.
 async fn drawn(
     state: &AppState,
     ask: &Ask,
@@ -130,6 +171,9 @@ async fn drawn(
     kept: bool,
 ) -> Result<Arc<Answer>, ApiError> {
     let graph = graph::read(state.catalog.as_ref(), ask).await?;
+    if ask.centre.is_some() && graph.centre_unknown() {
+        return Ok(Arc::new(Answer::new(Bytes::new())));
+    }
     let map_page = MapPage {
         schema: schema.to_string(),
         hops: ask.hops,
@@ -216,52 +260,12 @@ fn picture(graph: &Graph, ask: &Ask) -> Picture {
             ask.nodes
         )
     };
-    let nodes = graph
-        .nodes
-        .iter()
-        .zip(laid.points.iter().zip(&laid.below))
-        .enumerate()
-        .map(|(i, (node, (point, below)))| NodeView {
-            x: format!("{:.1}", point.x),
-            y: format!("{:.1}", point.y),
-            dy: if *below { "24" } else { "-14" },
-            label: cut(&label(&node.uri), LABEL_CHARS),
-            title: format!("{} ({} records)", cut(&node.uri, URI_CHARS), node.weight),
-            href: link(&node.uri),
-            centre: graph.centred && i == 0,
-        })
-        .collect();
+    let nodes = node_views(graph, &laid, &link);
     let edges = graph
         .edges
         .iter()
-        .zip(laid.paths)
-        .map(|(edge, d)| {
-            let source = &graph.nodes[edge.source].uri;
-            let target = &graph.nodes[edge.target].uri;
-            let href = match &edge.lens {
-                Some(lens) => super::record_path(lens).unwrap_or_else(|| link(source)),
-                None => format!(
-                    "/explore/bountiesForWantLens?source_uri={}&target_uri={}",
-                    encode_component(source),
-                    encode_component(target)
-                ),
-            };
-            let lens = edge.lens.as_deref().map_or_else(
-                || "a lens wanted by bounties".to_string(),
-                |l| cut(l, URI_CHARS),
-            );
-            EdgeView {
-                d,
-                class: edge.verdict.class(),
-                verdict: edge.verdict.words(),
-                title: format!("{lens}: {}, {} records", edge.verdict.words(), edge.records),
-                href,
-                source: cut(source, URI_CHARS),
-                target: cut(target, URI_CHARS),
-                lens,
-                records: edge.records,
-            }
-        })
+        .zip(laid.paths.iter().zip(&laid.arrows))
+        .map(|(edge, (d, arrow))| edge_view(graph, edge, d, &arrow.d, &link))
         .collect();
     Picture {
         width: format!("{:.0}", laid.width),
@@ -270,6 +274,83 @@ fn picture(graph: &Graph, ask: &Ask) -> Picture {
         left_out: left_out(graph),
         nodes,
         edges,
+    }
+}
+
+/// Each schema as drawn, its label where it has room.
+fn node_views(graph: &Graph, laid: &Layout, link: &dyn Fn(&str) -> String) -> Vec<NodeView> {
+    let radii: Vec<f64> = (0..graph.nodes.len())
+        .map(|i| layout::radius(graph, i))
+        .collect();
+    let texts: Vec<String> = graph
+        .nodes
+        .iter()
+        .map(|node| cut(&label(&node.uri), LABEL_CHARS))
+        .collect();
+    let chars: Vec<usize> = texts.iter().map(|text| text.chars().count()).collect();
+    let places = labels::place(laid, &radii, &chars);
+    graph
+        .nodes
+        .iter()
+        .zip(texts)
+        .zip(laid.points.iter().zip(places))
+        .enumerate()
+        .map(|(i, ((node, text), (point, place)))| NodeView {
+            x: format!("{:.1}", point.x),
+            y: format!("{:.1}", point.y),
+            r: format!("{:.0}", radii[i]),
+            label: place.map(|place| LabelView {
+                text,
+                x: format!("{:.1}", place.x),
+                y: format!("{:.1}", place.y),
+                anchor: place.anchor,
+                width: format!("{:.1}", place.width),
+            }),
+            title: format!("{} ({} records)", cut(&node.uri, URI_CHARS), node.weight),
+            href: link(&node.uri),
+            centre: graph.centred && i == 0,
+        })
+        .collect()
+}
+
+/// A road as drawn and listed: its lens's page (or the bounties wanting it) and what its
+/// verifications found, in words.
+fn edge_view(
+    graph: &Graph,
+    edge: &graph::Edge,
+    d: &str,
+    arrow: &str,
+    link: &dyn Fn(&str) -> String,
+) -> EdgeView {
+    let source = &graph.nodes[edge.source].uri;
+    let target = &graph.nodes[edge.target].uri;
+    let href = match &edge.lens {
+        Some(lens) => super::record_path(lens).unwrap_or_else(|| link(source)),
+        None => format!(
+            "/explore/bountiesForWantLens?source_uri={}&target_uri={}",
+            encode_component(source),
+            encode_component(target)
+        ),
+    };
+    let lens = edge.lens.as_deref().map_or_else(
+        || "a lens wanted by bounties".to_string(),
+        |l| cut(l, URI_CHARS),
+    );
+    let reading = match edge.verdict {
+        Verdict::Wanted => "wanted: no lens yet".to_string(),
+        verdict => format!("{}: {}", verdict.words(), edge.findings.words()),
+    };
+    EdgeView {
+        d: d.to_string(),
+        arrow: arrow.to_string(),
+        class: edge.verdict.class(),
+        title: format!("{lens}: {reading}; {} records", edge.records),
+        reading,
+        href,
+        source: cut(source, URI_CHARS),
+        target: cut(target, URI_CHARS),
+        lens,
+        records: edge.records,
     }
 }
 

@@ -18,13 +18,40 @@ pub(crate) const ROADS_READ_AT_MOST: usize = 60_000;
 /// The most roads one map draws (the most used first): what its page may weigh.
 pub(crate) const ROADS_DRAWN_AT_MOST: usize = 6_000;
 
+/// What the verifications of a lens found, kind by kind (a kind is the property it proves,
+/// as sufficiency counts it): in how many kinds one holds, and in how many one is falsified.
+/// A kind with both counts in both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Findings {
+    pub holds: u32,
+    pub falsified: u32,
+}
+
+impl Findings {
+    /// The findings in words, as a road's title and the list say them.
+    pub fn words(self) -> String {
+        let kinds = |n: u32| match n {
+            1 => "1 kind".to_string(),
+            n => format!("{n} kinds"),
+        };
+        match (self.holds, self.falsified) {
+            (0, 0) => "no verification holds or is falsified".into(),
+            (h, 0) => format!("holds for {}, none falsified", kinds(h)),
+            (0, f) => format!("falsified for {}, holds for none", kinds(f)),
+            (h, f) => format!("holds for {}, falsified for {f}", kinds(h)),
+        }
+    }
+}
+
 /// What the verifications of a lens say, as the map colours it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Verdict {
     /// Some verification holds, none is falsified.
     Verified,
-    /// Some verification is falsified.
-    Failures,
+    /// Holds for some kinds, falsified for others (or for the same).
+    Mixed,
+    /// Falsified, and holds for no kind.
+    Falsified,
     /// None holds or fails (none at all, or only inconclusive ones).
     Unverified,
     /// A lens people ask for in open bounties; none is known.
@@ -32,21 +59,54 @@ pub(crate) enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, in the legend's order.
+    pub const ALL: [Verdict; 5] = [
+        Verdict::Verified,
+        Verdict::Mixed,
+        Verdict::Falsified,
+        Verdict::Unverified,
+        Verdict::Wanted,
+    ];
+
+    /// The verdict of a lens with these findings.
+    pub fn of(findings: Findings) -> Verdict {
+        match (findings.holds, findings.falsified) {
+            (0, 0) => Verdict::Unverified,
+            (_, 0) => Verdict::Verified,
+            (0, _) => Verdict::Falsified,
+            _ => Verdict::Mixed,
+        }
+    }
+
     pub fn class(self) -> &'static str {
         match self {
             Verdict::Verified => "verified",
-            Verdict::Failures => "failures",
+            Verdict::Mixed => "mixed",
+            Verdict::Falsified => "falsified",
             Verdict::Unverified => "unverified",
             Verdict::Wanted => "wanted",
         }
     }
 
+    /// Its name, as the legend and the list say it.
     pub fn words(self) -> &'static str {
         match self {
-            Verdict::Verified => "verified, none falsified",
-            Verdict::Failures => "verified with failures",
+            Verdict::Verified => "verified",
+            Verdict::Mixed => "mixed",
+            Verdict::Falsified => "falsified",
             Verdict::Unverified => "unverified",
-            Verdict::Wanted => "wanted only",
+            Verdict::Wanted => "wanted",
+        }
+    }
+
+    /// What it means, for the legend.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Verdict::Verified => "holds for every kind verified; none falsified",
+            Verdict::Mixed => "holds for some kinds, falsified for others",
+            Verdict::Falsified => "falsified, and holds for no kind",
+            Verdict::Unverified => "no verification holds or fails (none, or only inconclusive)",
+            Verdict::Wanted => "dashed: no lens yet; open bounties ask for one",
         }
     }
 }
@@ -78,6 +138,8 @@ pub(crate) struct Edge {
     pub lens: Option<String>,
     pub records: u64,
     pub verdict: Verdict,
+    /// The lens's findings; none for a wanted road.
+    pub findings: Findings,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -95,6 +157,13 @@ pub(crate) struct Graph {
     pub roads_left_out: usize,
     /// Roads not drawn because their uris are too long to have been kept whole.
     pub unreadable: u64,
+}
+
+impl Graph {
+    /// Whether this neighbourhood's centre is a schema no road the catalog holds names.
+    pub fn centre_unknown(&self) -> bool {
+        self.centred && self.edges.is_empty() && self.unreadable == 0 && !self.roads_cut
+    }
 }
 
 /// Builds the graph the ask names.
@@ -326,18 +395,26 @@ async fn assemble(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let verdicts = verdicts(catalog, &lenses).await?;
+    let found_by_lens = findings(catalog, &lenses).await?;
     let edges = shown
         .into_iter()
-        .map(|(source, target, road)| Edge {
-            source,
-            target,
-            verdict: match &road.lens {
-                Some(lens) => verdicts.get(lens).copied().unwrap_or(Verdict::Unverified),
-                None => Verdict::Wanted,
-            },
-            lens: road.lens.clone(),
-            records: road.records,
+        .map(|(source, target, road)| {
+            let findings = road
+                .lens
+                .as_ref()
+                .and_then(|lens| found_by_lens.get(lens).copied())
+                .unwrap_or_default();
+            Edge {
+                source,
+                target,
+                verdict: match &road.lens {
+                    Some(_) => Verdict::of(findings),
+                    None => Verdict::Wanted,
+                },
+                findings,
+                lens: road.lens.clone(),
+                records: road.records,
+            }
         })
         .collect();
     let nodes = order
@@ -360,11 +437,12 @@ async fn assemble(
     })
 }
 
-/// Each lens's verdict, from the sufficiency index's counts by lens, property and result.
-async fn verdicts(
+/// Each lens's findings, from the sufficiency index's counts by lens, kind (its property
+/// variant) and result: counts alone, never the verifications.
+async fn findings(
     catalog: &dyn CatalogRead,
     lenses: &[String],
-) -> Result<HashMap<String, Verdict>, CatalogError> {
+) -> Result<HashMap<String, Findings>, CatalogError> {
     if lenses.is_empty() {
         return Ok(HashMap::new());
     }
@@ -376,21 +454,21 @@ async fn verdicts(
         .iter()
         .zip(counted)
         .map(|(lens, keys)| {
-            let mut holds = 0;
-            let mut falsified = 0;
-            for (key, n) in keys {
-                match decode_key(&key).as_deref() {
-                    Some([_, _, Some("holds")]) => holds += n,
-                    Some([_, _, Some("falsified")]) => falsified += n,
-                    _ => {}
-                }
+            let mut holds: BTreeSet<&str> = BTreeSet::new();
+            let mut falsified: BTreeSet<&str> = BTreeSet::new();
+            for (key, n) in &keys {
+                let parts = decode_key(key);
+                match parts.as_deref() {
+                    Some(&[_, Some(kind), Some("holds")]) if *n > 0 => holds.insert(kind),
+                    Some(&[_, Some(kind), Some("falsified")]) if *n > 0 => falsified.insert(kind),
+                    _ => false,
+                };
             }
-            let verdict = match (holds, falsified) {
-                (_, f) if f > 0 => Verdict::Failures,
-                (h, _) if h > 0 => Verdict::Verified,
-                _ => Verdict::Unverified,
+            let findings = Findings {
+                holds: holds.len() as u32,
+                falsified: falsified.len() as u32,
             };
-            (lens.clone(), verdict)
+            (lens.clone(), findings)
         })
         .collect())
 }

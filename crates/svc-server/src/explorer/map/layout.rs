@@ -17,6 +17,12 @@ const MARGIN: f64 = 120.0;
 const ROW_WIDTH: f64 = 1600.0;
 /// How far apart parallel roads between two schemas bow.
 const BOW: f64 = 22.0;
+/// A schema's dot, and the centre's.
+const RADIUS: f64 = 8.0;
+const CENTRE_RADIUS: f64 = 12.0;
+/// An arrowhead's length along its road, and half its width.
+const ARROW_LENGTH: f64 = 11.0;
+const ARROW_HALF_WIDTH: f64 = 4.5;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Point {
@@ -30,8 +36,10 @@ pub(crate) struct Layout {
     pub points: Vec<Point>,
     /// Each edge's path (`d` of an SVG path), in the graph's order.
     pub paths: Vec<String>,
-    /// Whether each node stands below its part's centre, where its label goes under it (away
-    /// from the roads that come in from the centre).
+    /// Each edge's arrowhead, in the graph's order.
+    pub arrows: Vec<Arrow>,
+    /// Whether each node stands below its part's centre, where its label is tried first
+    /// under it (away from the roads that come in from the centre).
     pub below: Vec<bool>,
     pub width: f64,
     pub height: f64,
@@ -68,7 +76,7 @@ pub(crate) fn lay_out(graph: &Graph) -> Layout {
         row_height = row_height.max(part_height);
     }
     let centres = centres(graph, &points);
-    let paths = paths(graph, &points, &centres);
+    let (paths, arrows) = paths(graph, &points, &centres);
     let below = points
         .iter()
         .zip(&centres)
@@ -77,6 +85,7 @@ pub(crate) fn lay_out(graph: &Graph) -> Layout {
     Layout {
         points,
         paths,
+        arrows,
         below,
         width: width.max(1.0),
         height: (y + row_height).max(1.0),
@@ -177,10 +186,10 @@ fn centres(graph: &Graph, points: &[Point]) -> Vec<Point> {
         .collect()
 }
 
-/// Each edge as a path: straight, bowed apart when two schemas share several roads, bowed
-/// outwards between two schemas of one ring (a straight road would cross the rings inside
-/// it), a loop for a road from a schema to itself.
-fn paths(graph: &Graph, points: &[Point], centres: &[Point]) -> Vec<String> {
+/// Each edge as a path with its arrowhead: straight, bowed apart when two schemas share
+/// several roads, bowed outwards between two schemas of one ring (a straight road would cross
+/// the rings inside it), a loop for a road from a schema to itself.
+fn paths(graph: &Graph, points: &[Point], centres: &[Point]) -> (Vec<String>, Vec<Arrow>) {
     let mut shared: HashMap<(usize, usize), usize> = HashMap::new();
     for edge in &graph.edges {
         *shared.entry(pair(edge.source, edge.target)).or_default() += 1;
@@ -195,39 +204,137 @@ fn paths(graph: &Graph, points: &[Point], centres: &[Point]) -> Vec<String> {
             let bow = (*nth as f64 - (shared[&key] as f64 - 1.0) / 2.0) * BOW;
             *nth += 1;
             let (a, b) = (points[edge.source], points[edge.target]);
-            if edge.source == edge.target {
-                let lift = 30.0 + bow.abs();
-                return format!(
-                    "M{:.1} {:.1}c-{lift:.1} -{lift:.1} {lift:.1} -{lift:.1} 0 0",
-                    a.x, a.y
-                );
-            }
-            // Bow to the same side of the line whichever way the road runs.
-            let sign = if edge.source < edge.target { 1.0 } else { -1.0 };
-            let (dx, dy) = (b.x - a.x, b.y - a.y);
-            let length = (dx * dx + dy * dy).sqrt().max(1.0);
-            let (nx, ny) = (-dy / length * bow * sign, dx / length * bow * sign);
-            let (mut mx, mut my) = ((a.x + b.x) / 2.0 + 2.0 * nx, (a.y + b.y) / 2.0 + 2.0 * ny);
-            let hop = graph.nodes[edge.source].hop;
-            if hop > 0 && hop == graph.nodes[edge.target].hop {
-                let centre = centres[edge.source];
-                let (ox, oy) = ((a.x + b.x) / 2.0 - centre.x, (a.y + b.y) / 2.0 - centre.y);
-                let out = (ox * ox + oy * oy).sqrt();
-                // Away from the centre; across it, to one side.
-                let (ux, uy) = match out > 1.0 {
-                    true => (ox / out, oy / out),
-                    false => (-dy / length, dx / length),
-                };
-                let reach = 0.35 * length;
-                mx += ux * reach;
-                my += uy * reach;
-            }
-            format!(
-                "M{:.1} {:.1}Q{mx:.1} {my:.1} {:.1} {:.1}",
-                a.x, a.y, b.x, b.y
-            )
+            let (d, towards) = match edge.source == edge.target {
+                true => looped(a, bow),
+                false => {
+                    // Bow to the same side of the line whichever way the road runs.
+                    let sign = if edge.source < edge.target { 1.0 } else { -1.0 };
+                    let hop = graph.nodes[edge.source].hop;
+                    let ring = (hop > 0 && hop == graph.nodes[edge.target].hop)
+                        .then_some(centres[edge.source]);
+                    curved(a, b, bow * sign, ring)
+                }
+            };
+            (d, Arrow::at(b, towards, radius(graph, edge.target)))
         })
-        .collect()
+        .unzip()
+}
+
+/// A loop from a schema to itself, and the direction it arrives in.
+fn looped(a: Point, bow: f64) -> (String, (f64, f64)) {
+    let lift = 30.0 + bow.abs();
+    let d = format!(
+        "M{:.1} {:.1}c-{lift:.1} -{lift:.1} {lift:.1} -{lift:.1} 0 0",
+        a.x, a.y
+    );
+    // The last control point stands up and to the right of the schema.
+    (d, (-1.0, 1.0))
+}
+
+/// A road from `a` to `b` bowed by `bow`, and outwards from `ring`'s centre when both stand
+/// on one ring; and the direction it arrives in.
+fn curved(a: Point, b: Point, bow: f64, ring: Option<Point>) -> (String, (f64, f64)) {
+    let (dx, dy) = (b.x - a.x, b.y - a.y);
+    let length = (dx * dx + dy * dy).sqrt().max(1.0);
+    let (nx, ny) = (-dy / length * bow, dx / length * bow);
+    let (mut mx, mut my) = ((a.x + b.x) / 2.0 + 2.0 * nx, (a.y + b.y) / 2.0 + 2.0 * ny);
+    if let Some(centre) = ring {
+        let (ox, oy) = ((a.x + b.x) / 2.0 - centre.x, (a.y + b.y) / 2.0 - centre.y);
+        let out = (ox * ox + oy * oy).sqrt();
+        // Away from the centre; across it, to one side.
+        let (ux, uy) = match out > 1.0 {
+            true => (ox / out, oy / out),
+            false => (-dy / length, dx / length),
+        };
+        let reach = 0.35 * length;
+        mx += ux * reach;
+        my += uy * reach;
+    }
+    let d = format!(
+        "M{:.1} {:.1}Q{mx:.1} {my:.1} {:.1} {:.1}",
+        a.x, a.y, b.x, b.y
+    );
+    // A quadratic arrives along the line from its control point.
+    let towards = match (b.x - mx).abs() + (b.y - my).abs() > 0.1 {
+        true => (b.x - mx, b.y - my),
+        false => (dx, dy),
+    };
+    (d, towards)
+}
+
+/// How big a schema's dot is drawn: the centre of a neighbourhood bigger.
+pub(crate) fn radius(graph: &Graph, node: usize) -> f64 {
+    match graph.centred && node == 0 {
+        true => CENTRE_RADIUS,
+        false => RADIUS,
+    }
+}
+
+/// A road's arrowhead, drawn as a shape of its own (not a marker) so that the labels can be
+/// placed clear of it: its tip just outside the schema it points to.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Arrow {
+    pub d: String,
+    pub bounds: Rect,
+}
+
+impl Arrow {
+    fn at(target: Point, towards: (f64, f64), radius: f64) -> Arrow {
+        let length = (towards.0 * towards.0 + towards.1 * towards.1)
+            .sqrt()
+            .max(f64::EPSILON);
+        let (ux, uy) = (towards.0 / length, towards.1 / length);
+        let tip = (
+            target.x - ux * (radius + 2.0),
+            target.y - uy * (radius + 2.0),
+        );
+        let base = (tip.0 - ux * ARROW_LENGTH, tip.1 - uy * ARROW_LENGTH);
+        let (px, py) = (-uy * ARROW_HALF_WIDTH, ux * ARROW_HALF_WIDTH);
+        let corners = [tip, (base.0 + px, base.1 + py), (base.0 - px, base.1 - py)];
+        let d = format!(
+            "M{:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}z",
+            corners[0].0, corners[0].1, corners[1].0, corners[1].1, corners[2].0, corners[2].1
+        );
+        Arrow {
+            d,
+            bounds: Rect::around(&corners),
+        }
+    }
+}
+
+/// A box in the picture's units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Rect {
+    pub left: f64,
+    pub top: f64,
+    pub right: f64,
+    pub bottom: f64,
+}
+
+impl Rect {
+    /// The least box holding these points, widened by a pixel for rounding.
+    pub fn around(points: &[(f64, f64)]) -> Rect {
+        let fold = |f: fn(&(f64, f64)) -> f64, start: f64, pick: fn(f64, f64) -> f64| {
+            points.iter().map(f).fold(start, pick)
+        };
+        Rect {
+            left: fold(|p| p.0, f64::INFINITY, f64::min) - 1.0,
+            top: fold(|p| p.1, f64::INFINITY, f64::min) - 1.0,
+            right: fold(|p| p.0, f64::NEG_INFINITY, f64::max) + 1.0,
+            bottom: fold(|p| p.1, f64::NEG_INFINITY, f64::max) + 1.0,
+        }
+    }
+
+    pub fn overlaps(&self, other: &Rect) -> bool {
+        self.left < other.right
+            && other.left < self.right
+            && self.top < other.bottom
+            && other.top < self.bottom
+    }
+
+    pub fn within(&self, width: f64, height: f64) -> bool {
+        self.left >= 0.0 && self.top >= 0.0 && self.right <= width && self.bottom <= height
+    }
 }
 
 fn pair(a: usize, b: usize) -> (usize, usize) {
@@ -258,6 +365,7 @@ mod tests {
                     lens: None,
                     records: 1,
                     verdict: Verdict::Wanted,
+                    findings: Default::default(),
                 })
                 .collect(),
             ..Graph::default()

@@ -4,7 +4,7 @@
 //! number of records stating it and the verdict the lens's verifications give; and every
 //! neighbourhood holds exactly those roads among its schemas.
 
-use super::graph::{Ask, Verdict, read};
+use super::graph::{Ask, Findings, Verdict, read};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +33,11 @@ const STATUSES: [Option<&str>; 5] = [
     Some("withdrawn"),
 ];
 const RESULTS: [&str; 3] = ["holds", "falsified", "inconclusive"];
+/// Two verification kinds and the property each proves.
+const PROVES: [(&str, &str); 2] = [
+    ("roundtrip-test", "dev.svc.defs#lpRoundtrip"),
+    ("property-test", "dev.svc.defs#lpGenerator"),
+];
 
 /// One write: a record at one of a few uris of its kind (so later writes replace earlier
 /// ones), or its deletion.
@@ -54,6 +59,7 @@ enum Write {
     Verification {
         at: u8,
         lens: u8,
+        kind: u8,
         result: u8,
     },
     Delete {
@@ -90,10 +96,13 @@ fn write() -> impl Strategy<Value = Write> {
                 status,
                 wants_lens
             }),
-        (0..5u8, 0..3u8, 0..3u8).prop_map(|(at, lens, result)| Write::Verification {
-            at,
-            lens,
-            result
+        (0..5u8, 0..3u8, 0..2u8, 0..3u8).prop_map(|(at, lens, kind, result)| {
+            Write::Verification {
+                at,
+                lens,
+                kind,
+                result,
+            }
         }),
         (0..3u8, 0..6u8).prop_map(|(kind, at)| Write::Delete { kind, at }),
     ]
@@ -147,15 +156,19 @@ fn record(write: &Write) -> (String, Option<Value>) {
             }
             (uri(1, at), Some(record))
         }
-        Write::Verification { at, lens, result } => (
-            uri(2, at),
-            Some(
-                json!({"lens": {"uri": LENSES[lens as usize]}, "kind": "roundtrip-test",
+        Write::Verification {
+            at,
+            lens,
+            kind,
+            result,
+        } => {
+            let (kind, property) = PROVES[kind as usize];
+            let record = json!({"lens": {"uri": LENSES[lens as usize]}, "kind": kind,
                 "verifier": "did:plc:v", "tool": {"name": "t", "version": "1"},
-                "property": {"$type": "dev.svc.defs#lpRoundtrip", "domain": "d"},
-                "result": RESULTS[result as usize], "occurredAt": time}),
-            ),
-        ),
+                "property": {"$type": property, "domain": "d"},
+                "result": RESULTS[result as usize], "occurredAt": time});
+            (uri(2, at), Some(record))
+        }
         Write::Delete { kind, at } => (uri(kind as usize, at), None),
     }
 }
@@ -184,8 +197,8 @@ fn change(queries: &QuerySet, uri: &str, rev: Tid, record: Option<Value>) -> Cha
     })
 }
 
-/// A road as compared: (source, target, lens), records, verdict.
-type Drawn = BTreeMap<(String, String, Option<String>), (u64, Verdict)>;
+/// A road as compared: (source, target, lens), records, verdict and findings.
+type Drawn = BTreeMap<(String, String, Option<String>), (u64, Verdict, Findings)>;
 
 /// The roads the final records state, evaluated directly.
 fn stated(records: &BTreeMap<String, Value>) -> Drawn {
@@ -196,18 +209,20 @@ fn stated(records: &BTreeMap<String, Value>) -> Drawn {
         }
         at.as_str().map(str::to_string)
     };
-    let mut results: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    // The kinds in which each lens holds, and in which it is falsified.
+    let mut results: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
     for record in records
         .values()
         .filter(|r| r["$type"] == "dev.svc.verification")
     {
         let lens = text(record, &["lens", "uri"]).unwrap_or_default();
+        let kind = text(record, &["property", "$type"]).unwrap_or_default();
         let tally = results.entry(lens).or_default();
         match record["result"].as_str() {
-            Some("holds") => tally.0 += 1,
-            Some("falsified") => tally.1 += 1,
-            _ => {}
-        }
+            Some("holds") => tally.0.insert(kind),
+            Some("falsified") => tally.1.insert(kind),
+            _ => false,
+        };
     }
     let mut drawn = Drawn::new();
     for record in records.values() {
@@ -235,17 +250,25 @@ fn stated(records: &BTreeMap<String, Value>) -> Drawn {
         if record["$type"] == "dev.svc.encounter" && road.2.is_none() {
             continue;
         }
-        let verdict = match &road.2 {
-            None => Verdict::Wanted,
-            Some(lens) => match results.get(lens).copied().unwrap_or_default() {
-                (_, f) if f > 0 => Verdict::Failures,
-                (h, _) if h > 0 => Verdict::Verified,
-                _ => Verdict::Unverified,
-            },
+        let findings = road
+            .2
+            .as_ref()
+            .and_then(|lens| results.get(lens))
+            .map(|(holds, falsified)| Findings {
+                holds: holds.len() as u32,
+                falsified: falsified.len() as u32,
+            })
+            .unwrap_or_default();
+        let verdict = match (&road.2, findings.holds, findings.falsified) {
+            (None, _, _) => Verdict::Wanted,
+            (Some(_), 0, 0) => Verdict::Unverified,
+            (Some(_), _, 0) => Verdict::Verified,
+            (Some(_), 0, _) => Verdict::Falsified,
+            (Some(_), _, _) => Verdict::Mixed,
         };
         drawn
             .entry((source, target, road.2))
-            .or_insert((0, verdict))
+            .or_insert((0, verdict, findings))
             .0 += 1;
     }
     drawn
@@ -267,7 +290,9 @@ async fn drawn(catalog: &dyn CatalogRead, centre: Option<&str>) -> (Drawn, BTree
             edge.lens,
         );
         assert!(
-            drawn.insert(road, (edge.records, edge.verdict)).is_none(),
+            drawn
+                .insert(road, (edge.records, edge.verdict, edge.findings))
+                .is_none(),
             "a road drawn twice"
         );
     }
