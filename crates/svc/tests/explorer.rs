@@ -380,6 +380,80 @@ fn pages_work_without_script_and_say_what_is_wrong() {
     page(after, 200, &format!("href=\"{record}\""));
 }
 
+/// A browser asking for an address nothing answers gets a page with the ways on, under the
+/// pages' policy; any other client keeps the API's JSON 404, word for word. `/explore` and
+/// `/explore/` lead to the front page's list of queries.
+#[test]
+fn a_lost_browser_gets_a_page_and_every_other_client_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path().join("catalog.db"), &[]);
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .unwrap();
+    let ask = |path: &str, accept: Option<&str>| {
+        let mut request = client.get(format!("{}{path}", server.url));
+        if let Some(accept) = accept {
+            request = request.header("accept", accept);
+        }
+        let response = request.send().expect(path);
+        let headers = response.headers().clone();
+        (
+            response.status().as_u16(),
+            headers,
+            response.text().unwrap(),
+        )
+    };
+    let chromium = "text/html,application/xhtml+xml,application/xml;q=0.9,\
+        image/avif,image/webp,image/apng,*/*;q=0.8";
+    for path in ["/explorer", "/no/such/page", "/at", "/v2/nothing"] {
+        let (status, headers, page) = ask(path, Some(chromium));
+        assert_eq!(status, 404, "{path}");
+        assert_eq!(
+            headers["content-type"], "text/html; charset=utf-8",
+            "{path}"
+        );
+        let policy = headers["content-security-policy"].to_str().unwrap();
+        assert!(policy.starts_with("default-src 'none'"), "{path}: {policy}");
+        for way in [
+            "href=\"/\"",
+            "href=\"/#queries\"",
+            "href=\"/map\"",
+            "action=\"/search\"",
+        ] {
+            assert!(page.contains(way), "{path} lacks {way}: {page}");
+        }
+        assert!(
+            page.contains(&format!("<code class=\"text\">{path}</code>")),
+            "{page}"
+        );
+        for accept in [None, Some("*/*"), Some("application/json")] {
+            let (status, headers, body) = ask(path, accept);
+            assert_eq!(status, 404, "{path} {accept:?}");
+            assert_eq!(headers["content-type"], "application/json", "{accept:?}");
+            assert_eq!(
+                serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+                json!({"error": "not_found", "message": format!("no endpoint at {path}")}),
+                "{path} {accept:?}"
+            );
+        }
+    }
+    for path in ["/explore", "/explore/"] {
+        for accept in [Some(chromium), None] {
+            let (status, headers, _) = ask(path, accept);
+            assert_eq!(status, 303, "{path} {accept:?}");
+            assert_eq!(headers["location"], "/#queries", "{path}");
+        }
+    }
+    let (status, _, front) = ask("/", Some(chromium));
+    assert_eq!(status, 200);
+    assert!(
+        front.contains("<section aria-labelledby=\"queries-title\" id=\"queries\">"),
+        "{front}"
+    );
+}
+
 #[test]
 fn a_community_s_page_gathers_its_members_dialects_changes_releases_and_federations() {
     let dir = tempfile::tempdir().unwrap();

@@ -47,75 +47,89 @@ fn verification(lens_name: &str, result: &str, at: &str) -> Value {
         "result": result, "occurredAt": at})
 }
 
+/// A property test's verification: a kind of its own, beside the round trip's.
+fn property_test(lens_name: &str, result: &str, at: &str) -> Value {
+    json!({"lens": {"uri": lens(lens_name)}, "kind": "property-test", "verifier": AUTHOR,
+        "tool": {"name": "svc", "version": "1"},
+        "property": {"$type": "dev.svc.defs#lpGenerator", "spec": "all"},
+        "result": result, "occurredAt": at})
+}
+
 fn events(base: i64, long: &str, too_long: &str) -> Vec<(i64, String)> {
     let (a, b, c, d) = (schema("a"), schema("b"), schema("c"), schema("d"));
-    let week_ago = svc_syntax::format_unix_micros(base - 7 * 24 * 3_600_000_000);
-    let today = svc_syntax::format_unix_micros(base);
     let wanted = json!({"requester": AUTHOR, "status": "open", "occurredAt": NOW,
         "wants": {"$type": "dev.svc.bounty#wantLens", "source": {"uri": a}, "target": {"uri": d}}});
+    let roads = [
+        ("3kaaaaaaaaa21", encounter("one", &a, &b)),
+        ("3kaaaaaaaaa22", encounter("one", &a, &b)),
+        ("3kaaaaaaaaa23", encounter("two", &b, &c)),
+        ("3kaaaaaaaaa24", encounter("three", &c, &a)),
+        ("3kaaaaaaaaa25", encounter("four", &c, long)),
+        ("3kaaaaaaaaa26", wanted),
+        ("3kaaaaaaaaa2a", encounter("six", &c, too_long)),
+        ("3kaaaaaaaaa2b", encounter("three", HOSTILE, &a)),
+    ];
+    let mut lines: Vec<(i64, String)> = roads
+        .into_iter()
+        .enumerate()
+        .map(|(i, (rkey, record))| {
+            let collection = match record.get("wants") {
+                Some(_) => "dev.svc.bounty",
+                None => "dev.svc.encounter",
+            };
+            line(base + i as i64, collection, rkey, record)
+        })
+        .collect();
+    let at = base + lines.len() as i64;
+    lines.extend(
+        verifications(base)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (rkey, record))| line(at + i as i64, "dev.svc.verification", rkey, record)),
+    );
+    lines
+}
+
+/// Lens one holds (this week and last), two is falsified, three holds as a round trip and
+/// is falsified by a property test (mixed), and `old` was verified long ago and never since.
+fn verifications(base: i64) -> Vec<(&'static str, Value)> {
+    let week_ago = svc_syntax::format_unix_micros(base - 7 * 24 * 3_600_000_000);
+    let today = svc_syntax::format_unix_micros(base);
     vec![
-        line(
-            base,
-            "dev.svc.encounter",
-            "3kaaaaaaaaa21",
-            encounter("one", &a, &b),
+        ("3kaaaaaaaaa27", verification("one", "holds", &today)),
+        ("3kaaaaaaaaa28", verification("one", "holds", &week_ago)),
+        ("3kaaaaaaaaa29", verification("two", "falsified", &today)),
+        ("3kaaaaaaaaa2c", verification("three", "holds", &today)),
+        ("3kaaaaaaaaa2d", property_test("three", "falsified", &today)),
+        (
+            "3kaaaaaaaaa2e",
+            verification("old", "holds", "2025-06-10T12:00:00Z"),
         ),
-        line(
-            base + 1,
-            "dev.svc.encounter",
-            "3kaaaaaaaaa22",
-            encounter("one", &a, &b),
-        ),
-        line(
-            base + 2,
-            "dev.svc.encounter",
-            "3kaaaaaaaaa23",
-            encounter("two", &b, &c),
-        ),
-        line(
-            base + 3,
-            "dev.svc.encounter",
-            "3kaaaaaaaaa24",
-            encounter("three", &c, &a),
-        ),
-        line(
-            base + 4,
-            "dev.svc.encounter",
-            "3kaaaaaaaaa25",
-            encounter("four", &c, long),
-        ),
-        line(base + 5, "dev.svc.bounty", "3kaaaaaaaaa26", wanted),
-        line(
-            base + 6,
-            "dev.svc.verification",
-            "3kaaaaaaaaa27",
-            verification("one", "holds", &today),
-        ),
-        line(
-            base + 7,
-            "dev.svc.verification",
-            "3kaaaaaaaaa28",
-            verification("one", "holds", &week_ago),
-        ),
-        line(
-            base + 8,
-            "dev.svc.verification",
-            "3kaaaaaaaaa29",
-            verification("two", "falsified", &today),
-        ),
-        line(
-            base + 9,
-            "dev.svc.encounter",
-            "3kaaaaaaaaa2a",
-            encounter("six", &c, too_long),
-        ),
-        line(
-            base + 10,
-            "dev.svc.encounter",
-            "3kaaaaaaaaa2b",
-            encounter("three", HOSTILE, &a),
+        (
+            "3kaaaaaaaaa2f",
+            property_test("old", "falsified", "2025-03-03T08:00:00Z"),
         ),
     ]
+}
+
+/// A server following the replay of [`events`], once it has read them all.
+fn serve_events() -> (Replay, tempfile::TempDir, Server) {
+    let base = now_us() - 2_000_000;
+    // A uri whose label is cut, and one too long for its road to be kept whole.
+    let long = schema(&"k".repeat(150));
+    let too_long = schema(&"k".repeat(450));
+    let replay = Replay::start(events(base, &long, &too_long));
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::following(dir.path().join("catalog.db"), &replay.url);
+    server.wait_for(
+        &format!(
+            "/v1/verifications?lens_uri={}",
+            lens("old").replace(':', "%3A")
+        ),
+        Duration::from_secs(10),
+        |b| b["total"] == 2,
+    );
+    (replay, dir, server)
 }
 
 /// Waits for the page a click leads to.
@@ -140,30 +154,17 @@ fn the_map_and_the_charts_draw_the_catalog_for_eyes_keyboards_and_screen_readers
     let Some(browser) = Browser::launch_or_skip("explorer map") else {
         return;
     };
-    let base = now_us() - 2_000_000;
-    // A uri whose label is cut, and one too long for its road to be kept whole.
-    let long = schema(&"k".repeat(150));
-    let too_long = schema(&"k".repeat(450));
-    let replay = Replay::start(events(base, &long, &too_long));
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::following(dir.path().join("catalog.db"), &replay.url);
-    server.wait_for(
-        &format!(
-            "/v1/verifications?lens_uri={}",
-            lens("two").replace(':', "%3A")
-        ),
-        Duration::from_secs(10),
-        |b| b["total"] == 1,
-    );
+    let (replay, _dir, server) = serve_events();
 
     // The whole catalog fits: six schemas, six roads, each in its colour.
     browser.navigate(&format!("{}/map", server.url));
     assert_eq!(count(&browser, "#map .schemas a"), 6);
-    assert_eq!(count(&browser, "#map .roads path"), 6);
+    assert_eq!(count(&browser, "#map .roads path.road"), 6);
     for (class, n) in [
         ("verified", 1),
-        ("failures", 1),
-        ("unverified", 3),
+        ("mixed", 2),
+        ("falsified", 1),
+        ("unverified", 1),
         ("wanted", 1),
     ] {
         assert_eq!(
@@ -321,6 +322,197 @@ fn the_map_and_the_charts_draw_the_catalog_for_eyes_keyboards_and_screen_readers
     );
     browser.shoot("front-charts");
     let errors = browser.console_errors();
+    assert!(
+        errors.is_empty(),
+        "no error and no policy violation: {errors:?}"
+    );
+}
+
+/// Boxes that share more than half a pixel each way (a label's halo may touch).
+const OVERLAPS: &str = "const overlaps = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 \
+    && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;";
+
+/// Whether the placeholder of the field `id` fits inside it, measured in its own font.
+fn placeholder_fits(browser: &Browser, id: &str) -> Value {
+    browser.eval(&format!(
+        "(field => {{ const style = getComputedStyle(field);
+            const pen = document.createElement('canvas').getContext('2d');
+            pen.font = style.font;
+            const room = field.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+            return {{fits: pen.measureText(field.placeholder).width <= room,
+                needs: pen.measureText(field.placeholder).width, room}};
+        }})(document.getElementById({id:?}))"
+    ))
+}
+
+/// The map and the tables for a newcomer: the colours say what they mean, in the legend, in
+/// each road's title and in the list (a lens that holds for one kind and is falsified for
+/// another is mixed, not falsified); no label covers an arrowhead; the schema field shows its
+/// whole placeholder, on a phone too; a schema the catalog does not know is a 404 saying so.
+/// A table's columns are headed by words, a short word never breaks and a long uri is cut
+/// with an ellipsis. A lens verified long ago charts the weeks up to its newest. A mistyped
+/// address is a page with the ways on, and `/explore` leads to the queries.
+#[test]
+fn the_map_and_tables_read_at_a_glance() {
+    let Some(browser) = Browser::launch_or_skip("explorer map at a glance") else {
+        return;
+    };
+    let (_replay, _dir, server) = serve_events();
+
+    browser.navigate(&format!("{}/map", server.url));
+    let legend = browser
+        .eval("[...document.querySelectorAll('#legend li')].map(li => li.textContent.trim())");
+    assert_eq!(
+        legend,
+        json!([
+            "verified: holds for every kind verified; none falsified",
+            "mixed: holds for some kinds, falsified for others",
+            "falsified: falsified, and holds for no kind",
+            "unverified: no verification holds or fails (none, or only inconclusive)",
+            "wanted: dashed: no lens yet; open bounties ask for one"
+        ])
+    );
+    let said = |lens_name: &str| {
+        browser.eval(&format!(
+            "[...document.querySelectorAll('#roads tbody tr')].filter(tr => tr.cells[1].textContent.endsWith('/{lens_name}'))\
+                .map(tr => [tr.cells[3].className, tr.cells[3].textContent])"
+        ))
+    };
+    let mixed = "mixed: holds for 1 kind, falsified for 1";
+    assert_eq!(said("three"), json!([["mixed", mixed], ["mixed", mixed]]));
+    assert_eq!(
+        said("two"),
+        json!([[
+            "falsified",
+            "falsified: falsified for 1 kind, holds for none"
+        ]])
+    );
+    assert_eq!(
+        said("one"),
+        json!([["verified", "verified: holds for 1 kind, none falsified"]])
+    );
+    let titles = browser.eval(&format!(
+        "[...document.querySelectorAll('#map .roads a')].filter(a => a.getAttribute('href').endsWith('/three'))\
+            .map(a => a.querySelector('title').textContent.includes({mixed:?}))"
+    ));
+    assert_eq!(titles, json!([true, true]), "each road's title says it");
+
+    // No label covers an arrowhead: each road has one, and every schema its label.
+    let covered = browser.eval(&format!(
+        "(() => {{ {OVERLAPS}
+            const heads = [...document.querySelectorAll('#map path.arrowhead')].map(p => p.getBoundingClientRect());
+            const labels = [...document.querySelectorAll('#map text')];
+            const covering = labels.filter(t => heads.some(h => overlaps(t.getBoundingClientRect(), h)));
+            return {{heads: heads.length, labels: labels.length, covering: covering.map(t => t.textContent)}};
+        }})()"
+    ));
+    assert_eq!(
+        covered,
+        json!({"heads": 6, "labels": 6, "covering": []}),
+        "no label over an arrowhead"
+    );
+    browser.shoot("map-legend");
+
+    // The schema field shows its whole placeholder, wide or on a phone.
+    let fits = placeholder_fits(&browser, "map-schema");
+    assert_eq!(fits["fits"], true, "{fits}");
+    browser.viewport(390, 844, true);
+    browser.navigate(&format!("{}/map", server.url));
+    let fits = placeholder_fits(&browser, "map-schema");
+    assert_eq!(fits["fits"], true, "on a phone: {fits}");
+    browser.shoot("map-phone");
+
+    // A table at a width that makes it squeeze: its headings are words, no short word
+    // breaks, and a long uri is cut with an ellipsis.
+    browser.viewport(700, 900, false);
+    browser.navigate(&format!(
+        "{}/explore/verificationsForLens?lens_uri={}",
+        server.url,
+        lens("three").replace(':', "%3A")
+    ));
+    let headings =
+        browser.eval("[...document.querySelectorAll('#answer th')].map(th => th.textContent)");
+    assert_eq!(
+        headings,
+        json!(["Record", "Author", "Lens", "Kind", "Result", "Tool", "Time"])
+    );
+    let broken = browser.eval(
+        "[...document.querySelectorAll('#answer td')].filter(td => /^[a-z-]{1,16}$/.test(td.textContent))\
+            .filter(td => { const r = document.createRange(); \
+                r.selectNodeContents(document.createTreeWalker(td, NodeFilter.SHOW_TEXT).nextNode()); \
+                return r.getClientRects().length !== 1; }).map(td => td.textContent)",
+    );
+    assert_eq!(broken, json!([]), "short words stay whole");
+    let results = browser.eval("[...document.querySelectorAll('#answer td[data-label=Result]')].map(td => td.textContent).sort()");
+    assert_eq!(results, json!(["falsified", "holds"]));
+    browser.shoot("table-narrow");
+    browser.navigate(&format!("{}/map", server.url));
+    let cut = browser.eval(
+        "[...document.querySelectorAll('#roads td code')].filter(code => code.textContent.includes('kkkkkkkk'))\
+            .map(code => [getComputedStyle(code).textOverflow, code.scrollWidth > code.clientWidth, \
+                code.getClientRects().length])",
+    );
+    assert_eq!(
+        cut,
+        json!([["ellipsis", true, 1]]),
+        "a long uri is cut on one line"
+    );
+
+    // A lens verified long ago charts the 26 weeks up to its newest, and says so.
+    browser.navigate(&format!(
+        "{}/at/did:plc:lenses/dev.panproto.schema.lens/old",
+        server.url
+    ));
+    let caption = browser.text("#verifications-by-week figcaption");
+    assert!(
+        caption.contains(
+            "None in the last 26 weeks; the 26 weeks up to its newest, week of 2025-06-09: \
+             1 hold, 1 falsified, 0 inconclusive."
+        ),
+        "{caption}"
+    );
+    let drawn = browser.eval(
+        "[...document.querySelectorAll('#verifications-by-week rect.bar')].filter(r => r.dataset.value !== '0').map(r => r.getAttribute('class'))",
+    );
+    assert_eq!(drawn, json!(["bar falsified", "bar holds"]));
+    browser.shoot("lens-weeks-old");
+
+    // A schema the catalog does not know is a 404 page that says so, with the form to fix it.
+    let typo = "at://did:plc:schemas/dev.panproto.schema.schema/aa";
+    let (status, content_type, page) =
+        server.get_raw(&format!("/map?schema={}", typo.replace(':', "%3A")));
+    assert_eq!(
+        (status, content_type.as_str()),
+        (404, "text/html; charset=utf-8")
+    );
+    assert!(page.contains("This catalog knows no such schema"), "{page}");
+    assert!(page.contains("id=\"map-schema\""), "{page}");
+    assert!(
+        !page.contains("<svg id=\"map\""),
+        "no picture of a typo: {page}"
+    );
+    assert_eq!(
+        server
+            .get_raw(&format!("/map?schema={}", schema("a").replace(':', "%3A")))
+            .0,
+        200
+    );
+
+    // A browser lost on a mistyped address gets a page with the ways on; `/explore` leads
+    // to the list of queries.
+    browser.navigate(&format!("{}/explore/", server.url));
+    assert_eq!(
+        browser.eval("location.pathname + location.hash"),
+        "/#queries"
+    );
+    assert!(count(&browser, "#queries li a[href^='/explore/']") > 10);
+    browser.navigate(&format!("{}/no/such/page", server.url));
+    assert_eq!(browser.text("h1"), "No page here");
+    let ways = browser.eval("[...document.querySelectorAll('main a, main form')].map(e => e.getAttribute('href') || e.getAttribute('action'))");
+    assert_eq!(ways, json!(["/", "/#queries", "/map", "/search"]));
+    browser.shoot("lost");
+    let errors = browser.console_errors();
+    let errors: Vec<&String> = errors.iter().filter(|e| !e.contains("404")).collect();
     assert!(
         errors.is_empty(),
         "no error and no policy violation: {errors:?}"
