@@ -30,7 +30,7 @@ import_catalog "$work/mix-import.log"
 stop_server
 if [ "${TAKEDOWN_PERCENT:-0}" != 0 ]; then
   password="$work/mix-admin-password"
-  printf 'bench admin password\n' >"$password"
+  (umask 077 && printf 'bench admin password\n' >"$password")
   start_server "$work/mix-takedowns.log" --admin-password-file "$password"
   python3 - "$events" "$TAKEDOWN_PERCENT" >"$work/mix-takedowns.txt" <<'PY'
 import json, sys

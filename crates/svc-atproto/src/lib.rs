@@ -5,6 +5,7 @@
 mod dns;
 mod identity;
 mod reach;
+pub mod secret_file;
 mod session;
 mod xrpc;
 

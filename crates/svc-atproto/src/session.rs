@@ -1,9 +1,14 @@
 //! Stored sessions: one JSON file per DID (`did, handle, pds_url, access_jwt, refresh_jwt`),
 //! mode 0600 in a 0700 directory. Tokens never leave these files except as bearer headers.
 
+use crate::secret_file::read_private;
 use crate::{AtprotoError, AtprotoResult};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// What a session file holds, as a refusal to read one names it: its tokens are as good as a
+/// password (log in again if someone else could have read them).
+const SESSION_SECRET: &str = "a session's tokens";
 
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
@@ -107,7 +112,7 @@ impl SessionStore {
 
     pub fn load(&self, did: &str) -> AtprotoResult<Option<Session>> {
         let path = self.path(did)?;
-        match read_private(&path) {
+        match read_private(&path, SESSION_SECRET) {
             Ok(text) => serde_json::from_str(&text)
                 .map(Some)
                 .map_err(|e| store_error(&path, e)),
@@ -127,7 +132,8 @@ impl SessionStore {
         for entry in entries {
             let path = entry.map_err(|e| store_error(&self.dir, e))?.path();
             if path.extension().is_some_and(|e| e == "json") {
-                let text = read_private(&path).map_err(|e| store_error(&path, e))?;
+                let text =
+                    read_private(&path, SESSION_SECRET).map_err(|e| store_error(&path, e))?;
                 if let Ok(session) = serde_json::from_str::<Session>(&text) {
                     sessions.push(session);
                 }
@@ -146,28 +152,6 @@ impl SessionStore {
             Err(e) => Err(store_error(&path, e)),
         }
     }
-}
-
-/// A session file's text, refused (as ssh refuses a private key) when others may read it: its
-/// tokens are as good as a password.
-fn read_private(path: &Path) -> std::io::Result<String> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "the session file is readable by others (mode {mode:04o}), so its tokens \
-                     may have leaked; fix it with `chmod 600 {}` (and log in again if someone \
-                     else could have read it)",
-                    path.display()
-                ),
-            ));
-        }
-    }
-    std::fs::read_to_string(path)
 }
 
 impl Session {

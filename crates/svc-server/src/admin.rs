@@ -91,7 +91,9 @@ impl Admin {
         });
         seen.count += 1;
         seen.last = now;
-        Err(Refused::Unauthenticated)
+        Err(Refused::Unauthenticated {
+            offered: headers.contains_key(header::AUTHORIZATION),
+        })
     }
 }
 
@@ -101,7 +103,8 @@ enum Refused {
     NotServed,
     /// The client failed too often; it may try again after this long.
     Guessing(Duration),
-    Unauthenticated,
+    /// The request showed no password, or a wrong one (`offered`).
+    Unauthenticated { offered: bool },
 }
 
 impl IntoResponse for Refused {
@@ -124,10 +127,16 @@ impl IntoResponse for Refused {
                 }
                 refused
             }
-            Refused::Unauthenticated => json_error(
+            Refused::Unauthenticated { offered: false } => json_error(
                 StatusCode::UNAUTHORIZED,
                 "AuthenticationRequired",
                 "the admin methods take HTTP Basic authentication as admin, with the admin password",
+            ),
+            Refused::Unauthenticated { offered: true } => json_error(
+                StatusCode::UNAUTHORIZED,
+                "AuthenticationRequired",
+                "wrong admin password (or a user other than admin); five wrong tries from one \
+                 client refuse it for a minute",
             ),
         }
     }

@@ -155,6 +155,18 @@ pub struct Server {
     pub log: Vec<String>,
 }
 
+/// Writes a file that holds a secret (an admin password) as an operator must: readable by its
+/// owner alone, or svc refuses it.
+pub fn write_private(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write a secret file");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .expect("make a secret file private");
+    }
+}
+
 /// The `svc` binary. Once this test binary's peers run, DIDs resolve through their PLC
 /// directory (`SVC_PLC_URL`, which a `--plc-url` given overrides), as a deployment's do through
 /// its own: the signing keys that verify the PDS's commits are there. Every peer here is on

@@ -172,13 +172,13 @@ fn plan_start(
     })
 }
 
-/// The password `--admin-password-file` holds (its one line); a file that cannot be read, or
-/// holds too short a password, is refused at start.
+/// The password `--admin-password-file` holds (its one line); a file that cannot be read, that
+/// others may read, or that holds too short a password, is refused at start.
 fn admin_password(args: &ServeArgs) -> anyhow::Result<Option<String>> {
     let Some(path) = &args.admin_password_file else {
         return Ok(None);
     };
-    let text = std::fs::read_to_string(path)
+    let text = svc_atproto::secret_file::read_private(path, "the admin password")
         .with_context(|| format!("--admin-password-file {}", path.display()))?;
     let password = text.trim_end_matches(['\n', '\r']);
     if password.chars().count() < 12 || password.contains(['\n', '\r']) {

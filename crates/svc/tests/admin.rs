@@ -5,6 +5,7 @@
 //! repeated ones a 429, and the password appears nowhere the server writes.
 
 use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
 use svc_testkit as common;
 use svc_testkit::*;
 
@@ -40,7 +41,7 @@ fn listed(server: &Server) -> Vec<String> {
 /// The operator's password, written to a file in `dir` as `text`; the file's path.
 fn password_file(dir: &std::path::Path, text: &str) -> String {
     let path = dir.join("admin-password");
-    std::fs::write(&path, text).unwrap();
+    svc_testkit::write_private(&path, text);
     path.to_str().unwrap().to_string()
 }
 
@@ -208,7 +209,7 @@ fn admin_requests_are_refused_plainly_and_guessing_is_slowed() {
     assert!(!metrics.contains(PASSWORD));
 
     let short = dir.path().join("short");
-    std::fs::write(&short, "short").unwrap();
+    svc_testkit::write_private(&short, "short");
     let refused_at_start = svc()
         .args(["serve", "--firehose", "none", "--listen", "127.0.0.1:0"])
         .args(["--db", dir.path().join("short.db").to_str().unwrap()])
@@ -255,6 +256,15 @@ fn the_command_line_takes_down_reports_and_restores(backend: Backend) {
     );
     admin(&["restore", &uris[2]]);
     assert_eq!(listed(&server), uris);
+    // `--url` before the command reaches admin as it reaches orchestrator.
+    let before = svc()
+        .args(["--url", &server.url, "admin", "status", &uris[2]])
+        .args(["--password-file", password])
+        .env("SVC_URL", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&before.stderr);
+    assert!(before.status.success(), "{stderr}");
     // A wrong password is the server's refusal, said plainly.
     let wrong = svc()
         .args(["admin", "status", "did:plc:bob", "--url", &server.url])
@@ -264,6 +274,46 @@ fn the_command_line_takes_down_reports_and_restores(backend: Backend) {
     assert!(!wrong.status.success());
     let stderr = String::from_utf8_lossy(&wrong.stderr);
     assert!(stderr.contains("401 AuthenticationRequired"), "{stderr}");
+    assert!(stderr.contains("wrong admin password"), "{stderr}");
+    the_command_line_says_what_is_wrong(&server, dir.path());
+}
+
+/// A subject that is neither a DID nor a record's at-uri, and a password file others may read,
+/// are refused before anything is sent, each naming what is wrong.
+fn the_command_line_says_what_is_wrong(server: &Server, dir: &std::path::Path) {
+    let bad_subject = svc()
+        .args(["admin", "status", "bob", "--url", &server.url])
+        .env("SVC_ADMIN_PASSWORD", PASSWORD)
+        .output()
+        .unwrap();
+    assert_eq!(bad_subject.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad_subject.stderr);
+    assert!(stderr.contains("neither an account's DID"), "{stderr}");
+    assert!(stderr.contains("at://did/collection/rkey"), "{stderr}");
+
+    let shared = dir.join("shared-password");
+    std::fs::write(&shared, PASSWORD).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = svc()
+        .args(["admin", "status", "did:plc:bob", "--url", &server.url])
+        .args(["--password-file", shared.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("readable by others (mode 0644)"),
+        "{stderr}"
+    );
+    let refused_at_start = svc()
+        .args(["serve", "--firehose", "none", "--listen", "127.0.0.1:0"])
+        .args(["--db", dir.join("shared.db").to_str().unwrap()])
+        .args(["--admin-password-file", shared.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!refused_at_start.status.success());
+    let stderr = String::from_utf8_lossy(&refused_at_start.stderr);
+    assert!(stderr.contains("chmod 600"), "{stderr}");
 }
 
 /// A Jetstream create of a vocabulary in world "open", by `did`, at `time_us`.

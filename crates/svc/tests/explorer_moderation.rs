@@ -48,7 +48,7 @@ fn a_taken_down_record_shows_nothing_and_labels_show_inert() {
     labeler.add(shown, "spam", false, false);
     labeler.add(shown, HOSTILE_LABEL, false, false);
     let password_file = dir.path().join("admin-password");
-    std::fs::write(&password_file, PASSWORD).unwrap();
+    svc_testkit::write_private(&password_file, PASSWORD);
     let server = Server::start(
         dir.path().join("catalog.db"),
         &[

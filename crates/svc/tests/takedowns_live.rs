@@ -76,7 +76,7 @@ fn takedowns_hold_through_new_revisions_new_records_and_a_backfill(backend: Back
         return;
     };
     let password_file = dir.path().join("admin-password");
-    std::fs::write(&password_file, PASSWORD).unwrap();
+    svc_testkit::write_private(&password_file, PASSWORD);
     let password = password_file.to_str().unwrap();
     let server = serve(&db, peers, password, false);
     let (alice, bob) = (peers.create_account("down"), peers.create_account("down"));

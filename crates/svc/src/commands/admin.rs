@@ -56,16 +56,22 @@ async fn status(access: &AdminAccessArgs, subject: &str) -> anyhow::Result<Value
 /// The subject as the admin methods name it, and the parameter `getSubjectStatus` takes: a
 /// DID is an account, an at-uri a record.
 fn subject_of(text: &str) -> Result<(Value, (&'static str, String)), UsageError> {
+    let neither = |why: String| {
+        UsageError(format!(
+            "{text:?} is neither an account's DID (did:plc:...) nor a record's at-uri \
+             (at://did/collection/rkey): {why}"
+        ))
+    };
     if text.starts_with("did:") {
-        let did = Did::new(text).map_err(|e| UsageError(format!("{text}: {e}")))?;
+        let did = Did::new(text).map_err(|e| neither(e.to_string()))?;
         let subject = json!({"$type": "com.atproto.admin.defs#repoRef", "did": did.as_str()});
         return Ok((subject, ("did", did.to_string())));
     }
-    let uri = AtUri::new(text).map_err(|e| UsageError(format!("{text}: {e}")))?;
+    let uri = AtUri::new(text).map_err(|e| neither(e.to_string()))?;
     if uri.record_parts().is_none() {
-        return Err(UsageError(format!(
-            "{text}: name an account (a DID) or a record (at://did/collection/rkey)"
-        )));
+        return Err(neither(
+            "an at-uri of a whole repository or collection names no one record".into(),
+        ));
     }
     let subject = json!({"$type": "com.atproto.repo.strongRef", "uri": uri.as_str()});
     Ok((subject, ("uri", uri.to_string())))
@@ -84,7 +90,7 @@ fn method_url(
 /// The password: `--password-file`'s one line, else `SVC_ADMIN_PASSWORD`.
 fn password(access: &AdminAccessArgs) -> anyhow::Result<String> {
     if let Some(path) = &access.password_file {
-        let text = std::fs::read_to_string(path)
+        let text = svc_atproto::secret_file::read_private(path, "the admin password")
             .with_context(|| format!("--password-file {}", path.display()))?;
         return Ok(text.trim_end_matches(['\n', '\r']).to_string());
     }
