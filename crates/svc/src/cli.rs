@@ -17,8 +17,8 @@ pub const DEFAULT_FIREHOSE: &str = "wss://jetstream2.us-east.bsky.network/subscr
     about = "A catalog of dev.svc.* AT Protocol records: indexer, query API and tools"
 )]
 pub struct Cli {
-    /// Base address of the query API `orchestrator` asks (also taken after it) [env: SVC_URL]
-    /// [default: http://localhost:8787]
+    /// Base address of the running svc that `orchestrator` and `admin` ask (also taken after
+    /// them) [env: SVC_URL] [default: http://localhost:8787]
     #[arg(long = "url", id = URL_BEFORE_COMMAND, value_name = "URL")]
     pub url: Option<String>,
 
@@ -101,6 +101,16 @@ pub enum AdminCommand {
         #[command(flatten)]
         access: AdminAccessArgs,
     },
+}
+
+impl AdminCommand {
+    pub fn access_mut(&mut self) -> &mut AdminAccessArgs {
+        match self {
+            AdminCommand::Takedown { access, .. }
+            | AdminCommand::Restore { access, .. }
+            | AdminCommand::Status { access, .. } => access,
+        }
+    }
 }
 
 /// Where the admin commands go and how they authenticate.

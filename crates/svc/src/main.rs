@@ -41,14 +41,24 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
         .ok()
         .flatten();
     if let Some(("orchestrator", sub)) = matches.subcommand() {
-        let url = orchestrator_url(sub, url_before_command);
+        let url = service_url(sub, url_before_command);
         return block_on(commands::orchestrator::run(&url, queries, sub))
             .map(|()| ExitCode::SUCCESS);
     }
-    if url_before_command.is_some() {
-        return Err(UsageError("--url is an option of `svc orchestrator` only".into()).into());
+    let admin_leaf = match matches.subcommand() {
+        Some(("admin", admin)) => admin.subcommand().map(|(_, leaf)| leaf),
+        _ => None,
+    };
+    if url_before_command.is_some() && admin_leaf.is_none() {
+        return Err(UsageError(
+            "--url is an option of the commands that ask a running svc: `svc orchestrator` and `svc admin`".into(),
+        )
+        .into());
     }
-    let cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
+    let mut cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
+    if let (cli::Command::Admin(command), Some(leaf)) = (&mut cli.command, admin_leaf) {
+        command.access_mut().url = service_url(leaf, url_before_command);
+    }
     let done = |outcome: anyhow::Result<()>| outcome.map(|()| ExitCode::SUCCESS);
     match cli.command {
         // The one command whose exit status says more than success or failure.
@@ -86,9 +96,9 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The API the orchestrator asks: `--url` after `orchestrator` (or its subcommand) first, then
+/// The running svc a command asks: `--url` after the command (or its subcommand) first, then
 /// before it, then `SVC_URL` and the default.
-fn orchestrator_url(sub: &clap::ArgMatches, before_command: Option<&String>) -> String {
+fn service_url(sub: &clap::ArgMatches, before_command: Option<&String>) -> String {
     let given_after = sub.value_source("url") == Some(ValueSource::CommandLine);
     match (given_after, before_command) {
         (false, Some(before)) => Some(before),
