@@ -14,6 +14,7 @@ use crate::{ApiError, AppState};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -109,6 +110,13 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         let message = subscription.next().await?;
         Some((Ok::<Event, Infallible>(sse_event(message)), subscription))
     });
+    // Said at once: a person watching `curl -N` otherwise sees nothing until the first change.
+    let greeting = Event::default().comment(format!(
+        "subscribed; changes appear below as they happen (a comment every {} s keeps the \
+         connection open)",
+        KEEP_ALIVE_EVERY.as_secs()
+    ));
+    let events = futures_util::stream::once(async { Ok(greeting) }).chain(events);
     let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE_EVERY))
         .into_response();
