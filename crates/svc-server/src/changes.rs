@@ -32,6 +32,9 @@ const QUEUED_AT_MOST: usize = 1024;
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(5);
 /// Changes read from storage per step of a replay.
 const REPLAY_STEP: usize = 500;
+/// What reading one change from storage costs a replay's pace, besides its uri's bytes, sent
+/// or not: a replay for a key that matches nothing still reads, and is paced by that.
+const READ_COST_PER_CHANGE: usize = 64;
 /// How long a full queue may wait before its subscriber is given up on.
 const TOO_SLOW_AFTER: Duration = Duration::from_secs(5);
 /// How long a subscriber given up on has to take its last word before its connection is
@@ -374,25 +377,47 @@ impl Feed<'_> {
         Ok(live)
     }
 
-    /// Sends every stored change after `last`; the last one sent.
+    /// Sends every stored change after `last`; the last one sent. Each step first checks that
+    /// the subscriber is still there, so a replay outlives its client by one step at most.
     async fn replay(&self, mut last: i64) -> Result<i64, FeedEnd> {
         let catalog = self.state.catalog.as_ref();
         loop {
+            if self.sender.is_closed() {
+                return Err(FeedEnd::Left);
+            }
             let changes = catalog.changes_after(last, REPLAY_STEP).await?;
             let Some(newest) = changes.last().map(|change| change.seq) else {
                 return Ok(last);
             };
+            self.state
+                .metrics
+                .stream_replay_read
+                .inc_by(changes.len() as u64);
+            let mut cost: usize = changes
+                .iter()
+                .map(|change| READ_COST_PER_CHANGE + change.uri.len())
+                .sum();
             let sent: Vec<RecordChange> = changes
                 .into_iter()
                 .filter(|change| self.answer.op(change).is_some() || change.is_gap())
                 .collect();
             for published in with_items(catalog, sent).await? {
-                let bytes = self.deliver(&published).await?;
-                if let Some(replay) = &self.replay {
-                    replay.spend(bytes).await;
-                }
+                cost += self.deliver(&published).await?;
             }
+            self.pace(cost).await?;
             last = newest;
+        }
+    }
+
+    /// Waits as the client's replay budget says for `bytes` read and sent; a subscriber that
+    /// leaves meanwhile ends the wait and the replay.
+    async fn pace(&self, bytes: usize) -> Result<(), FeedEnd> {
+        let Some(replay) = &self.replay else {
+            return Ok(());
+        };
+        tokio::select! {
+            () = replay.spend(bytes) => Ok(()),
+            () = self.sender.closed() => Err(FeedEnd::Left),
         }
     }
 

@@ -81,6 +81,8 @@ pub struct HttpMetrics {
     pub(crate) stream_too_slow: Counter,
     /// Times a subscriber read from storage what a burst took past the hub.
     pub(crate) stream_caught_up: Counter,
+    /// Changes the subscribers' replays read from storage, sent or not.
+    pub(crate) stream_replay_read: Counter,
 }
 
 impl Default for HttpMetrics {
@@ -98,6 +100,7 @@ impl Default for HttpMetrics {
             stream_subscribers: Gauge::default(),
             stream_too_slow: Counter::default(),
             stream_caught_up: Counter::default(),
+            stream_replay_read: Counter::default(),
         }
     }
 }
@@ -118,6 +121,11 @@ impl HttpMetrics {
             "svc_stream_caught_up",
             "Times a change-stream subscriber read from storage what a burst took past the hub",
             self.stream_caught_up.clone(),
+        );
+        registry.register(
+            "svc_stream_replay_read",
+            "Changes the change-stream subscribers' replays read from storage, sent or not",
+            self.stream_replay_read.clone(),
         );
         registry.register(
             "svc_orchestrator_ready",

@@ -1,8 +1,9 @@
 //! Replays of the change stream paced per client. A subscription from a cursor first reads
 //! what storage kept after it, as fast as its connection takes it; many of them from one
 //! client (from `cursor=0`, gigabytes each) would take the server's cores from every other
-//! answer. The bytes a client's replays send share one budget per second, with a second's
-//! worth as burst; live changes, which come at the catalog's own pace, are not counted.
+//! answer. The bytes a client's replays read from storage and send share one budget per
+//! second, with a second's worth as burst (a replay for a key that matches nothing still
+//! reads); live changes, which come at the catalog's own pace, are not counted.
 
 use crate::client::Client;
 use std::collections::HashMap;

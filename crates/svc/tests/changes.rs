@@ -623,6 +623,77 @@ fn replays_are_paced_per_client() {
     assert!(took < Duration::from_secs(30), "{took:?}");
 }
 
+/// A replay is paced by what it reads from storage, not only by what it sends: one for a key
+/// that matches nothing reads no faster than its client's rate allows (a step of 500 ahead at
+/// most), and it stops reading once its client leaves.
+#[test]
+fn a_replay_is_paced_by_what_it_reads_and_ends_with_its_client() {
+    let base = now_us() - 1_000_000;
+    let replay = Replay::start(vec![commit(
+        base - 1,
+        "3kaaaaaaaaa22",
+        "create",
+        "x",
+        "open",
+    )]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &["--firehose", replay.url.as_str(), "--ready-lag", "5s"]
+            .into_iter()
+            .chain(["--replay-kib-per-second", "16"])
+            .collect::<Vec<_>>(),
+    );
+    replay.publish(creates(base, 3000, "kept", 10));
+    server.wait_for("/v1/stats", Duration::from_secs(30), |b| {
+        b["vocabularies"] == 3001
+    });
+    let address = server.url.trim_start_matches("http://");
+    let mut client = std::net::TcpStream::connect(address).expect("connect");
+    std::io::Write::write_all(
+        &mut client,
+        format!(
+            "GET /v1/changes?query=vocabulariesByName&name=nothing&cursor=0 HTTP/1.1\r\n\
+             Host: {address}\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .expect("ask");
+    std::thread::sleep(Duration::from_secs(2));
+    // 16 KiB a second, a second's worth as burst, about 124 bytes a change read: some 400
+    // changes in 2 s, and the first step of 500 read before it is paid for.
+    let read = replay_read(&server);
+    assert!(
+        (1..=1000).contains(&read),
+        "{read} of 3,001 changes read in 2 s"
+    );
+    drop(client);
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while subscribers_gauge(&server) != Some(0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the subscriber stayed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let after_leaving = replay_read(&server);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        replay_read(&server),
+        after_leaving,
+        "the replay read on alone"
+    );
+}
+
+fn replay_read(server: &Server) -> u64 {
+    let metrics = server.get_raw("/metrics").2;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("svc_stream_replay_read_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("svc_stream_replay_read_total")
+}
+
 /// Reads at most 4 KiB per millisecond: a subscriber that takes everything, at a steady pace
 /// slower than a burst is written.
 struct Steady<R>(R);
