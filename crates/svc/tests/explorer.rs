@@ -380,6 +380,35 @@ fn pages_work_without_script_and_say_what_is_wrong() {
     page(after, 200, &format!("href=\"{record}\""));
 }
 
+/// The API's 404 for `path`, word for word.
+fn assert_is_the_json_404(headers: &reqwest::header::HeaderMap, body: &str, path: &str) {
+    assert_eq!(headers["content-type"], "application/json", "{path}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(body).unwrap(),
+        json!({"error": "not_found", "message": format!("no endpoint at {path}")}),
+        "{path}"
+    );
+}
+
+/// The page a browser gets at `path`: under the pages' policy, naming the address, with
+/// the ways on.
+fn assert_is_the_lost_page(headers: &reqwest::header::HeaderMap, page: &str, path: &str) {
+    let policy = headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.starts_with("default-src 'none'"), "{path}: {policy}");
+    for way in [
+        "href=\"/\"",
+        "href=\"/#queries\"",
+        "href=\"/map\"",
+        "action=\"/search\"",
+    ] {
+        assert!(page.contains(way), "{path} lacks {way}: {page}");
+    }
+    assert!(
+        page.contains(&format!("<code class=\"text\">{path}</code>")),
+        "{page}"
+    );
+}
+
 /// A browser asking for an address nothing answers gets a page with the ways on, under the
 /// pages' policy; any other client keeps the API's JSON 404, word for word. `/explore` and
 /// `/explore/` lead to the front page's list of queries.
@@ -414,29 +443,11 @@ fn a_lost_browser_gets_a_page_and_every_other_client_json() {
             headers["content-type"], "text/html; charset=utf-8",
             "{path}"
         );
-        let policy = headers["content-security-policy"].to_str().unwrap();
-        assert!(policy.starts_with("default-src 'none'"), "{path}: {policy}");
-        for way in [
-            "href=\"/\"",
-            "href=\"/#queries\"",
-            "href=\"/map\"",
-            "action=\"/search\"",
-        ] {
-            assert!(page.contains(way), "{path} lacks {way}: {page}");
-        }
-        assert!(
-            page.contains(&format!("<code class=\"text\">{path}</code>")),
-            "{page}"
-        );
+        assert_is_the_lost_page(&headers, &page, path);
         for accept in [None, Some("*/*"), Some("application/json")] {
             let (status, headers, body) = ask(path, accept);
             assert_eq!(status, 404, "{path} {accept:?}");
-            assert_eq!(headers["content-type"], "application/json", "{accept:?}");
-            assert_eq!(
-                serde_json::from_str::<serde_json::Value>(&body).unwrap(),
-                json!({"error": "not_found", "message": format!("no endpoint at {path}")}),
-                "{path} {accept:?}"
-            );
+            assert_is_the_json_404(&headers, &body, path);
         }
     }
     for path in ["/explore", "/explore/"] {

@@ -358,7 +358,15 @@ fn the_map_and_tables_read_at_a_glance() {
         return;
     };
     let (_replay, _dir, server) = serve_events();
+    colours_say_what_they_mean(&browser, &server);
+    fields_and_tables_fit(&browser, &server);
+    an_old_lens_charts_its_newest_weeks(&browser, &server);
+    lost_addresses_lead_on(&browser, &server);
+}
 
+/// The legend, the list and each road's title say what a colour means; no label covers an
+/// arrowhead.
+fn colours_say_what_they_mean(browser: &Browser, server: &Server) {
     browser.navigate(&format!("{}/map", server.url));
     let legend = browser
         .eval("[...document.querySelectorAll('#legend li')].map(li => li.textContent.trim())");
@@ -412,13 +420,16 @@ fn the_map_and_tables_read_at_a_glance() {
         "no label over an arrowhead"
     );
     browser.shoot("map-legend");
+}
 
+/// The schema field shows its placeholder; a squeezed table keeps its words whole.
+fn fields_and_tables_fit(browser: &Browser, server: &Server) {
     // The schema field shows its whole placeholder, wide or on a phone.
-    let fits = placeholder_fits(&browser, "map-schema");
+    let fits = placeholder_fits(browser, "map-schema");
     assert_eq!(fits["fits"], true, "{fits}");
     browser.viewport(390, 844, true);
     browser.navigate(&format!("{}/map", server.url));
-    let fits = placeholder_fits(&browser, "map-schema");
+    let fits = placeholder_fits(browser, "map-schema");
     assert_eq!(fits["fits"], true, "on a phone: {fits}");
     browser.shoot("map-phone");
 
@@ -457,7 +468,10 @@ fn the_map_and_tables_read_at_a_glance() {
         json!([["ellipsis", true, 1]]),
         "a long uri is cut on one line"
     );
+}
 
+/// A lens verified long ago charts the weeks up to its newest.
+fn an_old_lens_charts_its_newest_weeks(browser: &Browser, server: &Server) {
     // A lens verified long ago charts the 26 weeks up to its newest, and says so.
     browser.navigate(&format!(
         "{}/at/did:plc:lenses/dev.panproto.schema.lens/old",
@@ -476,7 +490,10 @@ fn the_map_and_tables_read_at_a_glance() {
     );
     assert_eq!(drawn, json!(["bar falsified", "bar holds"]));
     browser.shoot("lens-weeks-old");
+}
 
+/// An unknown schema, `/explore` and a mistyped address each lead somewhere.
+fn lost_addresses_lead_on(browser: &Browser, server: &Server) {
     // A schema the catalog does not know is a 404 page that says so, with the form to fix it.
     let typo = "at://did:plc:schemas/dev.panproto.schema.schema/aa";
     let (status, content_type, page) =
@@ -505,7 +522,7 @@ fn the_map_and_tables_read_at_a_glance() {
         browser.eval("location.pathname + location.hash"),
         "/#queries"
     );
-    assert!(count(&browser, "#queries li a[href^='/explore/']") > 10);
+    assert!(count(browser, "#queries li a[href^='/explore/']") > 10);
     browser.navigate(&format!("{}/no/such/page", server.url));
     assert_eq!(browser.text("h1"), "No page here");
     let ways = browser.eval("[...document.querySelectorAll('main a, main form')].map(e => e.getAttribute('href') || e.getAttribute('action'))");

@@ -142,6 +142,28 @@ pub(crate) struct Edge {
     pub findings: Findings,
 }
 
+impl Edge {
+    /// The road between the schemas at these positions, with its lens's verdict.
+    fn of(source: usize, target: usize, road: &Road, found: &HashMap<String, Findings>) -> Edge {
+        let findings = road
+            .lens
+            .as_ref()
+            .and_then(|lens| found.get(lens).copied())
+            .unwrap_or_default();
+        Edge {
+            source,
+            target,
+            verdict: match &road.lens {
+                Some(_) => Verdict::of(findings),
+                None => Verdict::Wanted,
+            },
+            findings,
+            lens: road.lens.clone(),
+            records: road.records,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Graph {
     /// The centre first, then by hop, busiest first.
@@ -398,24 +420,7 @@ async fn assemble(
     let found_by_lens = findings(catalog, &lenses).await?;
     let edges = shown
         .into_iter()
-        .map(|(source, target, road)| {
-            let findings = road
-                .lens
-                .as_ref()
-                .and_then(|lens| found_by_lens.get(lens).copied())
-                .unwrap_or_default();
-            Edge {
-                source,
-                target,
-                verdict: match &road.lens {
-                    Some(_) => Verdict::of(findings),
-                    None => Verdict::Wanted,
-                },
-                findings,
-                lens: road.lens.clone(),
-                records: road.records,
-            }
-        })
+        .map(|(source, target, road)| Edge::of(source, target, road, &found_by_lens))
         .collect();
     let nodes = order
         .into_iter()

@@ -200,6 +200,27 @@ fn change(queries: &QuerySet, uri: &str, rev: Tid, record: Option<Value>) -> Cha
 /// A road as compared: (source, target, lens), records, verdict and findings.
 type Drawn = BTreeMap<(String, String, Option<String>), (u64, Verdict, Findings)>;
 
+/// The kinds (property variants) in which each lens holds, and in which it is falsified.
+fn kinds_found(
+    records: &BTreeMap<String, Value>,
+) -> BTreeMap<String, (BTreeSet<&str>, BTreeSet<&str>)> {
+    let mut results: BTreeMap<String, (BTreeSet<&str>, BTreeSet<&str>)> = BTreeMap::new();
+    for record in records
+        .values()
+        .filter(|r| r["$type"] == "dev.svc.verification")
+    {
+        let lens = record["lens"]["uri"].as_str().unwrap_or_default();
+        let kind = record["property"]["$type"].as_str().unwrap_or_default();
+        let tally = results.entry(lens.to_string()).or_default();
+        match record["result"].as_str() {
+            Some("holds") => tally.0.insert(kind),
+            Some("falsified") => tally.1.insert(kind),
+            _ => false,
+        };
+    }
+    results
+}
+
 /// The roads the final records state, evaluated directly.
 fn stated(records: &BTreeMap<String, Value>) -> Drawn {
     let text = |v: &Value, path: &[&str]| -> Option<String> {
@@ -209,21 +230,7 @@ fn stated(records: &BTreeMap<String, Value>) -> Drawn {
         }
         at.as_str().map(str::to_string)
     };
-    // The kinds in which each lens holds, and in which it is falsified.
-    let mut results: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
-    for record in records
-        .values()
-        .filter(|r| r["$type"] == "dev.svc.verification")
-    {
-        let lens = text(record, &["lens", "uri"]).unwrap_or_default();
-        let kind = text(record, &["property", "$type"]).unwrap_or_default();
-        let tally = results.entry(lens).or_default();
-        match record["result"].as_str() {
-            Some("holds") => tally.0.insert(kind),
-            Some("falsified") => tally.1.insert(kind),
-            _ => false,
-        };
-    }
+    let results = kinds_found(records);
     let mut drawn = Drawn::new();
     for record in records.values() {
         let road = match record["$type"].as_str() {
