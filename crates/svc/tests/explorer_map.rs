@@ -382,7 +382,7 @@ fn colours_say_what_they_mean(browser: &Browser, server: &Server) {
     );
     let said = |lens_name: &str| {
         browser.eval(&format!(
-            "[...document.querySelectorAll('#roads tbody tr')].filter(tr => tr.cells[1].textContent.endsWith('/{lens_name}'))\
+            "[...document.querySelectorAll('#roads tbody tr')].filter(tr => tr.cells[1].querySelector('a').title.endsWith('/{lens_name}'))\
                 .map(tr => [tr.cells[3].className, tr.cells[3].textContent])"
         ))
     };
@@ -456,18 +456,17 @@ fn fields_and_tables_fit(browser: &Browser, server: &Server) {
     assert_eq!(broken, json!([]), "short words stay whole");
     let results = browser.eval("[...document.querySelectorAll('#answer td[data-label=Result]')].map(td => td.textContent).sort()");
     assert_eq!(results, json!(["falsified", "holds"]));
-    browser.shoot("table-narrow");
-    browser.navigate(&format!("{}/map", server.url));
     let cut = browser.eval(
-        "[...document.querySelectorAll('#roads td code')].filter(code => code.textContent.includes('kkkkkkkk'))\
-            .map(code => [getComputedStyle(code).textOverflow, code.scrollWidth > code.clientWidth, \
-                code.getClientRects().length])",
+        "[...document.querySelectorAll('#answer td[data-label=Lens] .text')]\
+            .map(text => [getComputedStyle(text).textOverflow, text.scrollWidth > text.clientWidth, \
+                text.getClientRects().length, text.title.endsWith('/three')])",
     );
     assert_eq!(
         cut,
-        json!([["ellipsis", true, 1]]),
-        "a long uri is cut on one line"
+        json!([["ellipsis", true, 1, true], ["ellipsis", true, 1, true]]),
+        "a long uri is cut on one line, whole in its title"
     );
+    browser.shoot("table-narrow");
 }
 
 /// A lens verified long ago charts the weeks up to its newest.

@@ -99,6 +99,8 @@ struct EdgeView {
     source: String,
     target: String,
     lens: String,
+    /// The short names the picture gives them, for the list (the whole uris are titles).
+    short: [String; 3],
     records: u64,
 }
 
@@ -336,6 +338,14 @@ fn edge_view(
         || "a lens wanted by bounties".to_string(),
         |l| cut(l, URI_CHARS),
     );
+    let short = [
+        cut(&label(source), LABEL_CHARS),
+        match &edge.lens {
+            Some(lens) => cut(&label(lens), LABEL_CHARS),
+            None => lens.clone(),
+        },
+        cut(&label(target), LABEL_CHARS),
+    ];
     let reading = match edge.verdict {
         Verdict::Wanted => "wanted: no lens yet".to_string(),
         verdict => format!("{}: {}", verdict.words(), edge.findings.words()),
@@ -350,6 +360,7 @@ fn edge_view(
         source: cut(source, URI_CHARS),
         target: cut(target, URI_CHARS),
         lens,
+        short,
         records: edge.records,
     }
 }
