@@ -186,20 +186,59 @@ impl Takedown {
     }
 }
 
+/// What stands on a subject: the takedowns held on it (the operator's first), and whether the
+/// operator keeps it shown whatever labelers say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Standing {
+    pub takedowns: Vec<Takedown>,
+    pub kept_shown: bool,
+}
+
+impl Standing {
+    /// The stored rows of a subject, each a takedown or the operator's keeping it shown.
+    pub fn of_rows(rows: impl IntoIterator<Item = Takedown>) -> Standing {
+        let mut standing = Standing::default();
+        for row in rows {
+            if row.source == TakedownSource::OperatorKeepsShown.as_str() {
+                standing.kept_shown = true;
+            } else {
+                standing.takedowns.push(row);
+            }
+        }
+        standing
+    }
+
+    /// The takedown that hides the subject (the operator's if there is one), or none while
+    /// nothing holds it down or the operator keeps it shown.
+    pub fn in_force(&self) -> Option<&Takedown> {
+        self.takedowns.first().filter(|_| !self.kept_shown)
+    }
+
+    /// The operator's own takedown, if the operator holds the subject down.
+    pub fn by_operator(&self) -> Option<&Takedown> {
+        self.takedowns
+            .iter()
+            .find(|takedown| takedown.by_operator())
+    }
+}
+
 /// Who applied a takedown: the operator (through the admin methods), or a labeler whose
 /// `!takedown` label is in force.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TakedownSource {
     Operator,
     Labeler(svc_syntax::Did),
+    /// Not a takedown: the operator's word that the subject stays shown whatever labelers say.
+    OperatorKeepsShown,
 }
 
 impl TakedownSource {
-    /// How the source is stored: `operator`, or the labeler's DID.
+    /// How the source is stored: `operator`, the labeler's DID, or `operator-shows`.
     pub fn as_str(&self) -> &str {
         match self {
             TakedownSource::Operator => "operator",
             TakedownSource::Labeler(did) => did.as_str(),
+            TakedownSource::OperatorKeepsShown => "operator-shows",
         }
     }
 }

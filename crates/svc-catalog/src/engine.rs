@@ -10,7 +10,7 @@ use crate::{
     CatalogFuture, CatalogResult, Change, CursorPosition, Item, KindCounts, Page, PageRequest,
     PageWriter,
 };
-use crate::{LabelView, Takedown};
+use crate::{LabelView, Standing};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use svc_spec::search::SearchText;
@@ -131,16 +131,28 @@ pub struct TakedownWrite {
     pub state: TakedownState,
 }
 
-/// Every subject taken down, with who took it down (`operator`, labelers' DIDs): a subject
-/// stays down while anyone holds it down.
+/// Every subject taken down, with who took it down (`operator`, labelers' DIDs), and the
+/// subjects the operator keeps shown whatever labelers say (`operator-shows`): a subject is
+/// down while anyone holds it down, unless the operator keeps it shown.
 #[derive(Debug, Default, Clone)]
 pub struct Takedowns(HashMap<String, BTreeSet<String>>);
 
 impl Takedowns {
-    pub fn contains(&self, subject: &str) -> bool {
-        self.0.contains_key(subject)
+    /// Whether `subject` is out of sight.
+    pub fn hides(&self, subject: &str) -> bool {
+        self.0
+            .get(subject)
+            .is_some_and(|sources| hidden_by(sources))
     }
 
+    /// Whether some labeler holds `subject` down (whatever the operator says).
+    pub fn held_by_a_labeler(&self, subject: &str) -> bool {
+        self.0
+            .get(subject)
+            .is_some_and(|sources| sources.iter().any(|source| is_labeler(source)))
+    }
+
+    /// Whether nothing is down, or kept shown, at all.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -158,14 +170,29 @@ impl Takedowns {
         }
     }
 
-    /// Whether `subject` would be down once `source`'s takedown is applied or lifted.
-    pub fn down_after(&self, subject: &str, source: &str, applied: bool) -> bool {
-        applied
-            || self
-                .0
-                .get(subject)
-                .is_some_and(|sources| sources.iter().any(|held| held != source))
+    /// Whether `subject` would be down once each `(source, applied)` word is taken.
+    pub fn hides_after(&self, subject: &str, words: &[(&str, bool)]) -> bool {
+        let mut sources = self.0.get(subject).cloned().unwrap_or_default();
+        for (source, applied) in words {
+            match applied {
+                true => sources.insert(source.to_string()),
+                false => sources.remove(*source),
+            };
+        }
+        hidden_by(&sources)
     }
+}
+
+/// Whether these sources hide their subject: someone holds it down and the operator does not
+/// keep it shown.
+fn hidden_by(sources: &BTreeSet<String>) -> bool {
+    let shown = crate::TakedownSource::OperatorKeepsShown.as_str();
+    !sources.contains(shown) && sources.iter().any(|source| source != shown)
+}
+
+/// Whether a stored source is a labeler's (a DID), not one of the operator's words.
+fn is_labeler(source: &str) -> bool {
+    source.starts_with("did:")
 }
 
 impl FromIterator<(String, String)> for Takedowns {
@@ -232,7 +259,7 @@ pub struct Plan<'a> {
     /// The repositories' synchronisation, moved with the cursors.
     pub sync: Vec<&'a SyncWrites>,
     pub account: Option<AccountWrite>,
-    pub takedown: Option<TakedownWrite>,
+    pub takedowns: Vec<TakedownWrite>,
     pub labels: Vec<LabelWrite>,
     /// The (query, key) pairs whose answers change (a record's text may change under keys
     /// that stay), for the change clock once committed.
@@ -267,7 +294,7 @@ impl Plan<'_> {
             || self.remove_repository.is_some()
             || !self.touched.is_empty()
             || self.account.is_some()
-            || self.takedown.is_some()
+            || !self.takedowns.is_empty()
     }
 
     /// Moves a record's index entries and counts from its old keys to its new ones.
@@ -430,7 +457,7 @@ pub(crate) const REPOSITORY_RECORDS: &str = "SELECT uri, rev, record FROM record
 /// A takedown of the subject `$1`, the operator's first: its reference, when it was applied,
 /// and by whom.
 pub(crate) const TAKEDOWN_OF: &str = "SELECT reference, applied_at, source FROM takedowns \
-     WHERE subject = $1 ORDER BY source <> 'operator', source LIMIT 1";
+     WHERE subject = $1 ORDER BY source <> 'operator', source";
 
 /// Label statements, in both engines' SQL.
 pub(crate) mod label_sql {
@@ -515,7 +542,7 @@ pub trait EngineReads: Send + Sync + 'static {
         limit: usize,
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>>;
-    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>>;
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Standing>;
     /// A page of a search, handed to `writer`; its `total` at most one past
     /// [`crate::SEARCH_COUNT_LIMIT`].
     fn search(

@@ -11,7 +11,7 @@ use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogFuture, CatalogRead, CatalogResult,
     CatalogRole, CatalogWrite, Change, ChangeClock, CursorPosition, Item, KindCounts, LabelBatch,
     LabelReport, LabelView, Page, PageRequest, PageWriter, RecordChange, RepositoryHead,
-    ResyncEntry, ResyncSummary, StreamBounds, Subject, SyncWrites, Takedown,
+    ResyncEntry, ResyncSummary, Standing, StreamBounds, Subject, SyncWrites,
 };
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -259,7 +259,7 @@ impl<R: EngineReads> CatalogRead for EngineCatalog<R> {
             .write_repository_records(slice, after, limit, writer)
     }
 
-    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>> {
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Standing> {
         self.reads.takedown(subject)
     }
 

@@ -6,7 +6,7 @@
 use crate::{
     AccountStatus, ApplyReport, Change, ChangeClock, CursorPosition, Item, KindCounts, LabelBatch,
     LabelReport, LabelView, Page, PageRequest, PageWriter, RecordChange, Refusal, RepositoryHead,
-    ResyncEntry, ResyncSummary, SearchRequest, StreamBounds, Subject, SyncWrites, Takedown,
+    ResyncEntry, ResyncSummary, SearchRequest, Standing, StreamBounds, Subject, SyncWrites,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -105,9 +105,9 @@ pub trait CatalogRead: Send + Sync {
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>>;
 
-    /// A takedown in force on `subject` (a DID or a record's at-uri), if any: the operator's
-    /// if there is one, else a labeler's.
-    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>>;
+    /// What stands on `subject` (a DID or a record's at-uri): the takedowns held on it, the
+    /// operator's first, and whether the operator keeps it shown whatever labelers say.
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Standing>;
 
     /// A page of the records whose words match the search, best match first (ties newest
     /// first), handed to `writer` with their labels; none of an account out of sight or taken

@@ -41,7 +41,7 @@ use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter, PostgresUrl,
 };
-use crate::{LabelView, Takedown};
+use crate::{LabelView, Standing};
 use password::{PasswordSource, supply_password};
 use std::sync::Arc;
 use std::time::Duration;
@@ -386,7 +386,7 @@ impl EngineReads for PostgresReads {
         })
     }
 
-    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>> {
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Standing> {
         Box::pin(async move { reader::takedown(&self.0, &subject).await })
     }
 

@@ -26,13 +26,13 @@ pub(crate) struct Filing {
 impl Filing {
     /// Whether the account of `did` is out of sight: inactive, or taken down.
     pub(crate) fn hides_account(&self, did: &str) -> bool {
-        self.inactive.contains(did) || self.taken_down.contains(did)
+        self.inactive.contains(did) || self.taken_down.hides(did)
     }
 
     /// Whether the record at `uri` is stored out of the index and the counts: its account is
     /// out of sight, or the record was taken down.
     pub(crate) fn hides(&self, uri: &str) -> bool {
-        self.hides_account(did_of(uri)) || self.taken_down.contains(uri)
+        self.hides_account(did_of(uri)) || self.taken_down.hides(uri)
     }
 
     /// The keys a stored record is filed under, taken from its text where they were not

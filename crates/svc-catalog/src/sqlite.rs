@@ -33,7 +33,7 @@ use crate::{
     CatalogError, CatalogFuture, CatalogResult, CursorPosition, Item, KindCounts, Page,
     PageRequest, PageWriter,
 };
-use crate::{LabelView, Takedown};
+use crate::{LabelView, Standing};
 use engine::SqliteEngine;
 pub use reader::ReaderPool;
 use rusqlite::{Connection, OpenFlags};
@@ -313,7 +313,7 @@ impl EngineReads for ReaderPool {
         }))
     }
 
-    fn takedown(&self, subject: String) -> CatalogFuture<'_, Option<Takedown>> {
+    fn takedown(&self, subject: String) -> CatalogFuture<'_, Standing> {
         Box::pin(self.run(move |conn| reader::takedown(conn, &subject)))
     }
 

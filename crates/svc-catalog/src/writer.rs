@@ -18,7 +18,7 @@ use crate::keys_column::QueryIds;
 use crate::rules::{Filing, Queued, plan_group};
 use crate::{
     AccountStatus, ApplyReport, CatalogError, CatalogResult, Change, ChangeClock, CursorPosition,
-    LabelBatch, LabelReport, Refusal, Subject, SyncWrites, TakedownSource,
+    LabelBatch, LabelReport, Refusal, Subject, SyncWrites,
 };
 use bulk_load::BulkLoad;
 use std::collections::HashSet;
@@ -571,7 +571,8 @@ impl<E: Engine> Writer<E> {
                 "a takedown cannot join a bulk load".into(),
             ));
         }
-        takedowns::set_takedown(&mut self.tx, subject, &TakedownSource::Operator, state)
+        let words = takedowns::operator_word(&self.tx.filing.taken_down, subject, state);
+        takedowns::set_takedown(&mut self.tx, subject, &words)
     }
 
     fn labels(&mut self, batch: &LabelBatch) -> CatalogResult<LabelReport> {

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use svc_catalog::{CatalogWrite, Subject, Takedown};
+use svc_catalog::{CatalogWrite, Standing, Subject};
 use svc_syntax::{AtUri, Did};
 
 pub(crate) const UPDATE: &str = "/xrpc/com.atproto.admin.updateSubjectStatus";
@@ -228,25 +228,31 @@ pub(crate) async fn status(
         Err(error) => return error.into_response(),
     };
     match state.catalog.takedown(subject.as_str().to_string()).await {
-        Ok(found) => {
-            // The admin methods speak of the operator's own takedowns: a labeler's is lifted
-            // by the labeler.
-            let found = found.filter(Takedown::by_operator);
-            json_answer(json!({"subject": subject_json, "takedown": takedown_json(found)}))
-        }
+        Ok(standing) => json_answer(status_json(subject_json, &standing)),
         Err(error) => ApiError::from(error).into_response(),
     }
 }
 
-fn takedown_json(found: Option<Takedown>) -> Value {
-    match found {
-        None => json!({"applied": false}),
-        Some(Takedown {
-            reference: Some(reference),
-            ..
-        }) => json!({"applied": true, "ref": reference}),
-        Some(_) => json!({"applied": true}),
+/// A subject's status: `takedown.applied` says whether it is out of sight (by whomever),
+/// `ref` the operator's reference; beside the lexicon's fields, `takenDownBy` names who holds
+/// it down (`operator`, labelers' DIDs) and `keptShown` says the operator keeps it shown
+/// whatever they say.
+fn status_json(subject: Value, standing: &Standing) -> Value {
+    let mut takedown = json!({"applied": standing.in_force().is_some()});
+    if let Some(reference) = standing.by_operator().and_then(|t| t.reference.as_ref()) {
+        takedown["ref"] = json!(reference);
     }
+    let sources: Vec<&str> = standing
+        .takedowns
+        .iter()
+        .map(|t| t.source.as_str())
+        .collect();
+    json!({
+        "subject": subject,
+        "takedown": takedown,
+        "takenDownBy": sources,
+        "keptShown": standing.kept_shown,
+    })
 }
 
 fn json_answer(body: Value) -> Response {

@@ -3,12 +3,12 @@
 //! one snapshot.
 
 use super::storage;
-use crate::Takedown;
 use crate::stream::{self, StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
     PageWriter,
 };
+use crate::{Standing, Takedown};
 use deadpool_postgres::{Object, Pool, PoolError};
 use futures_util::TryStreamExt;
 use std::error::Error;
@@ -417,17 +417,17 @@ async fn each_item(
     Ok(true)
 }
 
-pub(super) async fn takedown(pool: &Pool, subject: &str) -> CatalogResult<Option<Takedown>> {
+pub(super) async fn takedown(pool: &Pool, subject: &str) -> CatalogResult<Standing> {
     let client = connection(pool).await?;
-    let row = client
-        .query_opt(crate::engine::TAKEDOWN_OF, &[&subject])
+    let rows = client
+        .query(crate::engine::TAKEDOWN_OF, &[&subject])
         .await
         .map_err(storage)?;
-    Ok(row.map(|r| Takedown {
+    Ok(Standing::of_rows(rows.iter().map(|r| Takedown {
         reference: r.get(0),
         applied_at: UnixMillis(r.get(1)),
         source: r.get(2),
-    }))
+    })))
 }
 
 pub(super) async fn changes_after(

@@ -38,7 +38,7 @@ impl Link {
                 }
             };
         }
-        if let Some(takedown) = &plan.takedown {
+        for takedown in &plan.takedowns {
             self.write_takedown(takedown).await?;
         }
         self.write_labels(&plan.labels).await?;

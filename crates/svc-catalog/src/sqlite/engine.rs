@@ -178,7 +178,7 @@ impl SqliteEngine {
                     .execute("DELETE FROM inactive_accounts WHERE did = ?1", [&account.did])?,
             };
         }
-        if let Some(takedown) = &plan.takedown {
+        for takedown in &plan.takedowns {
             self.write_takedown(takedown)?;
         }
         self.write_labels(&plan.labels)?;

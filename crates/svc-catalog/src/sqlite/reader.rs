@@ -2,13 +2,13 @@
 //! order, joined to `records` by rowid; totals come from `query_counts`, never from counting.
 
 use super::page_statement::{PageStatement, Parameter, Rows};
-use crate::Takedown;
 use crate::replication_log::{self, LogRow};
 use crate::stream::{self, StreamBounds, StreamRow};
 use crate::{
     CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
     PageWriter,
 };
+use crate::{Standing, Takedown};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
 use std::path::Path;
@@ -566,17 +566,18 @@ pub(crate) fn write_repository_records(
     Ok(writer.finish(written as u64, false))
 }
 
-pub(crate) fn takedown(conn: &Connection, subject: &str) -> CatalogResult<Option<Takedown>> {
-    Ok(conn
-        .prepare_cached(crate::engine::TAKEDOWN_OF)?
-        .query_row([subject], |r| {
-            Ok(Takedown {
-                reference: r.get(0)?,
-                applied_at: UnixMillis(r.get(1)?),
-                source: r.get(2)?,
-            })
+pub(crate) fn takedown(conn: &Connection, subject: &str) -> CatalogResult<Standing> {
+    let mut statement = conn.prepare_cached(crate::engine::TAKEDOWN_OF)?;
+    let rows = statement.query_map([subject], |r| {
+        Ok(Takedown {
+            reference: r.get(0)?,
+            applied_at: UnixMillis(r.get(1)?),
+            source: r.get(2)?,
         })
-        .optional()?)
+    })?;
+    Ok(Standing::of_rows(
+        rows.collect::<rusqlite::Result<Vec<_>>>()?,
+    ))
 }
 
 pub(crate) fn indexer_heartbeat(conn: &Connection) -> CatalogResult<Option<UnixMillis>> {

@@ -134,6 +134,47 @@ pub async fn labels_show_on_what_they_apply_to_until_negated_or_expired(fresh: F
     assert_eq!(labelled(&fresh).await[1].1, Vec::<String>::new());
 }
 
+/// The operator's word is final: lifting a labeler's takedown keeps the subject shown whatever
+/// the labeler says after, until the operator takes it down again.
+pub async fn the_operator_overrules_a_labeler_s_takedown(fresh: Fresh) {
+    bounties(&fresh).await;
+    let subject = || Subject::Record(at(A1));
+    store(&fresh, vec![label(A1, "!takedown", false, 1_000)], 1).await;
+    assert_eq!(listed(&fresh).await, vec![A2, B1]);
+    let was = fresh.catalog.lift_takedown(subject()).await;
+    assert!(was.expect("lift"), "the labeler held it down");
+    assert_eq!(listed(&fresh).await, vec![A1, A2, B1]);
+    let standing = fresh.catalog.takedown(A1.into()).await.expect("status");
+    assert!(standing.kept_shown && standing.in_force().is_none());
+    assert_eq!(
+        standing.takedowns[0].source, LABELER,
+        "the labeler's word stays on record"
+    );
+    // The labeler says it again, later: the operator's word stands.
+    store(&fresh, vec![label(A1, "!takedown", true, 2_000)], 2).await;
+    store(&fresh, vec![label(A1, "!takedown", false, 3_000)], 3).await;
+    assert_eq!(listed(&fresh).await, vec![A1, A2, B1]);
+    // The operator takes it down, then lifts it again.
+    let taken = fresh.catalog.take_down(subject(), None).await;
+    assert!(!taken.expect("take down"), "it was shown");
+    assert_eq!(listed(&fresh).await, vec![A2, B1]);
+    let standing = fresh.catalog.takedown(A1.into()).await.expect("status");
+    assert!(!standing.kept_shown);
+    assert!(standing.in_force().expect("down").by_operator());
+    fresh.catalog.lift_takedown(subject()).await.expect("lift");
+    assert_eq!(listed(&fresh).await, vec![A1, A2, B1]);
+    // A lift where no labeler holds it leaves no word behind.
+    store(&fresh, vec![label(A1, "!takedown", true, 4_000)], 4).await;
+    fresh
+        .catalog
+        .take_down(subject(), None)
+        .await
+        .expect("take down");
+    fresh.catalog.lift_takedown(subject()).await.expect("lift");
+    let standing = fresh.catalog.takedown(A1.into()).await.expect("status");
+    assert_eq!(standing, Default::default());
+}
+
 async fn listed(fresh: &Fresh) -> Vec<String> {
     uris(fresh, "bountiesByRequester", &[Some("did:plc:r")]).await
 }
@@ -146,8 +187,8 @@ pub async fn a_takedown_label_holds_its_subject_down_beside_the_operator(fresh: 
     // `!takedown` is not shown as a label; the takedown says whose it is.
     let views = fresh.catalog.labels(vec![A1.into()], 10).await;
     assert!(views.expect("labels").is_empty());
-    let takedown = fresh.catalog.takedown(A1.into()).await.expect("status");
-    let takedown = takedown.expect("taken down");
+    let standing = fresh.catalog.takedown(A1.into()).await.expect("status");
+    let takedown = standing.in_force().expect("taken down");
     assert_eq!(takedown.source, LABELER);
     assert!(!takedown.by_operator());
 

@@ -55,7 +55,10 @@ pub async fn a_record_taken_down_leaves_every_answer_until_lifted(fresh: Fresh) 
     let held = vec![A1.to_string(), A2.to_string()];
     assert_eq!(fresh.catalog.held(held).await.expect("held"), vec![A2]);
     let status = fresh.catalog.takedown(A1.into()).await.expect("status");
-    assert_eq!(status.map(|t| t.reference), Some(reference));
+    assert_eq!(
+        status.in_force().map(|t| t.reference.clone()),
+        Some(reference)
+    );
     let left = fresh
         .catalog
         .changes_after(last, 10)
@@ -82,6 +85,7 @@ pub async fn a_record_taken_down_leaves_every_answer_until_lifted(fresh: Fresh) 
             .takedown(A1.into())
             .await
             .expect("status")
+            .in_force()
             .is_none()
     );
 }

@@ -20,7 +20,7 @@ pub(super) fn set_account<E: Engine>(
     let was_inactive = tx.filing.inactive.contains(did.as_str());
     let now_inactive = !matches!(status, AccountStatus::Active);
     // A takedown keeps the account out of sight whatever its host says.
-    let taken_down = tx.filing.taken_down.contains(did.as_str());
+    let taken_down = tx.filing.taken_down.hides(did.as_str());
     tx.run(|engine, filing| {
         let mut plan = Plan::default();
         if was_inactive != now_inactive && !taken_down {
@@ -61,7 +61,7 @@ pub(super) fn file_repository(
 ) -> CatalogResult<()> {
     let empty = IndexKeys::new();
     for record in engine.repository(did)? {
-        if filing.taken_down.contains(&record.uri) {
+        if filing.taken_down.hides(&record.uri) {
             continue;
         }
         let keys = filing.keys_of(&record.uri, &record.collection, record.keys);

@@ -99,7 +99,7 @@ fn store_labels<E: Engine>(
                 },
                 false => TakedownState::Lifted,
             };
-            set_takedown(tx, &label.subject, &source, state)?;
+            set_takedown(tx, &label.subject, &[(source.clone(), state)])?;
         }
         written.insert(key.clone(), cts.clone());
         rows.push(LabelWrite::Put(LabelRow {
@@ -134,7 +134,7 @@ pub(super) fn expire_labels<E: Engine>(
         let subject = Subject::parse(&key.subject);
         if let (Some(subject), Ok(labeler)) = (subject, Did::new(key.src.as_str())) {
             let source = TakedownSource::Labeler(labeler);
-            set_takedown(tx, &subject, &source, TakedownState::Lifted)?;
+            set_takedown(tx, &subject, &[(source, TakedownState::Lifted)])?;
         }
     }
     let removals: Vec<LabelWrite> = expired.into_iter().map(LabelWrite::Remove).collect();

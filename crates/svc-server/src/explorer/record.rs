@@ -101,10 +101,11 @@ pub(crate) async fn record(
     }
 }
 
-/// Whether the operator took down the record at `uri` or its author's account.
+/// Whether a takedown (the operator's or a labeler's) hides the record at `uri` or its
+/// author's account.
 async fn taken_down(state: &AppState, uri: String, author: String) -> Result<bool, ApiError> {
     for subject in [uri, author] {
-        if state.catalog.takedown(subject).await?.is_some() {
+        if state.catalog.takedown(subject).await?.in_force().is_some() {
             return Ok(true);
         }
     }
