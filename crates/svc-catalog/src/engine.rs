@@ -152,6 +152,13 @@ impl Takedowns {
             .is_some_and(|sources| sources.iter().any(|source| is_labeler(source)))
     }
 
+    /// Whether `source` holds `subject` down (or, for the operator's keeping it shown, says so).
+    pub fn held_by(&self, subject: &str, source: &str) -> bool {
+        self.0
+            .get(subject)
+            .is_some_and(|sources| sources.contains(source))
+    }
+
     /// Whether nothing is down, or kept shown, at all.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -175,6 +175,49 @@ pub async fn the_operator_overrules_a_labeler_s_takedown(fresh: Fresh) {
     assert_eq!(standing, Default::default());
 }
 
+/// A batch that toggles an account's `!takedown` many times costs what its final state costs:
+/// the account's records leave the change stream once, or not at all.
+pub async fn a_storm_of_takedown_toggles_costs_one_change(fresh: Fresh) {
+    bounties(&fresh).await;
+    let newest = || async { fresh.catalog.change_bounds().await.expect("bounds").newest };
+    let storm = |last_neg: bool| -> Vec<Label> {
+        (0..200)
+            .map(|n| {
+                label(
+                    "did:plc:a",
+                    "!takedown",
+                    (n % 2 == 1) == last_neg,
+                    1_000 + n,
+                )
+            })
+            .collect()
+    };
+    let before = newest().await;
+    store(&fresh, storm(false), 1).await;
+    assert_eq!(listed(&fresh).await, vec![B1]);
+    let changes = fresh
+        .catalog
+        .changes_after(before, 100)
+        .await
+        .expect("changes");
+    assert_eq!(
+        changes.len(),
+        2,
+        "each of the account's two records leaves once"
+    );
+    let before = newest().await;
+    let mut back = storm(true);
+    back.iter_mut().for_each(|label| label.cts.0 += 10_000_000);
+    store(&fresh, back, 2).await;
+    assert_eq!(listed(&fresh).await, vec![A1, A2, B1]);
+    let changes = fresh
+        .catalog
+        .changes_after(before, 100)
+        .await
+        .expect("changes");
+    assert_eq!(changes.len(), 2, "and comes back once");
+}
+
 async fn listed(fresh: &Fresh) -> Vec<String> {
     uris(fresh, "bountiesByRequester", &[Some("did:plc:r")]).await
 }

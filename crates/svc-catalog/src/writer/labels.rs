@@ -64,6 +64,8 @@ fn store_labels<E: Engine>(
     // What this batch wrote already, which storage does not show until it commits.
     let mut written: HashMap<LabelKey, String> = HashMap::new();
     let mut rows = Vec::new();
+    // Each subject's `!takedown` as the batch leaves it: a storm of toggles costs one change.
+    let mut takedowns: Vec<(Subject, TakedownState)> = Vec::new();
     for label in &batch.labels {
         let key = LabelKey {
             subject: label.subject.as_str().to_string(),
@@ -99,7 +101,13 @@ fn store_labels<E: Engine>(
                 },
                 false => TakedownState::Lifted,
             };
-            set_takedown(tx, &label.subject, &[(source.clone(), state)])?;
+            match takedowns
+                .iter_mut()
+                .find(|(held, _)| *held == label.subject)
+            {
+                Some((_, last)) => *last = state,
+                None => takedowns.push((label.subject.clone(), state)),
+            }
         }
         written.insert(key.clone(), cts.clone());
         rows.push(LabelWrite::Put(LabelRow {
@@ -109,6 +117,12 @@ fn store_labels<E: Engine>(
             exp_ms: label.exp.map(|exp| exp.0),
         }));
         report.applied += 1;
+    }
+    for (subject, state) in takedowns {
+        let applied = matches!(state, TakedownState::Applied { .. });
+        if tx.filing.taken_down.held_by(subject.as_str(), src) != applied {
+            set_takedown(tx, &subject, &[(source.clone(), state)])?;
+        }
     }
     tx.run(|engine, filing| {
         let mut plan = Plan::default();
