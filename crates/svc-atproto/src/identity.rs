@@ -162,7 +162,7 @@ struct ResolvedHandle {
 
 pub struct Resolver {
     http: reqwest::Client,
-    /// For what the network names (`did:web` hosts), under `reach`.
+    /// For what the network names (`did:web` hosts, a handle's host), under `reach`.
     web: reqwest::Client,
     reach: Reach,
     /// Identity answers are small: this client reads at most [`MAX_IDENTITY_ANSWER_BYTES`].
@@ -353,8 +353,9 @@ impl Resolver {
                 .map_err(|e| AtprotoError::Invalid(format!("{handle}: {service} answered {e}")));
         }
         let well_known = format!("https://{handle}/.well-known/atproto-did");
-        // Any failure here, a body too long included, leaves DNS to answer.
-        let answer = match self.http.get(&well_known).send().await {
+        // Any failure here, a body too long included, leaves DNS to answer. The handle's host
+        // is named by the network, so it is reached as `did:web` hosts are.
+        let answer = match self.web.get(&well_known).send().await {
             Ok(response) if response.status().is_success() => read_body(
                 &well_known,
                 response,

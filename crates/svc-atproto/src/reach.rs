@@ -9,7 +9,7 @@
 use crate::{AtprotoError, AtprotoResult};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{Url, redirect};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,6 +71,91 @@ impl Reach {
                 .redirect(redirect::Policy::custom(same_host_redirects)),
         };
         crate::build_client(builder)
+    }
+
+    /// A TCP connection to `url`'s host and port for a client that resolves nothing itself
+    /// (a WebSocket): the host resolved here, an address this reach does not allow refused as
+    /// the HTTP clients refuse it, and the connection made to a kept address, so that no
+    /// second resolution can rebind the name. TLS, if any, is the caller's, on the URL's host.
+    pub async fn connect(self, url: &str) -> AtprotoResult<tokio::net::TcpStream> {
+        let parsed = Url::parse(url)
+            .map_err(|error| AtprotoError::Invalid(format!("{url}: not a URL: {error}")))?;
+        let (Some(host), Some(port)) = (parsed.host(), parsed.port_or_known_default()) else {
+            return Err(AtprotoError::Invalid(format!(
+                "{url}: names no host and port"
+            )));
+        };
+        let refused = |refused: RefusedAddress| AtprotoError::Refused {
+            url: url.to_string(),
+            message: refused.to_string(),
+        };
+        let addresses = match host {
+            url::Host::Ipv4(ip) => self.allowed(ip.to_string(), vec![(ip, port).into()]),
+            url::Host::Ipv6(ip) => self.allowed(ip.to_string(), vec![(ip, port).into()]),
+            url::Host::Domain(name) => {
+                let resolved = tokio::net::lookup_host((name, port)).await.map_err(|e| {
+                    AtprotoError::Http {
+                        url: url.to_string(),
+                        message: format!("resolving {name}: {e}"),
+                    }
+                })?;
+                self.allowed(name.to_string(), resolved.collect())
+            }
+        };
+        connect_first(url, addresses.map_err(refused)?).await
+    }
+
+    /// The addresses of `host` this reach allows; refused when none is.
+    fn allowed(
+        self,
+        host: String,
+        resolved: Vec<SocketAddr>,
+    ) -> Result<Vec<SocketAddr>, RefusedAddress> {
+        match self {
+            Reach::Anywhere => Ok(resolved),
+            Reach::PublicOnly => public_only(host, resolved),
+        }
+    }
+}
+
+/// A connection to the first of `addresses` that takes one, each given
+/// [`crate::CONNECT_TIMEOUT`].
+async fn connect_first(
+    url: &str,
+    addresses: Vec<SocketAddr>,
+) -> AtprotoResult<tokio::net::TcpStream> {
+    let mut failure = format!("{url}: the host has no address");
+    for address in addresses {
+        let connecting = tokio::net::TcpStream::connect(address);
+        match tokio::time::timeout(crate::CONNECT_TIMEOUT, connecting).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(error)) => failure = format!("connecting to {address}: {error}"),
+            Err(_) => failure = format!("connecting to {address}: timed out"),
+        }
+    }
+    Err(AtprotoError::Http {
+        url: url.to_string(),
+        message: failure,
+    })
+}
+
+/// The public addresses among those `host` resolved to; refused, naming the first, when
+/// there are none but others.
+fn public_only(host: String, resolved: Vec<SocketAddr>) -> Result<Vec<SocketAddr>, RefusedAddress> {
+    let first_refused = resolved
+        .iter()
+        .find_map(|address| refusal(address.ip()).map(|kind| (address.ip(), kind)));
+    let public: Vec<_> = resolved
+        .into_iter()
+        .filter(|address| refusal(address.ip()).is_none())
+        .collect();
+    match (public.is_empty(), first_refused) {
+        (true, Some((address, kind))) => Err(RefusedAddress {
+            host,
+            address,
+            kind,
+        }),
+        _ => Ok(public),
     }
 }
 
@@ -172,21 +257,9 @@ impl Resolve for PublicAddresses {
         Box::pin(async move {
             let host = name.as_str().to_string();
             let resolved: Vec<_> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let first_refused = resolved
-                .iter()
-                .find_map(|address| refusal(address.ip()).map(|kind| (address.ip(), kind)));
-            let public: Vec<_> = resolved
-                .into_iter()
-                .filter(|address| refusal(address.ip()).is_none())
-                .collect();
-            match (public.is_empty(), first_refused) {
-                (true, Some((address, kind))) => Err(Box::new(RefusedAddress {
-                    host,
-                    address,
-                    kind,
-                })
-                    as Box<dyn std::error::Error + Send + Sync>),
-                _ => Ok(Box::new(public.into_iter()) as Addrs),
+            match public_only(host, resolved) {
+                Ok(public) => Ok(Box::new(public.into_iter()) as Addrs),
+                Err(refused) => Err(Box::new(refused) as Box<dyn std::error::Error + Send + Sync>),
             }
         })
     }
@@ -254,6 +327,31 @@ mod tests {
             matches!(&error, AtprotoError::Refused { message, .. }
                 if message.contains("loopback")),
             "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_made_here_passes_the_same_rule_by_name_or_literal() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        for url in [
+            format!("ws://localhost:{port}/xrpc/com.atproto.label.subscribeLabels"),
+            format!("ws://127.0.0.1:{port}/"),
+            format!("wss://[::ffff:127.0.0.1]:{port}/"),
+        ] {
+            let refused = Reach::PublicOnly.connect(&url).await;
+            assert!(
+                matches!(&refused, Err(AtprotoError::Refused { message, .. })
+                    if message.contains("loopback")),
+                "{url}: {refused:?}"
+            );
+        }
+        let url = format!("ws://localhost:{port}/");
+        let connected = Reach::Anywhere.connect(&url).await.expect("connected");
+        let (accepted, _) = listener.accept().await.unwrap();
+        assert_eq!(
+            connected.local_addr().unwrap(),
+            accepted.peer_addr().unwrap()
         );
     }
 

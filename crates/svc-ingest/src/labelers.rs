@@ -9,11 +9,12 @@ mod frames;
 
 use crate::IngestMetrics;
 use crate::reconnect::{STABLE_AFTER, back_off, stop_requested};
+use crate::websocket::{self, Socket};
 use frames::{LabelerMessage, Refused, check_label, decode_message};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc_atproto::{LabelerService, Reach, Resolver};
+use svc_atproto::{AtprotoError, LabelerService, Reach, Resolver};
 use svc_catalog::{CatalogError, CatalogWrite, CursorPosition, Label, LabelBatch};
 use svc_repo::dagcbor::Cbor;
 use svc_syntax::{Did, UnixMillis};
@@ -49,10 +50,6 @@ pub struct Labelers {
     pub silence: Duration,
 }
 
-/// The catalog source under which a labeler's cursor is stored.
-pub fn labeler_source(labeler: &Did) -> String {
-    format!("labeler:{labeler}")
-}
 
 impl Labelers {
     /// Follows each labeler, and sweeps expired labels, until shutdown.
@@ -103,7 +100,7 @@ impl Labelers {
             .labeler(labeler)
             .await
             .map_err(|e| format!("its DID document: {e}"))?;
-        let source = labeler_source(labeler);
+        let source = svc_catalog::labeler_cursor_source(labeler);
         let stored = self.catalog.cursor(source.clone()).await;
         let stored = stored.map_err(|e| format!("the stored cursor: {e}"))?;
         let cursor = stored
@@ -111,16 +108,7 @@ impl Labelers {
             .and_then(|position| position.cursor.parse::<i64>().ok())
             .unwrap_or(0);
         let url = stream_url(&service.endpoint, cursor)?;
-        self.reach.check(&url).map_err(|e| e.to_string())?;
-        let limits = WebSocketConfig::default()
-            .max_message_size(Some(MAX_MESSAGE_BYTES))
-            .max_frame_size(Some(MAX_MESSAGE_BYTES));
-        let connecting =
-            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false);
-        let (socket, _) = tokio::time::timeout(CONNECT_WITHIN, connecting)
-            .await
-            .map_err(|_| format!("no WebSocket handshake from {url} in {CONNECT_WITHIN:?}"))?
-            .map_err(|e| format!("connecting to {url}: {e}"))?;
+        let socket = self.connect(labeler, &url).await?;
         tracing::info!(%labeler, %url, "following the labeler");
         self.metrics
             .labeler_connected
@@ -137,6 +125,25 @@ impl Labelers {
             key_read_at: Instant::now(),
         };
         stream.read(socket).await
+    }
+
+    /// The label stream's WebSocket, on an address `reach` allows: the endpoint is what the
+    /// labeler's DID document names, so a refused address is counted as such.
+    async fn connect(&self, labeler: &Did, url: &str) -> Result<Socket, String> {
+        let limits = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE_BYTES))
+            .max_frame_size(Some(MAX_MESSAGE_BYTES));
+        let connecting = websocket::connect(self.reach, url, limits);
+        let connected = tokio::time::timeout(CONNECT_WITHIN, connecting)
+            .await
+            .map_err(|_| format!("no WebSocket handshake from {url} in {CONNECT_WITHIN:?}"))?;
+        connected.map_err(|error| {
+            if matches!(error, AtprotoError::Refused { .. }) {
+                let name = svc_ingest_name(labeler);
+                self.metrics.labeler_refused.get_or_create(&name).inc();
+            }
+            format!("connecting: {error}")
+        })
     }
 }
 
@@ -177,9 +184,6 @@ struct Stream<'a> {
     pending_seq: i64,
     key_read_at: Instant,
 }
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 impl Stream<'_> {
     async fn read(&mut self, mut socket: Socket) -> Result<(), String> {

@@ -22,6 +22,7 @@ mod resync_progress;
 mod signing_keys;
 mod stream_account;
 mod unverified;
+mod websocket;
 
 pub use backfill::{BackfillError, BackfillPeers, BackfillSummary, run_backfill};
 pub use event::{Action, CommitEvent};

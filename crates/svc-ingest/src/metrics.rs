@@ -46,6 +46,9 @@ pub struct IngestMetrics {
     pub labeler_connected: Family<LabelerName, Gauge>,
     /// Connections to labelers that ended and were made again.
     pub labeler_reconnects: Family<LabelerName, Counter>,
+    /// Connections to a labeler's stream not made: its DID document names an address svc
+    /// does not reach (loopback, private, link-local) without `--allow-private-peers`.
+    pub labeler_refused: Family<LabelerName, Counter>,
     pub events: Family<EventLabels, Counter>,
     /// Changes the catalog's store refused for their content, skipped.
     pub refused: Family<ReasonLabel, Counter>,
@@ -94,6 +97,13 @@ impl IngestMetrics {
             "svc_labeler_reconnects",
             "Connections to a labeler that ended and were made again",
             self.labeler_reconnects.clone(),
+        );
+        registry.register(
+            "svc_labeler_refused",
+            "Connections to a labeler's stream not made because its DID document names a \
+             loopback, private or link-local address, which svc serve reaches only with \
+             --allow-private-peers; tried again with backoff",
+            self.labeler_refused.clone(),
         );
         registry.register(
             "svc_ingest_events",

@@ -12,6 +12,7 @@ use crate::resync::Resync;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use svc_atproto::Reach;
 use svc_catalog::{CatalogError, CatalogWrite, CursorPosition};
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -272,14 +273,15 @@ impl Connection<'_> {
             .max_message_size(Some(MAX_MESSAGE_BYTES))
             .max_frame_size(Some(MAX_MESSAGE_BYTES));
         // Connecting and the upgrade are timed like a silent connection: a source that
-        // accepts and never answers would otherwise hold the follow loop forever.
+        // accepts and never answers would otherwise hold the follow loop forever. The source
+        // is the operator's own address, reached wherever it is.
         let connecting = tokio::time::timeout(
             self.config.liveness,
-            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false),
+            crate::websocket::connect(Reach::Anywhere, &url, limits),
         );
         tokio::select! {
             connected = connecting => match connected {
-                Ok(Ok((socket, _))) => Ok(socket),
+                Ok(Ok(socket)) => Ok(socket),
                 Ok(Err(error)) => {
                     tracing::warn!(%url, "cannot connect to the live source: {error}");
                     Err(ConnectionEnd::Reconnect)
