@@ -243,6 +243,11 @@ impl TakedownSource {
     }
 }
 
+/// The source under which a labeler's cursor is stored.
+pub fn labeler_cursor_source(labeler: &svc_syntax::Did) -> String {
+    format!("labeler:{labeler}")
+}
+
 /// The label value that takes its subject down, from a labeler svc follows.
 pub const TAKEDOWN_LABEL: &str = "!takedown";
 

@@ -142,7 +142,7 @@ impl Takedowns {
     pub fn hides(&self, subject: &str) -> bool {
         self.0
             .get(subject)
-            .is_some_and(|sources| hidden_by(sources))
+            .is_some_and(hidden_by)
     }
 
     /// Whether some labeler holds `subject` down (whatever the operator says).
@@ -157,6 +157,15 @@ impl Takedowns {
         self.0
             .get(subject)
             .is_some_and(|sources| sources.contains(source))
+    }
+
+    /// The subjects `source` holds down.
+    pub fn held_by_source(&self, source: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(_, sources)| sources.contains(source))
+            .map(|(subject, _)| subject.clone())
+            .collect()
     }
 
     /// Whether nothing is down, or kept shown, at all.
@@ -263,6 +272,8 @@ pub struct Plan<'a> {
     /// Record count deltas per collection.
     pub kind_counts: BTreeMap<String, i64>,
     pub cursors: Vec<&'a CursorPosition>,
+    /// Sources whose cursors are forgotten (a labeler no longer followed).
+    pub forget_cursors: Vec<String>,
     /// The repositories' synchronisation, moved with the cursors.
     pub sync: Vec<&'a SyncWrites>,
     pub account: Option<AccountWrite>,
@@ -369,6 +380,10 @@ pub trait Engine: Send + 'static {
     fn stored_label(&mut self, key: &LabelKey) -> CatalogResult<Option<(bool, String)>>;
     /// How many label rows one labeler has stored.
     fn label_count(&mut self, src: &str) -> CatalogResult<u64>;
+    /// Every labeler the catalog holds anything of (labels, takedowns, a cursor).
+    fn labelers_on_record(&mut self) -> CatalogResult<Vec<String>>;
+    /// Up to `limit` of the labels one labeler stated.
+    fn labels_of(&mut self, src: &str, limit: usize) -> CatalogResult<Vec<LabelKey>>;
     /// Labels whose expiry is at or before `now`, at most `limit`, soonest first.
     fn expired_labels(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<LabelKey>>;
     /// Whether the catalog stores the record at `subject` (an at-uri) or any record of it
@@ -471,6 +486,12 @@ pub(crate) mod label_sql {
     pub const STORED: &str =
         "SELECT neg, cts FROM labels WHERE subject = $1 AND src = $2 AND val = $3";
     pub const COUNT: &str = "SELECT count(*) FROM labels WHERE src = $1";
+    pub const OF_SOURCE: &str = "SELECT subject, src, val FROM labels WHERE src = $1 LIMIT $2";
+    /// Every labeler the catalog holds anything of: labels, takedowns, a cursor.
+    pub const LABELERS: &str = "SELECT src FROM labels \
+         UNION SELECT source FROM takedowns WHERE source LIKE 'did:%' \
+         UNION SELECT substr(source, 9) FROM cursors WHERE source LIKE 'labeler:%'";
+    pub const FORGET_CURSOR: &str = "DELETE FROM cursors WHERE source = $1";
     pub const EXPIRED: &str = "SELECT subject, src, val FROM labels \
          WHERE exp_ms IS NOT NULL AND exp_ms <= $1 ORDER BY exp_ms LIMIT $2";
     pub const REMOVE: &str = "DELETE FROM labels WHERE subject = $1 AND src = $2 AND val = $3";

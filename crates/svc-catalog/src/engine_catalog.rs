@@ -363,6 +363,10 @@ impl<R: EngineReads> CatalogWrite for EngineCatalog<R> {
         through_writer!(self, expire_labels(now))
     }
 
+    fn forget_labelers(&self, keep: Vec<svc_syntax::Did>) -> CatalogFuture<'_, Vec<String>> {
+        through_writer!(self, forget_labelers(keep))
+    }
+
     fn begin_bulk(&self) -> CatalogFuture<'_, bool> {
         through_writer!(self, begin_bulk())
     }

@@ -215,6 +215,11 @@ pub trait CatalogWrite: Send + Sync {
     /// many (at most a sweep's worth: call again while it returns more than none).
     fn expire_labels(&self, now: UnixMillis) -> CatalogFuture<'_, usize>;
 
+    /// Forgets every labeler but those in `keep`: its takedowns lifted, its labels and its
+    /// cursor removed, so that what it said stops applying and, followed again, it is read
+    /// from its first label. The labelers forgotten.
+    fn forget_labelers(&self, keep: Vec<svc_syntax::Did>) -> CatalogFuture<'_, Vec<String>>;
+
     /// Starts a bulk load if the catalog is empty (`false` otherwise, and nothing changes).
     /// Until [`CatalogWrite::finish_bulk`], `apply` stages changes: they are not visible, and
     /// their reports are empty.

@@ -75,6 +75,10 @@ enum WriteJob {
         now: UnixMillis,
         reply: oneshot::Sender<CatalogResult<usize>>,
     },
+    ForgetLabelers {
+        keep: Vec<svc_syntax::Did>,
+        reply: oneshot::Sender<CatalogResult<Vec<String>>>,
+    },
 }
 
 /// A read of the repositories' synchronisation, answering its caller itself.
@@ -205,6 +209,13 @@ impl WriterHandle {
 
     pub fn expire_labels(&self, now: UnixMillis) -> crate::CatalogFuture<'_, usize> {
         self.ask(|reply| WriteJob::ExpireLabels { now, reply })
+    }
+
+    pub fn forget_labelers(
+        &self,
+        keep: Vec<svc_syntax::Did>,
+    ) -> crate::CatalogFuture<'_, Vec<String>> {
+        self.ask(|reply| WriteJob::ForgetLabelers { keep, reply })
     }
 
     pub fn begin_bulk(&self) -> crate::CatalogFuture<'_, bool> {
@@ -369,6 +380,9 @@ impl<E: Engine> Writer<E> {
                 }
                 WriteJob::ExpireLabels { now, reply } => {
                     let _ = reply.send(self.expire_labels(now));
+                }
+                WriteJob::ForgetLabelers { keep, reply } => {
+                    let _ = reply.send(self.forget_labelers(&keep));
                 }
                 WriteJob::Heartbeat {
                     keep_changes,
@@ -583,6 +597,14 @@ impl<E: Engine> Writer<E> {
     fn expire_labels(&mut self, now: UnixMillis) -> CatalogResult<usize> {
         self.refuse_in_bulk("expired labels")?;
         labels::expire_labels(&mut self.tx, now)
+    }
+
+    fn forget_labelers(&mut self, keep: &[svc_syntax::Did]) -> CatalogResult<Vec<String>> {
+        self.refuse_in_bulk("forgetting labelers")?;
+        let gone = labels::forget_labelers(&mut self.tx, keep)?;
+        gone.iter()
+            .for_each(|src| self.label_allowances.forget(src));
+        Ok(gone)
     }
 
     /// Refuses what cannot join a bulk load, which files nothing until it settles.

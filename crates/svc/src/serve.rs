@@ -458,6 +458,7 @@ async fn index(
         .context("starting the resynchronisation")?,
     );
     tokio::spawn(Arc::clone(&resync).run(stopped.clone()));
+    forget_unfollowed_labelers(catalog.as_ref(), &args.labelers).await?;
     let labelers = svc_ingest::labelers::Labelers {
         catalog: Arc::clone(&catalog) as Arc<dyn svc_catalog::CatalogWrite>,
         resolver: Arc::new(labeler_resolver(args)?),
@@ -499,6 +500,22 @@ async fn index(
         live.await
             .context("the live source task failed")?
             .context("following the live source")?;
+    }
+    Ok(())
+}
+
+/// What the labelers no longer followed said stops applying: their takedowns are lifted and
+/// their labels and cursors removed (followed again, each is read from its first label).
+async fn forget_unfollowed_labelers(
+    catalog: &dyn Catalog,
+    followed: &[svc_syntax::Did],
+) -> anyhow::Result<()> {
+    let gone = catalog
+        .forget_labelers(followed.to_vec())
+        .await
+        .context("forgetting the labelers no longer followed")?;
+    for labeler in gone {
+        tracing::info!(%labeler, "a labeler no longer followed: its labels no longer apply");
     }
     Ok(())
 }

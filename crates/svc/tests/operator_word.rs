@@ -1,6 +1,7 @@
 //! The operator's word is final over a followed labeler's: a record a labeler's `!takedown`
 //! hides comes back when the operator lifts it, stays shown when the labeler says it again,
-//! and `getSubjectStatus` says who holds it down and that the operator keeps it shown.
+//! and `getSubjectStatus` says who holds it down and that the operator keeps it shown; a
+//! labeler the operator stops following stops applying.
 
 use svc_testkit as common;
 
@@ -42,10 +43,8 @@ fn wait_listed(server: &Server, total: u64) {
     }
 }
 
-#[test]
-fn the_operator_keeps_shown_what_a_labeler_takes_down() {
-    let labeler = HostileLabeler::start();
-    let dir = tempfile::tempdir().unwrap();
+/// One bounty, as an import file, and its uri.
+fn one_bounty(dir: &std::path::Path) -> (std::path::PathBuf, String) {
     let mut events = Events::new();
     let record = bounty(REQUESTER, want_lens(&schema(1), &schema(2)), None);
     let uri = events.put(
@@ -55,7 +54,39 @@ fn the_operator_keeps_shown_what_a_labeler_takes_down() {
         &tid(1_700_000_000_000_000),
         record,
     );
-    let file = events.write(&dir.path().join("events.jsonl"));
+    (events.write(&dir.join("events.jsonl")), uri)
+}
+
+#[test]
+fn a_labeler_no_longer_followed_stops_applying() {
+    let labeler = HostileLabeler::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (file, uri) = one_bounty(dir.path());
+    let db = dir.path().join("catalog.db");
+    let following = ["--labeler", labeler.did.as_str()];
+    let server = Server::start(
+        &db,
+        &[&["--import", file.to_str().unwrap()][..], &following].concat(),
+    );
+    labeler.add(&uri, "!takedown", false, false);
+    wait_listed(&server, 0);
+    server.stop();
+
+    let mut unfollowed = Server::start(&db, &[]);
+    assert_eq!(listed(&unfollowed), 1, "its takedown no longer applies");
+    unfollowed.wait_log("no longer followed", Duration::from_secs(5));
+    unfollowed.stop();
+
+    // Followed again, it is read from its first label.
+    let server = Server::start(&db, &following);
+    wait_listed(&server, 0);
+}
+
+#[test]
+fn the_operator_keeps_shown_what_a_labeler_takes_down() {
+    let labeler = HostileLabeler::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (file, uri) = one_bounty(dir.path());
     let password = dir.path().join("admin-password");
     write_private(&password, PASSWORD);
     let server = Server::start(

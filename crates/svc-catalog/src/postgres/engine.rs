@@ -482,6 +482,14 @@ impl Engine for PostgresEngine {
         self.run(async |link| link.read_expired_labels(now, limit).await)
     }
 
+    fn labelers_on_record(&mut self) -> CatalogResult<Vec<String>> {
+        self.run(async |link| link.read_labelers().await)
+    }
+
+    fn labels_of(&mut self, src: &str, limit: usize) -> CatalogResult<Vec<LabelKey>> {
+        self.run(async |link| link.read_labels_of(src, limit).await)
+    }
+
     fn holds(&mut self, subject: &str) -> CatalogResult<bool> {
         self.run(async |link| link.read_holds(subject).await)
     }

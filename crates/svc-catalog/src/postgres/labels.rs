@@ -86,6 +86,29 @@ impl Link {
             .collect())
     }
 
+    pub(super) async fn read_labelers(&mut self) -> CatalogResult<Vec<String>> {
+        let rows = self.query(label_sql::LABELERS, &[]).await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    pub(super) async fn read_labels_of(
+        &mut self,
+        src: &str,
+        limit: usize,
+    ) -> CatalogResult<Vec<LabelKey>> {
+        let rows = self
+            .query(label_sql::OF_SOURCE, &[&src, &(limit as i64)])
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| LabelKey {
+                subject: r.get(0),
+                src: r.get(1),
+                val: r.get(2),
+            })
+            .collect())
+    }
+
     pub(super) async fn read_holds(&mut self, subject: &str) -> CatalogResult<bool> {
         let (from, to) = crate::engine::repository_range(subject);
         let rows = self

@@ -10,6 +10,10 @@ impl Link {
     /// Inside the open transaction: the sources' cursors, the repositories' synchronisation,
     /// an account's status and a takedown, as the plan says them.
     pub(super) async fn write_status(&mut self, plan: &Plan<'_>) -> CatalogResult<()> {
+        for source in &plan.forget_cursors {
+            self.execute(crate::engine::label_sql::FORGET_CURSOR, &[source])
+                .await?;
+        }
         for cursor in &plan.cursors {
             self.execute(
                 "INSERT INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES ($1, $2, $3, $4, $5) \

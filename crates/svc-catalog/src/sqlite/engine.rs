@@ -158,6 +158,11 @@ impl SqliteEngine {
     }
 
     fn write_status(&self, plan: &Plan<'_>) -> CatalogResult<()> {
+        for source in &plan.forget_cursors {
+            self.conn
+                .prepare_cached(crate::engine::label_sql::FORGET_CURSOR)?
+                .execute([source])?;
+        }
         for cursor in &plan.cursors {
             self.conn.prepare_cached(
                 "INSERT OR REPLACE INTO cursors (source, endpoint, cursor, event_time_us, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -386,6 +391,14 @@ impl Engine for SqliteEngine {
 
     fn expired_labels(&mut self, now: UnixMillis, limit: usize) -> CatalogResult<Vec<LabelKey>> {
         self.read_expired_labels(now, limit)
+    }
+
+    fn labelers_on_record(&mut self) -> CatalogResult<Vec<String>> {
+        self.read_labelers()
+    }
+
+    fn labels_of(&mut self, src: &str, limit: usize) -> CatalogResult<Vec<LabelKey>> {
+        self.read_labels_of(src, limit)
     }
 
     fn holds(&mut self, subject: &str) -> CatalogResult<bool> {

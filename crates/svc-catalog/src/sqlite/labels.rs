@@ -93,6 +93,24 @@ impl SqliteEngine {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    pub(super) fn read_labelers(&self) -> CatalogResult<Vec<String>> {
+        let mut stmt = self.conn.prepare_cached(label_sql::LABELERS)?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub(super) fn read_labels_of(&self, src: &str, limit: usize) -> CatalogResult<Vec<LabelKey>> {
+        let mut stmt = self.conn.prepare_cached(label_sql::OF_SOURCE)?;
+        let rows = stmt.query_map(params![src, limit as i64], |r| {
+            Ok(LabelKey {
+                subject: r.get(0)?,
+                src: r.get(1)?,
+                val: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     pub(super) fn read_holds(&self, subject: &str) -> CatalogResult<bool> {
         let (from, to) = crate::engine::repository_range(subject);
         Ok(self

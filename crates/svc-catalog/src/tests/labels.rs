@@ -218,6 +218,49 @@ pub async fn a_storm_of_takedown_toggles_costs_one_change(fresh: Fresh) {
     assert_eq!(changes.len(), 2, "and comes back once");
 }
 
+/// A labeler no longer followed is forgotten: its takedowns lifted, its labels and cursor
+/// gone; the labelers still followed keep theirs.
+pub async fn a_labeler_no_longer_followed_stops_applying(fresh: Fresh) {
+    bounties(&fresh).await;
+    store(&fresh, vec![label(A1, "!takedown", false, 1_000)], 1).await;
+    store(&fresh, vec![label(A2, "spam", false, 1_000)], 2).await;
+    let other = "did:plc:other";
+    let mut theirs = label(B1, "kept", false, 1_000);
+    theirs.subject = Subject::parse(B1).expect("a subject");
+    let batch = LabelBatch {
+        labeler: did(other),
+        labels: vec![theirs],
+        cursor: CursorPosition {
+            source: crate::labeler_cursor_source(&did(other)),
+            endpoint: "http://other.test".into(),
+            cursor: "7".into(),
+            event_time: None,
+        },
+    };
+    fresh.catalog.apply_labels(batch).await.expect("labels");
+    assert_eq!(listed(&fresh).await, vec![A2, B1]);
+
+    let gone = fresh.catalog.forget_labelers(vec![did(other)]).await;
+    assert_eq!(gone.expect("forget"), vec![LABELER.to_string()]);
+    assert_eq!(listed(&fresh).await, vec![A1, A2, B1]);
+    let shown = fresh
+        .catalog
+        .labels(vec![A1.into(), A2.into(), B1.into()], 10);
+    let shown: Vec<(String, String)> = (shown.await.expect("labels").into_iter())
+        .map(|view| (view.subject, view.src))
+        .collect();
+    assert_eq!(shown, vec![(B1.to_string(), other.to_string())]);
+    let cursor = |labeler: &str| {
+        fresh
+            .catalog
+            .cursor(crate::labeler_cursor_source(&did(labeler)))
+    };
+    assert!(cursor(LABELER).await.expect("cursor").is_none());
+    assert!(cursor(other).await.expect("cursor").is_some());
+    let again = fresh.catalog.forget_labelers(vec![did(other)]).await;
+    assert!(again.expect("forget").is_empty(), "nothing left of it");
+}
+
 async fn listed(fresh: &Fresh) -> Vec<String> {
     uris(fresh, "bountiesByRequester", &[Some("did:plc:r")]).await
 }

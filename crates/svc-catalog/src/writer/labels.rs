@@ -33,8 +33,8 @@ impl LabelAllowances {
         Ok(self.0.entry(src.to_string()).or_default())
     }
 
-    /// Forgets a labeler's count (after a failed write: read it again).
-    fn forget(&mut self, src: &str) {
+    /// Forgets a labeler's count (after a failed write, or its labels removed: read it again).
+    pub(super) fn forget(&mut self, src: &str) {
         self.0.remove(src);
     }
 }
@@ -161,6 +161,57 @@ pub(super) fn expire_labels<E: Engine>(
         Ok((plan, ()))
     })?;
     Ok(count)
+}
+
+/// Forgets every labeler not in `keep`; the ones forgotten.
+pub(super) fn forget_labelers<E: Engine>(
+    tx: &mut Transactions<E>,
+    keep: &[Did],
+) -> CatalogResult<Vec<String>> {
+    let kept: BTreeSet<&str> = keep.iter().map(Did::as_str).collect();
+    let mut gone = tx.engine.labelers_on_record()?;
+    gone.retain(|src| !kept.contains(src.as_str()));
+    for src in &gone {
+        forget_labeler(tx, src)?;
+    }
+    Ok(gone)
+}
+
+/// Lifts `src`'s takedowns, removes its labels, a sweep's worth a transaction, and its cursor.
+fn forget_labeler<E: Engine>(tx: &mut Transactions<E>, src: &str) -> CatalogResult<()> {
+    let Ok(labeler) = Did::new(src) else {
+        return Err(crate::CatalogError::Storage(format!(
+            "a stored labeler is not a DID: {src:?}"
+        )));
+    };
+    let source = TakedownSource::Labeler(labeler.clone());
+    for subject in tx.filing.taken_down.held_by_source(src) {
+        if let Some(subject) = Subject::parse(&subject) {
+            set_takedown(tx, &subject, &[(source.clone(), TakedownState::Lifted)])?;
+        }
+    }
+    loop {
+        let keys = tx.engine.labels_of(src, EXPIRED_PER_SWEEP)?;
+        if keys.is_empty() {
+            break;
+        }
+        let removals: Vec<LabelWrite> = keys.into_iter().map(LabelWrite::Remove).collect();
+        tx.run(|engine, filing| {
+            let mut plan = Plan::default();
+            touch_labelled(engine, filing, &removals, &mut plan)?;
+            plan.labels = removals;
+            engine.write(&plan)?;
+            Ok((plan, ()))
+        })?;
+    }
+    tx.run(|engine, _| {
+        let plan = Plan {
+            forget_cursors: vec![crate::labeler_cursor_source(&labeler)],
+            ..Plan::default()
+        };
+        engine.write(&plan)?;
+        Ok((plan, ()))
+    })
 }
 
 /// Touches the answers holding the records the labels apply to (a record, or every record of
