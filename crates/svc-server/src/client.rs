@@ -2,7 +2,8 @@
 //! subscribers): not its exact address, which one host varies at will (every address of a
 //! /64 of IPv6 is usually its own, and loopback has millions), but a prefix of it.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use axum::extract::{ConnectInfo, Request};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// How much of an address names one client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,14 @@ impl Default for ClientPrefixes {
 /// one client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Client(IpAddr);
+
+/// The client a request comes from, when its connection has a peer address.
+pub(crate) fn of_request(request: &Request, prefixes: ClientPrefixes) -> Option<Client> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| Client::of(peer.ip(), prefixes))
+}
 
 impl Client {
     pub fn of(address: IpAddr, prefixes: ClientPrefixes) -> Client {

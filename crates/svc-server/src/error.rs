@@ -20,6 +20,20 @@ pub enum ApiError {
     /// This client holds as many change-stream subscriptions as one client may.
     #[error("this client holds {0} subscriptions already, as many as one client may")]
     ClientSubscribers(usize),
+    /// A costly page found no turn to be built (see `costly`).
+    #[error("{}", busy_message(*.0))]
+    Busy(crate::costly::Taken),
+}
+
+fn busy_message(taken: crate::costly::Taken) -> &'static str {
+    match taken {
+        crate::costly::Taken::ByThisClient => {
+            "this client asks for too many costly pages (maps, searches) at once; try again shortly"
+        }
+        crate::costly::Taken::ByEveryone => {
+            "as many costly pages (maps, searches) as this server builds at once are being built; try again shortly"
+        }
+    }
 }
 
 pub(crate) fn json_error(status: StatusCode, code: &str, message: &str) -> Response {
@@ -31,7 +45,10 @@ impl ApiError {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::ClientSubscribers(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::ClientSubscribers(_) | ApiError::Busy(crate::costly::Taken::ByThisClient) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            ApiError::Busy(crate::costly::Taken::ByEveryone) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManySubscribers | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -43,7 +60,19 @@ impl ApiError {
             ApiError::ClientSubscribers(_) | ApiError::TooManySubscribers => "too_many_subscribers",
             ApiError::Internal(_) => "internal",
             ApiError::Unavailable => "unavailable",
+            ApiError::Busy(_) => "busy",
         }
+    }
+
+    /// The answer with `Retry-After` when the error passes with time (storage back, a turn
+    /// free).
+    pub(crate) fn with_retry_after(&self, mut response: Response) -> Response {
+        if matches!(self, ApiError::Unavailable | ApiError::Busy(_)) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        response
     }
 
     /// What the client is told; an internal error is logged as it is told.
@@ -63,13 +92,8 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = json_error(self.status(), self.code(), &self.message());
-        if matches!(self, ApiError::Unavailable) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-        }
-        response
+        let response = json_error(self.status(), self.code(), &self.message());
+        self.with_retry_after(response)
     }
 }
 

@@ -27,7 +27,11 @@ pub(crate) async fn every_request(
     response
 }
 
-async fn answer(state: &AppState, request: Request, next: Next) -> Response {
+async fn answer(state: &AppState, mut request: Request, next: Next) -> Response {
+    // Who asks, told once for every per-client rule the request meets on its way.
+    if let Some(client) = crate::client::of_request(&request, state.gate.prefixes()) {
+        request.extensions_mut().insert(client);
+    }
     // Held until the answer is built: the request counts as in flight until then.
     let _in_flight = match admit(&state.gate, &request) {
         Admission::Admitted(slot) => slot,

@@ -173,7 +173,7 @@ fn failure(error: ApiError) -> Response {
         message: error.message(),
     };
     match failure.render() {
-        Ok(html) => with_headers(html, HTML, status),
+        Ok(html) => error.with_retry_after(with_headers(html, HTML, status)),
         Err(_) => error.into_response(),
     }
 }

@@ -8,6 +8,7 @@ mod changes;
 mod changes_ws;
 mod client;
 mod connections;
+mod costly;
 mod error;
 mod every_request;
 mod explorer;
@@ -94,6 +95,8 @@ pub(crate) struct AppState {
     pub registry: Registry,
     pub openapi: Bytes,
     pub gate: limits::Gate,
+    /// Turns to build costly pages.
+    pub costly: costly::CostlyGate,
     pub request_timeout: Duration,
     pub stream: StreamState,
     pub front: explorer::FrontCache,
@@ -147,6 +150,10 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         registry,
         openapi,
         gate: limits::Gate::new(config.limits),
+        costly: costly::CostlyGate::new(
+            config.limits.costly_builds,
+            config.limits.costly_builds_per_client,
+        ),
         request_timeout: config.request_timeout,
         stream: StreamState {
             subscribers: Default::default(),

@@ -5,11 +5,10 @@
 
 use crate::client::{Client, ClientPrefixes};
 use crate::error::json_error;
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -25,6 +24,10 @@ pub struct RequestLimits {
     pub rate_per_client: Option<u32>,
     /// How much of an address names one client.
     pub client_prefixes: ClientPrefixes,
+    /// Costly pages (maps, searches, the front page) built at once, everyone's together.
+    pub costly_builds: usize,
+    /// Costly pages of one client built at once.
+    pub costly_builds_per_client: usize,
 }
 
 /// Client addresses remembered at most before the idle ones are forgotten.
@@ -42,6 +45,11 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
+    /// How much of an address names one client.
+    pub fn prefixes(&self) -> ClientPrefixes {
+        self.limits.client_prefixes
+    }
+
     pub fn new(limits: RequestLimits) -> Gate {
         Gate {
             limits,
@@ -138,10 +146,7 @@ pub(crate) fn admit(gate: &Gate, request: &Request) -> Admission {
         return Admission::Admitted(None);
     }
     if let Some(rate) = limits.rate_per_client {
-        let client = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(peer)| Client::of(peer.ip(), limits.client_prefixes));
+        let client = request.extensions().get::<Client>().copied();
         if let Some(Err(wait)) = client.map(|client| gate.take_token(client, rate)) {
             let message =
                 format!("more than {rate} requests per second from this address's network");
@@ -174,6 +179,8 @@ mod tests {
             max_in_flight: 8,
             rate_per_client: Some(3),
             client_prefixes: ClientPrefixes::default(),
+            costly_builds: 2,
+            costly_builds_per_client: 1,
         });
         let client = |last: u8| Client::of([192, 0, 2, last].into(), ClientPrefixes::default());
         let one = client(1);

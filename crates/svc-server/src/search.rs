@@ -20,10 +20,12 @@ const SEARCH: &str = "search";
 
 pub(crate) async fn serve(
     State(state): State<Arc<AppState>>,
+    asker: crate::costly::Asker,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    match answer(&state, raw.as_deref()).await {
+    let client = crate::costly::client_of(asker);
+    match answer(&state, raw.as_deref(), client).await {
         Ok(answer) => respond(&answer, &headers),
         Err(error) => error.into_response(),
     }
@@ -101,7 +103,11 @@ fn key_of(asked: &Asked) -> String {
     key
 }
 
-async fn answer(state: &AppState, raw: Option<&str>) -> Result<Arc<Answer>, ApiError> {
+async fn answer(
+    state: &AppState,
+    raw: Option<&str>,
+    client: Option<crate::client::Client>,
+) -> Result<Arc<Answer>, ApiError> {
     let asked = asked(state, raw)?;
     let cache_key = CacheKey {
         query: QueryId::new(SEARCH),
@@ -111,7 +117,7 @@ async fn answer(state: &AppState, raw: Option<&str>) -> Result<Arc<Answer>, ApiE
     // Read before the catalog: a write committed meanwhile makes the entry stale.
     let version = state.catalog.clock().search_version();
     cached(state, &cache_key, version, |kept| {
-        build(state, &asked, kept)
+        crate::costly::gated(&state.costly, client, build(state, &asked, kept))
     })
     .await
 }

@@ -91,6 +91,8 @@ fn config(catalog: Arc<dyn CatalogRead>, queries: QuerySet, kinds: Kinds) -> Ser
             max_in_flight: 64,
             rate_per_client: None,
             client_prefixes: ClientPrefixes::default(),
+            costly_builds: 2,
+            costly_builds_per_client: 1,
         },
         cache_bytes: 1 << 20,
         version: "test".into(),

@@ -412,6 +412,17 @@ pub struct ServeArgs {
     #[arg(long = "max-requests", env = "SVC_MAX_REQUESTS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_requests: u32,
 
+    /// Costly pages (maps, searches, the front page) built at once, everyone's together; a
+    /// build waits up to a second for its turn, then is answered 503 with Retry-After
+    /// [default: the cores less one, at least 1].
+    #[arg(long = "costly-builds", env = "SVC_COSTLY_BUILDS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub costly_builds: Option<u32>,
+
+    /// Costly pages of one client built at once; beyond, a build waits up to a second for one
+    /// of its own, then is answered 429 with Retry-After.
+    #[arg(long = "costly-builds-per-client", env = "SVC_COSTLY_BUILDS_PER_CLIENT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub costly_builds_per_client: u32,
+
     /// Requests per second per client (its address prefix; a burst of as many); beyond, 429 with
     /// Retry-After [default: no limit].
     #[arg(long = "rate-limit", env = "SVC_RATE_LIMIT", value_parser = clap::value_parser!(u32).range(1..))]

@@ -321,6 +321,10 @@ fn server_config(
                 v4: args.client_prefix_v4,
                 v6: args.client_prefix_v6,
             },
+            costly_builds: args
+                .costly_builds
+                .map_or_else(cores_but_one, |n| n as usize),
+            costly_builds_per_client: args.costly_builds_per_client as usize,
         },
         cache_bytes: args.cache_mb.saturating_mul(1 << 20),
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -330,6 +334,11 @@ fn server_config(
         replay_bytes_per_second: args.replay_kib_per_second.saturating_mul(1024),
         admin,
     }
+}
+
+/// The cores less one (at least one): what costly pages may take, leaving a core to the rest.
+fn cores_but_one() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get().saturating_sub(1).max(1))
 }
 
 type ServerTask = tokio::task::JoinHandle<std::io::Result<()>>;

@@ -530,3 +530,79 @@ fn a_connection_opened_with_a_probe_serves_nothing_but_probes() {
     let statuses = statuses_on_one_connection(&server, &["/v1/stats", "/healthz", "/v1/stats"]);
     assert_eq!(statuses, vec![200, 200, 200]);
 }
+
+/// What a flood of costly pages got: the statuses, and whether each refusal said when to come
+/// back and what kept it waiting.
+fn flood_of_costly_pages(server: &Server, n: usize) -> Vec<u16> {
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            let url = server.url.clone();
+            std::thread::spawn(move || {
+                let path = match i % 3 {
+                    0 => format!("/map?hops={}&nodes={}", 1 + i % 4, 2 + i),
+                    1 => format!("/v1/search?q=bounty%20{i}&limit={}", 1 + i),
+                    _ => format!("/search?q=adapter%20{i}"),
+                };
+                let response = http().get(format!("{url}{path}")).send().expect("asked");
+                let status = response.status().as_u16();
+                if matches!(status, 429 | 503) {
+                    let retry = response.headers().get("retry-after").cloned();
+                    assert_eq!(
+                        retry.as_ref().map(|v| v.as_bytes()),
+                        Some(&b"1"[..]),
+                        "{path}"
+                    );
+                    let body = response.text().unwrap_or_default();
+                    assert!(body.contains("costly pages"), "{path}: {body}");
+                }
+                status
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("a client"))
+        .collect()
+}
+
+/// Costly pages (maps, searches) take turns: one client's flood of distinct ones is built a
+/// turn at a time, the rest wait a second at most and are refused with `Retry-After`, and
+/// cheap answers go on being answered meanwhile.
+#[test]
+fn a_flood_of_costly_pages_takes_turns_and_leaves_cheap_answers_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = generated_events(dir.path(), 3000, 7);
+    let server = Server::start(
+        dir.path().join("catalog.db"),
+        &[
+            "--import",
+            file.to_str().unwrap(),
+            "--costly-builds",
+            "1",
+            "--costly-builds-per-client",
+            "1",
+        ],
+    );
+    let cheap = {
+        let url = server.url.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut statuses = Vec::new();
+            while started.elapsed() < Duration::from_secs(2) {
+                for path in ["/v1/stats", "/healthz"] {
+                    let response = http().get(format!("{url}{path}")).send().expect("asked");
+                    statuses.push(response.status().as_u16());
+                }
+            }
+            statuses
+        })
+    };
+    let statuses = flood_of_costly_pages(&server, 48);
+    assert!(
+        statuses.iter().all(|s| matches!(s, 200 | 404 | 429 | 503)),
+        "{statuses:?}"
+    );
+    assert!(statuses.contains(&200), "some were built: {statuses:?}");
+    let cheap = cheap.join().expect("the cheap client");
+    assert!(cheap.iter().all(|s| *s == 200), "{cheap:?}");
+}

@@ -27,9 +27,13 @@ const RATE_WINDOW_MS: i64 = 60_000;
 /// How long a built page is served again.
 const FRESH_FOR: Duration = Duration::from_secs(1);
 
-/// The last front page built, and when.
+/// The last front page built, and when; and the one build under way, which the requests that
+/// find the page stale meanwhile wait for instead of building their own.
 #[derive(Default)]
-pub(crate) struct FrontCache(Mutex<Option<(Instant, String)>>);
+pub(crate) struct FrontCache {
+    kept: Mutex<Option<(Instant, String)>>,
+    building: tokio::sync::Mutex<()>,
+}
 
 #[derive(Template)]
 #[template(path = "explorer/front.html")]
@@ -78,11 +82,19 @@ struct ChangeRow {
 }
 
 /// `GET /`.
-pub(crate) async fn front(State(state): State<Arc<AppState>>) -> Response {
+pub(crate) async fn front(
+    State(state): State<Arc<AppState>>,
+    asker: crate::costly::Asker,
+) -> Response {
     if let Some(html) = state.front.fresh() {
         return super::with_headers(html, super::HTML, StatusCode::OK);
     }
-    match build(&state).await {
+    let _building = state.front.building.lock().await;
+    if let Some(html) = state.front.fresh() {
+        return super::with_headers(html, super::HTML, StatusCode::OK);
+    }
+    let client = crate::costly::client_of(asker);
+    match crate::costly::gated(&state.costly, client, build(&state)).await {
         Ok(front) => match front.render() {
             Ok(html) => {
                 state.front.keep(html.clone());
@@ -96,13 +108,13 @@ pub(crate) async fn front(State(state): State<Arc<AppState>>) -> Response {
 
 impl FrontCache {
     fn fresh(&self) -> Option<String> {
-        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let (built, html) = kept.as_ref()?;
         (built.elapsed() < FRESH_FOR).then(|| html.clone())
     }
 
     fn keep(&self, html: String) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), html));
+        *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), html));
     }
 }
 

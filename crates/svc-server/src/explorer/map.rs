@@ -105,7 +105,12 @@ struct EdgeView {
 }
 
 /// `GET /map`.
-pub(crate) async fn map(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
+pub(crate) async fn map(
+    State(state): State<Arc<AppState>>,
+    asker: crate::costly::Asker,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let client = crate::costly::client_of(asker);
     let params = Params::parse(raw.as_deref());
     let mut form = blank();
     let ask = match read_ask(&params, &mut form) {
@@ -123,7 +128,8 @@ pub(crate) async fn map(State(state): State<Arc<AppState>>, RawQuery(raw): RawQu
     };
     let version = roads_version(&state);
     let drawn = cached(&state, &cache_key, version, |kept| {
-        drawn(&state, &ask, &form.schema, kept)
+        let build = drawn(&state, &ask, &form.schema, kept);
+        crate::costly::gated(&state.costly, client, build)
     })
     .await;
     match drawn.and_then(|answer| answer.identity()) {

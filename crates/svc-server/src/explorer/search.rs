@@ -1,19 +1,25 @@
 //! `/search`: the explorer's search page. A plain GET form (on every page, in the header)
 //! and the records it finds, each with its kind, its name and the words of its text that
-//! matched, marked, linked to its page, paged by cursor. Works without script.
+//! matched, marked, linked to its page, paged by cursor. Works without script. A page is kept
+//! in the answer cache until a write may change what search finds; building one is costly
+//! work, which waits for its client's turn.
 
 use super::bounded::{Json, Wanted};
 use super::envelope::{EnvelopeItem, picked};
 use super::fields::{self, TITLES};
 use super::{collection_of, page, record_path};
+use crate::cache::{Answer, CacheKey, compress};
+use crate::list::cached;
 use crate::params::{Params, decode_search_cursor, encode_component, encode_search_cursor};
 use crate::{ApiError, AppState};
 use askama::Template;
+use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use std::sync::Arc;
 use svc_catalog::SearchRequest;
+use svc_spec::QueryId;
 use svc_spec::search::{SearchQuery, fold, unspaced};
 
 /// Matches a page shows.
@@ -52,8 +58,10 @@ struct Segment {
 
 pub(crate) async fn search(
     State(state): State<Arc<AppState>>,
+    asker: crate::costly::Asker,
     RawQuery(raw): RawQuery,
 ) -> Response {
+    let client = crate::costly::client_of(asker);
     let params = Params::parse(raw.as_deref());
     let text = |name| {
         params
@@ -73,17 +81,49 @@ pub(crate) async fn search(
     if search_page.q.is_empty() {
         return page(&search_page, StatusCode::OK);
     }
-    match results(&state, &params, &search_page).await {
-        Ok(results) => {
-            search_page.results = Some(results);
-            page(&search_page, StatusCode::OK)
-        }
+    let cache_key = CacheKey {
+        query: QueryId::new("explore:search"),
+        key: raw.unwrap_or_default(),
+        page: None,
+    };
+    // Read before the catalog: a write committed meanwhile makes the page stale.
+    let version = state.catalog.clock().search_version();
+    let built = cached(&state, &cache_key, version, |kept| {
+        let build = rendered(&state, &params, &search_page, kept);
+        crate::costly::gated(&state.costly, client, build)
+    })
+    .await;
+    match built.and_then(|answer| answer.identity()) {
+        Ok(html) => super::with_headers(html, super::HTML, StatusCode::OK),
         Err(ApiError::InvalidRequest(message)) => {
             search_page.problem = Some(message);
             page(&search_page, StatusCode::BAD_REQUEST)
         }
         Err(error) => super::failure(error),
     }
+}
+
+/// The page with its results, in the form the cache keeps when `kept`.
+async fn rendered(
+    state: &AppState,
+    params: &Params,
+    asked: &SearchPage,
+    kept: bool,
+) -> Result<Arc<Answer>, ApiError> {
+    let found = SearchPage {
+        q: asked.q.clone(),
+        kind: asked.kind.clone(),
+        kinds: asked.kinds.clone(),
+        problem: None,
+        results: Some(results(state, params, asked).await?),
+    };
+    let html = found
+        .render()
+        .map_err(|e| ApiError::Internal(format!("the search page failed to render: {e}")))?;
+    Ok(Arc::new(match kept {
+        true => Answer::from_compressed(Bytes::from(compress(html.as_bytes())))?,
+        false => Answer::new(Bytes::from(html)),
+    }))
 }
 
 async fn results(
