@@ -140,9 +140,7 @@ pub struct Takedowns(HashMap<String, BTreeSet<String>>);
 impl Takedowns {
     /// Whether `subject` is out of sight.
     pub fn hides(&self, subject: &str) -> bool {
-        self.0
-            .get(subject)
-            .is_some_and(hidden_by)
+        self.0.get(subject).is_some_and(hidden_by)
     }
 
     /// Whether some labeler holds `subject` down (whatever the operator says).
@@ -378,6 +376,8 @@ pub trait Engine: Send + 'static {
     fn takedowns(&mut self) -> CatalogResult<Takedowns>;
     /// The stored row of a label, if any: whether it is a negation, and its creation time.
     fn stored_label(&mut self, key: &LabelKey) -> CatalogResult<Option<(bool, String)>>;
+    /// How many values one labeler has stored of one subject.
+    fn label_values(&mut self, subject: &str, src: &str) -> CatalogResult<u64>;
     /// How many label rows one labeler has stored.
     fn label_count(&mut self, src: &str) -> CatalogResult<u64>;
     /// Every labeler the catalog holds anything of (labels, takedowns, a cursor).
@@ -486,6 +486,7 @@ pub(crate) mod label_sql {
     pub const STORED: &str =
         "SELECT neg, cts FROM labels WHERE subject = $1 AND src = $2 AND val = $3";
     pub const COUNT: &str = "SELECT count(*) FROM labels WHERE src = $1";
+    pub const VALUES_ON: &str = "SELECT count(*) FROM labels WHERE subject = $1 AND src = $2";
     pub const OF_SOURCE: &str = "SELECT subject, src, val FROM labels WHERE src = $1 LIMIT $2";
     /// Every labeler the catalog holds anything of: labels, takedowns, a cursor.
     pub const LABELERS: &str = "SELECT src FROM labels \

@@ -6,7 +6,7 @@ mod accounts;
 mod bulk_load;
 mod labels;
 #[cfg(test)]
-pub(crate) use labels::LABELS_PER_LABELER;
+pub(crate) use labels::{LABELS_PER_LABELER, NEGATION_KEPT_MS, VALUES_PER_SUBJECT};
 mod queries;
 mod search;
 mod sync_reads;
@@ -596,7 +596,12 @@ impl<E: Engine> Writer<E> {
 
     fn expire_labels(&mut self, now: UnixMillis) -> CatalogResult<usize> {
         self.refuse_in_bulk("expired labels")?;
-        labels::expire_labels(&mut self.tx, now)
+        let swept = labels::expire_labels(&mut self.tx, now)?;
+        if swept > 0 {
+            // What the sweep removed is given back: each labeler's count is read again.
+            self.label_allowances = Default::default();
+        }
+        Ok(swept)
     }
 
     fn forget_labelers(&mut self, keep: &[svc_syntax::Did]) -> CatalogResult<Vec<String>> {

@@ -474,6 +474,10 @@ impl Engine for PostgresEngine {
         self.run(async |link| link.read_stored_label(key).await)
     }
 
+    fn label_values(&mut self, subject: &str, src: &str) -> CatalogResult<u64> {
+        self.run(async |link| link.read_label_values(subject, src).await)
+    }
+
     fn label_count(&mut self, src: &str) -> CatalogResult<u64> {
         self.run(async |link| link.read_label_count(src).await)
     }

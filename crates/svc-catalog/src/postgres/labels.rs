@@ -86,6 +86,16 @@ impl Link {
             .collect())
     }
 
+    pub(super) async fn read_label_values(
+        &mut self,
+        subject: &str,
+        src: &str,
+    ) -> CatalogResult<u64> {
+        let rows = self.query(label_sql::VALUES_ON, &[&subject, &src]).await?;
+        let count: i64 = rows.first().map_or(0, |r| r.get(0));
+        Ok(count.max(0) as u64)
+    }
+
     pub(super) async fn read_labelers(&mut self) -> CatalogResult<Vec<String>> {
         let rows = self.query(label_sql::LABELERS, &[]).await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())

@@ -385,6 +385,14 @@ impl Engine for SqliteEngine {
         self.read_stored_label(key)
     }
 
+    fn label_values(&mut self, subject: &str, src: &str) -> CatalogResult<u64> {
+        let count: i64 = self
+            .conn
+            .prepare_cached(crate::engine::label_sql::VALUES_ON)?
+            .query_row([subject, src], |r| r.get(0))?;
+        Ok(count.max(0) as u64)
+    }
+
     fn label_count(&mut self, src: &str) -> CatalogResult<u64> {
         self.read_label_count(src)
     }

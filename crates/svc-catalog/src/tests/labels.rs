@@ -333,4 +333,38 @@ pub async fn a_labeler_s_labels_on_subjects_nobody_holds_are_bounded(fresh: Fres
     let shown = labelled(&fresh).await;
     assert_eq!(shown[0].1, vec!["spam".to_string()], "{shown:?}");
     assert_eq!(shown[2].1, vec!["spam".to_string()], "{shown:?}");
+
+    // A held subject takes a bounded number of one labeler's values.
+    let values = crate::writer::VALUES_PER_SUBJECT;
+    let many: Vec<Label> = (0..values + 3)
+        .map(|n| label(A2, &format!("value-{n}"), false, 1_000))
+        .collect();
+    let report = store(&fresh, many, 3).await;
+    assert_eq!((report.applied, report.over_allowance), (values, 3));
+
+    // Negations are swept once kept long enough, and what they held is given back.
+    let taken_back: Vec<Label> = (0..allowance)
+        .map(|n| label(&nobody(n), "spam", true, 3_000))
+        .collect();
+    store(&fresh, taken_back, 4).await;
+    let later = UnixMillis(UnixMillis::now().0 + crate::writer::NEGATION_KEPT_MS + 1);
+    let mut swept = 0;
+    loop {
+        let step = fresh.catalog.expire_labels(later).await.expect("sweep");
+        if step == 0 {
+            break;
+        }
+        swept += step;
+    }
+    assert_eq!(swept as u64, allowance, "each negation's row swept");
+    let room: Vec<Label> = (0..allowance)
+        .map(|n| label(&nobody(100 + n), "spam", false, 5_000))
+        .collect();
+    let report = store(&fresh, room, 5).await;
+    // The rows that stay (two on held subjects, and the values on A2) count as before.
+    let staying = 2 + values;
+    assert_eq!(
+        (report.applied, report.over_allowance),
+        (allowance - staying, staying)
+    );
 }

@@ -20,6 +20,12 @@ pub(crate) const LABELS_PER_LABELER: u64 = if cfg!(test) { 8 } else { 1_000_000 
 /// Expired labels removed in one sweep step.
 const EXPIRED_PER_SWEEP: usize = 1_000;
 
+/// Values one labeler may state of one subject, held or not; past it, refused and counted.
+pub(crate) const VALUES_PER_SUBJECT: u64 = if cfg!(test) { 4 } else { 64 };
+
+/// How long a negation's row is kept to order what follows, then swept.
+pub(crate) const NEGATION_KEPT_MS: i64 = 24 * 3_600 * 1_000;
+
 /// How many label rows each labeler has stored, read from storage once per labeler.
 #[derive(Default)]
 pub(super) struct LabelAllowances(HashMap<String, u64>);
@@ -52,78 +58,42 @@ pub(super) fn apply_labels<E: Engine>(
     outcome
 }
 
+/// What a batch gathers before it is written.
+#[derive(Default)]
+struct Gathered {
+    report: LabelReport,
+    /// What this batch wrote already, which storage does not show until it commits.
+    written: HashMap<LabelKey, String>,
+    /// The new rows this batch adds on each subject, beside those stored.
+    added_on: HashMap<String, u64>,
+    rows: Vec<LabelWrite>,
+    /// Each subject's `!takedown` as the batch leaves it: a storm of toggles costs one change.
+    takedowns: Vec<(Subject, TakedownState)>,
+}
+
 fn store_labels<E: Engine>(
     tx: &mut Transactions<E>,
     allowances: &mut LabelAllowances,
     batch: &LabelBatch,
 ) -> CatalogResult<LabelReport> {
-    let src = batch.labeler.as_str();
-    let source = TakedownSource::Labeler(batch.labeler.clone());
     let now = UnixMillis::now();
-    let mut report = LabelReport::default();
-    // What this batch wrote already, which storage does not show until it commits.
-    let mut written: HashMap<LabelKey, String> = HashMap::new();
-    let mut rows = Vec::new();
-    // Each subject's `!takedown` as the batch leaves it: a storm of toggles costs one change.
-    let mut takedowns: Vec<(Subject, TakedownState)> = Vec::new();
+    let mut gathered = Gathered::default();
     for label in &batch.labels {
-        let key = LabelKey {
-            subject: label.subject.as_str().to_string(),
-            src: src.to_string(),
-            val: label.val.clone(),
-        };
-        let cts = svc_syntax::format_unix_micros(label.cts.0);
-        let standing = match written.get(&key) {
-            Some(cts) => Some(cts.clone()),
-            None => tx.engine.stored_label(&key)?.map(|(_, cts)| cts),
-        };
-        if standing
-            .as_deref()
-            .is_some_and(|standing| standing > cts.as_str())
-        {
-            report.stale += 1;
-            continue;
-        }
-        if standing.is_none() {
-            let count = allowances.count(&mut tx.engine, src)?;
-            if *count >= LABELS_PER_LABELER && !tx.engine.holds(&key.subject)? {
-                report.over_allowance += 1;
-                continue;
-            }
-            *count += 1;
-        }
-        // A label already expired holds as its negation: nothing older may restate it.
-        let neg = label.neg || label.exp.is_some_and(|exp| exp <= now);
-        if label.val == TAKEDOWN_LABEL {
-            let state = match !neg {
-                true => TakedownState::Applied {
-                    reference: Some(format!("{TAKEDOWN_LABEL} of {cts}")),
-                },
-                false => TakedownState::Lifted,
-            };
-            match takedowns
-                .iter_mut()
-                .find(|(held, _)| *held == label.subject)
-            {
-                Some((_, last)) => *last = state,
-                None => takedowns.push((label.subject.clone(), state)),
-            }
-        }
-        written.insert(key.clone(), cts.clone());
-        rows.push(LabelWrite::Put(LabelRow {
-            key,
-            neg,
-            cts,
-            exp_ms: label.exp.map(|exp| exp.0),
-        }));
-        report.applied += 1;
+        gather(tx, allowances, &batch.labeler, label, now, &mut gathered)?;
     }
-    for (subject, state) in takedowns {
+    let source = TakedownSource::Labeler(batch.labeler.clone());
+    for (subject, state) in std::mem::take(&mut gathered.takedowns) {
         let applied = matches!(state, TakedownState::Applied { .. });
-        if tx.filing.taken_down.held_by(subject.as_str(), src) != applied {
+        if tx
+            .filing
+            .taken_down
+            .held_by(subject.as_str(), source.as_str())
+            != applied
+        {
             set_takedown(tx, &subject, &[(source.clone(), state)])?;
         }
     }
+    let rows = std::mem::take(&mut gathered.rows);
     tx.run(|engine, filing| {
         let mut plan = Plan::default();
         touch_labelled(engine, filing, &rows, &mut plan)?;
@@ -132,7 +102,100 @@ fn store_labels<E: Engine>(
         engine.write(&plan)?;
         Ok((plan, ()))
     })?;
-    Ok(report)
+    Ok(gathered.report)
+}
+
+/// Takes one label into the batch: stale, refused for want of room, or a row to write.
+fn gather<E: Engine>(
+    tx: &mut Transactions<E>,
+    allowances: &mut LabelAllowances,
+    labeler: &Did,
+    label: &crate::Label,
+    now: UnixMillis,
+    gathered: &mut Gathered,
+) -> CatalogResult<()> {
+    let key = LabelKey {
+        subject: label.subject.as_str().to_string(),
+        src: labeler.as_str().to_string(),
+        val: label.val.clone(),
+    };
+    let cts = svc_syntax::format_unix_micros(label.cts.0);
+    let standing = match gathered.written.get(&key) {
+        Some(cts) => Some(cts.clone()),
+        None => tx.engine.stored_label(&key)?.map(|(_, cts)| cts),
+    };
+    if standing
+        .as_deref()
+        .is_some_and(|standing| standing > cts.as_str())
+    {
+        gathered.report.stale += 1;
+        return Ok(());
+    }
+    if standing.is_none() && !room_for(tx, allowances, &key, gathered)? {
+        gathered.report.over_allowance += 1;
+        return Ok(());
+    }
+    // A label already expired holds as its negation: nothing older may restate it.
+    let neg = label.neg || label.exp.is_some_and(|exp| exp <= now);
+    if label.val == TAKEDOWN_LABEL {
+        let state = match !neg {
+            true => TakedownState::Applied {
+                reference: Some(format!("{TAKEDOWN_LABEL} of {cts}")),
+            },
+            false => TakedownState::Lifted,
+        };
+        let takedowns = &mut gathered.takedowns;
+        match takedowns
+            .iter_mut()
+            .find(|(held, _)| *held == label.subject)
+        {
+            Some((_, last)) => *last = state,
+            None => takedowns.push((label.subject.clone(), state)),
+        }
+    }
+    gathered.written.insert(key.clone(), cts.clone());
+    gathered.rows.push(LabelWrite::Put(LabelRow {
+        key,
+        neg,
+        cts,
+        exp_ms: row_expiry(label.exp, neg, now),
+    }));
+    gathered.report.applied += 1;
+    Ok(())
+}
+
+/// Whether a new row fits: at most [`VALUES_PER_SUBJECT`] of one labeler's values on any
+/// subject, and its allowance on subjects the catalog does not hold.
+fn room_for<E: Engine>(
+    tx: &mut Transactions<E>,
+    allowances: &mut LabelAllowances,
+    key: &LabelKey,
+    gathered: &mut Gathered,
+) -> CatalogResult<bool> {
+    let added = gathered.added_on.get(&key.subject).copied().unwrap_or(0);
+    if tx.engine.label_values(&key.subject, &key.src)? + added >= VALUES_PER_SUBJECT {
+        return Ok(false);
+    }
+    let count = allowances.count(&mut tx.engine, &key.src)?;
+    if *count >= LABELS_PER_LABELER && !tx.engine.holds(&key.subject)? {
+        return Ok(false);
+    }
+    *count += 1;
+    *gathered.added_on.entry(key.subject.clone()).or_default() += 1;
+    Ok(true)
+}
+
+/// When a row is swept: its label's expiry; a negation, kept only so that an older statement
+/// arriving late cannot restate what it took back, after [`NEGATION_KEPT_MS`] at most, so
+/// that its storage and its share of the labeler's allowance are given back.
+fn row_expiry(stated: Option<UnixMillis>, neg: bool, now: UnixMillis) -> Option<i64> {
+    let stated = stated.map(|exp| exp.0);
+    match neg {
+        true => Some(stated.map_or(now.0 + NEGATION_KEPT_MS, |exp| {
+            exp.min(now.0 + NEGATION_KEPT_MS)
+        })),
+        false => stated,
+    }
 }
 
 /// Removes the labels expired by `now` (at most a sweep's worth); how many.
