@@ -28,6 +28,12 @@ const MAX_MESSAGE_BYTES: usize = 1 << 20;
 const BATCH_LABELS: usize = 1_000;
 /// How long labels wait for more before they are stored.
 const BATCH_WAIT: Duration = Duration::from_millis(50);
+/// One labeler's writes take at most one part in this many of the writer's time, over time:
+/// each batch's time is spent from an allowance refilled at that share, a burst of
+/// [`WRITER_BURST`] at most; once it is spent, reading waits until it is earned back.
+const WRITER_SHARE_DIVISOR: u32 = 4;
+/// The writer's time one labeler may spend at once (a flood of cheap labels, a restart).
+const WRITER_BURST: Duration = Duration::from_secs(2);
 const CONNECT_WITHIN: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -49,7 +55,6 @@ pub struct Labelers {
     /// before it connects again (a quiet labeler is normal; one that answers nothing hangs).
     pub silence: Duration,
 }
-
 
 impl Labelers {
     /// Follows each labeler, and sweeps expired labels, until shutdown.
@@ -123,6 +128,7 @@ impl Labelers {
             pending: Vec::new(),
             pending_seq: cursor,
             key_read_at: Instant::now(),
+            writer_time: WriterTime::new(),
         };
         stream.read(socket).await
     }
@@ -183,6 +189,35 @@ struct Stream<'a> {
     /// The sequence number the pending labels reach.
     pending_seq: i64,
     key_read_at: Instant,
+    writer_time: WriterTime,
+}
+
+/// The writer's time a labeler may spend: an allowance refilled at its share, in seconds;
+/// below zero, what it owes.
+struct WriterTime {
+    left: f64,
+    refilled: Instant,
+}
+
+impl WriterTime {
+    fn new() -> WriterTime {
+        WriterTime {
+            left: WRITER_BURST.as_secs_f64(),
+            refilled: Instant::now(),
+        }
+    }
+
+    /// Spends `took`; how long to wait until what is owed is earned back.
+    fn spend(&mut self, took: Duration) -> Duration {
+        let share = 1.0 / f64::from(WRITER_SHARE_DIVISOR);
+        let earned = self.refilled.elapsed().as_secs_f64() * share;
+        self.refilled = Instant::now();
+        self.left = (self.left + earned).min(WRITER_BURST.as_secs_f64()) - took.as_secs_f64();
+        match self.left < 0.0 {
+            true => Duration::from_secs_f64(-self.left / share),
+            false => Duration::ZERO,
+        }
+    }
 }
 
 impl Stream<'_> {
@@ -329,6 +364,7 @@ impl Stream<'_> {
                 event_time: None,
             },
         };
+        let started = Instant::now();
         let report = self
             .labelers
             .catalog
@@ -336,6 +372,9 @@ impl Stream<'_> {
             .await
             .map_err(|e: CatalogError| format!("storing labels: {e}"))?;
         self.cursor = self.pending_seq;
+        // Whatever it sends, a labeler's writes take at most a share of the writer's time: the
+        // rest waits in its own stream, read on from the stored cursor.
+        tokio::time::sleep(self.writer_time.spend(started.elapsed())).await;
         let metrics = &self.labelers.metrics;
         let labeler = self.labeler.as_str();
         metrics.count_labels(labeler, "applied", report.applied);
@@ -370,5 +409,24 @@ async fn sweep_expired(catalog: &dyn CatalogWrite, mut shutdown: watch::Receiver
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_labeler_spends_the_writer_s_time_at_its_share() {
+        let mut time = WriterTime::new();
+        // A burst passes at once.
+        assert_eq!(time.spend(Duration::from_millis(1_500)), Duration::ZERO);
+        // Past it, the time owed is earned back at a quarter: four times it.
+        let wait = time.spend(Duration::from_secs(1));
+        let expected = Duration::from_secs(2);
+        assert!(
+            wait.abs_diff(expected) < Duration::from_millis(50),
+            "{wait:?}"
+        );
     }
 }
