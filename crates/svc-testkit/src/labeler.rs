@@ -97,7 +97,27 @@ impl HostileLabeler {
         self.lock().frames.push(frame);
     }
 
+    /// Adds signed labels `(uri, val, neg)`, `per_frame` to a frame.
+    pub fn add_in_frames(&self, labels: &[(String, String, bool)], per_frame: usize) {
+        for chunk in labels.chunks(per_frame.max(1)) {
+            let signed = chunk
+                .iter()
+                .map(|(uri, val, neg)| self.signed(uri, val, *neg, false))
+                .collect();
+            let seq = self.lock().frames.len() as i128 + 1;
+            let frame = labels_frame(seq, signed);
+            self.lock().frames.push(frame);
+        }
+    }
+
     fn frame(&self, uri: &str, val: &str, neg: bool, forged: bool) -> Vec<u8> {
+        let label = self.signed(uri, val, neg, forged);
+        let seq = self.lock().frames.len() as i128 + 1;
+        labels_frame(seq, vec![label])
+    }
+
+    /// A label, its signature damaged when `forged`.
+    fn signed(&self, uri: &str, val: &str, neg: bool, forged: bool) -> Cbor {
         let mut fields = vec![
             ("ver", Cbor::Integer(1)),
             ("src", text(&self.did)),
@@ -112,8 +132,7 @@ impl HostileLabeler {
             sig[31] ^= 1;
         }
         fields.push(("sig", Cbor::Bytes(sig)));
-        let seq = self.lock().frames.len() as i128 + 1;
-        labels_frame(seq, vec![map(fields)])
+        map(fields)
     }
 
     /// Adds `n` signed labels, each on a record nobody holds, one frame each.

@@ -6,8 +6,13 @@
 //! 2. with `--skyware M`, the test peers' `@skyware/labeler`, its M labels created through its
 //!    control endpoint first: the rate from a labeler the network runs.
 //!
-//! Usage: label_bench <svc binary> <work dir> [--labels N] [--skyware M]
-//! Defaults: 100,000 labels from the double, none from skyware.
+//! 3. with `--storm R`, a storm: 2,000 labels alternating `!takedown` and its negation on
+//!    one account of R records (imported first), `--per-frame K` to a frame (default 500):
+//!    svc's CPU time until the last is stored, and whether the account ends shown.
+//!
+//! Usage: label_bench <svc binary> <work dir> [--labels N] [--skyware M] [--storm R]
+//!        [--per-frame K]
+//! Defaults: 100,000 labels from the double, none from skyware, no storm.
 
 use std::time::{Duration, Instant};
 use svc_bench::{cpu_seconds, fresh_catalog, rss_kb, start_svc};
@@ -18,6 +23,8 @@ struct Args {
     work: std::path::PathBuf,
     labels: usize,
     skyware: usize,
+    storm: usize,
+    per_frame: usize,
 }
 
 fn args() -> Args {
@@ -31,6 +38,8 @@ fn args() -> Args {
         work,
         labels: 100_000,
         skyware: 0,
+        storm: 0,
+        per_frame: 500,
     };
     while let Some(flag) = argv.next() {
         let value: usize = argv
@@ -40,6 +49,8 @@ fn args() -> Args {
         match flag.as_str() {
             "--labels" => args.labels = value,
             "--skyware" => args.skyware = value,
+            "--storm" => args.storm = value,
+            "--per-frame" => args.per_frame = value,
             other => panic!("unknown flag {other}"),
         }
     }
@@ -98,10 +109,90 @@ fn measure(args: &Args, name: &str, labeler: &str, n: usize, extra: &[&str]) {
     );
 }
 
+/// The labels counted of `labeler` with `outcome`.
+fn counted(client: &reqwest::blocking::Client, url: &str, labeler: &str, outcome: &str) -> u64 {
+    let series = format!("svc_labels_total{{labeler=\"{labeler}\",outcome=\"{outcome}\"}} ");
+    let text = client
+        .get(format!("{url}/metrics"))
+        .send()
+        .and_then(|r| r.text())
+        .unwrap_or_default();
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .map_or(0, |value| value as u64)
+}
+
+/// 2,000 `!takedown` toggles on an account of `args.storm` records: svc's CPU time.
+fn storm(args: &Args) {
+    const ACCOUNT: &str = "did:plc:storm";
+    const TOGGLES: usize = 2_000;
+    let dir = tempfile::tempdir_in(&args.work).expect("a run directory");
+    let db = fresh_catalog(dir.path());
+    let mut events = svc_testkit::Events::new();
+    for n in 0..args.storm {
+        let rkey = svc_testkit::tid(1_700_000_000_000_000 + n as i64);
+        events.put(
+            ACCOUNT,
+            "dev.svc.vocab",
+            &rkey,
+            &rkey,
+            svc_testkit::vocab("v", "open"),
+        );
+    }
+    let file = events.write(&dir.path().join("account.jsonl"));
+    let import = ["--import", file.to_str().expect("a path")];
+    let (mut child, url) = start_svc(&args.svc, &db, "none", &import);
+    let client = reqwest::blocking::Client::new();
+    let shown = || {
+        svc_bench::get_json(
+            &client,
+            &format!("{url}/v1/vocabularies/by-world?world=open"),
+        )["total"]
+            .clone()
+    };
+    while shown() != args.storm {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let labeler = HostileLabeler::start();
+    let toggles: Vec<(String, String, bool)> = (0..TOGGLES)
+        .map(|n| (ACCOUNT.to_string(), "!takedown".to_string(), n % 2 == 1))
+        .collect();
+    labeler.add_in_frames(&toggles, args.per_frame);
+    let (mut child, url) = start_svc(&args.svc, &db, "none", &["--labeler", &labeler.did]);
+    let started = Instant::now();
+    let settled = |outcome| counted(&client, &url, &labeler.did, outcome);
+    while settled("applied") + settled("stale") < TOGGLES as u64 {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "the storm within 600 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = started.elapsed();
+    let cpu = cpu_seconds(child.id());
+    let ends_shown = shown() == args.storm;
+    let _ = child.kill();
+    let _ = child.wait();
+    println!(
+        "storm: {TOGGLES} !takedown toggles, {} a frame, on an account of {} records: {:.2} s, \
+         svc CPU {cpu:.1} s; the account ends shown: {ends_shown}",
+        args.per_frame,
+        args.storm,
+        took.as_secs_f64()
+    );
+}
+
 fn main() {
     svc_atproto::install_crypto();
     let args = args();
     std::fs::create_dir_all(&args.work).expect("the work directory");
+    if args.storm > 0 {
+        storm(&args);
+        return;
+    }
     let double = HostileLabeler::start();
     let signing = Instant::now();
     double.flood(args.labels);
