@@ -328,43 +328,17 @@ impl Pace {
 /// [`read_body`] at a given least pace.
 pub async fn read_body_paced(
     url: &str,
-    mut response: reqwest::Response,
+    response: reqwest::Response,
     what: &'static str,
     limit: usize,
     pace: Pace,
 ) -> AtprotoResult<Vec<u8>> {
-    let too_large = || AtprotoError::TooLarge {
-        url: url.to_string(),
-        what,
-        limit,
-    };
-    let announced = response.content_length().unwrap_or(0);
-    if announced > limit as u64 {
-        return Err(too_large());
-    }
+    let mut chunks = BodyChunks::new(url, response, what, limit, pace)?;
     // The announced length is a hint within the limit, never trusted beyond it.
-    let mut body = Vec::with_capacity((announced as usize).max(FIRST_READ_BYTES));
-    let started = tokio::time::Instant::now();
-    loop {
-        let deadline = pace.deadline(started, body.len());
-        let Ok(next) = tokio::time::timeout_at(deadline, response.chunk()).await else {
-            return Err(AtprotoError::Http {
-                url: url.to_string(),
-                message: format!(
-                    "{what} came slower than {} bytes/s ({} bytes in {:.0} s); cut",
-                    pace.bytes_per_second,
-                    body.len(),
-                    started.elapsed().as_secs_f64()
-                ),
-            });
-        };
-        let Some(chunk) = next.map_err(|e| http_error(url, e))? else {
-            break;
-        };
+    let announced = chunks.announced().unwrap_or(0) as usize;
+    let mut body = Vec::with_capacity(announced.max(FIRST_READ_BYTES));
+    while let Some(chunk) = chunks.next().await? {
         let needed = body.len() + chunk.len();
-        if needed > limit {
-            return Err(too_large());
-        }
         if needed > body.capacity() {
             // One step to the limit, of which only what is written becomes resident: doubling
             // would copy the body again and again, and leave each outgrown buffer behind.
@@ -373,6 +347,90 @@ pub async fn read_body_paced(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// An answer's body, chunk by chunk as it comes, for a reader that decides where each goes
+/// (memory or disk): refused as soon as it passes `limit` bytes (or announces more), cut when
+/// it comes slower than `pace`.
+pub struct BodyChunks {
+    url: String,
+    response: reqwest::Response,
+    what: &'static str,
+    limit: usize,
+    pace: Pace,
+    started: tokio::time::Instant,
+    read: usize,
+}
+
+impl BodyChunks {
+    pub fn new(
+        url: &str,
+        response: reqwest::Response,
+        what: &'static str,
+        limit: usize,
+        pace: Pace,
+    ) -> AtprotoResult<BodyChunks> {
+        let chunks = BodyChunks {
+            url: url.to_string(),
+            response,
+            what,
+            limit,
+            pace,
+            started: tokio::time::Instant::now(),
+            read: 0,
+        };
+        match chunks.announced() {
+            Some(announced) if announced > limit as u64 => Err(chunks.too_large()),
+            _ => Ok(chunks),
+        }
+    }
+
+    /// The length the peer announced (within the limit, or the body was refused).
+    pub fn announced(&self) -> Option<u64> {
+        self.response.content_length()
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The most this body may be.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The next chunk; `None` at the end of the body.
+    pub async fn next(&mut self) -> AtprotoResult<Option<bytes::Bytes>> {
+        let deadline = self.pace.deadline(self.started, self.read);
+        let Ok(next) = tokio::time::timeout_at(deadline, self.response.chunk()).await else {
+            return Err(AtprotoError::Http {
+                url: self.url.clone(),
+                message: format!(
+                    "{} came slower than {} bytes/s ({} bytes in {:.0} s); cut",
+                    self.what,
+                    self.pace.bytes_per_second,
+                    self.read,
+                    self.started.elapsed().as_secs_f64()
+                ),
+            });
+        };
+        let Some(chunk) = next.map_err(|e| http_error(&self.url, e))? else {
+            return Ok(None);
+        };
+        self.read += chunk.len();
+        if self.read > self.limit {
+            return Err(self.too_large());
+        }
+        Ok(Some(chunk))
+    }
+
+    fn too_large(&self) -> AtprotoError {
+        AtprotoError::TooLarge {
+            url: self.url.clone(),
+            what: self.what,
+            limit: self.limit,
+        }
+    }
 }
 
 /// Installs the process's TLS provider, ring (no OpenSSL, no aws-lc builds): reqwest and

@@ -3,8 +3,8 @@
 
 use crate::Session;
 use crate::{
-    AtprotoError, AtprotoResult, MAX_ERROR_ANSWER_BYTES, MAX_XRPC_ANSWER_BYTES, http_error,
-    read_body,
+    AtprotoError, AtprotoResult, BodyChunks, MAX_ERROR_ANSWER_BYTES, MAX_XRPC_ANSWER_BYTES, Pace,
+    http_error, read_body,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -89,10 +89,21 @@ impl Xrpc {
     /// The body of a successful answer (at most the client's limit), or the error the server
     /// answered with.
     async fn answer(&self, url: &str, request: reqwest::RequestBuilder) -> AtprotoResult<Vec<u8>> {
+        let response = self.succeeded(url, request).await?;
+        read_body(url, response, "an XRPC answer", self.answer_limit).await
+    }
+
+    /// The response of a successful answer, its body unread, or the error the server
+    /// answered with.
+    async fn succeeded(
+        &self,
+        url: &str,
+        request: reqwest::RequestBuilder,
+    ) -> AtprotoResult<reqwest::Response> {
         let response = request.send().await.map_err(|e| http_error(url, e))?;
         let status = response.status();
         if status.is_success() {
-            return read_body(url, response, "an XRPC answer", self.answer_limit).await;
+            return Ok(response);
         }
         let retry_after = crate::retry_after(response.headers());
         // The status is the error; a body too long or broken only loses its details.
@@ -145,6 +156,27 @@ impl Xrpc {
         let address = reqwest::Url::parse_with_params(&url, params)
             .map_err(|e| AtprotoError::Invalid(format!("{url}: {e}")))?;
         self.answer(&url, self.http.get(address)).await
+    }
+
+    /// An XRPC query whose answer may be large (`getRepo`): its body as it comes, at most the
+    /// client's limit, for the caller to keep where it can.
+    pub async fn query_chunks(
+        &self,
+        service: &str,
+        method: Method,
+        params: &[(&str, &str)],
+    ) -> AtprotoResult<BodyChunks> {
+        let url = Self::url(service, method);
+        let address = reqwest::Url::parse_with_params(&url, params)
+            .map_err(|e| AtprotoError::Invalid(format!("{url}: {e}")))?;
+        let response = self.succeeded(&url, self.http.get(address)).await?;
+        BodyChunks::new(
+            &url,
+            response,
+            "an XRPC answer",
+            self.answer_limit,
+            Pace::LEAST,
+        )
     }
 
     /// Any XRPC procedure: POSTs `input` as JSON (with a bearer token when given) and returns

@@ -77,6 +77,12 @@ pub struct IngestMetrics {
     /// 1 when the live source's commits are verified before they apply; 0 when they are not
     /// (Jetstream, which carries no proofs, or `--verify none`).
     pub live_verified: Gauge,
+    /// Bytes of the repository reads' memory budget held now.
+    pub read_memory_bytes: Gauge,
+    /// Repository reads that waited for memory to verify what they read.
+    pub read_memory_waits: Counter,
+    /// Repository answers kept on disk while read, the budget having no room for them.
+    pub read_spills: Counter,
 }
 
 impl IngestMetrics {
@@ -153,6 +159,21 @@ impl IngestMetrics {
             "1 when the live source's commits are verified before they apply, 0 when not \
              (Jetstream carries no proofs; --verify none)",
             self.live_verified.clone(),
+        );
+        registry.register(
+            "svc_ingest_read_memory_bytes",
+            "Bytes of memory held by repositories read whole now, within SVC_READ_MEMORY_MB",
+            self.read_memory_bytes.clone(),
+        );
+        registry.register(
+            "svc_ingest_read_memory_waits",
+            "Repositories read whole that waited for memory to be verified",
+            self.read_memory_waits.clone(),
+        );
+        registry.register(
+            "svc_ingest_read_spills",
+            "Repository answers kept on disk while read, memory being in use by other reads",
+            self.read_spills.clone(),
         );
         registry.register(
             "svc_ingest_invalid_records",

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use std::collections::HashSet;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use svc_atproto::{AtprotoError, Method, Xrpc};
+use svc_atproto::{AtprotoError, BodyChunks, Method, Xrpc};
 
 /// The most a whole repository read may be. Family records live in repositories of every
 /// size; a larger one is not read.
@@ -41,6 +41,19 @@ impl Client {
     ) -> Result<Option<Vec<u8>>, AtprotoError> {
         match self.xrpc.query_bytes(&self.base, method, query).await {
             Ok(answer) => Ok(Some(answer)),
+            Err(error) if lacks_method(&error) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The answer's body as it comes, or `None` when this server does not have the method.
+    pub async fn get_chunks(
+        &self,
+        method: Method,
+        query: &[(&str, &str)],
+    ) -> Result<Option<BodyChunks>, AtprotoError> {
+        match self.xrpc.query_chunks(&self.base, method, query).await {
+            Ok(chunks) => Ok(Some(chunks)),
             Err(error) if lacks_method(&error) => Ok(None),
             Err(error) => Err(error),
         }

@@ -5,6 +5,7 @@
 
 use crate::event::{Action, CommitEvent};
 use crate::peer::{Client, MAX_REPOSITORY_BYTES, Paging};
+use crate::read_budget::{BudgetError, Held, ReadBody, ReadBudget};
 use crate::repository_verify::{
     MAX_REPOSITORY_RECORD_BYTES, MAX_REPOSITORY_RECORDS, VerifiedRepository, verify_repository,
 };
@@ -22,6 +23,13 @@ pub(crate) enum RepositoryCopy {
     /// Read whole and verified: exactly the records it proves.
     Whole(Box<VerifiedRepository>),
     /// Listed record by record, unverified: the records listed, at the revision taken first.
+    Listed(Vec<CommitEvent>),
+}
+
+/// A repository as its peer answered, not yet verified.
+pub(crate) enum Fetched {
+    /// Its whole export (`getRepo`), in memory or on disk.
+    Whole(ReadBody),
     Listed(Vec<CommitEvent>),
 }
 
@@ -74,6 +82,22 @@ impl From<AtprotoError> for ReadFailure {
             message: error.to_string(),
             refused: None,
             account: AccountSaid::of(&error),
+        }
+    }
+}
+
+impl From<BudgetError> for ReadFailure {
+    fn from(error: BudgetError) -> ReadFailure {
+        match error {
+            BudgetError::Peer(error) => ReadFailure::from(error),
+            // Memory or disk in use now says nothing of the repository: read again later.
+            other => ReadFailure {
+                message: other.to_string(),
+                transient: true,
+                retry_after: None,
+                refused: None,
+                account: None,
+            },
         }
     }
 }
@@ -139,6 +163,8 @@ pub(crate) struct RepositoryReader {
     pub reach: svc_atproto::Reach,
     /// Whole repositories are verified; `false`: every repository is listed, unverified.
     pub verify: bool,
+    /// The memory whole repositories are read and verified in, shared by every read.
+    pub budget: ReadBudget,
     /// The collections read.
     pub collections: Vec<String>,
 }
@@ -178,42 +204,60 @@ impl RepositoryReader {
         }
     }
 
-    /// Reads the repository from `pds`.
-    pub async fn read(&self, did: &Did, pds: &Pds) -> Result<RepositoryCopy, ReadFailure> {
+    /// Reads the repository from `pds`: what the peer is asked, and all the time it may take
+    /// (the copy is verified apart, by [`RepositoryReader::copy`], when memory allows).
+    pub async fn fetch(&self, did: &Did, pds: &Pds) -> Result<Fetched, ReadFailure> {
         let client = match pds.named_by_operator {
             true => self.operator_client.at(&pds.url),
             false => self.client.at(&pds.url),
         };
         let pds = &pds.url;
         if self.verify {
-            if let Some(whole) = self.read_whole(&client, did).await? {
-                return Ok(RepositoryCopy::Whole(Box::new(whole)));
+            if let Some(whole) = self.fetch_whole(&client, did).await? {
+                return Ok(Fetched::Whole(whole));
             }
             tracing::warn!(
                 %did,
                 "{pds} does not serve whole repositories; its records are listed, unverified"
             );
         }
-        self.list(&client, did).await.map(RepositoryCopy::Listed)
+        self.list(&client, did).await.map(Fetched::Listed)
     }
 
-    /// The repository read whole and verified; `None` when the server does not serve whole
-    /// repositories.
-    async fn read_whole(
+    /// The repository's whole answer, in memory or on disk as the budget allows; `None` when
+    /// the server does not serve whole repositories.
+    async fn fetch_whole(
         &self,
         client: &Client,
         did: &Did,
-    ) -> Result<Option<VerifiedRepository>, ReadFailure> {
+    ) -> Result<Option<ReadBody>, ReadFailure> {
         let whole = Client {
             xrpc: client.xrpc.clone().with_answer_limit(MAX_REPOSITORY_BYTES),
             base: client.base.clone(),
         };
-        let Some(car) = whole.get_bytes(Method::GET_REPO, &[("did", did)]).await? else {
+        let Some(chunks) = whole.get_chunks(Method::GET_REPO, &[("did", did)]).await? else {
             return Ok(None);
         };
-        let wanted = |collection: &str| self.collections.iter().any(|c| c == collection);
-        let repository = verify_repository(Some(&self.keys), car, Some(did), wanted).await?;
-        Ok(Some(repository))
+        Ok(Some(self.budget.read(chunks).await?))
+    }
+
+    /// The copy fetched, a whole one verified once memory for it is had, with that memory:
+    /// held until the copy is applied.
+    pub async fn copy(
+        &self,
+        did: &Did,
+        fetched: Fetched,
+    ) -> Result<(RepositoryCopy, Held), ReadFailure> {
+        match fetched {
+            Fetched::Listed(records) => Ok((RepositoryCopy::Listed(records), self.budget.none())),
+            Fetched::Whole(body) => {
+                let (car, held) = self.budget.whole(body).await?;
+                let wanted = |collection: &str| self.collections.iter().any(|c| c == collection);
+                let repository =
+                    verify_repository(Some(&self.keys), car, Some(did), wanted).await?;
+                Ok((RepositoryCopy::Whole(Box::new(repository)), held))
+            }
+        }
     }
 
     /// Every record of the collections, listed page by page.

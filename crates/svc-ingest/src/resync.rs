@@ -17,6 +17,7 @@ use crate::firehose::chains::Chains;
 use crate::host_turns::HostTurns;
 use crate::ingest::{Ingestor, Prepared};
 use crate::peer::Client;
+use crate::read_budget::{ReadBudget, configured_read_memory};
 use crate::repository_apply::apply_whole;
 use crate::repository_read::AccountSaid;
 use crate::repository_read::{ReadFailure, RepositoryCopy, RepositoryReader};
@@ -138,6 +139,8 @@ impl Resync {
         let whole_read = svc_atproto::REQUEST_TIMEOUT.saturating_mul(4);
         let network_client = Client::new(Xrpc::new(reach.client(whole_read)?), "");
         let operator_client = Client::new(Xrpc::new(svc_atproto::http_client(whole_read)?), "");
+        let memory = configured_read_memory().map_err(svc_atproto::AtprotoError::Invalid)?;
+        let budget = ReadBudget::new(memory, ingestor.shared_metrics());
         Ok(Resync {
             reader: RepositoryReader {
                 keys: Arc::clone(&keys),
@@ -146,6 +149,7 @@ impl Resync {
                 reach,
                 verify,
                 collections,
+                budget,
             },
             keys,
             chains: Arc::new(Chains::default()),
@@ -421,12 +425,12 @@ impl Resync {
             Ok(pds) => pds,
             Err(failure) => return failed(confirming, failure),
         };
-        let Some(_turn) = self.turns.try_take(did, &pds.url) else {
+        let Some(turn) = self.turns.try_take(did, &pds.url) else {
             return Outcome::HostBusy;
         };
-        let copy =
-            match tokio::time::timeout(WHOLE_READ_DEADLINE, self.reader.read(did, &pds)).await {
-                Ok(Ok(copy)) => copy,
+        let fetched =
+            match tokio::time::timeout(WHOLE_READ_DEADLINE, self.reader.fetch(did, &pds)).await {
+                Ok(Ok(fetched)) => fetched,
                 Ok(Err(failure)) => return failed(confirming, failure),
                 Err(_) => {
                     return Outcome::Failed(ReadFailure {
@@ -442,6 +446,12 @@ impl Resync {
                     });
                 }
             };
+        // The host is done with; waiting for memory to verify the copy is not its time.
+        drop(turn);
+        let (copy, _memory) = match self.reader.copy(did, fetched).await {
+            Ok(copy) => copy,
+            Err(failure) => return failed(confirming, failure),
+        };
         if confirming {
             // Its PDS serves it: shown again, then made what the PDS holds. A crash between
             // the two leaves it queued, and it is read again.
