@@ -1,5 +1,6 @@
-//! What docs/DEPLOYMENT.md tells an operator to run: its systemd units parse as systemd reads
-//! them and set only variables svc reads, and a PostgreSQL password given apart from the URL
+//! What docs/DEPLOYMENT.md tells an operator to run: its systemd units (deploy/*.service, and
+//! the fragments the guide shows) parse as systemd reads them and set only variables svc reads,
+//! the standby's unit is the indexer's, and a PostgreSQL password given apart from the URL
 //! (a file, `PGPASSWORD`, `.pgpass`) reaches a database that asks for one.
 
 use svc_testkit as common;
@@ -14,6 +15,34 @@ use std::time::{Duration, Instant};
 
 const DEPLOYMENT: &str = include_str!("../../../docs/DEPLOYMENT.md");
 const README: &str = include_str!("../../../README.md");
+
+/// The units the guide links, as deploy/ holds them.
+const UNITS: [(&str, &str); 3] = [
+    (
+        "deploy/svc-indexer.service",
+        include_str!("../../../deploy/svc-indexer.service"),
+    ),
+    (
+        "deploy/svc-standby.service",
+        include_str!("../../../deploy/svc-standby.service"),
+    ),
+    (
+        "deploy/svc-replica@.service",
+        include_str!("../../../deploy/svc-replica@.service"),
+    ),
+];
+
+/// A unit file's text as a block, its lines numbered as in the file.
+fn unit_block(text: &str) -> Block {
+    Block {
+        info: "ini".to_string(),
+        lines: text
+            .lines()
+            .enumerate()
+            .map(|(n, l)| (n + 1, l.to_string()))
+            .collect(),
+    }
+}
 
 /// Variables svc reads that are no flag's: `svc serve --help` does not list them.
 const READ_OUTSIDE_FLAGS: [&str; 3] = ["SVC_LOG", "PGPASSWORD", "PGPASSFILE"];
@@ -250,9 +279,9 @@ fn block_path(block: &Block) -> Option<String> {
     path.starts_with('/').then(|| path.to_string())
 }
 
-#[test]
-fn the_systemd_units_of_the_deployment_guide_are_what_systemd_and_svc_read() {
-    let reads = variables_svc_reads();
+/// README's configuration table names every variable read outside the flags, and only
+/// variables svc reads.
+fn check_readme_configuration(reads: &BTreeSet<String>) {
     let documented = readme_configuration_variables();
     for name in READ_OUTSIDE_FLAGS {
         assert!(
@@ -266,85 +295,122 @@ fn the_systemd_units_of_the_deployment_guide_are_what_systemd_and_svc_read() {
             "README's configuration table names {name}, which svc does not read"
         );
     }
-    let blocks = fenced_blocks(DEPLOYMENT);
-    let units: Vec<&Block> = blocks.iter().filter(|b| b.info == "ini").collect();
+}
+
+/// Checks one setting of a unit from `source` as systemd and svc would read it; an
+/// environment file it names goes into `environment_files`.
+fn check_setting(
+    source: &str,
+    setting: &Setting,
+    reads: &BTreeSet<String>,
+    environment_files: &mut BTreeSet<String>,
+) {
+    let Setting {
+        section,
+        key,
+        value,
+        line,
+    } = setting;
+    let at = format!("{source} line {line}: {key}={value}");
+    let known = KNOWN_KEYS
+        .iter()
+        .find(|(s, _)| s == section)
+        .unwrap_or_else(|| panic!("{at}: a section [{section}] of no known use"));
     assert!(
-        units.len() >= 2,
-        "the guide shows its systemd units in ```ini blocks"
+        known.1.contains(&key.as_str()),
+        "{at}: unknown in [{section}]"
     );
+    // systemd takes `#` and `;` after a value as part of the value.
+    assert!(
+        !value.contains('#') && !value.contains(" ;") && !value.contains("\t;"),
+        "{at}: a comment after a value is part of the value"
+    );
+    assert!(!value.is_empty(), "{at}: an empty value resets the setting");
+    match key.as_str() {
+        "Environment" => {
+            let assignments =
+                environment_assignments(value).unwrap_or_else(|e| panic!("{at}: {e}"));
+            for (name, _) in assignments {
+                assert!(reads.contains(&name), "{at}: svc does not read {name}");
+            }
+        }
+        "EnvironmentFile" => {
+            let path = value.strip_prefix('-').unwrap_or(value);
+            assert!(
+                path.starts_with('/') && !path.contains(char::is_whitespace),
+                "{at}: not an absolute path alone"
+            );
+            environment_files.insert(path.to_string());
+        }
+        "LoadCredential" => {
+            let (_, path) = value
+                .split_once(':')
+                .unwrap_or_else(|| panic!("{at}: not ID:PATH"));
+            assert!(path.starts_with('/'), "{at}: not an absolute path");
+        }
+        "ExecStart" => {
+            let words: Vec<&str> = value.split_whitespace().collect();
+            assert!(words[0].starts_with('/'), "{at}: not an absolute path");
+            assert_eq!(words.get(1), Some(&"serve"), "{at}");
+        }
+        _ => {}
+    }
+}
+
+/// The units of deploy/, each linked from the guide.
+fn unit_files() -> Vec<(&'static str, Block)> {
+    let files: Vec<(&str, Block)> = UNITS
+        .iter()
+        .map(|(name, text)| (*name, unit_block(text)))
+        .collect();
+    for (name, _) in &files {
+        let file = name.trim_start_matches("deploy/");
+        assert!(
+            DEPLOYMENT.contains(&format!("(../deploy/{file})")),
+            "the guide does not link {name}"
+        );
+    }
+    files
+}
+
+#[test]
+fn the_systemd_units_of_the_deployment_guide_are_what_systemd_and_svc_read() {
+    let reads = variables_svc_reads();
+    check_readme_configuration(&reads);
+    let blocks = fenced_blocks(DEPLOYMENT);
+    let files = unit_files();
+    let fragments = blocks.iter().filter(|b| b.info == "ini");
+    let units: Vec<(&str, &Block)> = files
+        .iter()
+        .map(|(name, block)| (*name, block))
+        .chain(fragments.map(|b| ("DEPLOYMENT.md", b)))
+        .collect();
     let mut environment_files = BTreeSet::new();
     let mut whole_units = Vec::new();
-    for unit in &units {
-        let settings = parse_unit(&unit.lines).unwrap_or_else(|e| panic!("DEPLOYMENT.md: {e}"));
+    for (source, unit) in units {
+        let settings = parse_unit(&unit.lines).unwrap_or_else(|e| panic!("{source}: {e}"));
         assert!(!settings.is_empty());
-        for Setting {
-            section,
-            key,
-            value,
-            line,
-        } in &settings
-        {
-            let at = format!("DEPLOYMENT.md line {line}: {key}={value}");
-            let known = KNOWN_KEYS
-                .iter()
-                .find(|(s, _)| s == section)
-                .unwrap_or_else(|| panic!("{at}: a section [{section}] of no known use"));
-            assert!(
-                known.1.contains(&key.as_str()),
-                "{at}: unknown in [{section}]"
-            );
-            // systemd takes `#` and `;` after a value as part of the value.
-            assert!(
-                !value.contains('#') && !value.contains(" ;") && !value.contains("\t;"),
-                "{at}: a comment after a value is part of the value"
-            );
-            assert!(!value.is_empty(), "{at}: an empty value resets the setting");
-            match key.as_str() {
-                "Environment" => {
-                    let assignments =
-                        environment_assignments(value).unwrap_or_else(|e| panic!("{at}: {e}"));
-                    for (name, _) in assignments {
-                        assert!(reads.contains(&name), "{at}: svc does not read {name}");
-                    }
-                }
-                "EnvironmentFile" => {
-                    let path = value.strip_prefix('-').unwrap_or(value);
-                    assert!(
-                        path.starts_with('/') && !path.contains(char::is_whitespace),
-                        "{at}: not an absolute path alone"
-                    );
-                    environment_files.insert(path.to_string());
-                }
-                "LoadCredential" => {
-                    let (_, path) = value
-                        .split_once(':')
-                        .unwrap_or_else(|| panic!("{at}: not ID:PATH"));
-                    assert!(path.starts_with('/'), "{at}: not an absolute path");
-                }
-                "ExecStart" => {
-                    let words: Vec<&str> = value.split_whitespace().collect();
-                    assert!(words[0].starts_with('/'), "{at}: not an absolute path");
-                    assert_eq!(words.get(1), Some(&"serve"), "{at}");
-                }
-                _ => {}
-            }
+        for setting in &settings {
+            check_setting(source, setting, &reads, &mut environment_files);
         }
         let has = |key: &str| settings.iter().any(|s| s.key == key);
         if has("ExecStart") {
             let path = block_path(unit).expect("a whole unit names its file on its first line");
-            whole_units.push((path, *unit));
-            if has("After") {
-                // After= orders, Wants= pulls in: network-online.target is reached only if
-                // something wants it.
-                assert!(
-                    has("Wants"),
-                    "{}: After= without Wants=",
-                    whole_units[whole_units.len() - 1].0
-                );
-            }
+            // After= orders, Wants= pulls in: network-online.target is reached only if
+            // something wants it.
+            assert!(
+                !has("After") || has("Wants"),
+                "{path}: After= without Wants="
+            );
+            whole_units.push((path, unit));
         }
     }
-    assert!(whole_units.len() >= 2, "an indexer unit and a replica unit");
+    assert_eq!(whole_units.len(), UNITS.len(), "every file a whole unit");
+    assert_eq!(
+        settings_but_description(&files[0].1),
+        settings_but_description(&files[1].1),
+        "the standby's unit is the indexer's"
+    );
     // Each environment file the units read is shown, and sets only what svc reads.
     for path in &environment_files {
         let shown = blocks
@@ -359,6 +425,16 @@ fn the_systemd_units_of_the_deployment_guide_are_what_systemd_and_svc_read() {
         }
     }
     verify_with_systemd(&whole_units);
+}
+
+/// A unit's settings but its Description=, in order.
+fn settings_but_description(unit: &Block) -> Vec<(String, String)> {
+    parse_unit(&unit.lines)
+        .expect("a unit")
+        .into_iter()
+        .filter(|s| s.key != "Description")
+        .map(|s| (s.key, s.value))
+        .collect()
 }
 
 /// `systemd-analyze verify` on the whole units, with ExecStart= pointed at the built binary
