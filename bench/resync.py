@@ -7,12 +7,19 @@
             build given and with an older build given as --old: repositories/s and records/s.
   memory:   a catalog whose queue holds ENTRIES repositories, all due, the directory
             unreachable: svc's RSS after SECONDS of reading and retrying them.
+  large:    16 repositories on 4 hosts (svc reads 16 at once, 4 a host) answer getRepo
+            with LARGE_MB each, all at once: svc's peak RSS while it reads them, with the
+            build given and with an older build given as --old. The answers are CARs of
+            1 MiB blocks, each its CID, whose root is not among them: read, copied block
+            by block as verification does, then refused (a verdict, not retried).
 
 Run by bench/resync.sh, which builds svc and starts the peers.
 """
 
 import argparse
 import asyncio
+import hashlib
+import http.server
 import json
 import os
 import re
@@ -303,6 +310,158 @@ def memory(args):
     )
 
 
+# A K-256 public key of the interoperability fixtures (crates/svc-repo/tests/interop): the
+# documents name a key that parses; the answers are refused before any signature is checked.
+LARGE_KEY = "zQ3shqwJEJyMBsBXCWyCBpUBMqxcon9oHB7mCvx4sSpMdLJwc"
+LARGE_REPOS = 16
+LARGE_HOSTS = 4
+
+
+def varint(value):
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def cid(data):
+    return b"\x01\x71\x12\x20" + hashlib.sha256(data).digest()
+
+
+def car_header(seed):
+    # DAG-CBOR {"roots": [link], "version": 1}: a root no block of the CAR is.
+    link = b"\xd8\x2a\x58\x25\x00" + cid(b"missing root " + seed)
+    header = b"\xa2\x65roots\x81" + link + b"\x67version\x01"
+    return varint(len(header)) + header
+
+
+def car_block(seed, n):
+    data = hashlib.sha256(seed + n.to_bytes(4, "big")).digest() * (1 << 15)
+    block = cid(data) + data
+    return varint(len(block)) + block
+
+
+class LargeHosts:
+    """LARGE_HOSTS servers answering getRepo with a large CAR, streamed without a length (as
+    the reference PDS does). Each answer's head and first block go out at once, the rest
+    once every repository's answer has begun (or 10 s passed): all are read at once."""
+
+    def __init__(self, megabytes):
+        self.megabytes = megabytes
+        self.begun = 0
+        self.lock = threading.Lock()
+        self.urls = [self._start() for _ in range(LARGE_HOSTS)]
+
+    def _start(self):
+        hosts = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                seed = self.path.encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/vnd.ipld.car")
+                self.end_headers()
+                self.wfile.write(car_header(seed) + car_block(seed, 0))
+                with hosts.lock:
+                    hosts.begun += 1
+                waited = time.time()
+                while hosts.begun < LARGE_REPOS and time.time() - waited < 10:
+                    time.sleep(0.02)
+                try:
+                    for n in range(1, hosts.megabytes):
+                        self.wfile.write(car_block(seed, n))
+                except (ConnectionError, OSError):
+                    pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return "http://127.0.0.1:%d" % server.server_address[1]
+
+
+def large_directory(hosts):
+    """The server the backfill lists from, also the DIDs' directory."""
+    dids = ["did:plc:large%019d" % n for n in range(LARGE_REPOS)]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            if "listReposByCollection" in self.path:
+                wanted = "collection=dev.svc.vocab" in self.path
+                body = {"repos": [{"did": did} for did in dids] if wanted else []}
+            elif self.path.lstrip("/") in dids:
+                did = self.path.lstrip("/")
+                host = hosts.urls[dids.index(did) % LARGE_HOSTS]
+                body = {
+                    "id": did,
+                    "alsoKnownAs": [],
+                    "verificationMethod": [{"id": did + "#atproto", "type": "Multikey",
+                                            "controller": did,
+                                            "publicKeyMultibase": LARGE_KEY}],
+                    "service": [{"id": "#atproto_pds", "type": "AtprotoPersonalDataServer",
+                                 "serviceEndpoint": host}],
+                }
+            else:
+                body = {"error": "NotFound", "message": "not here"}
+            data = json.dumps(body).encode()
+            self.send_response(200 if "error" not in body else 404)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return "http://127.0.0.1:%d" % server.server_address[1]
+
+
+def peak_mb(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def large_with(binary, label, args):
+    hosts = LargeHosts(args.large_mb)
+    directory = large_directory(hosts)
+    db = os.path.join(args.work, f"large-{label.replace(' ', '-')}.db")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.remove(db + suffix)
+    began = time.time()
+    svc = Svc(binary, db, "--firehose", "none", "--backfill", directory, "--plc-url", directory)
+    at_start = rss_mb(svc.process.pid)
+    while not svc.logged("backfill finished"):
+        if svc.process.poll() is not None:
+            sys.exit(f"svc ended; see {svc.log_path}")
+        if time.time() - began > 600:
+            sys.exit(f"the backfill did not finish in 600 s; see {svc.log_path}")
+        time.sleep(0.2)
+    took = time.time() - began
+    peak = peak_mb(svc.process.pid)
+    svc.stop()
+    budget = os.environ.get("SVC_READ_MEMORY_MB", "256 (the default)")
+    print(
+        f"large ({label}): {LARGE_REPOS} answers of {args.large_mb} MiB on {LARGE_HOSTS} hosts "
+        f"at once, {hosts.begun} asked: RSS {at_start:.0f} MB at start, peak {peak:.0f} MB; "
+        f"all read in {took:.1f} s (SVC_READ_MEMORY_MB={budget})"
+    )
+
+
+def large(args):
+    large_with(args.svc, "this build", args)
+    if args.old:
+        large_with(args.old, "older build", args)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--svc", required=True)
@@ -314,6 +473,7 @@ def main():
     parser.add_argument("--backfill-repos", type=int, default=10000)
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--large-mb", type=int, default=64)
     parser.add_argument("parts", nargs="*", default=["outage", "backfill", "memory"])
     args = parser.parse_args()
     peers = None
@@ -322,7 +482,8 @@ def main():
     for part in args.parts:
         {"outage": lambda: outage(args, peers),
          "backfill": lambda: backfill(args, peers),
-         "memory": lambda: memory(args)}[part]()
+         "memory": lambda: memory(args),
+         "large": lambda: large(args)}[part]()
 
 
 if __name__ == "__main__":

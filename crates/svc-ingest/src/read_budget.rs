@@ -213,12 +213,10 @@ impl ReadBudget {
         let held = self.wait_for(len * VERIFIED_PER_BYTE).await?;
         file.flush().await?;
         file.seek(std::io::SeekFrom::Start(0)).await?;
-        let mut body = Vec::with_capacity(len);
-        file.take(len as u64).read_to_end(&mut body).await?;
-        if body.len() != len {
-            let lost = std::io::Error::other(format!("read back {} of {len} bytes", body.len()));
-            return Err(BudgetError::Disk(lost));
-        }
+        // Exactly its length: reading to the end would grow a full buffer to probe for more,
+        // moving the whole body into one twice its size.
+        let mut body = vec![0; len];
+        file.read_exact(&mut body).await?;
         Ok((body, held))
     }
 }
