@@ -1,34 +1,34 @@
 //! The operator's takedowns through the network's own admin methods,
 //! `com.atproto.admin.updateSubjectStatus` and `com.atproto.admin.getSubjectStatus`, as the
 //! reference PDS and AppView take them: HTTP Basic, user `admin`, the operator's password.
-//! Without a password configured the methods are not there (a JSON 404). A client that keeps
-//! failing to authenticate is refused for a while before its password is even compared; the
+//! Without a password configured the methods are not there (a JSON 404). The right password
+//! is accepted whatever wrong ones came before, from anywhere: no outsider can lock the
+//! operator out. Guessing is made hopeless by the password's strength, checked at start; a
+//! wrong one is answered after a pause, logged with the client's address and counted. The
 //! password is never logged, counted or echoed.
 
-use crate::client::{Client, ClientPrefixes};
+use crate::client::Asking;
 use crate::error::json_error;
 use crate::{ApiError, AppState};
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use svc_catalog::{CatalogWrite, Standing, Subject};
 use svc_syntax::{AtUri, Did};
 
 pub(crate) const UPDATE: &str = "/xrpc/com.atproto.admin.updateSubjectStatus";
 pub(crate) const STATUS: &str = "/xrpc/com.atproto.admin.getSubjectStatus";
-/// Failed attempts one client may make before it is refused for [`REFUSED_FOR`].
-const FAILURES_ALLOWED: u32 = 5;
-const REFUSED_FOR: Duration = Duration::from_secs(60);
-/// Clients whose failures are remembered at most; the oldest are forgotten first.
-const CLIENTS_REMEMBERED: usize = 10_000;
+/// How long a wrong password waits for its answer: a guesser's requests each cost it this,
+/// and nothing anyone does holds back the right password.
+const WRONG_PASSWORD_PAUSE: Duration = Duration::from_millis(500);
 /// The largest request body the update takes.
 pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
 /// The longest takedown reference kept.
@@ -41,59 +41,52 @@ pub struct AdminAccess {
     pub catalog: Arc<dyn CatalogWrite>,
 }
 
-/// The admin methods' state: the access, and the clients that failed to authenticate.
+/// The admin methods' state: the access, and how many wrong passwords were given.
 #[derive(Default)]
 pub(crate) struct Admin {
     access: Option<AdminAccess>,
-    failures: Mutex<HashMap<Client, Failures>>,
-}
-
-#[derive(Clone, Copy)]
-struct Failures {
-    count: u32,
-    last: Instant,
+    wrong_passwords: Counter,
 }
 
 impl Admin {
     pub fn new(access: Option<AdminAccess>) -> Admin {
         Admin {
             access,
-            failures: Mutex::default(),
+            wrong_passwords: Counter::default(),
         }
     }
 
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "svc_admin_wrong_passwords",
+            "Admin requests refused for a wrong password",
+            self.wrong_passwords.clone(),
+        );
+    }
+
     /// The access, once the request shows the password; why not otherwise.
-    fn authorize(&self, client: Client, headers: &HeaderMap) -> Result<&AdminAccess, Refused> {
+    async fn authorize(
+        &self,
+        asking: Option<Asking>,
+        headers: &HeaderMap,
+    ) -> Result<&AdminAccess, Refused> {
         let Some(access) = &self.access else {
             return Err(Refused::NotServed);
         };
-        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        if let Some(seen) = failures.get(&client)
-            && seen.count >= FAILURES_ALLOWED
-            && now.duration_since(seen.last) < REFUSED_FOR
-        {
-            return Err(Refused::Guessing(
-                REFUSED_FOR - now.duration_since(seen.last),
-            ));
-        }
         if shows_password(headers, &access.password) {
-            failures.remove(&client);
             return Ok(access);
         }
-        if failures.len() >= CLIENTS_REMEMBERED && !failures.contains_key(&client) {
-            let oldest = failures.iter().min_by_key(|(_, f)| f.last).map(|(c, _)| *c);
-            oldest.map(|oldest| failures.remove(&oldest));
+        let offered = headers.contains_key(header::AUTHORIZATION);
+        if offered {
+            self.wrong_passwords.inc();
+            let address = asking.map(|asking| asking.address.to_string());
+            tracing::warn!(
+                client = address.as_deref().unwrap_or("-"),
+                "an admin request with a wrong password"
+            );
+            tokio::time::sleep(WRONG_PASSWORD_PAUSE).await;
         }
-        let seen = failures.entry(client).or_insert(Failures {
-            count: 0,
-            last: now,
-        });
-        seen.count += 1;
-        seen.last = now;
-        Err(Refused::Unauthenticated {
-            offered: headers.contains_key(header::AUTHORIZATION),
-        })
+        Err(Refused::Unauthenticated { offered })
     }
 }
 
@@ -101,8 +94,6 @@ impl Admin {
 enum Refused {
     /// No admin password was configured.
     NotServed,
-    /// The client failed too often; it may try again after this long.
-    Guessing(Duration),
     /// The request showed no password, or a wrong one (`offered`).
     Unauthenticated { offered: bool },
 }
@@ -110,23 +101,7 @@ enum Refused {
 impl IntoResponse for Refused {
     fn into_response(self) -> Response {
         match self {
-            Refused::NotServed => json_error(
-                StatusCode::NOT_FOUND,
-                "MethodNotImplemented",
-                "this server takes no admin requests (it was started without --admin-password-file)",
-            ),
-            Refused::Guessing(wait) => {
-                let mut refused = json_error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "RateLimitExceeded",
-                    "too many failed admin authentications from this client; wait",
-                );
-                let seconds = wait.as_secs().max(1).to_string();
-                if let Ok(value) = header::HeaderValue::from_str(&seconds) {
-                    refused.headers_mut().insert(header::RETRY_AFTER, value);
-                }
-                refused
-            }
+            Refused::NotServed => not_served(),
             Refused::Unauthenticated { offered: false } => json_error(
                 StatusCode::UNAUTHORIZED,
                 "AuthenticationRequired",
@@ -135,11 +110,25 @@ impl IntoResponse for Refused {
             Refused::Unauthenticated { offered: true } => json_error(
                 StatusCode::UNAUTHORIZED,
                 "AuthenticationRequired",
-                "wrong admin password (or a user other than admin); five wrong tries from one \
-                 client refuse it for a minute",
+                "wrong admin password (or a user other than admin)",
             ),
         }
     }
+}
+
+/// The answer of a server that takes no admin requests here.
+pub(crate) fn not_served() -> Response {
+    json_error(
+        StatusCode::NOT_FOUND,
+        "MethodNotImplemented",
+        "this server takes no admin requests here (it was started without \
+         --admin-password-file, or serves them on its --admin-listen address)",
+    )
+}
+
+/// The admin route a server without admin methods here answers with.
+pub(crate) async fn not_here() -> Response {
+    not_served()
 }
 
 /// Whether the request's `Authorization` is Basic `admin:<password>`, compared in time that
@@ -166,22 +155,16 @@ fn shows_password(headers: &HeaderMap, password: &str) -> bool {
             == 0
 }
 
-fn client_of(peer: Option<Extension<ConnectInfo<SocketAddr>>>, prefixes: ClientPrefixes) -> Client {
-    let loopback = std::net::Ipv4Addr::LOCALHOST.into();
-    let address = peer.map_or(loopback, |Extension(ConnectInfo(peer))| peer.ip());
-    Client::of(address, prefixes)
-}
-
 /// `POST updateSubjectStatus`: `{subject, takedown: {applied, ref?}}`, answered with the
 /// subject and its takedown as they now stand.
 pub(crate) async fn update(
     State(state): State<Arc<AppState>>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    asking: Option<Extension<Asking>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let client = client_of(peer, state.stream.prefixes);
-    let access = match state.admin.authorize(client, &headers) {
+    let asking = asking.map(|Extension(asking)| asking);
+    let access = match state.admin.authorize(asking, &headers).await {
         Ok(access) => access,
         Err(refused) => return refused.into_response(),
     };
@@ -215,12 +198,12 @@ pub(crate) async fn update(
 /// `GET getSubjectStatus?did=` or `?uri=`: the subject and its takedown.
 pub(crate) async fn status(
     State(state): State<Arc<AppState>>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    asking: Option<Extension<Asking>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let client = client_of(peer, state.stream.prefixes);
-    if let Err(refused) = state.admin.authorize(client, &headers) {
+    let asking = asking.map(|Extension(asking)| asking);
+    if let Err(refused) = state.admin.authorize(asking, &headers).await {
         return refused.into_response();
     }
     let (subject, subject_json) = match status_input(raw.as_deref()) {

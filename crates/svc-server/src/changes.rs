@@ -6,17 +6,16 @@
 //! from the last one held misses nothing and repeats nothing: the changes after it are read
 //! from storage, then the live ones from the hub, each once.
 
-use crate::client::{Client, ClientPrefixes};
+use crate::client::Client;
 use crate::params::{Params, lookup_key};
 use crate::socket_budget::SocketBudget;
 use crate::stream_hub::{Published, with_items};
 use crate::{ApiError, AppState};
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -104,7 +103,7 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         Ok(subscription) => subscription,
         Err(error) => return error.into_response(),
     };
-    let subscriber = Subscriber::of(&request, state.stream.prefixes);
+    let subscriber = Subscriber::of(&request);
     let subscription = match subscribe(&state, subscriber, answer, cursor).await {
         Ok(subscription) => subscription,
         Err(error) => return error.into_response(),
@@ -127,6 +126,11 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
     response.headers_mut().insert(
         axum::http::header::CONNECTION,
         axum::http::HeaderValue::from_static("close"),
+    );
+    // A buffering proxy (nginx) would hold messages back until its buffer fills.
+    response.headers_mut().insert(
+        "x-accel-buffering",
+        axum::http::HeaderValue::from_static("no"),
     );
     response
 }
@@ -197,11 +201,8 @@ pub(crate) struct Subscriber {
 }
 
 impl Subscriber {
-    pub fn of(request: &Request, prefixes: ClientPrefixes) -> Subscriber {
-        let client = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(peer)| Client::of(peer.ip(), prefixes));
+    pub fn of(request: &Request) -> Subscriber {
+        let client = request.extensions().get::<Client>().copied();
         let budget = request.extensions().get::<Arc<SocketBudget>>().cloned();
         Subscriber { client, budget }
     }
@@ -393,18 +394,19 @@ impl Feed<'_> {
                 .metrics
                 .stream_replay_read
                 .inc_by(changes.len() as u64);
-            let mut cost: usize = changes
+            let read: usize = changes
                 .iter()
                 .map(|change| READ_COST_PER_CHANGE + change.uri.len())
                 .sum();
+            self.pace(read).await?;
             let sent: Vec<RecordChange> = changes
                 .into_iter()
                 .filter(|change| self.answer.op(change).is_some() || change.is_gap())
                 .collect();
             for published in with_items(catalog, sent).await? {
-                cost += self.deliver(&published).await?;
+                let bytes = self.deliver(&published).await?;
+                self.pace(bytes).await?;
             }
-            self.pace(cost).await?;
             last = newest;
         }
     }

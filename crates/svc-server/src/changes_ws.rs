@@ -64,7 +64,7 @@ pub(crate) async fn serve(State(state): State<Arc<AppState>>, request: Request) 
         Ok(accept) => accept,
         Err(error) => return error.into_response(),
     };
-    let subscriber = Subscriber::of(&request, state.stream.prefixes);
+    let subscriber = Subscriber::of(&request);
     let mut messages = match subscribe(&state, subscriber, answer, cursor).await {
         Ok(messages) => messages,
         Err(error) => return error.into_response(),

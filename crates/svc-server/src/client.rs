@@ -2,6 +2,7 @@
 //! subscribers): not its exact address, which one host varies at will (every address of a
 //! /64 of IPv6 is usually its own, and loopback has millions), but a prefix of it.
 
+use crate::forwarded::{Cidr, client_address};
 use axum::extract::{ConnectInfo, Request};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -27,12 +28,39 @@ impl Default for ClientPrefixes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Client(IpAddr);
 
-/// The client a request comes from, when its connection has a peer address.
-pub(crate) fn of_request(request: &Request, prefixes: ClientPrefixes) -> Option<Client> {
-    request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| Client::of(peer.ip(), prefixes))
+/// How requests' clients are told: how much of an address is one client, and the proxies
+/// whose forwarding headers are believed.
+#[derive(Debug, Clone, Default)]
+pub struct ClientRules {
+    pub prefixes: ClientPrefixes,
+    pub trusted_proxies: Vec<Cidr>,
+}
+
+/// A request's client, and its whole address (for logs), as `every_request` tells them to
+/// every per-client rule.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asking {
+    pub client: Client,
+    pub address: IpAddr,
+    /// A trusted proxy's forwarding header could not be read: the peer stands for the client.
+    pub unreadable: bool,
+}
+
+impl ClientRules {
+    /// Who asks, when the connection has a peer address.
+    pub(crate) fn of_request(&self, request: &Request) -> Option<Asking> {
+        let ConnectInfo(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>()?;
+        let told = client_address(peer.ip(), request.headers(), &self.trusted_proxies);
+        let (address, unreadable) = match told {
+            Ok(address) => (address, false),
+            Err(peer) => (peer, true),
+        };
+        Some(Asking {
+            client: Client::of(address, self.prefixes),
+            address,
+            unreadable,
+        })
+    }
 }
 
 impl Client {

@@ -29,8 +29,12 @@ pub(crate) async fn every_request(
 
 async fn answer(state: &AppState, mut request: Request, next: Next) -> Response {
     // Who asks, told once for every per-client rule the request meets on its way.
-    if let Some(client) = crate::client::of_request(&request, state.gate.prefixes()) {
-        request.extensions_mut().insert(client);
+    if let Some(asking) = state.clients.of_request(&request) {
+        if asking.unreadable {
+            state.metrics.forwarded_unreadable.inc();
+        }
+        request.extensions_mut().insert(asking.client);
+        request.extensions_mut().insert(asking);
     }
     // Held until the answer is built: the request counts as in flight until then.
     let _in_flight = match admit(&state.gate, &request) {

@@ -12,6 +12,7 @@ mod costly;
 mod error;
 mod every_request;
 mod explorer;
+mod forwarded;
 mod guarded;
 mod health;
 mod json_head_errors;
@@ -35,6 +36,7 @@ pub use admin::AdminAccess;
 pub use client::ClientPrefixes;
 pub use connections::{ConnectionLimits, RESERVED_DESCRIPTORS, serve};
 pub use error::ApiError;
+pub use forwarded::Cidr;
 pub use limits::RequestLimits;
 pub use metrics::HttpMetrics;
 pub use params::list_paging;
@@ -67,6 +69,11 @@ pub struct ServerConfig {
     pub ready_notes: ReadyNotes,
     pub request_timeout: Duration,
     pub limits: RequestLimits,
+    /// Proxies whose forwarding headers name the client (see `forwarded`).
+    pub trusted_proxies: Vec<Cidr>,
+    /// The admin methods are served on a router of their own (`--admin-listen`), and the
+    /// public one answers them as a server without them.
+    pub admin_apart: bool,
     /// Bytes of encoded answers kept for reuse; 0 turns the cache off.
     pub cache_bytes: usize,
     pub version: String,
@@ -95,6 +102,8 @@ pub(crate) struct AppState {
     pub registry: Registry,
     pub openapi: Bytes,
     pub gate: limits::Gate,
+    /// How each request's client is told.
+    pub clients: client::ClientRules,
     /// Turns to build costly pages.
     pub costly: costly::CostlyGate,
     pub request_timeout: Duration,
@@ -109,8 +118,6 @@ pub(crate) struct StreamState {
     /// Subscriptions by client, each at most `max_per_client`.
     pub per_client: std::sync::Mutex<std::collections::HashMap<client::Client, usize>>,
     pub max_per_client: usize,
-    /// How much of an address names one client.
-    pub prefixes: ClientPrefixes,
     /// What each client's replays may send.
     pub replay: replay_pace::ReplayBudgets,
     hub: std::sync::OnceLock<Arc<stream_hub::Hub>>,
@@ -124,11 +131,25 @@ impl StreamState {
     }
 }
 
-/// Builds the router. `registry` holds the metrics of other layers (ingest); the server adds
+/// The routers a process serves: the public one, and the admin methods' own when they are
+/// served apart (`ServerConfig::admin_apart`).
+pub struct Routers {
+    pub public: Router,
+    pub admin: Option<Router>,
+}
+
+/// Builds the public router (the admin methods on it, unless they are served apart).
+pub fn router(config: ServerConfig, registry: Registry) -> Router {
+    routers(config, registry).public
+}
+
+/// Builds the routers. `registry` holds the metrics of other layers (ingest); the server adds
 /// its own and serves them all at `/metrics`.
-pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
+pub fn routers(config: ServerConfig, mut registry: Registry) -> Routers {
     let metrics = HttpMetrics::default();
     metrics.register(&mut registry);
+    let admin = admin::Admin::new(config.admin);
+    admin.register(&mut registry);
     let openapi = Bytes::from(
         openapi::document(
             &config.queries,
@@ -142,7 +163,7 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         catalog: config.catalog,
         queries: config.queries,
         kinds: config.kinds,
-        admin: admin::Admin::new(config.admin),
+        admin,
         not_ready: config.not_ready,
         ready_notes: config.ready_notes,
         cache: ResponseCache::new(config.cache_bytes),
@@ -150,6 +171,10 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
         registry,
         openapi,
         gate: limits::Gate::new(config.limits),
+        clients: client::ClientRules {
+            prefixes: config.limits.client_prefixes,
+            trusted_proxies: config.trusted_proxies,
+        },
         costly: costly::CostlyGate::new(
             config.limits.costly_builds,
             config.limits.costly_builds_per_client,
@@ -160,39 +185,58 @@ pub fn router(config: ServerConfig, mut registry: Registry) -> Router {
             max_subscribers: config.max_subscribers,
             per_client: Default::default(),
             max_per_client: config.max_subscribers_per_client,
-            prefixes: config.limits.client_prefixes,
             replay: replay_pace::ReplayBudgets::new(config.replay_bytes_per_second),
             hub: Default::default(),
         },
         front: Default::default(),
     });
+    let (api, admin_apart) = (config.api, config.admin_apart);
     let mut router = Router::new();
-    for route in routes::ROUTES
-        .iter()
-        .filter(|route| config.api || !route.api)
-    {
+    for route in routes::ROUTES.iter().filter(|route| api || !route.api) {
         router = router.route(route.path, handler(route.endpoint));
         if route.xrpc {
             router = router.route(&routes::xrpc_path(route.name), handler(route.endpoint));
         }
     }
-    if config.api {
+    if api {
         router = query_routes(router, &state);
     }
-    // On every process: takedowns are written by the indexer, which may leave queries to
-    // replicas; a replica answers that it does not write.
-    router = router
+    // On every process, unless served apart: takedowns are written by the indexer, which may
+    // leave queries to replicas; a replica answers that it does not write.
+    router = match admin_apart {
+        false => admin_routes(router),
+        true => router
+            .route(admin::UPDATE, axum::routing::post(admin::not_here))
+            .route(admin::STATUS, get(admin::not_here)),
+    };
+    // A browser lost on a server that serves the explorer gets a page with the ways on.
+    router = match api {
+        true => router.fallback(explorer::nowhere),
+        false => router.fallback(error::not_found),
+    };
+    let admin = admin_apart.then(|| {
+        let router = admin_routes(Router::new()).fallback(error::not_found);
+        every_layer(router, Arc::clone(&state))
+    });
+    Routers {
+        public: every_layer(router, state),
+        admin,
+    }
+}
+
+/// The admin methods' routes.
+fn admin_routes(router: Router<Arc<AppState>>) -> Router<Arc<AppState>> {
+    router
         .route(
             admin::UPDATE,
             axum::routing::post(admin::update)
                 .layer(axum::extract::DefaultBodyLimit::max(admin::MAX_BODY_BYTES)),
         )
-        .route(admin::STATUS, get(admin::status));
-    // A browser lost on a server that serves the explorer gets a page with the ways on.
-    router = match config.api {
-        true => router.fallback(explorer::nowhere),
-        false => router.fallback(error::not_found),
-    };
+        .route(admin::STATUS, get(admin::status))
+}
+
+/// What every request of a router passes: the request layer, panics caught, CORS.
+fn every_layer(router: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
     router
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

@@ -45,11 +45,6 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    /// How much of an address names one client.
-    pub fn prefixes(&self) -> ClientPrefixes {
-        self.limits.client_prefixes
-    }
-
     pub fn new(limits: RequestLimits) -> Gate {
         Gate {
             limits,

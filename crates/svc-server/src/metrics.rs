@@ -83,6 +83,8 @@ pub struct HttpMetrics {
     pub(crate) stream_caught_up: Counter,
     /// Changes the subscribers' replays read from storage, sent or not.
     pub(crate) stream_replay_read: Counter,
+    /// Requests from a trusted proxy whose forwarding header could not be read.
+    pub(crate) forwarded_unreadable: Counter,
 }
 
 impl Default for HttpMetrics {
@@ -101,6 +103,7 @@ impl Default for HttpMetrics {
             stream_too_slow: Counter::default(),
             stream_caught_up: Counter::default(),
             stream_replay_read: Counter::default(),
+            forwarded_unreadable: Counter::default(),
         }
     }
 }
@@ -121,6 +124,11 @@ impl HttpMetrics {
             "svc_stream_caught_up",
             "Times a change-stream subscriber read from storage what a burst took past the hub",
             self.stream_caught_up.clone(),
+        );
+        registry.register(
+            "svc_http_forwarded_unreadable",
+            "Requests from a trusted proxy whose X-Forwarded-For or Forwarded header could not be read (the proxy stood for the client)",
+            self.forwarded_unreadable.clone(),
         );
         registry.register(
             "svc_stream_replay_read",

@@ -94,6 +94,8 @@ fn config(catalog: Arc<dyn CatalogRead>, queries: QuerySet, kinds: Kinds) -> Ser
             costly_builds: 2,
             costly_builds_per_client: 1,
         },
+        trusted_proxies: Vec::new(),
+        admin_apart: false,
         cache_bytes: 1 << 20,
         version: "test".into(),
         api: true,

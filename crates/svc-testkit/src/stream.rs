@@ -28,6 +28,8 @@ pub fn open(server: &Server, path: &str) -> reqwest::blocking::Response {
         "text/event-stream",
         "{path}"
     );
+    // Proxies that buffer (nginx) are told not to hold the stream back.
+    assert_eq!(response.headers()["x-accel-buffering"], "no", "{path}");
     response
 }
 

@@ -292,6 +292,18 @@ pub struct ServeArgs {
     #[arg(long = "admin-password-file", env = "SVC_ADMIN_PASSWORD_FILE")]
     pub admin_password_file: Option<PathBuf>,
 
+    /// Address the admin methods are served on, and nothing else (a private address; also on
+    /// an indexer started with --no-api); the public address then answers them as a server
+    /// without admin. Needs --admin-password-file.
+    #[arg(long = "admin-listen", env = "SVC_ADMIN_LISTEN", value_parser = parse_listen, requires = "admin_password_file")]
+    pub admin_listen: Option<String>,
+
+    /// Proxies whose X-Forwarded-For (or Forwarded: for=) names the client: address ranges
+    /// (CIDR), comma-separated. Every per-client rule counts the client they name; any other
+    /// connection is its peer's address, whatever it sends [default: none].
+    #[arg(long = "trusted-proxies", env = "SVC_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_cidr)]
+    pub trusted_proxies: Vec<svc_server::Cidr>,
+
     /// A labeler to follow (repeatable; the variable takes a comma-separated list): its
     /// DID, whose document names its label stream and key. Its labels are shown with the
     /// records they apply to; its `!takedown` hides them.
@@ -453,6 +465,10 @@ pub struct ServeArgs {
 }
 
 /// A DID, checked as the flag is read (`--labeler`).
+pub fn parse_cidr(text: &str) -> Result<svc_server::Cidr, String> {
+    text.trim().parse()
+}
+
 pub fn parse_did(text: &str) -> Result<svc_syntax::Did, String> {
     svc_syntax::Did::new(text).map_err(|e| format!("not a DID: {e}"))
 }

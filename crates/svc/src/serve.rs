@@ -181,14 +181,37 @@ fn admin_password(args: &ServeArgs) -> anyhow::Result<Option<String>> {
     let text = svc_atproto::secret_file::read_private(path, "the admin password")
         .with_context(|| format!("--admin-password-file {}", path.display()))?;
     let password = text.trim_end_matches(['\n', '\r']);
-    if password.chars().count() < 12 || password.contains(['\n', '\r']) {
+    if let Some(why) = weakness(password) {
         anyhow::bail!(
-            "--admin-password-file {}: the password must be one line of at least 12 characters",
+            "--admin-password-file {}: {why}; make a strong one with \
+             `(umask 077 && head -c 24 /dev/urandom | base64 > {})`",
+            path.display(),
             path.display()
         );
     }
     Ok(Some(password.to_string()))
 }
+
+/// Why a guess could find the admin password, if one could: no client is ever refused the
+/// right password, so its strength alone keeps guessers out.
+fn weakness(password: &str) -> Option<String> {
+    if password.contains(['\n', '\r']) {
+        return Some("the password must be one line".into());
+    }
+    if password.chars().count() < 12 {
+        return Some("the password must be at least 12 characters".into());
+    }
+    let estimate = zxcvbn::zxcvbn(password, &["svc", "admin", "password"]);
+    if estimate.score() >= zxcvbn::Score::Four {
+        return None;
+    }
+    let warning = estimate
+        .feedback()
+        .and_then(|feedback| feedback.warning())
+        .map_or(String::new(), |warning| format!(" ({warning})"));
+    Some(format!("the password is too easy to guess{warning}"))
+}
+
 
 /// The catalog `--db` names (the default one without it), with the password
 /// `--db-password-file` gives a PostgreSQL catalog.
@@ -312,6 +335,8 @@ fn server_config(
             Arc::new(move || readiness.notes())
         },
         request_timeout: args.request_timeout,
+        trusted_proxies: args.trusted_proxies.clone(),
+        admin_apart: args.admin_listen.is_some(),
         limits: svc_server::RequestLimits {
             max_uri_bytes: MAX_URI_BYTES,
             max_header_bytes: MAX_HEADER_BYTES,
@@ -364,6 +389,27 @@ async fn start_http(
     Ok((tokio::spawn(server), stopped))
 }
 
+/// Serves the admin methods on their own address until `stopped`.
+fn start_admin(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: svc_server::ConnectionLimits,
+    stopped: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let bound = listener.local_addr().context("reading the admin address")?;
+    let server = svc_server::serve(
+        listener,
+        router,
+        limits,
+        stopped,
+        std::time::Duration::from_secs(10),
+    )
+    .context("starting the admin server")?;
+    tracing::info!("admin methods on http://{bound}");
+    tokio::spawn(server);
+    Ok(())
+}
+
 /// `descriptors`: the process's limit on open descriptors, when known.
 async fn serve(
     args: ServeArgs,
@@ -376,6 +422,14 @@ async fn serve(
     let listener = listen(&args.listen)
         .await
         .with_context(|| format!("--listen {}", args.listen))?;
+    let admin_listener = match &args.admin_listen {
+        Some(address) => Some(
+            listen(address)
+                .await
+                .with_context(|| format!("--admin-listen {address}"))?,
+        ),
+        None => None,
+    };
     let catalog = open_catalog(
         &plan.db,
         &plan.queries,
@@ -397,8 +451,11 @@ async fn serve(
     tracing::info!(db = %plan.db, role = ?plan.role, "catalog open");
     let mut registry = Registry::default();
     let shared = Shared::new(&args, &plan, &catalog, &mut registry);
-    let router = svc_server::router(server_config(&args, &plan, &catalog, &shared), registry);
-    let (server, stopped) = start_http(listener, router, plan.connection_limits).await?;
+    let routers = svc_server::routers(server_config(&args, &plan, &catalog, &shared), registry);
+    let (server, stopped) = start_http(listener, routers.public, plan.connection_limits).await?;
+    if let (Some(listener), Some(router)) = (admin_listener, routers.admin) {
+        start_admin(listener, router, plan.connection_limits, stopped.clone())?;
+    }
     let started_as_writer = catalog.is_writer();
     if !started_as_writer {
         tokio::spawn(watch_indexer(
@@ -631,4 +688,25 @@ fn connection_limits(
         // answer with JSON, before hyper's own bare 431.
         max_head_bytes: 4 * (MAX_URI_BYTES + MAX_HEADER_BYTES),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::weakness;
+
+    #[test]
+    fn only_a_password_no_guess_finds_is_taken() {
+        for weak in [
+            "short",
+            "password1234",
+            "aaaaaaaaaaaaaaaa",
+            "qwertyuiopasdf",
+            "123456789012",
+        ] {
+            assert!(weakness(weak).is_some(), "{weak}");
+        }
+        for strong in ["correct horse battery staple", "fJ3kQ9zL0pWm2xRt8vYb6nCs"] {
+            assert_eq!(weakness(strong), None, "{strong}");
+        }
+    }
 }

@@ -606,3 +606,67 @@ fn a_flood_of_costly_pages_takes_turns_and_leaves_cheap_answers_alone() {
     let cheap = cheap.join().expect("the cheap client");
     assert!(cheap.iter().all(|s| *s == 200), "{cheap:?}");
 }
+
+/// The statuses of `n` requests for `/v1/stats` that say they were forwarded for `client`.
+fn forwarded_for(server: &Server, client: &str, n: usize) -> Vec<u16> {
+    (0..n)
+        .map(|_| {
+            let request = http().get(format!("{}/v1/stats", server.url));
+            let response = request.header("x-forwarded-for", client).send().unwrap();
+            response.status().as_u16()
+        })
+        .collect()
+}
+
+/// Behind a proxy svc trusts, each client the proxy forwards for has its own allowance; from
+/// any other peer, a forwarding header changes nothing; one that cannot be read is counted,
+/// and the proxy stands for its client.
+#[test]
+fn clients_are_told_apart_through_trusted_proxies_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let trusting = Server::start(
+        dir.path().join("trusting.db"),
+        &[
+            "--rate-limit",
+            "3",
+            "--trusted-proxies",
+            "127.0.0.1/32,10.0.0.0/8",
+        ],
+    );
+    assert_eq!(
+        forwarded_for(&trusting, "192.0.2.1", 4),
+        [200, 200, 200, 429]
+    );
+    // Another client, forwarded through a trusted hop too: its own allowance.
+    let other = forwarded_for(&trusting, "198.51.100.1, 10.1.2.3", 3);
+    assert_eq!(other, [200, 200, 200]);
+    let unreadable = forwarded_for(&trusting, "not an address", 1);
+    assert_eq!(unreadable, [200], "the proxy's own allowance");
+    let metrics = trusting.get_raw("/metrics").2;
+    assert!(
+        metrics.contains("svc_http_forwarded_unreadable_total 1"),
+        "counted"
+    );
+
+    let trusting_none = Server::start(dir.path().join("plain.db"), &["--rate-limit", "3"]);
+    let forged: Vec<u16> = ["192.0.2.1", "198.51.100.1", "203.0.113.1", "192.0.2.99"]
+        .iter()
+        .flat_map(|client| forwarded_for(&trusting_none, client, 1))
+        .collect();
+    assert_eq!(forged, [200, 200, 200, 429], "one peer, whatever it says");
+
+    let refused = svc()
+        .args([
+            "serve",
+            "--firehose",
+            "none",
+            "--trusted-proxies",
+            "10.0.0.0/33",
+        ])
+        .args(["--db", dir.path().join("refused.db").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("10.0.0.0/33"), "{stderr}");
+}
