@@ -9,8 +9,11 @@
 //! 3. as 2, with STALLED more that connect and never read: whether the others' figures move,
 //!    and what svc did with the stalled ones.
 //!
+//! With `--nginx BINARY`, the subscribers of every run connect through nginx running
+//! deploy/nginx.conf in front of that run's svc.
+//!
 //! Usage: stream_bench <svc binary> [--subscribers 1000] [--stalled SUBSCRIBERS/10]
-//!        [--seconds 30] [--rate 2000] [--warmup 5] [--threads CPUS]
+//!        [--seconds 30] [--rate 2000] [--warmup 5] [--threads CPUS] [--nginx BINARY]
 
 mod tally;
 use tally::*;
@@ -20,6 +23,7 @@ mod subscribers;
 use subscribers::*;
 mod report;
 use report::*;
+mod proxy;
 
 use svc_bench as bench_common;
 use svc_bench::{cpu_seconds, rss_kb};
@@ -54,13 +58,14 @@ struct Options {
     rate: u64,
     warmup: u64,
     threads: usize,
+    nginx: Option<String>,
 }
 
 fn usage(problem: &str) -> ! {
     eprintln!("stream_bench: {problem}");
     eprintln!(
         "usage: stream_bench <svc binary> [--subscribers 1000] [--stalled SUBSCRIBERS/10] \
-         [--seconds 30] [--rate 2000] [--warmup 5] [--threads CPUS]"
+         [--seconds 30] [--rate 2000] [--warmup 5] [--threads CPUS] [--nginx BINARY]"
     );
     std::process::exit(2);
 }
@@ -78,6 +83,7 @@ fn options() -> Options {
         rate: 2000,
         warmup: 5,
         threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        nginx: None,
     };
     while let Some(flag) = args.next() {
         let value = args
@@ -95,6 +101,7 @@ fn options() -> Options {
             "--rate" => options.rate = number().max(1),
             "--warmup" => options.warmup = number(),
             "--threads" => options.threads = number().max(1) as usize,
+            "--nginx" => options.nginx = Some(value),
             _ => usage(&format!("unknown flag {flag}")),
         }
     }
@@ -346,6 +353,11 @@ fn run(
         .trim_start_matches("http://")
         .parse()
         .expect("svc's address");
+    let proxy = options
+        .nginx
+        .as_deref()
+        .map(|binary| proxy::Nginx::start(binary, addr));
+    let addr = proxy.as_ref().map_or(addr, |nginx| nginx.addr);
     let shared = Arc::new(Shared {
         window_after_seq: AtomicI64::new(i64::MAX),
         window_last_seq: AtomicI64::new(i64::MAX),
@@ -576,13 +588,18 @@ fn main() {
     let started = Instant::now();
     println!(
         "stream: {} events/s for {} s after {} s of warm-up; {} subscribers, then {} stalled \
-         more; {} CPUs",
+         more; {} CPUs{}",
         options.rate,
         options.seconds,
         options.warmup,
         options.subscribers,
         options.stalled,
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        if options.nginx.is_some() {
+            "; subscribers through nginx"
+        } else {
+            ""
+        }
     );
     let none = run(&options, &runtime, &client, 0, 0);
     report("none", &none, None, &options);
