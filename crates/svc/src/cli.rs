@@ -269,63 +269,70 @@ pub struct LensArgs {
     pub publish: bool,
 }
 
+/// The headings `svc serve --help` groups its flags under, by the process that uses them.
+const ROLE_FLAGS: &str = "Every process: the catalog and the role";
+const INDEXER_FLAGS: &str = "The indexer (and its standby): what the catalog follows";
+const API_FLAGS: &str = "The query API (replicas, or an indexer that answers queries)";
+const ADMIN_FLAGS: &str = "The admin methods (on the indexer)";
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on: IP or host name, and port (port 0 picks a free port).
-    #[arg(long, env = "SVC_LISTEN", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
+    #[arg(help_heading = API_FLAGS, long, env = "SVC_LISTEN", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
     pub listen: String,
 
     /// The catalog: a file path or sqlite:PATH (SQLite), or a postgres:// URL
     /// [default: <data dir>/svc/catalog.db].
     // Text, parsed at start: clap would echo a URL with its password in a usage error.
-    #[arg(long, env = "SVC_DB")]
+    #[arg(help_heading = ROLE_FLAGS, long, env = "SVC_DB")]
     pub db: Option<String>,
 
     /// File holding the PostgreSQL password alone, for a --db URL without one (else
     /// PGPASSWORD, else PGPASSFILE or ~/.pgpass, as libpq reads them).
-    #[arg(long = "db-password-file", env = "SVC_DB_PASSWORD_FILE")]
+    #[arg(help_heading = ROLE_FLAGS, long = "db-password-file", env = "SVC_DB_PASSWORD_FILE")]
     pub db_password_file: Option<PathBuf>,
 
     /// File holding the admin password alone: with it, takedowns are taken through
     /// com.atproto.admin.updateSubjectStatus (HTTP Basic, user `admin`); without it, the admin
     /// methods are not served.
-    #[arg(long = "admin-password-file", env = "SVC_ADMIN_PASSWORD_FILE")]
+    #[arg(help_heading = ADMIN_FLAGS, long = "admin-password-file", env = "SVC_ADMIN_PASSWORD_FILE")]
     pub admin_password_file: Option<PathBuf>,
 
     /// Address the admin methods are served on, and nothing else (a private address; also on
     /// an indexer started with --no-api); the public address then answers them as a server
     /// without admin. Needs --admin-password-file.
-    #[arg(long = "admin-listen", env = "SVC_ADMIN_LISTEN", value_parser = parse_listen, requires = "admin_password_file")]
+    #[arg(help_heading = ADMIN_FLAGS, long = "admin-listen", env = "SVC_ADMIN_LISTEN", value_parser = parse_listen, requires = "admin_password_file")]
     pub admin_listen: Option<String>,
 
     /// Proxies whose X-Forwarded-For (or Forwarded: for=) names the client: address ranges
     /// (CIDR), comma-separated. Every per-client rule counts the client they name; any other
     /// connection is its peer's address, whatever it sends [default: none].
-    #[arg(long = "trusted-proxies", env = "SVC_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_cidr)]
+    #[arg(help_heading = API_FLAGS, long = "trusted-proxies", env = "SVC_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_cidr)]
     pub trusted_proxies: Vec<svc_server::Cidr>,
 
     /// A labeler to follow (repeatable; the variable takes a comma-separated list): its
     /// DID, whose document names its label stream and key. Its labels are shown with the
     /// records they apply to; its `!takedown` hides them.
-    #[arg(long = "labeler", env = "SVC_LABELERS", value_delimiter = ',', value_parser = parse_did)]
+    #[arg(help_heading = INDEXER_FLAGS, long = "labeler", env = "SVC_LABELERS", value_delimiter = ',', value_parser = parse_did)]
     pub labelers: Vec<svc_syntax::Did>,
 
     /// Live source of events, or `none`.
-    #[arg(long, env = "SVC_FIREHOSE", default_value = DEFAULT_FIREHOSE)]
+    #[arg(help_heading = INDEXER_FLAGS, long, env = "SVC_FIREHOSE", default_value = DEFAULT_FIREHOSE)]
     pub firehose: String,
 
     /// File to import before reporting ready (repeatable; the variable takes a
     /// comma-separated list): JSON Lines of Jetstream events, or a repository export
     /// (`.car`, as `com.atproto.sync.getRepo` answers), verified unless `--verify none`.
-    #[arg(long = "import", env = "SVC_IMPORT", value_delimiter = ',')]
+    #[arg(help_heading = INDEXER_FLAGS, long = "import", env = "SVC_IMPORT", value_delimiter = ',')]
     pub imports: Vec<PathBuf>,
 
     /// PDS or relay to backfill from before following the live source.
-    #[arg(long, env = "SVC_BACKFILL")]
+    #[arg(help_heading = INDEXER_FLAGS, long, env = "SVC_BACKFILL")]
     pub backfill: Option<String>,
 
     /// PLC directory for resolving DIDs (backfill reads each repository from its own PDS).
     #[arg(
+        help_heading = INDEXER_FLAGS,
         long = "plc-url",
         env = "SVC_PLC_URL",
         default_value = DEFAULT_PLC
@@ -334,12 +341,13 @@ pub struct ServeArgs {
 
     /// How long the change stream keeps each change, for clients resuming from a cursor
     /// (`24h`, `30m`; at most 10,000,000 changes are kept whatever this says).
-    #[arg(long = "stream-retention", env = "SVC_STREAM_RETENTION", default_value = "24h", value_parser = parse_duration)]
+    #[arg(help_heading = INDEXER_FLAGS, long = "stream-retention", env = "SVC_STREAM_RETENTION", default_value = "24h", value_parser = parse_duration)]
     pub stream_retention: Duration,
 
     /// Change-stream subscribers (`/v1/changes`) connected at once, at most; more are
     /// answered 503.
     #[arg(
+        help_heading = API_FLAGS,
         long = "max-subscribers",
         env = "SVC_MAX_SUBSCRIBERS",
         default_value_t = 1000
@@ -348,6 +356,7 @@ pub struct ServeArgs {
 
     /// Change-stream subscribers from one client address at once, at most; more get a 429.
     #[arg(
+        help_heading = API_FLAGS,
         long = "max-subscribers-per-client",
         env = "SVC_MAX_SUBSCRIBERS_PER_CLIENT",
         default_value_t = 100
@@ -358,6 +367,7 @@ pub struct ServeArgs {
     /// send at most, all its subscriptions together; live changes are not counted. 0: not
     /// paced.
     #[arg(
+        help_heading = API_FLAGS,
         long = "replay-kib-per-second",
         env = "SVC_REPLAY_KIB_PER_SECOND",
         default_value_t = 4096
@@ -368,99 +378,99 @@ pub struct ServeArgs {
     /// with their Sync 1.1 proofs, repositories the backfill reads whole, `.car` imports;
     /// signing keys from DID documents through --plc-url) or `none`. Jetstream carries no
     /// proofs and is never verified.
-    #[arg(long, env = "SVC_VERIFY", default_value = "all", value_parser = ["all", "none"])]
+    #[arg(help_heading = INDEXER_FLAGS, long, env = "SVC_VERIFY", default_value = "all", value_parser = ["all", "none"])]
     pub verify: String,
 
     /// Ask Jetstream for zstd-compressed events (about a quarter of the bytes).
-    #[arg(long = "jetstream-zstd", env = "SVC_JETSTREAM_ZSTD")]
+    #[arg(help_heading = INDEXER_FLAGS, long = "jetstream-zstd", env = "SVC_JETSTREAM_ZSTD")]
     pub jetstream_zstd: bool,
 
     /// Reach loopback, private, link-local and other non-public addresses when the network
     /// names them (a `did:web` host, the PDS a DID document names); without it they are
     /// refused, and redirects are not followed to another host. Addresses given here
     /// (--firehose, --backfill, --plc-url) are reached as given either way.
-    #[arg(long = "allow-private-peers", env = "SVC_ALLOW_PRIVATE_PEERS")]
+    #[arg(help_heading = INDEXER_FLAGS, long = "allow-private-peers", env = "SVC_ALLOW_PRIVATE_PEERS")]
     pub allow_private_peers: bool,
 
     /// Reuse a stored cursor even if it was stored for another firehose endpoint.
-    #[arg(long, env = "SVC_FORCE_CURSOR")]
+    #[arg(help_heading = INDEXER_FLAGS, long, env = "SVC_FORCE_CURSOR")]
     pub force_cursor: bool,
 
     /// How far behind the live source may be and still count as caught up (`/readyz`).
-    #[arg(long, env = "SVC_READY_LAG", default_value = "10s", value_parser = parse_duration)]
+    #[arg(help_heading = API_FLAGS, long, env = "SVC_READY_LAG", default_value = "10s", value_parser = parse_duration)]
     pub ready_lag: Duration,
 
     /// A live connection silent this long (no event, no pong) is re-opened; a labeler's
     /// stream is pinged after this long quiet, and re-opened after twice it.
-    #[arg(long, env = "SVC_LIVENESS", default_value = "30s", value_parser = parse_duration)]
+    #[arg(help_heading = INDEXER_FLAGS, long, env = "SVC_LIVENESS", default_value = "30s", value_parser = parse_duration)]
     pub liveness: Duration,
 
     /// Query specification file replacing the built-in one.
-    #[arg(long, env = "SVC_SPEC")]
+    #[arg(help_heading = ROLE_FLAGS, long, env = "SVC_SPEC")]
     pub spec: Option<PathBuf>,
 
     /// Longest time a request may take (`500ms`, `10s`, or seconds).
-    #[arg(long, env = "SVC_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(help_heading = API_FLAGS, long, env = "SVC_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub request_timeout: Duration,
 
     /// Memory for cached answers, in MiB (0 turns the cache off).
-    #[arg(long, env = "SVC_CACHE_MB", default_value_t = 32)]
+    #[arg(help_heading = API_FLAGS, long, env = "SVC_CACHE_MB", default_value_t = 32)]
     pub cache_mb: usize,
 
     /// Longest wait for a request's head, and for the next request on an idle connection.
-    #[arg(long = "head-timeout", env = "SVC_HEAD_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(help_heading = API_FLAGS, long = "head-timeout", env = "SVC_HEAD_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub head_timeout: Duration,
 
     /// Longest time an answer may wait for a client that reads nothing; then the connection
     /// is closed.
-    #[arg(long = "write-timeout", env = "SVC_WRITE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(help_heading = API_FLAGS, long = "write-timeout", env = "SVC_WRITE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub write_timeout: Duration,
 
     /// Open client connections at most [default: the file-descriptor limit less 256].
-    #[arg(long = "max-connections", env = "SVC_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = API_FLAGS, long = "max-connections", env = "SVC_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: Option<u64>,
 
     /// Requests answered at once at most; beyond, 503 with Retry-After.
-    #[arg(long = "max-requests", env = "SVC_MAX_REQUESTS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = API_FLAGS, long = "max-requests", env = "SVC_MAX_REQUESTS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_requests: u32,
 
     /// Costly pages (maps, searches, the front page) built at once, everyone's together; a
     /// build waits up to a second for its turn, then is answered 503 with Retry-After
     /// [default: the cores less one, at least 1].
-    #[arg(long = "costly-builds", env = "SVC_COSTLY_BUILDS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = API_FLAGS, long = "costly-builds", env = "SVC_COSTLY_BUILDS", value_parser = clap::value_parser!(u32).range(1..))]
     pub costly_builds: Option<u32>,
 
     /// Costly pages of one client built at once; beyond, a build waits up to a second for one
     /// of its own, then is answered 429 with Retry-After.
-    #[arg(long = "costly-builds-per-client", env = "SVC_COSTLY_BUILDS_PER_CLIENT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = API_FLAGS, long = "costly-builds-per-client", env = "SVC_COSTLY_BUILDS_PER_CLIENT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub costly_builds_per_client: u32,
 
     /// Requests per second per client (its address prefix; a burst of as many); beyond, 429 with
     /// Retry-After [default: no limit].
-    #[arg(long = "rate-limit", env = "SVC_RATE_LIMIT", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = API_FLAGS, long = "rate-limit", env = "SVC_RATE_LIMIT", value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_limit: Option<u32>,
 
     /// Leading bits of an IPv4 address that name one client, for the per-client limits (the
     /// rate, change-stream subscribers); loopback addresses are always one client.
-    #[arg(long = "client-prefix-v4", env = "SVC_CLIENT_PREFIX_V4", default_value_t = 24, value_parser = clap::value_parser!(u8).range(0..=32))]
+    #[arg(help_heading = API_FLAGS, long = "client-prefix-v4", env = "SVC_CLIENT_PREFIX_V4", default_value_t = 24, value_parser = clap::value_parser!(u8).range(0..=32))]
     pub client_prefix_v4: u8,
 
     /// Leading bits of an IPv6 address that name one client (an IPv4-mapped one counts as its
     /// IPv4 address).
-    #[arg(long = "client-prefix-v6", env = "SVC_CLIENT_PREFIX_V6", default_value_t = 64, value_parser = clap::value_parser!(u8).range(0..=128))]
+    #[arg(help_heading = API_FLAGS, long = "client-prefix-v6", env = "SVC_CLIENT_PREFIX_V6", default_value_t = 64, value_parser = clap::value_parser!(u8).range(0..=128))]
     pub client_prefix_v6: u8,
 
     /// Serve queries only: no live source, imports or backfill (a query replica of a
     /// catalog another process indexes); `/readyz` follows the indexer's heartbeat.
-    #[arg(long = "no-indexer", env = "SVC_NO_INDEXER")]
+    #[arg(help_heading = ROLE_FLAGS, long = "no-indexer", env = "SVC_NO_INDEXER")]
     pub no_indexer: bool,
 
     /// Index only: serve just `/healthz`, `/readyz` and `/metrics`.
-    #[arg(long = "no-api", env = "SVC_NO_API")]
+    #[arg(help_heading = ROLE_FLAGS, long = "no-api", env = "SVC_NO_API")]
     pub no_api: bool,
 
     /// Reader connections to the catalog.
-    #[arg(long, env = "SVC_READERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    #[arg(help_heading = ROLE_FLAGS, long, env = "SVC_READERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub readers: u16,
 }
 
