@@ -57,20 +57,6 @@ fn args() -> Args {
     args
 }
 
-/// `svc_labels_total` of `labeler` with outcome `applied`.
-fn applied(client: &reqwest::blocking::Client, url: &str, labeler: &str) -> u64 {
-    let series = format!("svc_labels_total{{labeler=\"{labeler}\",outcome=\"applied\"}} ");
-    let text = client
-        .get(format!("{url}/metrics"))
-        .send()
-        .and_then(|r| r.text())
-        .unwrap_or_default();
-    text.lines()
-        .find_map(|line| line.strip_prefix(&series))
-        .and_then(|value| value.trim().parse::<f64>().ok())
-        .map_or(0, |value| value as u64)
-}
-
 /// Runs svc against `labeler` until `n` labels are stored; prints the figures.
 fn measure(args: &Args, name: &str, labeler: &str, n: usize, extra: &[&str]) {
     let dir = tempfile::tempdir_in(&args.work).expect("a run directory");
@@ -83,7 +69,7 @@ fn measure(args: &Args, name: &str, labeler: &str, n: usize, extra: &[&str]) {
     let mut first: Option<Instant> = None;
     let mut peak_kb = 0;
     loop {
-        let stored = applied(&client, &url, labeler);
+        let stored = counted(&client, &url, labeler, "applied");
         if stored > 0 && first.is_none() {
             first = Some(Instant::now());
         }

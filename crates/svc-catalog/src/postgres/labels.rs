@@ -76,14 +76,7 @@ impl Link {
         let rows = self
             .query(label_sql::EXPIRED, &[&now.0, &(limit as i64)])
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| LabelKey {
-                subject: r.get(0),
-                src: r.get(1),
-                val: r.get(2),
-            })
-            .collect())
+        Ok(rows.iter().map(label_key).collect())
     }
 
     pub(super) async fn read_label_values(
@@ -109,14 +102,7 @@ impl Link {
         let rows = self
             .query(label_sql::OF_SOURCE, &[&src, &(limit as i64)])
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| LabelKey {
-                subject: r.get(0),
-                src: r.get(1),
-                val: r.get(2),
-            })
-            .collect())
+        Ok(rows.iter().map(label_key).collect())
     }
 
     pub(super) async fn read_holds(&mut self, subject: &str) -> CatalogResult<bool> {
@@ -125,6 +111,15 @@ impl Link {
             .query(label_sql::HOLDS, &[&subject, &from, &to])
             .await?;
         Ok(rows.first().is_some_and(|r| r.get(0)))
+    }
+}
+
+/// A label's key from a row of (subject, src, val).
+fn label_key(row: &tokio_postgres::Row) -> LabelKey {
+    LabelKey {
+        subject: row.get(0),
+        src: row.get(1),
+        val: row.get(2),
     }
 }
 

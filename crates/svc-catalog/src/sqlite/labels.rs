@@ -83,13 +83,7 @@ impl SqliteEngine {
         limit: usize,
     ) -> CatalogResult<Vec<LabelKey>> {
         let mut stmt = self.conn.prepare_cached(label_sql::EXPIRED)?;
-        let rows = stmt.query_map(params![now.0, limit as i64], |r| {
-            Ok(LabelKey {
-                subject: r.get(0)?,
-                src: r.get(1)?,
-                val: r.get(2)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![now.0, limit as i64], label_key)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
@@ -101,13 +95,7 @@ impl SqliteEngine {
 
     pub(super) fn read_labels_of(&self, src: &str, limit: usize) -> CatalogResult<Vec<LabelKey>> {
         let mut stmt = self.conn.prepare_cached(label_sql::OF_SOURCE)?;
-        let rows = stmt.query_map(params![src, limit as i64], |r| {
-            Ok(LabelKey {
-                subject: r.get(0)?,
-                src: r.get(1)?,
-                val: r.get(2)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![src, limit as i64], label_key)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
@@ -118,6 +106,15 @@ impl SqliteEngine {
             .prepare_cached(label_sql::HOLDS)?
             .query_row(params![subject, from, to], |r| r.get(0))?)
     }
+}
+
+/// A label's key from a row of (subject, src, val).
+fn label_key(row: &rusqlite::Row<'_>) -> rusqlite::Result<LabelKey> {
+    Ok(LabelKey {
+        subject: row.get(0)?,
+        src: row.get(1)?,
+        val: row.get(2)?,
+    })
 }
 
 /// The labels in force on `subjects`, at most `limit` in all.

@@ -214,16 +214,21 @@ pub(super) fn expire_labels<E: Engine>(
             set_takedown(tx, &subject, &[(source, TakedownState::Lifted)])?;
         }
     }
-    let removals: Vec<LabelWrite> = expired.into_iter().map(LabelWrite::Remove).collect();
-    let count = removals.len();
+    let count = expired.len();
+    remove_labels(tx, expired)?;
+    Ok(count)
+}
+
+/// Removes labels in one transaction, touching the answers that showed them.
+fn remove_labels<E: Engine>(tx: &mut Transactions<E>, keys: Vec<LabelKey>) -> CatalogResult<()> {
+    let removals: Vec<LabelWrite> = keys.into_iter().map(LabelWrite::Remove).collect();
     tx.run(|engine, filing| {
         let mut plan = Plan::default();
         touch_labelled(engine, filing, &removals, &mut plan)?;
         plan.labels = removals;
         engine.write(&plan)?;
         Ok((plan, ()))
-    })?;
-    Ok(count)
+    })
 }
 
 /// Forgets every labeler not in `keep`; the ones forgotten.
@@ -258,14 +263,7 @@ fn forget_labeler<E: Engine>(tx: &mut Transactions<E>, src: &str) -> CatalogResu
         if keys.is_empty() {
             break;
         }
-        let removals: Vec<LabelWrite> = keys.into_iter().map(LabelWrite::Remove).collect();
-        tx.run(|engine, filing| {
-            let mut plan = Plan::default();
-            touch_labelled(engine, filing, &removals, &mut plan)?;
-            plan.labels = removals;
-            engine.write(&plan)?;
-            Ok((plan, ()))
-        })?;
+        remove_labels(tx, keys)?;
     }
     tx.run(|engine, _| {
         let plan = Plan {
