@@ -373,7 +373,8 @@ class LargeHosts:
                 while hosts.begun < LARGE_REPOS and time.time() - waited < 10:
                     time.sleep(0.02)
                 try:
-                    for n in range(1, hosts.megabytes):
+                    # Just under LARGE_MB in all, so that 256 is within what a read may be.
+                    for n in range(1, hosts.megabytes - 1):
                         self.wfile.write(car_block(seed, n))
                 except (ConnectionError, OSError):
                     pass

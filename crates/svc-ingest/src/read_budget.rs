@@ -21,6 +21,8 @@ pub const READ_MEMORY_VARIABLE: &str = "SVC_READ_MEMORY_MB";
 const UNIT: usize = 1 << 10;
 /// What a body is first given room for: most repositories are smaller.
 const FIRST_ROOM: usize = 1 << 20;
+/// A body in memory is held in pieces of this size.
+const PIECE: usize = 256 << 10;
 /// What a copy costs while it is verified, per byte of its body: the CAR, and its blocks
 /// copied out of it (the CAR is let go once they are).
 const VERIFIED_PER_BYTE: usize = 2;
@@ -148,22 +150,60 @@ impl ReadBudget {
 /// A body as it was read: in memory, within the budget, or on disk when the budget had no
 /// room for it.
 pub(crate) enum ReadBody {
-    Memory { body: Vec<u8>, held: Held },
+    Memory { body: Pieces, held: Held },
     Disk { file: tokio::fs::File, len: usize },
+}
+
+/// A body in memory as pieces of [`PIECE`] bytes, each allocated once: a buffer grown by
+/// copying would leave each outgrown one with the allocator, resident a while longer.
+#[derive(Default)]
+pub(crate) struct Pieces {
+    pieces: Vec<Vec<u8>>,
+    len: usize,
+}
+
+impl Pieces {
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.len += bytes.len();
+        while !bytes.is_empty() {
+            if self.pieces.last().is_none_or(|last| last.len() == PIECE) {
+                self.pieces.push(Vec::with_capacity(PIECE));
+            }
+            let Some(last) = self.pieces.last_mut() else {
+                return;
+            };
+            let taken = bytes.len().min(PIECE - last.len());
+            last.extend_from_slice(&bytes[..taken]);
+            bytes = &bytes[taken..];
+        }
+    }
+
+    /// The room the pieces take.
+    fn room(&self) -> usize {
+        self.pieces.len() * PIECE
+    }
+
+    /// The body in one buffer.
+    fn joined(self) -> Vec<u8> {
+        let mut body = Vec::with_capacity(self.len);
+        for piece in self.pieces {
+            body.extend_from_slice(&piece);
+        }
+        body
+    }
 }
 
 impl ReadBudget {
     /// Reads `chunks` whole, in memory while the budget has room, else on disk.
     pub async fn read(&self, mut chunks: BodyChunks) -> Result<ReadBody, BudgetError> {
-        let limit = chunks.limit();
         let mut read = ReadBody::Memory {
-            body: Vec::new(),
+            body: Pieces::default(),
             held: self.none(),
         };
         while let Some(chunk) = chunks.next().await? {
             read = match read {
                 ReadBody::Memory { mut body, mut held } => {
-                    let needed = body.len() + chunk.len();
+                    let needed = (body.len + chunk.len()).div_ceil(PIECE) * PIECE;
                     let room = needed.max(held.units() * UNIT * 2).max(FIRST_ROOM);
                     if needed > held.units() * UNIT && !self.try_grow(&mut held, room) {
                         drop(held);
@@ -175,13 +215,7 @@ impl ReadBudget {
                             len: len + chunk.len(),
                         }
                     } else {
-                        if needed > body.capacity() {
-                            // Room as the budget grants it, and no more: the allocator may
-                            // keep more of a larger reservation resident than is written.
-                            let granted = (held.units() * UNIT).min(limit);
-                            body.reserve_exact(granted.max(needed) - body.len());
-                        }
-                        body.extend_from_slice(&chunk);
+                        body.push(&chunk);
                         ReadBody::Memory { body, held }
                     }
                 }
@@ -202,8 +236,10 @@ impl ReadBudget {
     pub async fn whole(&self, read: ReadBody) -> Result<(Vec<u8>, Held), BudgetError> {
         let (mut file, len) = match read {
             ReadBody::Memory { body, mut held } => {
-                if self.try_grow(&mut held, body.len() * VERIFIED_PER_BYTE) {
-                    return Ok((body, held));
+                let verified = body.len * VERIFIED_PER_BYTE;
+                // Joining holds the pieces and the buffer at once: as much as verifying.
+                if self.try_grow(&mut held, verified.max(body.room() + body.len)) {
+                    return Ok((body.joined(), held));
                 }
                 drop(held);
                 spill(&body, &self.metrics).await?
@@ -223,7 +259,7 @@ impl ReadBudget {
 
 /// `body` written to a new temporary file (gone when the file is closed), to go on there.
 async fn spill(
-    body: &[u8],
+    body: &Pieces,
     metrics: &IngestMetrics,
 ) -> Result<(tokio::fs::File, usize), BudgetError> {
     metrics.read_spills.inc();
@@ -231,8 +267,10 @@ async fn spill(
         .await
         .map_err(std::io::Error::other)??;
     let mut file = tokio::fs::File::from_std(file);
-    write_pieces(&mut file, body).await?;
-    Ok((file, body.len()))
+    for piece in &body.pieces {
+        write_pieces(&mut file, piece).await?;
+    }
+    Ok((file, body.len))
 }
 
 /// Writes `bytes` in pieces: the file keeps a buffer the size of its largest write for as
@@ -263,6 +301,17 @@ mod tests {
         assert_eq!(budget.metrics.read_memory_bytes.get(), 4 << 20);
         drop(second);
         assert_eq!(budget.metrics.read_memory_bytes.get(), 0);
+    }
+
+    #[test]
+    fn pieces_join_into_the_body_in_order() {
+        let mut pieces = Pieces::default();
+        let body: Vec<u8> = (0..PIECE * 2 + 5).map(|i| (i % 251) as u8).collect();
+        for chunk in body.chunks(PIECE / 3 + 7) {
+            pieces.push(chunk);
+        }
+        assert_eq!((pieces.pieces.len(), pieces.room()), (3, PIECE * 3));
+        assert_eq!(pieces.joined(), body);
     }
 
     #[tokio::test]
