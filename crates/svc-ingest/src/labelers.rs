@@ -100,11 +100,10 @@ impl Labelers {
     /// One connection: the labeler's document read, its stream followed from the stored
     /// cursor until it ends or fails.
     async fn connection(&self, labeler: &Did) -> Result<(), String> {
-        let service = self
-            .resolver
-            .labeler(labeler)
-            .await
-            .map_err(|e| format!("its DID document: {e}"))?;
+        let service = self.resolver.labeler(labeler).await.map_err(|error| {
+            self.count_refused(labeler, &error);
+            format!("its DID document: {error}")
+        })?;
         let source = svc_catalog::labeler_cursor_source(labeler);
         let stored = self.catalog.cursor(source.clone()).await;
         let stored = stored.map_err(|e| format!("the stored cursor: {e}"))?;
@@ -144,12 +143,17 @@ impl Labelers {
             .await
             .map_err(|_| format!("no WebSocket handshake from {url} in {CONNECT_WITHIN:?}"))?;
         connected.map_err(|error| {
-            if matches!(error, AtprotoError::Refused { .. }) {
-                let name = svc_ingest_name(labeler);
-                self.metrics.labeler_refused.get_or_create(&name).inc();
-            }
+            self.count_refused(labeler, &error);
             format!("connecting: {error}")
         })
+    }
+
+    /// A `did:web` host or a stream on an address svc does not reach is counted as such.
+    fn count_refused(&self, labeler: &Did, error: &AtprotoError) {
+        if matches!(error, AtprotoError::Refused { .. }) {
+            let name = svc_ingest_name(labeler);
+            self.metrics.labeler_refused.get_or_create(&name).inc();
+        }
     }
 }
 

@@ -46,8 +46,9 @@ pub struct IngestMetrics {
     pub labeler_connected: Family<LabelerName, Gauge>,
     /// Connections to labelers that ended and were made again.
     pub labeler_reconnects: Family<LabelerName, Counter>,
-    /// Connections to a labeler's stream not made: its DID document names an address svc
-    /// does not reach (loopback, private, link-local) without `--allow-private-peers`.
+    /// Connections to a labeler not made: its `did:web` host or the stream its DID document
+    /// names is an address svc does not reach (loopback, private, link-local) without
+    /// `--allow-private-peers`.
     pub labeler_refused: Family<LabelerName, Counter>,
     pub events: Family<EventLabels, Counter>,
     /// Changes the catalog's store refused for their content, skipped.
@@ -106,9 +107,9 @@ impl IngestMetrics {
         );
         registry.register(
             "svc_labeler_refused",
-            "Connections to a labeler's stream not made because its DID document names a \
-             loopback, private or link-local address, which svc serve reaches only with \
-             --allow-private-peers; tried again with backoff",
+            "Connections to a labeler not made because its did:web host or the stream its \
+             DID document names is a loopback, private or link-local address, which svc serve \
+             reaches only with --allow-private-peers; tried again with backoff",
             self.labeler_refused.clone(),
         );
         registry.register(
