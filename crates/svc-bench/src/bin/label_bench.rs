@@ -8,7 +8,8 @@
 //!
 //! 3. with `--storm R`, a storm: 2,000 labels alternating `!takedown` and its negation on
 //!    one account of R records (imported first), `--per-frame K` to a frame (default 500):
-//!    svc's CPU time until the last is stored, and whether the account ends shown.
+//!    svc's CPU time until the last is stored, and whether the account ends shown; with
+//!    `--spaced-ms MS`, a frame every MS once svc follows the labeler (a live storm).
 //!
 //! Usage: label_bench <svc binary> <work dir> [--labels N] [--skyware M] [--storm R]
 //!        [--per-frame K]
@@ -25,6 +26,7 @@ struct Args {
     skyware: usize,
     storm: usize,
     per_frame: usize,
+    spaced_ms: usize,
 }
 
 fn args() -> Args {
@@ -40,6 +42,7 @@ fn args() -> Args {
         skyware: 0,
         storm: 0,
         per_frame: 500,
+        spaced_ms: 0,
     };
     while let Some(flag) = argv.next() {
         let value: usize = argv
@@ -51,6 +54,7 @@ fn args() -> Args {
             "--skyware" => args.skyware = value,
             "--storm" => args.storm = value,
             "--per-frame" => args.per_frame = value,
+            "--spaced-ms" => args.spaced_ms = value,
             other => panic!("unknown flag {other}"),
         }
     }
@@ -130,14 +134,11 @@ fn storm(args: &Args) {
     let import = ["--import", file.to_str().expect("a path")];
     let (mut child, url) = start_svc(&args.svc, &db, "none", &import);
     let client = reqwest::blocking::Client::new();
-    let shown = || {
-        svc_bench::get_json(
-            &client,
-            &format!("{url}/v1/vocabularies/by-world?world=open"),
-        )["total"]
-            .clone()
+    let shown = |url: &str| {
+        let list = format!("{url}/v1/vocabularies/by-world?world=open");
+        svc_bench::get_json(&client, &list)["total"].clone()
     };
-    while shown() != args.storm {
+    while shown(&url) != args.storm {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = child.kill();
@@ -146,9 +147,19 @@ fn storm(args: &Args) {
     let toggles: Vec<(String, String, bool)> = (0..TOGGLES)
         .map(|n| (ACCOUNT.to_string(), "!takedown".to_string(), n % 2 == 1))
         .collect();
-    labeler.add_in_frames(&toggles, args.per_frame);
+    if args.spaced_ms == 0 {
+        labeler.add_in_frames(&toggles, args.per_frame);
+    }
     let (mut child, url) = start_svc(&args.svc, &db, "none", &["--labeler", &labeler.did]);
     let started = Instant::now();
+    // A live storm: a frame every `spaced_ms`, as the labeler states them.
+    for frame in toggles
+        .chunks(args.per_frame.max(1))
+        .filter(|_| args.spaced_ms > 0)
+    {
+        labeler.add_in_frames(frame, args.per_frame);
+        std::thread::sleep(Duration::from_millis(args.spaced_ms as u64));
+    }
     let settled = |outcome| counted(&client, &url, &labeler.did, outcome);
     while settled("applied") + settled("stale") < TOGGLES as u64 {
         assert!(
@@ -159,12 +170,21 @@ fn storm(args: &Args) {
     }
     let took = started.elapsed();
     let cpu = cpu_seconds(child.id());
-    let ends_shown = shown() == args.storm;
+    let (applied, stale) = (settled("applied"), settled("stale"));
+    let ready = || {
+        let answer = client.get(format!("{url}/readyz")).send();
+        answer.is_ok_and(|answer| answer.status().is_success())
+    };
+    while !ready() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ends_shown = shown(&url);
     let _ = child.kill();
     let _ = child.wait();
     println!(
         "storm: {TOGGLES} !takedown toggles, {} a frame, on an account of {} records: {:.2} s, \
-         svc CPU {cpu:.1} s; the account ends shown: {ends_shown}",
+         svc CPU {cpu:.1} s ({applied} applied, {stale} stale); records shown at the end: \
+         {ends_shown}",
         args.per_frame,
         args.storm,
         took.as_secs_f64()
