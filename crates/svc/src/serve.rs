@@ -212,7 +212,6 @@ fn weakness(password: &str) -> Option<String> {
     Some(format!("the password is too easy to guess{warning}"))
 }
 
-
 /// The catalog `--db` names (the default one without it), with the password
 /// `--db-password-file` gives a PostgreSQL catalog.
 fn catalog_location(args: &ServeArgs) -> anyhow::Result<Location> {
