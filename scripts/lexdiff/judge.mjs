@@ -22,7 +22,7 @@ const docs = readdirSync(dir)
 // lexicon spec does not allow a union as a named definition and @atproto/lexicon fails every
 // value behind such a ref ("Unexpected lexicon type: union"), while indigo and svc-lexicon follow
 // it. Inlining each union where it is used means the same thing to both, so the comparison can
-// look past it (see docs/DECISIONS.md).
+// look past it (see docs/decisions/0022-lexicon-differences.md).
 const absolute = (doc, ref) => (ref.startsWith('#') ? doc + ref : ref)
 const unions = new Map()
 for (const doc of docs) {
