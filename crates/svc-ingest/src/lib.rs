@@ -35,7 +35,7 @@ pub use ingest::{Ingestor, Prepared};
 pub use jetstream::{JetstreamLine, parse_jetstream_line};
 pub use metrics::IngestMetrics;
 pub use peer::MAX_REPOSITORY_BYTES;
-pub use read_budget::{DEFAULT_READ_MEMORY_MB, READ_MEMORY_VARIABLE};
+pub use read_budget::DEFAULT_READ_MEMORY_MB;
 pub use readiness::{Readiness, WriteHealth};
 pub use repository_verify::{VerifiedRepository, verify_repository};
 pub use resync::{Resync, ResyncProgress};

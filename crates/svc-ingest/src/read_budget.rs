@@ -15,8 +15,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The budget when none is set: one repository of the largest size read at once.
 pub const DEFAULT_READ_MEMORY_MB: usize = 256;
-/// The variable that sets the budget, in MiB.
-pub const READ_MEMORY_VARIABLE: &str = "SVC_READ_MEMORY_MB";
 /// The budget is counted in KiB, so that a whole budget fits a semaphore's count.
 const UNIT: usize = 1 << 10;
 /// What a body is first given room for: most repositories are smaller.
@@ -30,20 +28,6 @@ const VERIFIED_PER_BYTE: usize = 2;
 const WRITE_PIECE: usize = 64 << 10;
 /// The longest a whole body waits for memory; then it is read again later.
 const MEMORY_WAIT: Duration = Duration::from_secs(600);
-
-/// The budget from [`READ_MEMORY_VARIABLE`], else [`DEFAULT_READ_MEMORY_MB`], in bytes.
-pub fn configured_read_memory() -> Result<usize, String> {
-    let Ok(value) = std::env::var(READ_MEMORY_VARIABLE) else {
-        return Ok(DEFAULT_READ_MEMORY_MB << 20);
-    };
-    match value.trim().parse::<usize>() {
-        Ok(mib @ 1..=65_536) => Ok(mib << 20),
-        _ => Err(format!(
-            "{READ_MEMORY_VARIABLE}={value:?}: memory for repository reads is a number of MiB \
-             from 1 to 65536"
-        )),
-    }
-}
 
 /// Why a body could not be read into the budget.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use crate::firehose::chains::Chains;
 use crate::host_turns::HostTurns;
 use crate::ingest::{Ingestor, Prepared};
 use crate::peer::Client;
-use crate::read_budget::{ReadBudget, configured_read_memory};
+use crate::read_budget::{DEFAULT_READ_MEMORY_MB, ReadBudget};
 use crate::repository_apply::apply_whole;
 use crate::repository_read::AccountSaid;
 use crate::repository_read::{ReadFailure, RepositoryCopy, RepositoryReader};
@@ -122,6 +122,12 @@ enum Outcome {
 impl Resync {
     /// `plc`: the directory the authors' DID documents are read from; `verify`: whole
     /// repositories are verified (else listed, unverified); `collections`: what is read.
+    /// The memory every whole read in flight shares, in bytes (else the default's).
+    pub fn with_read_memory(mut self, bytes: usize) -> Resync {
+        self.reader.budget = ReadBudget::new(bytes, self.ingestor.shared_metrics());
+        self
+    }
+
     pub fn new(
         plc: &str,
         reach: svc_atproto::Reach,
@@ -139,8 +145,7 @@ impl Resync {
         let whole_read = svc_atproto::REQUEST_TIMEOUT.saturating_mul(4);
         let network_client = Client::new(Xrpc::new(reach.client(whole_read)?), "");
         let operator_client = Client::new(Xrpc::new(svc_atproto::http_client(whole_read)?), "");
-        let memory = configured_read_memory().map_err(svc_atproto::AtprotoError::Invalid)?;
-        let budget = ReadBudget::new(memory, ingestor.shared_metrics());
+        let budget = ReadBudget::new(DEFAULT_READ_MEMORY_MB << 20, ingestor.shared_metrics());
         Ok(Resync {
             reader: RepositoryReader {
                 keys: Arc::clone(&keys),

@@ -310,6 +310,12 @@ pub struct ServeArgs {
     #[arg(help_heading = API_FLAGS, long = "trusted-proxies", env = "SVC_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_cidr)]
     pub trusted_proxies: Vec<svc_server::Cidr>,
 
+    /// Memory in MiB for repositories read whole (the backfill's and the resynchronisation's
+    /// getRepo), shared by every read in flight; a body it has no room for waits in a
+    /// temporary file.
+    #[arg(help_heading = INDEXER_FLAGS, long = "read-memory-mb", env = "SVC_READ_MEMORY_MB", default_value_t = svc_ingest::DEFAULT_READ_MEMORY_MB as u32, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub read_memory_mb: u32,
+
     /// A labeler to follow (repeatable; the variable takes a comma-separated list): its
     /// DID, whose document names its label stream and key. Its labels are shown with the
     /// records they apply to; its `!takedown` hides them.

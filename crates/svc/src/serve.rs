@@ -520,7 +520,8 @@ async fn index(
             shared.ingestor.clone(),
             Arc::clone(&shared.resync_progress),
         )
-        .context("starting the resynchronisation")?,
+        .context("starting the resynchronisation")?
+        .with_read_memory((args.read_memory_mb as usize) << 20),
     );
     tokio::spawn(Arc::clone(&resync).run(stopped.clone()));
     forget_unfollowed_labelers(catalog.as_ref(), &args.labelers).await?;
