@@ -195,7 +195,7 @@ mod tests {
         // Two headers read as one list; ports and brackets are read.
         let split = headers(&[
             ("x-forwarded-for", "192.0.2.9:5555"),
-            ("x-forwarded-for", "[::1]"),
+            ("x-forwarded-for", "[::ffff:10.2.3.4]:8080"),
         ]);
         assert_eq!(
             client_address(ip("127.0.0.1"), &split, &trusted),

@@ -5,7 +5,8 @@
 //! both forms of the change stream carry a live change, each forwarded client has its own
 //! subscriber allowance, and a subscriber resumes from its cursor across the indexer's
 //! `kill -9` and the standby's takeover; a takedown through the admin address leaves both
-//! replicas' answers within a second.
+//! replicas' answers within a second. Forwarded clients meant to be told apart come from
+//! different /24 networks: svc counts a /24 of IPv4 as one client (`--client-prefix-v4`).
 
 use svc_testkit as common;
 
@@ -348,7 +349,7 @@ fn live_changes_reach_both_forms(topology: &Topology) {
     assert_eq!((status, &body["total"]), (200, &Value::from(0)), "{body}");
     let events = sse(nginx, &format!("/v1/changes?{QUERY}"), "192.0.2.10");
     let path = format!("/xrpc/dev.svc.sync.subscribeChanges?{QUERY}");
-    let messages = websocket(nginx, &path, "192.0.2.20");
+    let messages = websocket(nginx, &path, "198.18.0.20");
     topology.publish(0, 1);
     let by_sse = received(&events, "a change over Server-Sent Events through nginx");
     assert_eq!(change(&by_sse.data), enter("js-000"), "{:?}", by_sse.data);
@@ -393,7 +394,7 @@ fn a_takedown_leaves_both_replicas(topology: &Topology) {
     let uri = "at://did:plc:jetstream/dev.svc.vocab/aaaaaaaa000";
     let (status, _) = topology.nginx.get(
         &format!("/xrpc/com.atproto.admin.getSubjectStatus?uri={uri}"),
-        "192.0.2.30",
+        "100.64.0.30",
     );
     assert_eq!(status, 404, "the public side served an admin method");
     let indexer = topology.indexer.as_ref().expect("the indexer");
@@ -408,7 +409,7 @@ fn a_takedown_leaves_both_replicas(topology: &Topology) {
         "both replicas left the record out {:?} after",
         done.elapsed()
     );
-    let (status, body) = topology.nginx.get(OPEN, "192.0.2.30");
+    let (status, body) = topology.nginx.get(OPEN, "100.64.0.30");
     assert_eq!((status, &body["total"]), (200, &Value::from(0)), "{body}");
 }
 
@@ -416,7 +417,7 @@ fn a_takedown_leaves_both_replicas(topology: &Topology) {
 /// resumes from the cursor it holds gets every change after it, once, in order.
 fn a_subscriber_resumes_across_a_takeover(topology: &mut Topology) {
     let path = format!("/v1/changes?{QUERY}");
-    let events = sse(&topology.nginx, &path, "192.0.2.40");
+    let events = sse(&topology.nginx, &path, "100.64.1.40");
     topology.publish(1, 4);
     let mut cursor = 0;
     for i in 1..4 {
@@ -435,7 +436,7 @@ fn a_subscriber_resumes_across_a_takeover(topology: &mut Topology) {
     let resumed = sse(
         &topology.nginx,
         &format!("{path}&cursor={cursor}"),
-        "192.0.2.50",
+        "100.64.2.50",
     );
     let mut last = cursor;
     for i in 4..9 {
