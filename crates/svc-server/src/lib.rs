@@ -191,6 +191,19 @@ pub fn routers(config: ServerConfig, mut registry: Registry) -> Routers {
         front: Default::default(),
     });
     let (api, admin_apart) = (config.api, config.admin_apart);
+    let admin = admin_apart.then(|| {
+        let router = admin_routes(Router::new()).fallback(error::not_found);
+        every_layer(router, Arc::clone(&state))
+    });
+    Routers {
+        public: every_layer(public_routes(&state, api, admin_apart), Arc::clone(&state)),
+        admin,
+    }
+}
+
+/// The public routes: the endpoints (the query API's when `api`), and the admin methods
+/// unless they are served apart.
+fn public_routes(state: &Arc<AppState>, api: bool, admin_apart: bool) -> Router<Arc<AppState>> {
     let mut router = Router::new();
     for route in routes::ROUTES.iter().filter(|route| api || !route.api) {
         router = router.route(route.path, handler(route.endpoint));
@@ -199,7 +212,7 @@ pub fn routers(config: ServerConfig, mut registry: Registry) -> Routers {
         }
     }
     if api {
-        router = query_routes(router, &state);
+        router = query_routes(router, state);
     }
     // On every process, unless served apart: takedowns are written by the indexer, which may
     // leave queries to replicas; a replica answers that it does not write.
@@ -210,17 +223,9 @@ pub fn routers(config: ServerConfig, mut registry: Registry) -> Routers {
             .route(admin::STATUS, get(admin::not_here)),
     };
     // A browser lost on a server that serves the explorer gets a page with the ways on.
-    router = match api {
+    match api {
         true => router.fallback(explorer::nowhere),
         false => router.fallback(error::not_found),
-    };
-    let admin = admin_apart.then(|| {
-        let router = admin_routes(Router::new()).fallback(error::not_found);
-        every_layer(router, Arc::clone(&state))
-    });
-    Routers {
-        public: every_layer(router, state),
-        admin,
     }
 }
 

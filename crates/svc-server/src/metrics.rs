@@ -115,26 +115,31 @@ impl HttpMetrics {
             "Change-stream subscribers connected now",
             self.stream_subscribers.clone(),
         );
-        registry.register(
-            "svc_stream_too_slow",
-            "Change-stream subscribers given up on because they fell behind",
-            self.stream_too_slow.clone(),
-        );
-        registry.register(
-            "svc_stream_caught_up",
-            "Times a change-stream subscriber read from storage what a burst took past the hub",
-            self.stream_caught_up.clone(),
-        );
-        registry.register(
-            "svc_http_forwarded_unreadable",
-            "Requests from a trusted proxy whose X-Forwarded-For or Forwarded header could not be read (the proxy stood for the client)",
-            self.forwarded_unreadable.clone(),
-        );
-        registry.register(
-            "svc_stream_replay_read",
-            "Changes the change-stream subscribers' replays read from storage, sent or not",
-            self.stream_replay_read.clone(),
-        );
+        let counters = [
+            (
+                "svc_stream_too_slow",
+                "Change-stream subscribers given up on because they fell behind",
+                &self.stream_too_slow,
+            ),
+            (
+                "svc_stream_caught_up",
+                "Times a change-stream subscriber read from storage what a burst took past the hub",
+                &self.stream_caught_up,
+            ),
+            (
+                "svc_stream_replay_read",
+                "Changes the change-stream subscribers' replays read from storage, sent or not",
+                &self.stream_replay_read,
+            ),
+            (
+                "svc_http_forwarded_unreadable",
+                "Requests from a trusted proxy whose X-Forwarded-For or Forwarded header could not be read (the proxy stood for the client)",
+                &self.forwarded_unreadable,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            registry.register(name, help, counter.clone());
+        }
         registry.register(
             "svc_orchestrator_ready",
             "1 once the catalog has caught up",

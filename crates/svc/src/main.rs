@@ -45,20 +45,7 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
         return block_on(commands::orchestrator::run(&url, queries, sub))
             .map(|()| ExitCode::SUCCESS);
     }
-    let admin_leaf = match matches.subcommand() {
-        Some(("admin", admin)) => admin.subcommand().map(|(_, leaf)| leaf),
-        _ => None,
-    };
-    if url_before_command.is_some() && admin_leaf.is_none() {
-        return Err(UsageError(
-            "--url is an option of the commands that ask a running svc: `svc orchestrator` and `svc admin`".into(),
-        )
-        .into());
-    }
-    let mut cli = cli::Cli::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))?;
-    if let (cli::Command::Admin(command), Some(leaf)) = (&mut cli.command, admin_leaf) {
-        command.access_mut().url = service_url(leaf, url_before_command);
-    }
+    let cli = parsed(&matches, url_before_command)?;
     let done = |outcome: anyhow::Result<()>| outcome.map(|()| ExitCode::SUCCESS);
     match cli.command {
         // The one command whose exit status says more than success or failure.
@@ -94,6 +81,26 @@ fn run(queries: &QuerySet) -> anyhow::Result<ExitCode> {
             format!("svc {}\n", env!("CARGO_PKG_VERSION")).as_bytes(),
         )),
     }
+}
+
+/// The command line as parsed, `svc admin`'s address settled as `service_url` says; `--url`
+/// before any other command is a usage error.
+fn parsed(matches: &clap::ArgMatches, url_before: Option<&String>) -> anyhow::Result<cli::Cli> {
+    let admin_leaf = match matches.subcommand() {
+        Some(("admin", admin)) => admin.subcommand().map(|(_, leaf)| leaf),
+        _ => None,
+    };
+    if url_before.is_some() && admin_leaf.is_none() {
+        return Err(UsageError(
+            "--url is an option of the commands that ask a running svc: `svc orchestrator` and `svc admin`".into(),
+        )
+        .into());
+    }
+    let mut cli = cli::Cli::from_arg_matches(matches).map_err(|e| UsageError(e.to_string()))?;
+    if let (cli::Command::Admin(command), Some(leaf)) = (&mut cli.command, admin_leaf) {
+        command.access_mut().url = service_url(leaf, url_before);
+    }
+    Ok(cli)
 }
 
 /// The running svc a command asks: `--url` after the command (or its subcommand) first, then

@@ -388,6 +388,38 @@ async fn start_http(
     Ok((tokio::spawn(server), stopped))
 }
 
+/// The catalog the plan names, in its role; a database that asks for a password it was not
+/// given says where to give one.
+async fn open_planned(args: &ServeArgs, plan: &StartPlan) -> anyhow::Result<Arc<dyn Catalog>> {
+    let readers = usize::from(args.readers);
+    let catalog = open_catalog(&plan.db, &plan.queries, readers, plan.role)
+        .await
+        .map_err(|e| {
+            if e.to_string().contains("password missing") {
+                anyhow::anyhow!(
+                    "{e} (the database asks for a password: give it with --db-password-file, \
+                     PGPASSWORD or a .pgpass file)"
+                )
+            } else {
+                e
+            }
+        })
+        .with_context(|| format!("opening the catalog {}", plan.db))?;
+    tracing::info!(db = %plan.db, role = ?plan.role, "catalog open");
+    Ok(catalog)
+}
+
+/// The admin methods' own address, bound, when `--admin-listen` names one.
+async fn listen_for_admin(args: &ServeArgs) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    let Some(address) = &args.admin_listen else {
+        return Ok(None);
+    };
+    let listener = listen(address)
+        .await
+        .with_context(|| format!("--admin-listen {address}"))?;
+    Ok(Some(listener))
+}
+
 /// Serves the admin methods on their own address until `stopped`.
 fn start_admin(
     listener: tokio::net::TcpListener,
@@ -421,33 +453,8 @@ async fn serve(
     let listener = listen(&args.listen)
         .await
         .with_context(|| format!("--listen {}", args.listen))?;
-    let admin_listener = match &args.admin_listen {
-        Some(address) => Some(
-            listen(address)
-                .await
-                .with_context(|| format!("--admin-listen {address}"))?,
-        ),
-        None => None,
-    };
-    let catalog = open_catalog(
-        &plan.db,
-        &plan.queries,
-        usize::from(args.readers),
-        plan.role,
-    )
-    .await
-    .map_err(|e| {
-        if e.to_string().contains("password missing") {
-            anyhow::anyhow!(
-                "{e} (the database asks for a password: give it with --db-password-file, \
-                 PGPASSWORD or a .pgpass file)"
-            )
-        } else {
-            e
-        }
-    })
-    .with_context(|| format!("opening the catalog {}", plan.db))?;
-    tracing::info!(db = %plan.db, role = ?plan.role, "catalog open");
+    let admin_listener = listen_for_admin(&args).await?;
+    let catalog = open_planned(&args, &plan).await?;
     let mut registry = Registry::default();
     let shared = Shared::new(&args, &plan, &catalog, &mut registry);
     let routers = svc_server::routers(server_config(&args, &plan, &catalog, &shared), registry);
@@ -510,29 +517,8 @@ async fn index(
         return Ok(());
     }
     shared.readiness.imports_finished();
-    let resync = Arc::new(
-        Resync::new(
-            &args.plc_url,
-            args.network_reach(),
-            args.verify == "all",
-            record_kinds(),
-            Arc::clone(&catalog) as Arc<dyn svc_catalog::CatalogWrite>,
-            shared.ingestor.clone(),
-            Arc::clone(&shared.resync_progress),
-        )
-        .context("starting the resynchronisation")?
-        .with_read_memory((args.read_memory_mb as usize) << 20),
-    );
-    tokio::spawn(Arc::clone(&resync).run(stopped.clone()));
-    forget_unfollowed_labelers(catalog.as_ref(), &args.labelers).await?;
-    let labelers = svc_ingest::labelers::Labelers {
-        catalog: Arc::clone(&catalog) as Arc<dyn svc_catalog::CatalogWrite>,
-        resolver: Arc::new(labeler_resolver(args)?),
-        reach: args.network_reach(),
-        metrics: shared.ingestor.shared_metrics(),
-        silence: args.liveness,
-    };
-    tokio::spawn(labelers.run(args.labelers.clone(), stopped.clone()));
+    let resync = start_resync(args, &catalog, &shared, &stopped)?;
+    follow_labelers(args, &catalog, &shared, &stopped).await?;
     // The live stream starts before the backfill, so no event falls between the two.
     let live = live_url.map(|url| {
         tokio::spawn(run_live(
@@ -567,6 +553,48 @@ async fn index(
             .context("the live source task failed")?
             .context("following the live source")?;
     }
+    Ok(())
+}
+
+/// Starts the resynchronisation of repositories whose chains break, until `stopped`.
+fn start_resync(
+    args: &ServeArgs,
+    catalog: &Arc<dyn Catalog>,
+    shared: &Shared,
+    stopped: &watch::Receiver<bool>,
+) -> anyhow::Result<Arc<Resync>> {
+    let resync = Resync::new(
+        &args.plc_url,
+        args.network_reach(),
+        args.verify == "all",
+        record_kinds(),
+        Arc::clone(catalog) as Arc<dyn svc_catalog::CatalogWrite>,
+        shared.ingestor.clone(),
+        Arc::clone(&shared.resync_progress),
+    )
+    .context("starting the resynchronisation")?
+    .with_read_memory((args.read_memory_mb as usize) << 20);
+    let resync = Arc::new(resync);
+    tokio::spawn(Arc::clone(&resync).run(stopped.clone()));
+    Ok(resync)
+}
+
+/// Forgets the labelers no longer followed, then follows the others until `stopped`.
+async fn follow_labelers(
+    args: &ServeArgs,
+    catalog: &Arc<dyn Catalog>,
+    shared: &Shared,
+    stopped: &watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    forget_unfollowed_labelers(catalog.as_ref(), &args.labelers).await?;
+    let labelers = svc_ingest::labelers::Labelers {
+        catalog: Arc::clone(catalog) as Arc<dyn svc_catalog::CatalogWrite>,
+        resolver: Arc::new(labeler_resolver(args)?),
+        reach: args.network_reach(),
+        metrics: shared.ingestor.shared_metrics(),
+        silence: args.liveness,
+    };
+    tokio::spawn(labelers.run(args.labelers.clone(), stopped.clone()));
     Ok(())
 }
 

@@ -114,38 +114,50 @@ fn counted(client: &reqwest::blocking::Client, url: &str, labeler: &str, outcome
 }
 
 /// 2,000 `!takedown` toggles on an account of `args.storm` records: svc's CPU time.
-fn storm(args: &Args) {
-    const ACCOUNT: &str = "did:plc:storm";
-    const TOGGLES: usize = 2_000;
-    let dir = tempfile::tempdir_in(&args.work).expect("a run directory");
-    let db = fresh_catalog(dir.path());
+/// The account the storm labels.
+const STORM_ACCOUNT: &str = "did:plc:storm";
+
+/// How many of the account's records the vocabularies list shows.
+fn shown(client: &reqwest::blocking::Client, url: &str) -> serde_json::Value {
+    let list = format!("{url}/v1/vocabularies/by-world?world=open");
+    svc_bench::get_json(client, &list)["total"].clone()
+}
+
+/// A catalog in `dir` holding the storm's account of `records` records, imported.
+fn account_catalog(args: &Args, dir: &std::path::Path) -> std::ffi::OsString {
+    let db = fresh_catalog(dir);
     let mut events = svc_testkit::Events::new();
     for n in 0..args.storm {
         let rkey = svc_testkit::tid(1_700_000_000_000_000 + n as i64);
-        events.put(
-            ACCOUNT,
-            "dev.svc.vocab",
-            &rkey,
-            &rkey,
-            svc_testkit::vocab("v", "open"),
-        );
+        let record = svc_testkit::vocab("v", "open");
+        events.put(STORM_ACCOUNT, "dev.svc.vocab", &rkey, &rkey, record);
     }
-    let file = events.write(&dir.path().join("account.jsonl"));
+    let file = events.write(&dir.join("account.jsonl"));
     let import = ["--import", file.to_str().expect("a path")];
     let (mut child, url) = start_svc(&args.svc, &db, "none", &import);
     let client = reqwest::blocking::Client::new();
-    let shown = |url: &str| {
-        let list = format!("{url}/v1/vocabularies/by-world?world=open");
-        svc_bench::get_json(&client, &list)["total"].clone()
-    };
-    while shown(&url) != args.storm {
+    while shown(&client, &url) != args.storm {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = child.kill();
     let _ = child.wait();
+    db
+}
+
+fn storm(args: &Args) {
+    const TOGGLES: usize = 2_000;
+    let dir = tempfile::tempdir_in(&args.work).expect("a run directory");
+    let db = account_catalog(args, dir.path());
+    let client = reqwest::blocking::Client::new();
     let labeler = HostileLabeler::start();
     let toggles: Vec<(String, String, bool)> = (0..TOGGLES)
-        .map(|n| (ACCOUNT.to_string(), "!takedown".to_string(), n % 2 == 1))
+        .map(|n| {
+            (
+                STORM_ACCOUNT.to_string(),
+                "!takedown".to_string(),
+                n % 2 == 1,
+            )
+        })
         .collect();
     if args.spaced_ms == 0 {
         labeler.add_in_frames(&toggles, args.per_frame);
@@ -178,7 +190,7 @@ fn storm(args: &Args) {
     while !ready() {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let ends_shown = shown(&url);
+    let ends_shown = shown(&client, &url);
     let _ = child.kill();
     let _ = child.wait();
     println!(
