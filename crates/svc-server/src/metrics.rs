@@ -110,36 +110,7 @@ impl Default for HttpMetrics {
 
 impl HttpMetrics {
     pub(crate) fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "svc_stream_subscribers",
-            "Change-stream subscribers connected now",
-            self.stream_subscribers.clone(),
-        );
-        let counters = [
-            (
-                "svc_stream_too_slow",
-                "Change-stream subscribers given up on because they fell behind",
-                &self.stream_too_slow,
-            ),
-            (
-                "svc_stream_caught_up",
-                "Times a change-stream subscriber read from storage what a burst took past the hub",
-                &self.stream_caught_up,
-            ),
-            (
-                "svc_stream_replay_read",
-                "Changes the change-stream subscribers' replays read from storage, sent or not",
-                &self.stream_replay_read,
-            ),
-            (
-                "svc_http_forwarded_unreadable",
-                "Requests from a trusted proxy whose X-Forwarded-For or Forwarded header could not be read (the proxy stood for the client)",
-                &self.forwarded_unreadable,
-            ),
-        ];
-        for (name, help, counter) in counters {
-            registry.register(name, help, counter.clone());
-        }
+        self.register_stream(registry);
         registry.register(
             "svc_orchestrator_ready",
             "1 once the catalog has caught up",
@@ -175,6 +146,40 @@ impl HttpMetrics {
             "Connections closed because an answer made no progress for --write-timeout (a client that reads nothing)",
             WRITE_TIMEOUTS.clone(),
         );
+    }
+
+    /// The change stream's own, and the forwarding headers'.
+    fn register_stream(&self, registry: &mut Registry) {
+        registry.register(
+            "svc_stream_subscribers",
+            "Change-stream subscribers connected now",
+            self.stream_subscribers.clone(),
+        );
+        let counters = [
+            (
+                "svc_stream_too_slow",
+                "Change-stream subscribers given up on because they fell behind",
+                &self.stream_too_slow,
+            ),
+            (
+                "svc_stream_caught_up",
+                "Times a change-stream subscriber read from storage what a burst took past the hub",
+                &self.stream_caught_up,
+            ),
+            (
+                "svc_stream_replay_read",
+                "Changes the change-stream subscribers' replays read from storage, sent or not",
+                &self.stream_replay_read,
+            ),
+            (
+                "svc_http_forwarded_unreadable",
+                "Requests from a trusted proxy whose X-Forwarded-For or Forwarded header could not be read (the proxy stood for the client)",
+                &self.forwarded_unreadable,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            registry.register(name, help, counter.clone());
+        }
     }
 
     /// Counts a request answered with `status` on `route` (its path pattern) after `elapsed`.

@@ -531,17 +531,8 @@ async fn index(
         ))
     });
     if let Some(url) = &args.backfill {
-        let collections = record_kinds();
-        tokio::select! {
-            outcome = backfill(
-                catalog.as_ref(),
-                &resync,
-                BackfillPeers { server: url },
-                &collections,
-            ) => {
-                fail_on_storage_error(outcome)?;
-            }
-            _ = stopped.wait_for(|stop| *stop) => return Ok(()),
+        if !run_backfill(url, catalog.as_ref(), &resync, &mut stopped).await? {
+            return Ok(());
         }
         shared.readiness.backfill_finished();
     }
@@ -554,6 +545,23 @@ async fn index(
             .context("following the live source")?;
     }
     Ok(())
+}
+
+/// Loads what the `--backfill` peer holds; `false` when stopped first.
+async fn run_backfill(
+    url: &str,
+    catalog: &dyn Catalog,
+    resync: &Resync,
+    stopped: &mut watch::Receiver<bool>,
+) -> anyhow::Result<bool> {
+    let collections = record_kinds();
+    tokio::select! {
+        outcome = backfill(catalog, resync, BackfillPeers { server: url }, &collections) => {
+            fail_on_storage_error(outcome)?;
+            Ok(true)
+        }
+        _ = stopped.wait_for(|stop| *stop) => Ok(false),
+    }
 }
 
 /// Starts the resynchronisation of repositories whose chains break, until `stopped`.
