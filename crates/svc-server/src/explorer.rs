@@ -187,14 +187,30 @@ fn not_found(what: &str) -> Response {
     page(&failure, StatusCode::NOT_FOUND)
 }
 
-/// A page that says the record at this address was taken down by the operator, without a
-/// word of its content (`410 Gone`: it is here, and not to be shown).
-fn taken_down() -> Response {
+/// A page that says the record at this address was taken down, and by whom (the operator, or
+/// a labeler the catalog follows), without a word of its content (`410 Gone`: it is here, and
+/// not to be shown).
+fn taken_down(hidden: &Hidden) -> Response {
+    let what = match hidden.account {
+        true => "this record's account",
+        false => "this record",
+    };
+    let who = match &hidden.labeler {
+        None => "The operator of this catalog".to_string(),
+        Some(labeler) => format!("A labeler this catalog follows ({labeler})"),
+    };
     let failure = Failure {
         title: "Taken down".into(),
-        message: "The operator of this catalog took this record down; it is not shown.".into(),
+        message: format!("{who} took {what} down; it is not shown."),
     };
     page(&failure, StatusCode::GONE)
+}
+
+/// What hides a record: a labeler's takedown (its DID) or the operator's, of the record or
+/// of its account.
+pub(crate) struct Hidden {
+    pub labeler: Option<String>,
+    pub account: bool,
 }
 
 /// `GET /assets/<file>`.

@@ -130,6 +130,10 @@ fn takedowns_hide_what_they_name_until_lifted_and_last_across_a_restart(backend:
     let (code, _, page) = server.get_raw(&path);
     assert_eq!(code, 410, "{page}");
     assert!(
+        page.contains("The operator of this catalog took this record down"),
+        "{page}"
+    );
+    assert!(
         page.contains("Taken down") && !page.contains(REQUESTER),
         "{page}"
     );

@@ -105,6 +105,11 @@ fn the_operator_keeps_shown_what_a_labeler_takes_down() {
 
     labeler.add(&uri, "!takedown", false, false);
     wait_listed(&server, 0);
+    // Its page says who took it down.
+    let (code, _, page) = server.get_raw(&uri.replace("at://", "/at/"));
+    assert_eq!(code, 410, "{page}");
+    assert!(page.contains("A labeler this catalog follows"), "{page}");
+    assert!(page.contains(&labeler.did), "{page}");
     let held = status();
     assert_eq!(held["takedown"], json!({"applied": true}), "{held}");
     assert_eq!(held["takenDownBy"], json!([labeler.did]), "{held}");

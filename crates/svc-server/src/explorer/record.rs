@@ -93,23 +93,32 @@ pub(crate) async fn record(
     match build(&state, uri, collection).await {
         Ok(Some(record_page)) => page(&record_page, StatusCode::OK),
         Ok(None) => match taken_down(&state, subject, author).await {
-            Ok(true) => super::taken_down(),
-            Ok(false) => super::not_found("record at this address"),
+            Ok(Some(hidden)) => super::taken_down(&hidden),
+            Ok(None) => super::not_found("record at this address"),
             Err(error) => super::failure(error),
         },
         Err(error) => super::failure(error),
     }
 }
 
-/// Whether a takedown (the operator's or a labeler's) hides the record at `uri` or its
-/// author's account.
-async fn taken_down(state: &AppState, uri: String, author: String) -> Result<bool, ApiError> {
-    for subject in [uri, author] {
-        if state.catalog.takedown(subject).await?.in_force().is_some() {
-            return Ok(true);
+/// The takedown (the operator's or a labeler's) that hides the record at `uri` or its
+/// author's account, if one does.
+async fn taken_down(
+    state: &AppState,
+    uri: String,
+    author: String,
+) -> Result<Option<super::Hidden>, ApiError> {
+    for (subject, account) in [(uri, false), (author, true)] {
+        let standing = state.catalog.takedown(subject).await?;
+        if let Some(takedown) = standing.in_force() {
+            let by = (!takedown.by_operator()).then(|| takedown.source.clone());
+            return Ok(Some(super::Hidden {
+                labeler: by,
+                account,
+            }));
         }
     }
-    Ok(false)
+    Ok(None)
 }
 
 /// The record's JSON as it is stored, neither parsed nor laid out: what its page leaves out.
