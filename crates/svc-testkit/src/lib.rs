@@ -491,6 +491,20 @@ pub fn tid_after(rev: &str) -> String {
     Tid::new(rev).expect("a TID").successor().to_string()
 }
 
+/// One bounty of `requester`'s, by did:plc:alice, as an import file in `dir`, and its uri.
+pub fn one_bounty(dir: &Path, requester: &str) -> (PathBuf, String) {
+    let mut events = Events::new();
+    let record = bounty(requester, want_lens(&schema(1), &schema(2)), None);
+    let uri = events.put(
+        "did:plc:alice",
+        "dev.svc.bounty",
+        "3kaaaaaaaaa22",
+        &tid(1_700_000_000_000_000),
+        record,
+    );
+    (events.write(&dir.join("events.jsonl")), uri)
+}
+
 /// A Jetstream commit event creating a vocabulary named `name` at `time_us`.
 pub fn vocab_event(time_us: i64, rkey: &str, name: &str, world: &str) -> (i64, String) {
     let line = json!({"did": "did:plc:jetstream", "time_us": time_us, "kind": "commit", "commit": {

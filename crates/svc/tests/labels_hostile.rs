@@ -12,22 +12,8 @@ use std::time::{Duration, Instant};
 const REQUESTER: &str = "did:plc:requester";
 const WITHIN: Duration = Duration::from_secs(20);
 
-/// One bounty by alice, imported: the record labels are put on.
-fn bounty_file(dir: &std::path::Path) -> (std::path::PathBuf, String) {
-    let mut events = Events::new();
-    let record = bounty(REQUESTER, want_lens(&schema(1), &schema(2)), None);
-    let uri = events.put(
-        "did:plc:alice",
-        "dev.svc.bounty",
-        "3kaaaaaaaaa22",
-        &tid(1_700_000_000_000_000),
-        record,
-    );
-    (events.write(&dir.join("events.jsonl")), uri)
-}
-
 fn start(dir: &tempfile::TempDir, labeler: &HostileLabeler) -> (Server, String) {
-    let (file, uri) = bounty_file(dir.path());
+    let (file, uri) = one_bounty(dir.path(), REQUESTER);
     let server = Server::start(
         dir.path().join("catalog.db"),
         &[
@@ -160,7 +146,7 @@ fn a_flood_of_labels_is_stored_whole_in_bounded_memory() {
 fn a_labeler_that_lost_its_labels_is_read_again_from_the_first() {
     let labeler = HostileLabeler::start();
     let dir = tempfile::tempdir().unwrap();
-    let (file, uri) = bounty_file(dir.path());
+    let (file, uri) = one_bounty(dir.path(), REQUESTER);
     labeler.add(&uri, "first", false, false);
     labeler.add(&uri, "second", false, false);
     let args = [

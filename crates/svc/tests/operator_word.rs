@@ -43,25 +43,11 @@ fn wait_listed(server: &Server, total: u64) {
     }
 }
 
-/// One bounty, as an import file, and its uri.
-fn one_bounty(dir: &std::path::Path) -> (std::path::PathBuf, String) {
-    let mut events = Events::new();
-    let record = bounty(REQUESTER, want_lens(&schema(1), &schema(2)), None);
-    let uri = events.put(
-        "did:plc:alice",
-        "dev.svc.bounty",
-        "3kaaaaaaaaa22",
-        &tid(1_700_000_000_000_000),
-        record,
-    );
-    (events.write(&dir.join("events.jsonl")), uri)
-}
-
 #[test]
 fn a_labeler_no_longer_followed_stops_applying() {
     let labeler = HostileLabeler::start();
     let dir = tempfile::tempdir().unwrap();
-    let (file, uri) = one_bounty(dir.path());
+    let (file, uri) = one_bounty(dir.path(), REQUESTER);
     let db = dir.path().join("catalog.db");
     let following = ["--labeler", labeler.did.as_str()];
     let server = Server::start(
@@ -86,7 +72,7 @@ fn a_labeler_no_longer_followed_stops_applying() {
 fn the_operator_keeps_shown_what_a_labeler_takes_down() {
     let labeler = HostileLabeler::start();
     let dir = tempfile::tempdir().unwrap();
-    let (file, uri) = one_bounty(dir.path());
+    let (file, uri) = one_bounty(dir.path(), REQUESTER);
     let password = dir.path().join("admin-password");
     write_private(&password, PASSWORD);
     let server = Server::start(
