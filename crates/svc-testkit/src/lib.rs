@@ -167,6 +167,22 @@ pub fn write_private(path: &Path, text: &str) {
     }
 }
 
+/// Ends a child as SIGTERM asks, and kills it if it has not ended `within`: a server with
+/// workers of its own (nginx) stops them on SIGTERM, where SIGKILL would leave them behind.
+pub fn terminate(child: &mut Child, within: Duration) {
+    let pid = child.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// The `svc` binary. Once this test binary's peers run, DIDs resolve through their PLC
 /// directory (`SVC_PLC_URL`, which a `--plc-url` given overrides), as a deployment's do through
 /// its own: the signing keys that verify the PDS's commits are there. Every peer here is on

@@ -72,7 +72,6 @@ impl Nginx {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        svc_testkit::terminate(&mut self.child, Duration::from_secs(5));
     }
 }
