@@ -26,6 +26,7 @@ mod labels;
 mod link;
 mod migrations;
 mod password;
+mod plan_writes;
 mod reader;
 mod search;
 mod staging;

@@ -2,8 +2,10 @@
 //! errors exit 2, failures 1. A reader of standard output that goes away (`svc ... | head`)
 //! ends the command quietly, with 0.
 
+mod admin_password;
 mod cli;
 mod commands;
+mod listening;
 mod loading;
 mod process;
 mod roles;

@@ -1,7 +1,12 @@
 //! `svc serve`: open the catalog, start the HTTP API, run the imports, then report ready and
 //! serve until SIGINT or SIGTERM.
 
+use crate::admin_password::admin_password;
 use crate::cli::ServeArgs;
+use crate::listening::{
+    MAX_HEADER_BYTES, MAX_URI_BYTES, connection_limits, finish, listen, listen_for_admin,
+    start_admin, start_http,
+};
 use crate::loading::{backfill, fail_on_storage_error, run_imports};
 use crate::roles::{IndexerWatch, RoleMetrics, beat, watch_indexer};
 use anyhow::Context;
@@ -99,27 +104,6 @@ pub fn run(args: ServeArgs, queries: &QuerySet) -> anyhow::Result<()> {
         .block_on(serve(args, queries, descriptors))
 }
 
-async fn shutdown_signal(trigger: watch::Sender<bool>) {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {}
-        _ = terminate => {}
-    }
-    tracing::info!("shutting down");
-    let _ = trigger.send(true);
-}
-
 /// What the flags make of this process, settled before the catalog opens and the port is
 /// taken: whatever can be checked then, is.
 struct StartPlan {
@@ -170,46 +154,6 @@ fn plan_start(
         db,
         admin_password: admin_password(args)?,
     })
-}
-
-/// The password `--admin-password-file` holds (its one line); a file that cannot be read, that
-/// others may read, or that holds too short a password, is refused at start.
-fn admin_password(args: &ServeArgs) -> anyhow::Result<Option<String>> {
-    let Some(path) = &args.admin_password_file else {
-        return Ok(None);
-    };
-    let text = svc_atproto::secret_file::read_private(path, "the admin password")
-        .with_context(|| format!("--admin-password-file {}", path.display()))?;
-    let password = text.trim_end_matches(['\n', '\r']);
-    if let Some(why) = weakness(password) {
-        anyhow::bail!(
-            "--admin-password-file {}: {why}; make a strong one with \
-             `(umask 077 && head -c 24 /dev/urandom | base64 > {})`",
-            path.display(),
-            path.display()
-        );
-    }
-    Ok(Some(password.to_string()))
-}
-
-/// Why a guess could find the admin password, if one could: no client is ever refused the
-/// right password, so its strength alone keeps guessers out.
-fn weakness(password: &str) -> Option<String> {
-    if password.contains(['\n', '\r']) {
-        return Some("the password must be one line".into());
-    }
-    if password.chars().count() < 12 {
-        return Some("the password must be at least 12 characters".into());
-    }
-    let estimate = zxcvbn::zxcvbn(password, &["svc", "admin", "password"]);
-    if estimate.score() >= zxcvbn::Score::Four {
-        return None;
-    }
-    let warning = estimate
-        .feedback()
-        .and_then(|feedback| feedback.warning())
-        .map_or(String::new(), |warning| format!(" ({warning})"));
-    Some(format!("the password is too easy to guess{warning}"))
 }
 
 /// The catalog `--db` names (the default one without it), with the password
@@ -365,29 +309,6 @@ fn cores_but_one() -> usize {
     std::thread::available_parallelism().map_or(1, |cores| cores.get().saturating_sub(1).max(1))
 }
 
-type ServerTask = tokio::task::JoinHandle<std::io::Result<()>>;
-
-/// Serves on the bound listener; the receiver turns true on SIGINT or SIGTERM.
-async fn start_http(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    limits: svc_server::ConnectionLimits,
-) -> anyhow::Result<(ServerTask, watch::Receiver<bool>)> {
-    let bound = listener.local_addr().context("reading the bound address")?;
-    let (trigger, stopped) = watch::channel(false);
-    let server = svc_server::serve(
-        listener,
-        router,
-        limits,
-        stopped.clone(),
-        std::time::Duration::from_secs(10),
-    )
-    .context("starting the HTTP server")?;
-    tracing::info!("listening on http://{bound}");
-    tokio::spawn(shutdown_signal(trigger));
-    Ok((tokio::spawn(server), stopped))
-}
-
 /// The catalog the plan names, in its role; a database that asks for a password it was not
 /// given says where to give one.
 async fn open_planned(args: &ServeArgs, plan: &StartPlan) -> anyhow::Result<Arc<dyn Catalog>> {
@@ -407,38 +328,6 @@ async fn open_planned(args: &ServeArgs, plan: &StartPlan) -> anyhow::Result<Arc<
         .with_context(|| format!("opening the catalog {}", plan.db))?;
     tracing::info!(db = %plan.db, role = ?plan.role, "catalog open");
     Ok(catalog)
-}
-
-/// The admin methods' own address, bound, when `--admin-listen` names one.
-async fn listen_for_admin(args: &ServeArgs) -> anyhow::Result<Option<tokio::net::TcpListener>> {
-    let Some(address) = &args.admin_listen else {
-        return Ok(None);
-    };
-    let listener = listen(address)
-        .await
-        .with_context(|| format!("--admin-listen {address}"))?;
-    Ok(Some(listener))
-}
-
-/// Serves the admin methods on their own address until `stopped`.
-fn start_admin(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    limits: svc_server::ConnectionLimits,
-    stopped: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    let bound = listener.local_addr().context("reading the admin address")?;
-    let server = svc_server::serve(
-        listener,
-        router,
-        limits,
-        stopped,
-        std::time::Duration::from_secs(10),
-    )
-    .context("starting the admin server")?;
-    tracing::info!("admin methods on http://{bound}");
-    tokio::spawn(server);
-    Ok(())
 }
 
 /// `descriptors`: the process's limit on open descriptors, when known.
@@ -651,98 +540,5 @@ async fn announce_ready(not_ready: svc_server::NotReady, stopped: watch::Receive
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
-/// Connections the kernel queues for the accept loop. tokio's default of 1,024 overflows when
-/// thousands of clients connect at once, and a dropped SYN costs its client a second before it
-/// retries; the kernel caps this at `net.core.somaxconn`.
-const ACCEPT_BACKLOG: u32 = 65_535;
-
-/// A host name is resolved (`localhost:8787`); the first address that binds is used.
-async fn listen(address: &str) -> std::io::Result<tokio::net::TcpListener> {
-    let mut last_error = None;
-    for address in tokio::net::lookup_host(address).await? {
-        let socket = if address.is_ipv4() {
-            tokio::net::TcpSocket::new_v4()?
-        } else {
-            tokio::net::TcpSocket::new_v6()?
-        };
-        socket.set_reuseaddr(true)?;
-        match socket
-            .bind(address)
-            .and_then(|()| socket.listen(ACCEPT_BACKLOG))
-        {
-            Ok(listener) => return Ok(listener),
-            Err(error) => last_error = Some(error),
-        }
-    }
-    Err(last_error.unwrap_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::NotFound, "no address to listen on")
-    }))
-}
-
-async fn finish(server: ServerTask) -> anyhow::Result<()> {
-    server
-        .await
-        .context("the server task failed")?
-        .context("serving HTTP")
-}
-
-/// The longest request URI and the most header bytes a request may have (414 and 431 beyond).
-/// (hyper itself answers a bare 414 from 64 KiB on.)
-const MAX_URI_BYTES: usize = 60 * 1024;
-const MAX_HEADER_BYTES: usize = 16 * 1024;
-
-/// `--max-connections` must leave descriptors for the catalog and the sources: a cap the
-/// process cannot reach would let connections exhaust them instead.
-fn connection_limits(
-    args: &ServeArgs,
-    descriptors: Option<u64>,
-) -> anyhow::Result<svc_server::ConnectionLimits> {
-    let usable = descriptors.map(|limit| {
-        limit
-            .saturating_sub(svc_server::RESERVED_DESCRIPTORS)
-            .max(16)
-    });
-    let max_connections = match (args.max_connections, usable) {
-        (Some(wanted), Some(usable)) if wanted > usable => anyhow::bail!(
-            "--max-connections {wanted} is more than this process can open ({usable}: the \
-             hard file-descriptor limit less {} for the catalog and sources); raise the hard \
-             limit (`ulimit -Hn`, or LimitNOFILE= for a systemd service) or ask for fewer",
-            svc_server::RESERVED_DESCRIPTORS
-        ),
-        (Some(wanted), _) => wanted,
-        (None, Some(usable)) => usable,
-        (None, None) => 1024,
-    };
-    Ok(svc_server::ConnectionLimits {
-        head_timeout: args.head_timeout,
-        max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
-        write_timeout: args.write_timeout,
-        // hyper's buffer for a request head: room for the largest head the limits above
-        // answer with JSON, before hyper's own bare 431.
-        max_head_bytes: 4 * (MAX_URI_BYTES + MAX_HEADER_BYTES),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::weakness;
-
-    #[test]
-    fn only_a_password_no_guess_finds_is_taken() {
-        for weak in [
-            "short",
-            "password1234",
-            "aaaaaaaaaaaaaaaa",
-            "qwertyuiopasdf",
-            "123456789012",
-        ] {
-            assert!(weakness(weak).is_some(), "{weak}");
-        }
-        for strong in ["correct horse battery staple", "fJ3kQ9zL0pWm2xRt8vYb6nCs"] {
-            assert_eq!(weakness(strong), None, "{strong}");
-        }
     }
 }
