@@ -340,72 +340,85 @@ impl<E: Engine> Writer<E> {
     fn run(mut self, jobs: mpsc::Receiver<WriteJob>) {
         let mut held: Option<WriteJob> = None;
         while let Some(job) = held.take().or_else(|| jobs.recv().ok()) {
-            match job {
-                WriteJob::Apply {
-                    changes,
-                    cursor,
-                    sync,
-                    reply,
-                } => {
-                    let (group, next) = gather((changes, (cursor, sync), reply), &jobs);
-                    held = next;
-                    if !self.apply_group(group) && held.is_none() {
-                        held = fail_queued_applies(&jobs);
-                    }
-                }
-                WriteJob::Replace {
-                    did,
-                    rev,
-                    records,
-                    applied_before,
-                    sync,
-                    reply,
-                } => {
-                    let copy = (records, applied_before.as_slice());
-                    let _ = reply.send(self.replace_repository(&did, &rev, copy, &sync));
-                }
-                WriteJob::SyncRead { read } => read(&mut self.tx.engine),
-                WriteJob::Account { did, status, reply } => {
-                    let _ = reply.send(self.account(&did, &status));
-                }
-                WriteJob::Takedown {
-                    subject,
-                    state,
-                    reply,
-                } => {
-                    let _ = reply.send(self.takedown(&subject, state));
-                }
-                WriteJob::Labels { batch, reply } => {
-                    let _ = reply.send(self.labels(&batch));
-                }
-                WriteJob::ExpireLabels { now, reply } => {
-                    let _ = reply.send(self.expire_labels(now));
-                }
-                WriteJob::ForgetLabelers { keep, reply } => {
-                    let _ = reply.send(self.forget_labelers(&keep));
-                }
-                WriteJob::Heartbeat {
-                    keep_changes,
-                    reply,
-                } => {
-                    let beat = self.tx.run(|engine, _| {
-                        engine.heartbeat(UnixMillis::now(), keep_changes)?;
-                        Ok((Plan::default(), ()))
-                    });
-                    let _ = reply.send(beat);
-                }
-                WriteJob::BeginBulk { reply } => {
-                    let _ = reply.send(self.begin_bulk());
-                }
-                WriteJob::FinishBulk { cursor, reply } => {
-                    let outcome = self.finish_bulk(cursor);
-                    if outcome.is_ok() {
-                        self.tx.clock.touch_all();
-                    }
-                    let _ = reply.send(outcome);
-                }
+            held = self.take(job, &jobs);
+        }
+    }
+
+    /// Does one job (an apply with those queued behind it); the job it read past, if any.
+    fn take(&mut self, job: WriteJob, jobs: &mpsc::Receiver<WriteJob>) -> Option<WriteJob> {
+        match job {
+            WriteJob::Apply {
+                changes,
+                cursor,
+                sync,
+                reply,
+            } => return self.apply_queued((changes, (cursor, sync), reply), jobs),
+            WriteJob::Replace {
+                did,
+                rev,
+                records,
+                applied_before,
+                sync,
+                reply,
+            } => {
+                let copy = (records, applied_before.as_slice());
+                let _ = reply.send(self.replace_repository(&did, &rev, copy, &sync));
+            }
+            WriteJob::SyncRead { read } => read(&mut self.tx.engine),
+            WriteJob::Account { did, status, reply } => {
+                let _ = reply.send(self.account(&did, &status));
+            }
+            WriteJob::Takedown {
+                subject,
+                state,
+                reply,
+            } => {
+                let _ = reply.send(self.takedown(&subject, state));
+            }
+            WriteJob::Labels { batch, reply } => {
+                let _ = reply.send(self.labels(&batch));
+            }
+            WriteJob::ExpireLabels { now, reply } => {
+                let _ = reply.send(self.expire_labels(now));
+            }
+            WriteJob::ForgetLabelers { keep, reply } => {
+                let _ = reply.send(self.forget_labelers(&keep));
+            }
+            WriteJob::Heartbeat {
+                keep_changes,
+                reply,
+            } => {
+                let _ = reply.send(self.heartbeat(keep_changes));
+            }
+            WriteJob::BeginBulk { reply } => {
+                let _ = reply.send(self.begin_bulk());
+            }
+            WriteJob::FinishBulk { cursor, reply } => {
+                let _ = reply.send(self.finish_bulk(cursor));
             }
         }
+        None
+    }
+
+    /// Applies `first` with the applies queued behind it, as one group; the job read past.
+    fn apply_queued(
+        &mut self,
+        first: QueuedApply,
+        jobs: &mpsc::Receiver<WriteJob>,
+    ) -> Option<WriteJob> {
+        let (group, next) = gather(first, jobs);
+        if !self.apply_group(group) && next.is_none() {
+            return fail_queued_applies(jobs);
+        }
+        next
+    }
+
+    /// The indexer's heartbeat, with the change stream trimmed to what is kept.
+    fn heartbeat(&mut self, keep_changes: std::time::Duration) -> CatalogResult<()> {
+        self.tx.run(|engine, _| {
+            engine.heartbeat(UnixMillis::now(), keep_changes)?;
+            Ok((Plan::default(), ()))
+        })
     }
 
     /// Whether the group committed.
@@ -704,10 +717,15 @@ impl<E: Engine> Writer<E> {
         load.stage(&mut self.tx.engine, changes)
     }
 
+    /// Settles the bulk load under way, if any; every answer may have changed.
     fn finish_bulk(&mut self, cursor: Option<CursorPosition>) -> CatalogResult<ApplyReport> {
-        match self.bulk.take() {
+        let outcome = match self.bulk.take() {
             Some(load) => load.finish(&mut self.tx, cursor),
             None => Ok(ApplyReport::default()),
+        };
+        if outcome.is_ok() {
+            self.tx.clock.touch_all();
         }
+        outcome
     }
 }
