@@ -88,6 +88,14 @@ pub struct IngestMetrics {
 
 impl IngestMetrics {
     pub fn register(&self, registry: &mut Registry) {
+        self.register_labelers(registry);
+        self.register_events(registry);
+        self.register_resync(registry);
+        self.register_backfill(registry);
+    }
+
+    /// The labelers' labels and connections.
+    fn register_labelers(&self, registry: &mut Registry) {
         registry.register(
             "svc_labels",
             "Labels read from labelers, by labeler and outcome: applied, stale, over_allowance \
@@ -112,6 +120,10 @@ impl IngestMetrics {
              reaches only with --allow-private-peers; tried again with backoff",
             self.labeler_refused.clone(),
         );
+    }
+
+    /// The sources' events, their verification and what the catalog refused.
+    fn register_events(&self, registry: &mut Registry) {
         registry.register(
             "svc_ingest_events",
             "Events by source and outcome",
@@ -133,6 +145,36 @@ impl IngestMetrics {
             "Commits whose signature and proof were checked before they were applied",
             self.verified.clone(),
         );
+        registry.register(
+            "svc_ingest_live_verified",
+            "1 when the live source's commits are verified before they apply, 0 when not \
+             (Jetstream carries no proofs; --verify none)",
+            self.live_verified.clone(),
+        );
+        registry.register(
+            "svc_ingest_invalid_records",
+            "Records refused by ingest checks: lexicon, identifiers, revision, uri length",
+            self.invalid_records.clone(),
+        );
+        registry.register(
+            "svc_ingest_malformed_events",
+            "Events that could not be parsed",
+            self.malformed_events.clone(),
+        );
+        registry.register(
+            "svc_ingest_lag_seconds",
+            "Age of the newest applied event",
+            self.lag_seconds.clone(),
+        );
+        registry.register(
+            "svc_ingest_reconnects",
+            "Reconnections to the live source",
+            self.reconnects.clone(),
+        );
+    }
+
+    /// Repositories read whole: the queue, its reads and their memory.
+    fn register_resync(&self, registry: &mut Registry) {
         registry.register(
             "svc_ingest_resyncs",
             "Reads of repositories owed a whole read, by outcome: done, retried (a failure a \
@@ -156,14 +198,8 @@ impl IngestMetrics {
             self.resync_waiting.clone(),
         );
         registry.register(
-            "svc_ingest_live_verified",
-            "1 when the live source's commits are verified before they apply, 0 when not \
-             (Jetstream carries no proofs; --verify none)",
-            self.live_verified.clone(),
-        );
-        registry.register(
             "svc_ingest_read_memory_bytes",
-            "Bytes of memory held by repositories read whole now, within SVC_READ_MEMORY_MB",
+            "Bytes of memory held by repositories read whole now, within --read-memory-mb",
             self.read_memory_bytes.clone(),
         );
         registry.register(
@@ -176,26 +212,10 @@ impl IngestMetrics {
             "Repository answers kept on disk while read, memory being in use by other reads",
             self.read_spills.clone(),
         );
-        registry.register(
-            "svc_ingest_invalid_records",
-            "Records refused by ingest checks: lexicon, identifiers, revision, uri length",
-            self.invalid_records.clone(),
-        );
-        registry.register(
-            "svc_ingest_malformed_events",
-            "Events that could not be parsed",
-            self.malformed_events.clone(),
-        );
-        registry.register(
-            "svc_ingest_lag_seconds",
-            "Age of the newest applied event",
-            self.lag_seconds.clone(),
-        );
-        registry.register(
-            "svc_ingest_reconnects",
-            "Reconnections to the live source",
-            self.reconnects.clone(),
-        );
+    }
+
+    /// The backfill's repositories.
+    fn register_backfill(&self, registry: &mut Registry) {
         registry.register(
             "svc_backfill_repos_done",
             "Repositories backfilled",
