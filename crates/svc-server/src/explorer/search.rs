@@ -133,13 +133,7 @@ async fn results(
 ) -> Result<Results, ApiError> {
     params.only(&["q", "kind", "cursor"])?;
     let query = SearchQuery::parse(&asked.q).map_err(ApiError::InvalidRequest)?;
-    let kind =
-        match asked.kind.as_str() {
-            "" => None,
-            name => Some(state.kinds.named(name).map(str::to_string).ok_or_else(|| {
-                ApiError::InvalidRequest("kind: no record kind of that name".into())
-            })?),
-        };
+    let kind = kind_asked(state, &asked.kind)?;
     let offset = match params.get("cursor")? {
         Some(cursor) => decode_search_cursor(cursor)?,
         None => 0,
@@ -168,14 +162,10 @@ async fn results(
     );
     let envelope = picked(wanted, |writer| state.catalog.search(request, writer)).await?;
     let shown = envelope.items.len() as u64;
-    let next = envelope.cursor.as_ref().map(|_| {
-        let mut href = format!("/search?q={}", encode_component(&asked.q));
-        if let Some(kind) = &kind {
-            href.push_str(&format!("&kind={}", encode_component(kind)));
-        }
-        href.push_str(&format!("&cursor={}", encode_search_cursor(offset + shown)));
-        href
-    });
+    let next = envelope
+        .cursor
+        .as_ref()
+        .map(|_| next_page(&asked.q, kind.as_deref(), offset + shown));
     let total = match envelope.total > svc_catalog::SEARCH_COUNT_LIMIT {
         true => format!("More than {}", svc_catalog::SEARCH_COUNT_LIMIT),
         false => envelope.total.to_string(),
@@ -190,6 +180,26 @@ async fn results(
         matches,
         next,
     })
+}
+
+/// The kind the form names (a name or an NSID), none when left empty.
+fn kind_asked(state: &AppState, name: &str) -> Result<Option<String>, ApiError> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let kind = state.kinds.named(name).map(str::to_string);
+    kind.map(Some)
+        .ok_or_else(|| ApiError::InvalidRequest("kind: no record kind of that name".into()))
+}
+
+/// The address of the page of the same search from `offset` on.
+fn next_page(q: &str, kind: Option<&str>, offset: u64) -> String {
+    let mut href = format!("/search?q={}", encode_component(q));
+    if let Some(kind) = kind {
+        href.push_str(&format!("&kind={}", encode_component(kind)));
+    }
+    href.push_str(&format!("&cursor={}", encode_search_cursor(offset)));
+    href
 }
 
 /// Every searched kind's name and text fields.
