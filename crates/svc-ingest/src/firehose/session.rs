@@ -335,57 +335,13 @@ impl<'a> Session<'a> {
                     verifier.host_lost(&did);
                 }
             }
-            SourceEvent::Account { did, status } => {
-                // Changes read before the account event apply before it.
-                self.end_catch_up().await?;
-                self.flush().await?;
-                tracing::info!(%did, ?status, "account status");
-                let account = AccountFromStream::of(status);
-                let stored = account.stored.clone();
-                let was_hidden = self.source.catalog.set_account(did.clone(), stored).await?;
-                let verified = self.source.verifier.is_some();
-                if let Some(reason) = account.read_again(was_hidden, verified) {
-                    let queued = &self.source.ingestor.metrics().resync_queued;
-                    queued
-                        .get_or_create(&crate::metrics::ReasonLabel { reason })
-                        .inc();
-                    let sync = SyncWrites {
-                        queued: vec![ResyncRequest {
-                            did,
-                            reason: reason.into(),
-                        }],
-                        ..SyncWrites::default()
-                    };
-                    self.source
-                        .catalog
-                        .apply_synced(Vec::new(), None, sync)
-                        .await?;
-                    if let Some(verifier) = self.source.verifier {
-                        verifier.queued();
-                    }
-                }
-            }
+            SourceEvent::Account { did, status } => self.account(did, status).await?,
             SourceEvent::Identity { did } => {
                 if let Some(verifier) = self.source.verifier {
                     verifier.identity_changed(&did);
                 }
             }
-            SourceEvent::Sync(event) => {
-                if let Some(verifier) = self.source.verifier
-                    && let Err(why) = verifier.sync_event(&event).await
-                {
-                    if why.transient {
-                        // The key could not be read now: a followed repository is read whole
-                        // later, which settles what the event would have.
-                        if verifier.follows(event.repo.as_str()) {
-                            verifier.owe(&event.repo, &event.rev);
-                        }
-                        return Ok(());
-                    }
-                    self.source.ingestor.metrics().count_unverified(why.reason);
-                    tracing::warn!(did = %event.repo, rev = %event.rev, reason = why.reason.label(), "#sync not believed: {why}");
-                }
-            }
+            SourceEvent::Sync(event) => self.sync_event(&event).await,
             SourceEvent::Info { name, message } => {
                 tracing::warn!(%name, "live source says: {message}");
             }
@@ -405,6 +361,64 @@ impl<'a> Session<'a> {
             }
         }
         Ok(())
+    }
+
+    /// An account's status: what was read before it applies first; a repository hidden and
+    /// shown again on a verified source is queued to be read whole.
+    async fn account(
+        &mut self,
+        did: svc_syntax::Did,
+        status: svc_catalog::AccountStatus,
+    ) -> Result<(), FollowError> {
+        self.end_catch_up().await?;
+        self.flush().await?;
+        tracing::info!(%did, ?status, "account status");
+        let account = AccountFromStream::of(status);
+        let stored = account.stored.clone();
+        let was_hidden = self.source.catalog.set_account(did.clone(), stored).await?;
+        let verified = self.source.verifier.is_some();
+        let Some(reason) = account.read_again(was_hidden, verified) else {
+            return Ok(());
+        };
+        let queued = &self.source.ingestor.metrics().resync_queued;
+        queued
+            .get_or_create(&crate::metrics::ReasonLabel { reason })
+            .inc();
+        let sync = SyncWrites {
+            queued: vec![ResyncRequest {
+                did,
+                reason: reason.into(),
+            }],
+            ..SyncWrites::default()
+        };
+        self.source
+            .catalog
+            .apply_synced(Vec::new(), None, sync)
+            .await?;
+        if let Some(verifier) = self.source.verifier {
+            verifier.queued();
+        }
+        Ok(())
+    }
+
+    /// A `#sync` event, checked by the verifier when there is one.
+    async fn sync_event(&mut self, event: &svc_repo::sync::SyncEvent) {
+        let Some(verifier) = self.source.verifier else {
+            return;
+        };
+        let Err(why) = verifier.sync_event(event).await else {
+            return;
+        };
+        if why.transient {
+            // The key could not be read now: a followed repository is read whole later,
+            // which settles what the event would have.
+            if verifier.follows(event.repo.as_str()) {
+                verifier.owe(&event.repo, &event.rev);
+            }
+            return;
+        }
+        self.source.ingestor.metrics().count_unverified(why.reason);
+        tracing::warn!(did = %event.repo, rev = %event.rev, reason = why.reason.label(), "#sync not believed: {why}");
     }
 
     /// Adds a commit's change to the batch, or counts why it has none.
