@@ -64,15 +64,8 @@ pub fn decode_frame(
         .and_then(Cbor::as_i64)
         .ok_or("header without op")?;
     if op == -1 {
-        let error = body
-            .get("error")
-            .and_then(Cbor::as_str)
-            .unwrap_or("unknown");
-        let message = body.get("message").and_then(Cbor::as_str).unwrap_or("");
-        return Ok(SourceMessage::only(SourceEvent::Error {
-            error: error.into(),
-            message: message.into(),
-        }));
+        let (error, message) = named_message(&body, "error");
+        return Ok(SourceMessage::only(SourceEvent::Error { error, message }));
     }
     let seq = body.get("seq").and_then(Cbor::as_i64);
     let time_us = time_of(&body);
@@ -96,12 +89,8 @@ pub fn decode_frame(
         }
         Some("#sync") => vec![SourceEvent::Sync(Box::new(sync_event(&body)?))],
         Some("#info") => {
-            let name = body.get("name").and_then(Cbor::as_str).unwrap_or("unknown");
-            let message = body.get("message").and_then(Cbor::as_str).unwrap_or("");
-            vec![SourceEvent::Info {
-                name: name.into(),
-                message: message.into(),
-            }]
+            let (name, message) = named_message(&body, "name");
+            vec![SourceEvent::Info { name, message }]
         }
         // Types of later versions move the cursor and nothing else.
         _ => Vec::new(),
@@ -112,6 +101,13 @@ pub fn decode_frame(
         time_us,
         proof,
     })
+}
+
+/// An error or info frame's name (its field `name_field`, else `unknown`) and message.
+fn named_message(body: &Cbor, name_field: &str) -> (String, String) {
+    let text = |field: &str| body.get(field).and_then(Cbor::as_str).map(str::to_string);
+    let name = text(name_field).unwrap_or_else(|| "unknown".into());
+    (name, text("message").unwrap_or_default())
 }
 
 /// The events of a commit's ops, and what proves them when one of them is wanted.
