@@ -217,20 +217,8 @@ const MAX_REMEMBERED: usize = 1_000_000;
 impl Lister<'_> {
     /// Lists from where the stored position says; how many repositories it listed now.
     async fn run(&self) -> Result<u64, BackfillError> {
-        let stored = self.catalog.cursor(SOURCE.to_string()).await?;
-        let resumed = stored
-            .filter(|stored| stored.endpoint == self.client.base)
-            .and_then(|stored| Listing::parse(&stored.cursor));
-        let mut listing = match resumed {
-            Some(Listing::Done) => {
-                tracing::info!(server = %self.client.base, "backfill: this server was listed before; reading what it listed");
-                return Ok(0);
-            }
-            Some(listing) => {
-                tracing::info!(server = %self.client.base, at = %listing.stored(), "backfill: resuming the listing");
-                listing
-            }
-            None => Listing::ByCollection(0, None),
+        let Some(mut listing) = self.start().await? else {
+            return Ok(0);
         };
         let mut listed = 0;
         let mut paging = Paging::from(self.describe(&listing), cursor_of(&listing));
@@ -256,16 +244,7 @@ impl Lister<'_> {
                 .filter(|repo| repo.active != Some(false))
                 .filter_map(|repo| Did::new(repo.did).ok());
             let more = paging.next(page.cursor, count);
-            let next = match (&listing, more) {
-                (Listing::ByCollection(index, _), true) => {
-                    Listing::ByCollection(*index, paging.cursor().map(str::to_string))
-                }
-                (Listing::ByCollection(index, _), false) if index + 1 < self.collections.len() => {
-                    Listing::ByCollection(index + 1, None)
-                }
-                (Listing::All(_), true) => Listing::All(paging.cursor().map(str::to_string)),
-                _ => Listing::Done,
-            };
+            let next = self.after(&listing, more, paging.cursor());
             listed += self.queue(dids.collect(), &next).await?;
             if next == Listing::Done {
                 tracing::info!(listed, "backfill: the listing ended");
@@ -275,6 +254,41 @@ impl Lister<'_> {
                 paging = Paging::new(self.describe(&next));
             }
             listing = next;
+        }
+    }
+
+    /// Where the listing starts: where the stored position says for this server, else at the
+    /// first collection; `None` when this server was listed whole before.
+    async fn start(&self) -> Result<Option<Listing>, BackfillError> {
+        let stored = self.catalog.cursor(SOURCE.to_string()).await?;
+        let resumed = stored
+            .filter(|stored| stored.endpoint == self.client.base)
+            .and_then(|stored| Listing::parse(&stored.cursor));
+        Ok(match resumed {
+            Some(Listing::Done) => {
+                tracing::info!(server = %self.client.base, "backfill: this server was listed before; reading what it listed");
+                None
+            }
+            Some(listing) => {
+                tracing::info!(server = %self.client.base, at = %listing.stored(), "backfill: resuming the listing");
+                Some(listing)
+            }
+            None => Some(Listing::ByCollection(0, None)),
+        })
+    }
+
+    /// Where the listing goes after a page of `listing`: on with `cursor` while `more`, else
+    /// to the next collection, else done.
+    fn after(&self, listing: &Listing, more: bool, cursor: Option<&str>) -> Listing {
+        match (listing, more) {
+            (Listing::ByCollection(index, _), true) => {
+                Listing::ByCollection(*index, cursor.map(str::to_string))
+            }
+            (Listing::ByCollection(index, _), false) if index + 1 < self.collections.len() => {
+                Listing::ByCollection(index + 1, None)
+            }
+            (Listing::All(_), true) => Listing::All(cursor.map(str::to_string)),
+            _ => Listing::Done,
         }
     }
 
