@@ -35,7 +35,11 @@ pub fn open(server: &Server, path: &str) -> reqwest::blocking::Response {
 
 /// Opens the stream at `path`; its events as they come.
 pub fn subscribe(server: &Server, path: &str) -> mpsc::Receiver<Sse> {
-    let response = open(server, path);
+    events_of(open(server, path))
+}
+
+/// The events of an open stream's answer, as they come.
+pub fn events_of(response: reqwest::blocking::Response) -> mpsc::Receiver<Sse> {
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
         let mut id = None;

@@ -14,7 +14,6 @@ use common::replay::Replay;
 use common::stream::Sse;
 use common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -171,26 +170,7 @@ fn sse(nginx: &Nginx, path: &str, forwarded_for: &str) -> mpsc::Receiver<Sse> {
     let response = open_stream(nginx, path, forwarded_for);
     assert_eq!(response.status(), 200, "{path}");
     assert_eq!(response.headers()["content-type"], "text/event-stream");
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut id = None;
-        for line in BufReader::new(response).lines() {
-            let Ok(line) = line else { return };
-            if let Some(value) = line.strip_prefix("id:") {
-                id = value.trim().parse().ok();
-            } else if let Some(data) = line.strip_prefix("data:") {
-                let data = serde_json::from_str(data.trim()).expect("JSON data");
-                let event = Sse {
-                    id: id.take(),
-                    data,
-                };
-                if sender.send(event).is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    receiver
+    common::stream::events_of(response)
 }
 
 /// The WebSocket form at `path` through nginx: its messages as they come, once upgraded.
