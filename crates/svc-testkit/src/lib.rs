@@ -8,6 +8,7 @@ pub mod cli;
 pub mod examples;
 pub mod fault_proxy;
 pub mod labeler;
+pub mod nginx;
 pub mod peers;
 pub mod replay;
 pub mod stream;

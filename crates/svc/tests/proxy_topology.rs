@@ -10,34 +10,18 @@
 
 use svc_testkit as common;
 
+use common::nginx::Nginx;
 use common::replay::Replay;
 use common::stream::Sse;
 use common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const NGINX_CONF: &str = include_str!("../../../deploy/nginx.conf");
 const OPEN: &str = "/v1/vocabularies/by-world?world=open";
 const QUERY: &str = "query=vocabulariesWithWorld&world=open";
 const PASSWORD: &str = "correct horse battery staple";
-
-/// nginx's binary (scripts/nginx finds it the same way); `None` outside CI when it is not
-/// installed, which the test reports as skipped.
-fn nginx_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("SVC_NGINX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/sbin/nginx"));
-    if path.is_file() {
-        return Some(path);
-    }
-    let note = format!("no nginx at {} (scripts/nginx install)", path.display());
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{note}");
-    eprintln!("SKIPPED: {note}");
-    None
-}
 
 /// A loopback port no one listens on now.
 fn free_port() -> u16 {
@@ -45,111 +29,35 @@ fn free_port() -> u16 {
     listener.local_addr().expect("its address").port()
 }
 
-/// nginx as a child process, in a directory of its own, with deploy/nginx.conf included.
-struct Nginx {
-    child: Child,
-    url: String,
-    dir: tempfile::TempDir,
+/// A GET through nginx as the client `forwarded_for` says it is: status and JSON.
+fn get(nginx: &Nginx, path: &str, forwarded_for: &str) -> (u16, Value) {
+    let response = http()
+        .get(format!("{}{path}", nginx.url))
+        .header("x-forwarded-for", forwarded_for)
+        .send()
+        .expect("an answer through nginx");
+    let status = response.status().as_u16();
+    let body = response.text().expect("a body");
+    let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+    (status, value)
 }
 
-impl Nginx {
-    /// Starts `binary` in front of `replicas` (two `127.0.0.1:PORT` addresses) on a free port.
-    fn start(binary: &Path, replicas: [&str; 2]) -> Nginx {
-        let dir = tempfile::tempdir().expect("nginx's directory");
-        // Run as root, nginx's workers drop to `nobody`, who must reach its temporary files.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let open = std::fs::Permissions::from_mode(0o755);
-            std::fs::set_permissions(dir.path(), open).expect("nginx's directory opened");
+/// Waits until a replica answers `/readyz` through nginx.
+fn wait_answering(nginx: &mut Nginx) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(!nginx.stopped(), "nginx stopped: {}", nginx.error_log());
+        let answered = http().get(format!("{}/readyz", nginx.url)).send();
+        if answered.is_ok_and(|r| r.status() == 200) {
+            return;
         }
-        let port = free_port();
-        let site = substitute(
-            NGINX_CONF,
-            &[
-                ("listen 8080;", format!("listen {port};")),
-                ("server 127.0.0.1:8788 ", format!("server {} ", replicas[0])),
-                ("server 127.0.0.1:8789 ", format!("server {} ", replicas[1])),
-            ],
+        assert!(
+            Instant::now() < deadline,
+            "nginx never answered: {}",
+            nginx.error_log()
         );
-        let here = dir.path().display().to_string();
-        std::fs::write(dir.path().join("svc.conf"), site).expect("the site");
-        let main = format!(
-            "events {{}}\nhttp {{\n    access_log {here}/access.log;\n    include {here}/svc.conf;\n}}\n"
-        );
-        std::fs::write(dir.path().join("nginx.conf"), main).expect("nginx.conf");
-        let child = Command::new(binary)
-            .args(["-p", &here, "-c", &format!("{here}/nginx.conf")])
-            .args(["-e", &format!("{here}/error.log")])
-            .args(["-g", &format!("daemon off; pid {here}/nginx.pid;")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start nginx");
-        let mut nginx = Nginx {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            dir,
-        };
-        nginx.wait_listening();
-        nginx
+        std::thread::sleep(Duration::from_millis(50));
     }
-
-    fn wait_listening(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("nginx stopped ({status}): {}", self.error_log());
-            }
-            let answered = http().get(format!("{}/readyz", self.url)).send();
-            if answered.is_ok_and(|r| r.status() == 200) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "nginx never answered: {}",
-                self.error_log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn error_log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
-    }
-
-    /// A GET through nginx as the client `forwarded_for` says it is: status and JSON.
-    fn get(&self, path: &str, forwarded_for: &str) -> (u16, Value) {
-        let response = http()
-            .get(format!("{}{path}", self.url))
-            .header("x-forwarded-for", forwarded_for)
-            .send()
-            .expect("an answer through nginx");
-        let status = response.status().as_u16();
-        let body = response.text().expect("a body");
-        let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
-        (status, value)
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        svc_testkit::terminate(&mut self.child, Duration::from_secs(5));
-    }
-}
-
-/// `text` with each placeholder, which must occur exactly once, replaced.
-fn substitute(text: &str, replacements: &[(&str, String)]) -> String {
-    let mut text = text.to_string();
-    for (placeholder, value) in replacements {
-        assert_eq!(
-            text.matches(placeholder).count(),
-            1,
-            "deploy/nginx.conf holds {placeholder:?} once"
-        );
-        text = text.replace(placeholder, value);
-    }
-    text
 }
 
 /// A change-stream request through nginx from the client `forwarded_for`.
@@ -282,7 +190,8 @@ impl Topology {
         let addresses = replicas
             .each_ref()
             .map(|r| r.url.trim_start_matches("http://").to_string());
-        let nginx = Nginx::start(nginx, [&addresses[0], &addresses[1]]);
+        let mut nginx = Nginx::start(nginx, [&addresses[0], &addresses[1]], "events {}");
+        wait_answering(&mut nginx);
         Topology {
             replay,
             base: now_us() - 30_000_000,
@@ -324,7 +233,7 @@ impl Topology {
 /// A list answers through nginx, and a live change reaches a subscriber of each form.
 fn live_changes_reach_both_forms(topology: &Topology) {
     let nginx = &topology.nginx;
-    let (status, body) = nginx.get(OPEN, "192.0.2.10");
+    let (status, body) = get(nginx, OPEN, "192.0.2.10");
     assert_eq!((status, &body["total"]), (200, &Value::from(0)), "{body}");
     let events = sse(nginx, &format!("/v1/changes?{QUERY}"), "192.0.2.10");
     let path = format!("/xrpc/dev.svc.sync.subscribeChanges?{QUERY}");
@@ -334,7 +243,7 @@ fn live_changes_reach_both_forms(topology: &Topology) {
     assert_eq!(change(&by_sse.data), enter("js-000"), "{:?}", by_sse.data);
     let by_socket = received(&messages, "a change over the WebSocket through nginx");
     assert_eq!(by_socket, by_sse.data);
-    let (status, body) = nginx.get(OPEN, "192.0.2.10");
+    let (status, body) = get(nginx, OPEN, "192.0.2.10");
     assert_eq!((status, &body["total"]), (200, &Value::from(1)), "{body}");
     // nginx takes this header for itself: a proxy left buffering still passes each event.
     let direct = common::stream::open(&topology.replicas[0], &format!("/v1/changes?{QUERY}"));
@@ -371,7 +280,8 @@ fn allowances_are_per_forwarded_client(topology: &Topology) {
 /// through nginx too; the public side serves no admin method.
 fn a_takedown_leaves_both_replicas(topology: &Topology) {
     let uri = "at://did:plc:jetstream/dev.svc.vocab/aaaaaaaa000";
-    let (status, _) = topology.nginx.get(
+    let (status, _) = get(
+        &topology.nginx,
         &format!("/xrpc/com.atproto.admin.getSubjectStatus?uri={uri}"),
         "100.64.0.30",
     );
@@ -388,7 +298,7 @@ fn a_takedown_leaves_both_replicas(topology: &Topology) {
         "both replicas left the record out {:?} after",
         done.elapsed()
     );
-    let (status, body) = topology.nginx.get(OPEN, "100.64.0.30");
+    let (status, body) = get(&topology.nginx, OPEN, "100.64.0.30");
     assert_eq!((status, &body["total"]), (200, &Value::from(0)), "{body}");
 }
 
@@ -441,7 +351,7 @@ fn the_deployment_guides_topology_runs_behind_nginx() {
     let Some(db) = Backend::Postgres.fresh_db(dir.path()) else {
         return;
     };
-    let Some(nginx) = nginx_binary() else {
+    let Some(nginx) = common::nginx::binary() else {
         return;
     };
     let mut topology = Topology::start(&db, dir.path(), &nginx);

@@ -356,7 +356,7 @@ fn run(
     let proxy = options
         .nginx
         .as_deref()
-        .map(|binary| proxy::Nginx::start(binary, addr));
+        .map(|binary| proxy::start(binary, addr));
     let addr = proxy.as_ref().map_or(addr, |nginx| nginx.addr);
     let shared = Arc::new(Shared {
         window_after_seq: AtomicI64::new(i64::MAX),
