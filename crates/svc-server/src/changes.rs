@@ -202,7 +202,7 @@ pub(crate) struct Subscriber {
 
 impl Subscriber {
     pub fn of(request: &Request) -> Subscriber {
-        let client = request.extensions().get::<Client>().copied();
+        let client = crate::client::client_of_request(request);
         let budget = request.extensions().get::<Arc<SocketBudget>>().cloned();
         Subscriber { client, budget }
     }

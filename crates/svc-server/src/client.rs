@@ -46,6 +46,14 @@ pub(crate) struct Asking {
     pub unreadable: bool,
 }
 
+/// The client `every_request` told of a request, if its connection has a peer address.
+pub(crate) fn client_of_request(request: &Request) -> Option<Client> {
+    request
+        .extensions()
+        .get::<Asking>()
+        .map(|asking| asking.client)
+}
+
 impl ClientRules {
     /// Who asks, when the connection has a peer address.
     pub(crate) fn of_request(&self, request: &Request) -> Option<Asking> {

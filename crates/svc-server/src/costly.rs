@@ -87,11 +87,11 @@ pub(crate) async fn gated<T>(
 }
 
 /// The client a handler's request comes from, as `every_request` told it.
-pub(crate) type Asker = Option<axum::Extension<Client>>;
+pub(crate) type Asker = Option<axum::Extension<crate::client::Asking>>;
 
 /// The client in an [`Asker`].
 pub(crate) fn client_of(asker: Asker) -> Option<Client> {
-    asker.map(|axum::Extension(client)| client)
+    asker.map(|axum::Extension(asking)| asking.client)
 }
 
 async fn take(semaphore: Arc<Semaphore>, taken: Taken) -> Result<OwnedSemaphorePermit, ApiError> {

@@ -33,7 +33,6 @@ async fn answer(state: &AppState, mut request: Request, next: Next) -> Response 
         if asking.unreadable {
             state.metrics.forwarded_unreadable.inc();
         }
-        request.extensions_mut().insert(asking.client);
         request.extensions_mut().insert(asking);
     }
     // Held until the answer is built: the request counts as in flight until then.

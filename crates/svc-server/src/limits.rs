@@ -141,7 +141,7 @@ pub(crate) fn admit(gate: &Gate, request: &Request) -> Admission {
         return Admission::Admitted(None);
     }
     if let Some(rate) = limits.rate_per_client {
-        let client = request.extensions().get::<Client>().copied();
+        let client = crate::client::client_of_request(request);
         if let Some(Err(wait)) = client.map(|client| gate.take_token(client, rate)) {
             let message =
                 format!("more than {rate} requests per second from this address's network");
