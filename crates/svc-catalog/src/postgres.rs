@@ -28,6 +28,7 @@ mod migrations;
 mod password;
 mod plan_writes;
 mod reader;
+mod reads;
 mod search;
 mod staging;
 mod standing;
@@ -59,7 +60,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub type PostgresCatalog = EngineCatalog<PostgresReads>;
 
 /// The read side of a PostgreSQL catalog: a pool of connections.
-pub struct PostgresReads(deadpool_postgres::Pool);
+pub struct PostgresReads(reads::ReadPool);
 
 /// A driver error as a catalog error: a lost or refused connection is `Unavailable` (worth
 /// retrying), anything the database itself refused is `Storage`.
@@ -175,7 +176,10 @@ impl EngineCatalog<PostgresReads> {
         readers: usize,
     ) -> CatalogResult<PostgresCatalog> {
         let (config, tls) = settings(url)?;
-        let pool = reader_pool(&config, &tls, readers)?;
+        let reads = PostgresReads(reads::ReadPool::new(
+            reader_pool(&config, &tls, readers)?,
+            tls.clone(),
+        ));
         let log = PostgresLog::shared(config.clone(), tls.clone());
         // The writer's connection lives on a runtime of its own on the writer's thread; it is
         // made, and the storage readied, on a plain thread, away from this runtime.
@@ -183,9 +187,8 @@ impl EngineCatalog<PostgresReads> {
         std::thread::Builder::new()
             .name("catalog-open".into())
             .spawn(move || {
-                let catalog = engine::PostgresEngine::connect(config, tls).and_then(|engine| {
-                    EngineCatalog::start(engine, &queries, PostgresReads(pool), log)
-                });
+                let catalog = engine::PostgresEngine::connect(config, tls)
+                    .and_then(|engine| EngineCatalog::start(engine, &queries, reads, log));
                 let _ = made.send(catalog);
             })
             .map_err(|e| CatalogError::Storage(e.to_string()))?;
@@ -196,11 +199,14 @@ impl EngineCatalog<PostgresReads> {
     /// following its replication log; migrates nothing.
     pub async fn open_reader(url: &PostgresUrl, readers: usize) -> CatalogResult<PostgresCatalog> {
         let (config, tls) = settings(url)?;
-        let pool = reader_pool(&config, &tls, readers)?;
-        let client = reader::connection(&pool).await?;
-        migrations::check_current(&client).await?;
-        let ids = engine::load_ids(&client).await?;
-        drop(client);
+        let pool = reads::ReadPool::new(reader_pool(&config, &tls, readers)?, tls.clone());
+        let ids = pool
+            .reading(|reads| async move {
+                let client = reads::connection(&reads).await?;
+                migrations::check_current(&client).await?;
+                engine::load_ids(&client).await
+            })
+            .await?;
         EngineCatalog::reader(ids, PostgresReads(pool), PostgresLog::shared(config, tls))
     }
 }
@@ -313,7 +319,10 @@ impl LogSource for PostgresLog {
 
 impl EngineReads for PostgresReads {
     fn list(&self, qid: i64, key: String, page: PageRequest) -> CatalogFuture<'_, Page> {
-        Box::pin(async move { reader::list(&self.0, qid, &key, &page).await })
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::list(&reads, qid, &key, &page).await }),
+        )
     }
 
     fn write_list(
@@ -323,11 +332,16 @@ impl EngineReads for PostgresReads {
         page: PageRequest,
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>> {
-        Box::pin(async move { reader::write_list(&self.0, qid, &key, &page, writer).await })
+        Box::pin(self.0.reading(move |reads| async move {
+            reader::write_list(&reads, qid, &key, &page, writer).await
+        }))
     }
 
     fn count_keys(&self, qid: i64, keys: Vec<String>) -> CatalogFuture<'_, Vec<u64>> {
-        Box::pin(async move { reader::count_keys(&self.0, qid, &keys).await })
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::count_keys(&reads, qid, &keys).await }),
+        )
     }
 
     fn keys_under(
@@ -336,31 +350,51 @@ impl EngineReads for PostgresReads {
         prefixes: Vec<String>,
         limit: usize,
     ) -> CatalogFuture<'_, Vec<crate::KeyCounts>> {
-        Box::pin(async move { reader::keys_under(&self.0, qid, &prefixes, limit).await })
+        Box::pin(self.0.reading(move |reads| async move {
+            reader::keys_under(&reads, qid, &prefixes, limit).await
+        }))
     }
 
     fn kind_counts(&self) -> CatalogFuture<'_, KindCounts> {
-        Box::pin(reader::kind_counts(&self.0))
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::kind_counts(&reads).await }),
+        )
     }
 
     fn activity(&self, since: i64) -> CatalogFuture<'_, crate::Activity> {
-        Box::pin(reader::activity(&self.0, since))
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::activity(&reads, since).await }),
+        )
     }
 
     fn cursor(&self, source: String) -> CatalogFuture<'_, Option<CursorPosition>> {
-        Box::pin(async move { reader::cursor(&self.0, &source).await })
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::cursor(&reads, &source).await }),
+        )
     }
 
     fn cursors(&self) -> CatalogFuture<'_, Vec<CursorPosition>> {
-        Box::pin(reader::cursors(&self.0))
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::cursors(&reads).await }),
+        )
     }
 
     fn get(&self, uri: AtUri) -> CatalogFuture<'_, Option<Item>> {
-        Box::pin(async move { reader::get(&self.0, &uri).await })
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::get(&reads, &uri).await }),
+        )
     }
 
     fn get_many(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<Option<Item>>> {
-        Box::pin(async move { reader::get_many(&self.0, &uris).await })
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::get_many(&reads, &uris).await }),
+        )
     }
 
     fn write_records(
@@ -368,11 +402,16 @@ impl EngineReads for PostgresReads {
         uris: Vec<String>,
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>> {
-        Box::pin(async move { reader::write_records(&self.0, &uris, writer).await })
+        Box::pin(self.0.reading(move |reads| async move {
+            reader::write_records(&reads, &uris, writer).await
+        }))
     }
 
     fn held(&self, uris: Vec<String>) -> CatalogFuture<'_, Vec<String>> {
-        Box::pin(async move { reader::held(&self.0, &uris).await })
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::held(&reads, &uris).await }),
+        )
     }
 
     fn write_repository_records(
@@ -382,17 +421,24 @@ impl EngineReads for PostgresReads {
         limit: usize,
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>> {
-        Box::pin(async move {
-            reader::write_repository_records(&self.0, &slice, after.as_deref(), limit, writer).await
-        })
+        Box::pin(self.0.reading(move |reads| async move {
+            reader::write_repository_records(&reads, &slice, after.as_deref(), limit, writer).await
+        }))
     }
 
     fn takedown(&self, subject: String) -> CatalogFuture<'_, Standing> {
-        Box::pin(async move { reader::takedown(&self.0, &subject).await })
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::takedown(&reads, &subject).await }),
+        )
     }
 
     fn labels(&self, subjects: Vec<String>, limit: usize) -> CatalogFuture<'_, Vec<LabelView>> {
-        Box::pin(async move { labels::labels(&self.0, &subjects, limit).await })
+        Box::pin(
+            self.0.reading(
+                move |reads| async move { labels::labels(&reads, &subjects, limit).await },
+            ),
+        )
     }
 
     fn search(
@@ -400,18 +446,32 @@ impl EngineReads for PostgresReads {
         request: crate::SearchRequest,
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>> {
-        Box::pin(async move { search::search(&self.0, &request, writer).await })
+        Box::pin(
+            self.0.reading(
+                move |reads| async move { search::search(&reads, &request, writer).await },
+            ),
+        )
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {
-        Box::pin(reader::indexer_heartbeat(&self.0))
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::indexer_heartbeat(&reads).await }),
+        )
     }
 
     fn changes_after(&self, seq: i64, limit: usize) -> CatalogFuture<'_, Vec<StreamRow>> {
-        Box::pin(reader::changes_after(&self.0, seq, limit))
+        Box::pin(
+            self.0.reading(
+                move |reads| async move { reader::changes_after(&reads, seq, limit).await },
+            ),
+        )
     }
 
     fn change_bounds(&self) -> CatalogFuture<'_, StreamBounds> {
-        Box::pin(reader::change_bounds(&self.0))
+        Box::pin(
+            self.0
+                .reading(move |reads| async move { reader::change_bounds(&reads).await }),
+        )
     }
 }

@@ -326,9 +326,7 @@ impl EngineReads for ReaderPool {
         request: crate::SearchRequest,
         writer: Box<dyn PageWriter>,
     ) -> CatalogFuture<'_, Vec<u8>> {
-        Box::pin(
-            self.run_reader(move |reader| search::search(reader.connection(), &request, writer)),
-        )
+        Box::pin(self.run_reader(move |reader| search::search(reader, &request, writer)))
     }
 
     fn indexer_heartbeat(&self) -> CatalogFuture<'_, Option<UnixMillis>> {

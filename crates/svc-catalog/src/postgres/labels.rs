@@ -2,12 +2,11 @@
 //! answers make.
 
 use super::link::Link;
-use super::reader::connection;
+use super::reads::{Reads, connection};
 use super::storage;
 use crate::engine::{LabelKey, LabelWrite, TakedownState, TakedownWrite, Takedowns, label_sql};
 use crate::runtime::now_ms;
 use crate::{CatalogResult, LabelView};
-use deadpool_postgres::Pool;
 use svc_syntax::UnixMillis;
 
 impl Link {
@@ -125,7 +124,7 @@ fn label_key(row: &tokio_postgres::Row) -> LabelKey {
 
 /// The labels in force on `subjects`, at most `limit` in all.
 pub(super) async fn labels(
-    pool: &Pool,
+    pool: &Reads,
     subjects: &[String],
     limit: usize,
 ) -> CatalogResult<Vec<LabelView>> {

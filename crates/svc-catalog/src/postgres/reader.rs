@@ -2,25 +2,17 @@
 //! uri order, its records fetched by id, beside the count lookup, so total and items come from
 //! one snapshot.
 
+use super::reads::{Reads, connection};
 use super::storage;
 use crate::stream::{self, StreamBounds, StreamRow};
 use crate::{
-    CatalogError, CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest,
-    PageWriter,
+    CatalogResult, CursorPosition, Item, ItemRef, KindCounts, Page, PageRequest, PageWriter,
 };
 use crate::{Standing, Takedown};
-use deadpool_postgres::{Object, Pool, PoolError};
 use futures_util::TryStreamExt;
 use std::error::Error;
 use svc_syntax::{UnixMicros, UnixMillis};
 use tokio_postgres::types::{FromSql, ToSql, Type};
-
-pub(super) async fn connection(pool: &Pool) -> CatalogResult<Object> {
-    pool.get().await.map_err(|error| match error {
-        PoolError::Backend(error) => storage(error),
-        other => CatalogError::Unavailable(other.to_string()),
-    })
-}
 
 /// A page: the count, looked up once (a step of its own, where the planner would otherwise copy
 /// it into every reference), and the records whose ids `$ids` selects, each fetched through the
@@ -83,7 +75,7 @@ impl<'a> FromSql<'a> for RawText<'a> {
 }
 
 pub(super) async fn list(
-    pool: &Pool,
+    pool: &Reads,
     qid: i64,
     key: &str,
     page: &PageRequest,
@@ -98,7 +90,7 @@ pub(super) async fn list(
 }
 
 pub(super) async fn write_list(
-    pool: &Pool,
+    pool: &Reads,
     qid: i64,
     key: &str,
     page: &PageRequest,
@@ -111,7 +103,7 @@ pub(super) async fn write_list(
 /// Reads one page, handing its items to `emit` in uri order, each borrowed from its row;
 /// returns `total` and whether more items follow.
 async fn read_page(
-    pool: &Pool,
+    pool: &Reads,
     qid: i64,
     key: &str,
     page: &PageRequest,
@@ -163,7 +155,7 @@ async fn read_page(
     Ok((total, items.next().is_some()))
 }
 
-pub(super) async fn count_keys(pool: &Pool, qid: i64, keys: &[String]) -> CatalogResult<Vec<u64>> {
+pub(super) async fn count_keys(pool: &Reads, qid: i64, keys: &[String]) -> CatalogResult<Vec<u64>> {
     let client = connection(pool).await?;
     let statement = client
         .prepare_cached("SELECT key, n FROM query_counts WHERE qid = $1 AND key = ANY($2)")
@@ -184,7 +176,7 @@ pub(super) async fn count_keys(pool: &Pool, qid: i64, keys: &[String]) -> Catalo
 /// Each prefix's keys, each read as one range of the counts' primary key (see
 /// [`svc_spec::prefix_end`]), all in one statement: a map asks for hundreds.
 pub(super) async fn keys_under(
-    pool: &Pool,
+    pool: &Reads,
     qid: i64,
     prefixes: &[String],
     limit: usize,
@@ -216,7 +208,7 @@ pub(super) async fn keys_under(
     Ok(found)
 }
 
-pub(super) async fn activity(pool: &Pool, since: i64) -> CatalogResult<crate::Activity> {
+pub(super) async fn activity(pool: &Reads, since: i64) -> CatalogResult<crate::Activity> {
     use crate::activity::sql;
     let client = connection(pool).await?;
     let changes = client
@@ -236,7 +228,7 @@ pub(super) async fn activity(pool: &Pool, since: i64) -> CatalogResult<crate::Ac
     ))
 }
 
-pub(super) async fn kind_counts(pool: &Pool) -> CatalogResult<KindCounts> {
+pub(super) async fn kind_counts(pool: &Reads) -> CatalogResult<KindCounts> {
     let client = connection(pool).await?;
     let rows = client
         .query("SELECT collection, n FROM kind_counts", &[])
@@ -248,7 +240,7 @@ pub(super) async fn kind_counts(pool: &Pool) -> CatalogResult<KindCounts> {
         .collect())
 }
 
-pub(super) async fn cursor(pool: &Pool, source: &str) -> CatalogResult<Option<CursorPosition>> {
+pub(super) async fn cursor(pool: &Reads, source: &str) -> CatalogResult<Option<CursorPosition>> {
     let client = connection(pool).await?;
     let row = client
         .query_opt(
@@ -265,7 +257,7 @@ pub(super) async fn cursor(pool: &Pool, source: &str) -> CatalogResult<Option<Cu
     }))
 }
 
-pub(super) async fn cursors(pool: &Pool) -> CatalogResult<Vec<CursorPosition>> {
+pub(super) async fn cursors(pool: &Reads) -> CatalogResult<Vec<CursorPosition>> {
     let client = connection(pool).await?;
     let rows = client
         .query(crate::engine::CURSORS, &[])
@@ -307,7 +299,7 @@ fn item_of(r: &tokio_postgres::Row) -> CatalogResult<Item> {
     })
 }
 
-pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
+pub(super) async fn get(pool: &Reads, uri: &str) -> CatalogResult<Option<Item>> {
     let client = connection(pool).await?;
     let row = client
         .query_opt(RECORD_AT, &[&uri])
@@ -316,7 +308,7 @@ pub(super) async fn get(pool: &Pool, uri: &str) -> CatalogResult<Option<Item>> {
     row.as_ref().map(item_of).transpose()
 }
 
-pub(super) async fn get_many(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<Option<Item>>> {
+pub(super) async fn get_many(pool: &Reads, uris: &[String]) -> CatalogResult<Vec<Option<Item>>> {
     let client = connection(pool).await?;
     let rows = client.query(RECORDS_AT, &[&uris]).await.map_err(storage)?;
     let mut found = std::collections::HashMap::with_capacity(rows.len());
@@ -336,7 +328,7 @@ const HELD_AT: &str = "SELECT uri FROM records \
        WHERE subject IN (records.uri, split_part(records.uri, '/', 3)))";
 
 pub(super) async fn write_records(
-    pool: &Pool,
+    pool: &Reads,
     uris: &[String],
     mut writer: Box<dyn PageWriter>,
 ) -> CatalogResult<Vec<u8>> {
@@ -351,14 +343,14 @@ pub(super) async fn write_records(
     Ok(writer.finish(found, false))
 }
 
-pub(super) async fn held(pool: &Pool, uris: &[String]) -> CatalogResult<Vec<String>> {
+pub(super) async fn held(pool: &Reads, uris: &[String]) -> CatalogResult<Vec<String>> {
     let client = connection(pool).await?;
     let rows = client.query(HELD_AT, &[&uris]).await.map_err(storage)?;
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
 pub(super) async fn write_repository_records(
-    pool: &Pool,
+    pool: &Reads,
     slice: &crate::RepositorySlice,
     after: Option<&str>,
     limit: usize,
@@ -389,7 +381,7 @@ pub(super) async fn write_repository_records(
 /// Hands each (uri, rev, record) row of `sql` to `emit` as it arrives, holding one row at a
 /// time, until `emit` says to stop; returns whether every row was handed over.
 async fn each_item(
-    client: &Object,
+    client: &deadpool_postgres::Object,
     sql: &str,
     parameters: &[&(dyn ToSql + Sync)],
     emit: &mut (dyn FnMut(ItemRef<'_>) -> bool + Send),
@@ -417,7 +409,7 @@ async fn each_item(
     Ok(true)
 }
 
-pub(super) async fn takedown(pool: &Pool, subject: &str) -> CatalogResult<Standing> {
+pub(super) async fn takedown(pool: &Reads, subject: &str) -> CatalogResult<Standing> {
     let client = connection(pool).await?;
     let rows = client
         .query(crate::engine::TAKEDOWN_OF, &[&subject])
@@ -431,7 +423,7 @@ pub(super) async fn takedown(pool: &Pool, subject: &str) -> CatalogResult<Standi
 }
 
 pub(super) async fn changes_after(
-    pool: &Pool,
+    pool: &Reads,
     seq: i64,
     limit: usize,
 ) -> CatalogResult<Vec<StreamRow>> {
@@ -454,7 +446,7 @@ pub(super) async fn changes_after(
         .collect())
 }
 
-pub(super) async fn change_bounds(pool: &Pool) -> CatalogResult<StreamBounds> {
+pub(super) async fn change_bounds(pool: &Reads) -> CatalogResult<StreamBounds> {
     let client = connection(pool).await?;
     let row = client
         .query_one(stream::sql::BOUNDS, &[])
@@ -466,7 +458,7 @@ pub(super) async fn change_bounds(pool: &Pool) -> CatalogResult<StreamBounds> {
     })
 }
 
-pub(super) async fn indexer_heartbeat(pool: &Pool) -> CatalogResult<Option<UnixMillis>> {
+pub(super) async fn indexer_heartbeat(pool: &Reads) -> CatalogResult<Option<UnixMillis>> {
     let client = connection(pool).await?;
     let row = client
         .query_opt(crate::replication_log::sql::HEARTBEAT, &[])

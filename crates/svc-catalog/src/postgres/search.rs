@@ -5,14 +5,13 @@
 //! the page's records.
 
 use super::link::Link;
-use super::reader::connection;
+use super::reads::{Reads, connection};
 use super::storage;
 use crate::engine::{Plan, RecordWrite};
 use crate::{
     CatalogError, CatalogResult, ItemRef, PageWriter, SEARCH_COUNT_LIMIT, SEARCH_RANKED_AT_MOST,
     SearchRequest,
 };
-use deadpool_postgres::Pool;
 use svc_spec::search::{SearchQuery, SearchText, Term};
 
 /// A record's words as the index holds them, from `$name` and `$text` (arrays, or values).
@@ -201,7 +200,7 @@ const COUNT: &str = concat!(
 
 /// Reads one page of a search, stopped at its deadline (`statement_timeout`).
 pub(super) async fn search(
-    pool: &Pool,
+    pool: &Reads,
     request: &SearchRequest,
     mut writer: Box<dyn PageWriter>,
 ) -> CatalogResult<Vec<u8>> {

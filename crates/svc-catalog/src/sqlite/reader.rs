@@ -12,6 +12,9 @@ use crate::{Standing, Takedown};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 use svc_syntax::{UnixMicros, UnixMillis};
 use tokio::sync::oneshot;
 
@@ -21,10 +24,13 @@ use tokio::sync::oneshot;
 /// allocator pages of the answers it had built (RSS 200-213 MB against 124-142 MB now, and the
 /// mix 20-60% slower).
 pub struct ReaderPool {
-    jobs: crossbeam_channel::Sender<Job>,
+    jobs: crossbeam_channel::Sender<Queued>,
 }
 
 type Job = Box<dyn FnOnce(&mut Reader) + Send>;
+
+/// A job and the flag that says its request is gone.
+type Queued = (Job, Arc<AtomicBool>);
 
 /// A reader thread's connection, with the page statements it has prepared. Declared before the
 /// connection, they are dropped first: a connection closes only once its statements are
@@ -32,6 +38,8 @@ type Job = Box<dyn FnOnce(&mut Reader) + Send>;
 pub(crate) struct Reader {
     statements: PageStatements,
     conn: Connection,
+    /// Set when the request the running job answers is gone.
+    abandoned: Arc<AtomicBool>,
 }
 
 /// The statements of a page, each prepared on its first use.
@@ -58,15 +66,49 @@ fn prepared<'s>(
 }
 
 impl Reader {
-    /// The thread's connection, for a read that sets it up for itself (a search's deadline).
+    /// The thread's connection.
     pub(crate) fn connection(&mut self) -> &mut Connection {
         &mut self.conn
+    }
+
+    /// Stops the running job's statements when its request is gone or, when given, at
+    /// `deadline` (an interrupted statement fails with "interrupted").
+    pub(crate) fn stop_at(&mut self, deadline: Option<Instant>) -> CatalogResult<()> {
+        let abandoned = self.abandoned.clone();
+        let stop = move || {
+            abandoned.load(Ordering::Relaxed) || deadline.is_some_and(|at| Instant::now() > at)
+        };
+        Ok(self
+            .conn
+            .progress_handler(STEPS_BETWEEN_CHECKS, Some(stop))?)
+    }
+
+    fn run(&mut self, job: Job, abandoned: Arc<AtomicBool>) {
+        self.abandoned = abandoned;
+        if let Err(error) = self.stop_at(None) {
+            tracing::warn!("a read runs without its stop check: {error}");
+        }
+        job(self);
+    }
+}
+
+/// SQLite virtual machine steps between two looks at whether a statement should stop: about
+/// a millisecond of work, so a read whose client left ends within that.
+const STEPS_BETWEEN_CHECKS: std::ffi::c_int = 10_000;
+
+/// Marks a read abandoned when its request's future is dropped before the answer (the client
+/// left, or the request's time ran out).
+struct AbandonOnDrop(Arc<AtomicBool>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
 impl ReaderPool {
     pub(crate) fn open(path: &Path, size: usize) -> CatalogResult<ReaderPool> {
-        let (jobs, queue) = crossbeam_channel::unbounded::<Job>();
+        let (jobs, queue) = crossbeam_channel::unbounded::<Queued>();
         for n in 0..size {
             let conn = super::open_reader(path)?;
             let queue = queue.clone();
@@ -77,13 +119,14 @@ impl ReaderPool {
                     let mut reader = Reader {
                         statements: PageStatements::default(),
                         conn,
+                        abandoned: Arc::default(),
                     };
                     // Ends when the pool is dropped (the queue's sender with it).
-                    for job in queue {
+                    for (job, abandoned) in queue {
                         // A panicking job fails its own request only (its answer channel is
                         // dropped unanswered); the thread and its connection go on.
                         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            job(&mut reader)
+                            reader.run(job, abandoned)
                         }));
                     }
                 })
@@ -106,6 +149,7 @@ impl ReaderPool {
         work: impl FnOnce(&mut Reader) -> CatalogResult<T> + Send + 'static,
     ) -> CatalogResult<T> {
         let (answer, answered) = oneshot::channel();
+        let abandoned = AbandonOnDrop(Arc::default());
         let job: Job = Box::new(move |reader| {
             // The request is gone (timed out, its client left): its read would only delay the
             // others.
@@ -113,10 +157,13 @@ impl ReaderPool {
                 let _ = answer.send(work(reader));
             }
         });
-        self.jobs.send(job).map_err(|_| CatalogError::Closed)?;
-        answered
+        let queued = (job, abandoned.0.clone());
+        self.jobs.send(queued).map_err(|_| CatalogError::Closed)?;
+        let answer = answered
             .await
-            .map_err(|_| CatalogError::Storage("a reader failed while answering".into()))?
+            .map_err(|_| CatalogError::Storage("a reader failed while answering".into()))?;
+        std::mem::forget(abandoned);
+        answer
     }
 }
 
@@ -291,7 +338,9 @@ fn read_page(
     page: &PageRequest,
     emit: &mut dyn FnMut(ItemRef<'_>),
 ) -> CatalogResult<(u64, bool)> {
-    let Reader { statements, conn } = reader;
+    let Reader {
+        statements, conn, ..
+    } = reader;
     let PageStatements {
         begin,
         commit,
@@ -639,7 +688,30 @@ pub(crate) fn last_logged(conn: &Connection) -> CatalogResult<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::OffsetSeek;
+    use super::{OffsetSeek, ReaderPool};
+    use std::time::Duration;
+
+    /// A statement that never ends on its own: it counts without a bound.
+    const ENDLESS: &str =
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n";
+
+    #[tokio::test]
+    async fn a_read_whose_caller_left_stops_and_frees_its_reader() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("catalog.db");
+        rusqlite::Connection::open(&path).expect("a database file");
+        let pool = ReaderPool::open(&path, 1).expect("one reader");
+        let endless = pool.run(|conn| Ok(conn.query_row(ENDLESS, [], |r| r.get::<_, i64>(0))?));
+        let left = tokio::time::timeout(Duration::from_millis(100), endless).await;
+        assert!(left.is_err(), "the endless read answered: {left:?}");
+        let next = pool.run(|conn| Ok(conn.query_row("SELECT 7", [], |r| r.get::<_, i64>(0))?));
+        let answered = tokio::time::timeout(Duration::from_secs(1), next).await;
+        assert_eq!(
+            answered.ok().and_then(Result::ok),
+            Some(7),
+            "the only reader was still busy a second after its caller left"
+        );
+    }
 
     #[test]
     fn offsets_past_the_middle_count_back_from_the_end() {

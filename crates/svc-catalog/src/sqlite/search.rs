@@ -5,6 +5,7 @@
 //! ties newest first, and only then reads the page's records.
 
 use super::engine::SqliteEngine;
+use super::reader::Reader;
 use super::search_rows::{insert, kind_word};
 use crate::engine::RecordRow;
 use crate::{
@@ -149,16 +150,14 @@ fn count_sql(hidden: bool) -> String {
     }
 }
 
-/// Reads one page of a search, stopped at its deadline (SQLite's progress handler).
+/// Reads one page of a search, stopped at its deadline.
 pub(crate) fn search(
-    conn: &mut Connection,
+    reader: &mut Reader,
     request: &SearchRequest,
     mut writer: Box<dyn PageWriter>,
 ) -> CatalogResult<Vec<u8>> {
-    let deadline = Instant::now() + request.deadline;
-    conn.progress_handler(10_000, Some(move || Instant::now() > deadline))?;
-    let outcome = read(conn, request, writer.as_mut());
-    conn.progress_handler(0, None::<fn() -> bool>)?;
+    reader.stop_at(Some(Instant::now() + request.deadline))?;
+    let outcome = read(reader.connection(), request, writer.as_mut());
     let (total, written) = outcome.map_err(|error| match error {
         CatalogError::Storage(message) if message.contains("interrupted") => {
             CatalogError::Unavailable(format!("the search ran past its {:?}", request.deadline))
