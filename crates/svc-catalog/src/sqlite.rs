@@ -132,6 +132,7 @@ impl EngineCatalog<ReaderPool> {
             conn,
             ids,
             writer_lock: None,
+            bulk_words: Default::default(),
         };
         let catalog = EngineCatalog::start(engine, &queries, readers, SqliteLog::shared(path))?;
         checkpoint::spawn(path.to_path_buf(), checkpoint::After::Start);

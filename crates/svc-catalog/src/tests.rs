@@ -199,6 +199,14 @@ use search::*;
 use suite::*;
 use takedowns::*;
 
+/// What only SQLite has.
+mod sqlite_only {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_sqlite_catalog_lists_its_words_when_migrated() {
+        super::search::an_sqlite_catalog_lists_its_words_when_migrated(super::sqlite()).await;
+    }
+}
+
 /// What only one engine has.
 mod postgres_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use crate::keys_column::QueryIds;
 use crate::runtime::now_ms;
 use crate::{CatalogResult, Change};
 use rusqlite::{Connection, ErrorCode, params};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Whether the uri index exists; it is missing only while a bulk load is under way.
 fn uri_index_exists(conn: &Connection) -> rusqlite::Result<bool> {
@@ -29,7 +29,7 @@ pub(super) fn recover_interrupted(conn: &Connection) -> CatalogResult<bool> {
     conn.execute_batch(
         "BEGIN IMMEDIATE;
          DELETE FROM records; DELETE FROM query_keys; DELETE FROM query_counts; DELETE FROM kind_counts;
-         INSERT INTO search (search) VALUES ('delete-all');
+         INSERT INTO search (search) VALUES ('delete-all'); DELETE FROM search_words;
          CREATE UNIQUE INDEX records_uri ON records (uri);
          COMMIT;",
     )?;
@@ -52,10 +52,14 @@ pub(super) fn begin(conn: &Connection) -> CatalogResult<()> {
     Ok(())
 }
 
+/// Distinct words a bulk load lists at most in memory; past it they are written out.
+const WORDS_HELD: usize = 1_000_000;
+
 pub(super) fn stage(
     conn: &mut Connection,
     ids: &QueryIds,
     changes: &[&Change],
+    words: &mut BTreeSet<String>,
 ) -> CatalogResult<()> {
     let tx = conn.transaction()?;
     let now = now_ms();
@@ -69,14 +73,29 @@ pub(super) fn stage(
             insert.execute(super::record_row::row_values(&row, ids, now))?;
             if let (Some(_), Some(text)) = (row.record, row.search) {
                 super::search_rows::insert(&tx, tx.last_insert_rowid(), text, row.collection)?;
+                for word in super::search_rows::listed_words(text) {
+                    if !words.contains(word) {
+                        words.insert(word.to_string());
+                    }
+                }
             }
         }
+    }
+    if words.len() > WORDS_HELD {
+        list_words(&tx, words)?;
     }
     tx.commit()?;
     Ok(())
 }
 
 /// Builds the unique uri index; `false` (and nothing changed) when a uri is there twice.
+/// Lists the words a bulk load gathered, and forgets them.
+pub(super) fn list_words(conn: &Connection, words: &mut BTreeSet<String>) -> CatalogResult<()> {
+    super::search_rows::list_words(conn, words.iter().map(String::as_str))?;
+    words.clear();
+    Ok(())
+}
+
 pub(super) fn make_unique(conn: &Connection) -> CatalogResult<bool> {
     conn.execute_batch("SAVEPOINT unique_uris")?;
     match conn.execute_batch("CREATE UNIQUE INDEX records_uri ON records (uri)") {

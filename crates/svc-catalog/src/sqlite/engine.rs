@@ -26,6 +26,8 @@ pub(crate) struct SqliteEngine {
     pub(super) ids: QueryIds,
     /// The open lock file, while this process is the catalog's writer.
     pub(super) writer_lock: Option<std::fs::File>,
+    /// The longer words a bulk load under way has filed, listed when it ends.
+    pub(super) bulk_words: std::collections::BTreeSet<String>,
 }
 
 const UPSERT: &str = "INSERT INTO records (uri, collection, author, rev, cid, record, keys, indexed_at) \
@@ -480,7 +482,7 @@ impl Engine for SqliteEngine {
     }
 
     fn stage(&mut self, changes: &[&Change]) -> CatalogResult<()> {
-        super::bulk::stage(&mut self.conn, &self.ids, changes)
+        super::bulk::stage(&mut self.conn, &self.ids, changes, &mut self.bulk_words)
     }
 
     fn staged_unique(&mut self) -> CatalogResult<bool> {
@@ -502,10 +504,12 @@ impl Engine for SqliteEngine {
     }
 
     fn index_staged(&mut self, kinds: &BTreeMap<String, i64>) -> CatalogResult<()> {
+        super::bulk::list_words(&self.conn, &mut self.bulk_words)?;
         super::bulk::index(&self.conn, kinds)
     }
 
     fn end_bulk(&mut self, settled: bool) -> CatalogResult<()> {
+        self.bulk_words.clear();
         super::writer_settings(&self.conn)?;
         self.conn.execute_batch("PRAGMA shrink_memory")?;
         if settled && let Some(path) = self.conn.path() {

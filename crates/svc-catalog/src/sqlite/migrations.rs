@@ -171,6 +171,17 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (source, minute)
     ) WITHOUT ROWID;
     "#,
+    // 11: the words of the search index longer than its prefix indexes reach, so that a
+    // longer start of a word is searched as the words it begins (a prefix query past the
+    // prefix indexes merges every list it names in memory). Filled from the index itself.
+    r#"
+    CREATE TABLE search_words (word TEXT PRIMARY KEY) WITHOUT ROWID;
+    CREATE VIRTUAL TABLE temp.search_terms USING fts5vocab(main, search, col);
+    INSERT INTO search_words (word)
+      SELECT DISTINCT term FROM temp.search_terms
+      WHERE col IN ('name', 'text') AND length(term) > 4 ORDER BY term;
+    DROP TABLE temp.search_terms;
+    "#,
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> rusqlite::Result<u32> {

@@ -1,12 +1,13 @@
 //! Search in SQLite: an FTS5 table (`search`, contentless, rowid = the record's rowid) of each
 //! live record's folded words in two columns, its name and its text, and its kind in a third;
-//! written with the record. A search reads the newest matches, at most one past the count
-//! limit, from the index alone, ranks them by BM25 (the name weighted four times the text),
-//! ties newest first, and only then reads the page's records.
+//! written with the record, its words longer than the prefix indexes reach listed in
+//! `search_words`. A search counts the matches, at most one past the count limit, from the
+//! index alone; up to [`SEARCH_RANKED_AT_MOST`] of them, those whose name holds every term come
+//! first, else newest first; only then are the page's records read.
 
 use super::engine::SqliteEngine;
 use super::reader::Reader;
-use super::search_rows::{insert, kind_word};
+use super::search_rows::{PREFIX_INDEXED_CHARS, insert_listed, kind_word};
 use crate::engine::RecordRow;
 use crate::{
     CatalogError, CatalogResult, ItemRef, PageWriter, SEARCH_COUNT_LIMIT, SEARCH_RANKED_AT_MOST,
@@ -25,7 +26,7 @@ impl SqliteEngine {
                 .execute([rowid])?;
         }
         if let (Some(_), Some(text)) = (row.record, row.search) {
-            insert(&self.conn, rowid, text, row.collection)?;
+            insert_listed(&self.conn, rowid, text, row.collection)?;
         }
         Ok(())
     }
@@ -51,7 +52,8 @@ impl SqliteEngine {
 
     pub(super) fn empty_search(&self) -> CatalogResult<()> {
         self.conn.execute_batch(
-            "INSERT INTO search (search) VALUES ('delete-all'); DELETE FROM search_state;",
+            "INSERT INTO search (search) VALUES ('delete-all'); DELETE FROM search_words; \
+             DELETE FROM search_state;",
         )?;
         Ok(())
     }
@@ -65,7 +67,7 @@ impl SqliteEngine {
                 .query_row([uri], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
                 .optional()?;
             if let Some((rowid, collection)) = found {
-                insert(&self.conn, rowid, text, &collection)?;
+                insert_listed(&self.conn, rowid, text, &collection)?;
             }
         }
         Ok(())
@@ -81,25 +83,96 @@ impl SqliteEngine {
     }
 }
 
-/// The query in FTS5's syntax: each word quoted (folded words hold letters and digits only,
-/// so nothing of FTS5's own syntax can come through), a phrase as one quoted string, a prefix
-/// followed by `*`; terms side by side must all match, in the name or the text; and the kind,
-/// when asked for, in the kind column.
-fn fts5_match(query: &SearchQuery, kind: Option<&str>) -> String {
-    let terms: Vec<String> = query
-        .terms
-        .iter()
-        .map(|term| match term {
+/// Starts of a word past the prefix indexes searched as the words they begin, at most; past
+/// it, FTS5 merges the lists of the words itself.
+const START_WORDS_AT_MOST: usize = 32;
+
+/// A query in FTS5's syntax, three ways: every match, the matches whose name holds every term
+/// (the better ones), and the others.
+#[derive(Debug, PartialEq)]
+struct Matching {
+    all: String,
+    named: String,
+    elsewhere: String,
+}
+
+/// How a start of a word is searched: from a prefix index, as the words it begins, or (none
+/// begins with it) not at all.
+enum Start {
+    Prefix,
+    Words(Vec<String>),
+    Unknown,
+}
+
+/// The query's terms in FTS5's syntax, each word quoted (folded words hold letters and digits
+/// only, so nothing of FTS5's own syntax can come through): a phrase as one quoted string, a
+/// start of a word as the words it begins or followed by `*`; `None` when a start begins no
+/// word, so that nothing matches.
+fn fts5_terms(conn: &Connection, query: &SearchQuery) -> CatalogResult<Option<String>> {
+    let mut terms = Vec::with_capacity(query.terms.len());
+    for term in &query.terms {
+        terms.push(match term {
             Term::Word(word) => format!("\"{word}\""),
-            Term::Prefix(start) => format!("\"{start}\"*"),
             Term::Phrase(words) => format!("\"{}\"", words.join(" ")),
-        })
-        .collect();
-    let mut matching = format!("{{name text}} : ({})", terms.join(" "));
-    if let Some(kind) = kind {
-        matching.push_str(&format!(" AND kind : \"{}\"", kind_word(kind)));
+            Term::Prefix(start) => match start_of(conn, start)? {
+                Start::Prefix => format!("\"{start}\"*"),
+                Start::Words(words) => {
+                    let quoted: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
+                    format!("({})", quoted.join(" OR "))
+                }
+                Start::Unknown => return Ok(None),
+            },
+        });
     }
-    matching
+    Ok(Some(terms.join(" AND ")))
+}
+
+/// How `start` is searched: a start the prefix indexes cover, or a list of the index's words
+/// beginning with it when they are few.
+fn start_of(conn: &Connection, start: &str) -> CatalogResult<Start> {
+    if start.chars().nth(PREFIX_INDEXED_CHARS).is_none() {
+        return Ok(Start::Prefix);
+    }
+    // Above every word beginning with `start` (UTF-8 orders by code point).
+    let past = format!("{start}\u{10FFFF}");
+    let mut statement = conn.prepare_cached(
+        "SELECT word FROM search_words WHERE word >= ?1 AND word < ?2 ORDER BY word LIMIT ?3",
+    )?;
+    let words = statement
+        .query_map(params![start, past, START_WORDS_AT_MOST as i64 + 1], |r| {
+            r.get::<_, String>(0)
+        })?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(match words.len() {
+        0 => Start::Unknown,
+        n if n > START_WORDS_AT_MOST => Start::Prefix,
+        _ => Start::Words(words),
+    })
+}
+
+impl Matching {
+    /// The query's three readings, with the kind when asked for; `None` when nothing can match.
+    fn of(
+        conn: &Connection,
+        query: &SearchQuery,
+        kind: Option<&str>,
+    ) -> CatalogResult<Option<Matching>> {
+        let Some(terms) = fts5_terms(conn, query)? else {
+            return Ok(None);
+        };
+        let of_kind = kind.map_or(String::new(), |kind| {
+            format!(" AND kind : \"{}\"", kind_word(kind))
+        });
+        let (all, named) = (
+            format!("{{name text}} : ({terms})"),
+            format!("{{name}} : ({terms})"),
+        );
+        Ok(Some(Matching {
+            elsewhere: format!("({all} NOT {named}){of_kind}"),
+            all: format!("{all}{of_kind}"),
+            named: format!("{named}{of_kind}"),
+        }))
+    }
 }
 
 /// Leaves out the matches (`search.rowid`, or `m.rid`) of an account out of sight or taken
@@ -115,26 +188,32 @@ macro_rules! visible {
     };
 }
 
-/// A page (`?2` after `?3`) of the matches of `?1`, then their records with their labels:
-/// ranked by BM25 (ties newest first) when `ranked`, else newest first; those of accounts
-/// out of sight or taken down left out when `hidden`.
+/// A page (`?2` after `?3`) of the matches, then their records with their labels: when
+/// `ranked`, first those of `?1` (every term in the name) then those of `?4` (the others),
+/// else those of `?1` (every match); newest first within. Those of accounts out of sight or
+/// taken down are left out when `hidden`.
 fn page_sql(ranked: bool, hidden: bool) -> String {
-    // Newest first is the index's own order, read backwards a page at a time; a constant
-    // rank before it would have SQLite sort every match.
-    let (score, order) = match ranked {
-        true => ("bm25(search, 4.0, 1.0, 0.0)", "score, rowid DESC"),
-        false => ("0", "rowid DESC"),
-    };
     let visible = match hidden {
         true => concat!(" AND ", visible!("search.rowid")),
         false => "",
     };
+    // Newest first is the index's own order, read backwards a page at a time.
+    let matches = match ranked {
+        true => format!(
+            "SELECT rid, tier FROM (SELECT rowid AS rid, 0 AS tier FROM search \
+               WHERE search MATCH ?1{visible} \
+             UNION ALL SELECT rowid AS rid, 1 AS tier FROM search \
+               WHERE search MATCH ?4{visible}) ORDER BY tier, rid DESC LIMIT ?2 OFFSET ?3"
+        ),
+        false => format!(
+            "SELECT rowid AS rid, 0 AS tier FROM search WHERE search MATCH ?1{visible} \
+             ORDER BY rowid DESC LIMIT ?2 OFFSET ?3"
+        ),
+    };
     let labels = labels_json!();
     format!(
-        "WITH ranked AS (SELECT rowid AS rid, {score} AS score FROM search \
-           WHERE search MATCH ?1{visible} ORDER BY {order} LIMIT ?2 OFFSET ?3) \
-         SELECT r.uri, r.rev, r.record, {labels} \
-         FROM ranked JOIN records r ON r.rowid = ranked.rid ORDER BY ranked.score, ranked.rid DESC"
+        "WITH ranked AS ({matches}) SELECT r.uri, r.rev, r.record, {labels} \
+         FROM ranked JOIN records r ON r.rowid = ranked.rid ORDER BY ranked.tier, ranked.rid DESC"
     )
 }
 
@@ -175,18 +254,28 @@ fn read(
     request: &SearchRequest,
     writer: &mut dyn PageWriter,
 ) -> CatalogResult<(u64, u64)> {
-    let matching = fts5_match(&request.query, request.kind.as_deref());
+    let Some(matching) = Matching::of(conn, &request.query, request.kind.as_deref())? else {
+        return Ok((0, 0));
+    };
     let counted = (SEARCH_COUNT_LIMIT + 1) as i64;
     let hidden: bool = conn
         .prepare_cached(crate::engine::ANY_HIDDEN)?
         .query_row([], |r| r.get(0))?;
     let total: i64 = conn
         .prepare_cached(&count_sql(hidden))?
-        .query_row(params![matching, counted], |r| r.get(0))?;
+        .query_row(params![matching.all, counted], |r| r.get(0))?;
     let ranked = (total.max(0) as u64) <= SEARCH_RANKED_AT_MOST;
     let mut statement = conn.prepare_cached(&page_sql(ranked, hidden))?;
     let offset = request.offset as i64;
-    let mut rows = statement.query(params![matching, request.limit, offset])?;
+    let mut rows = match ranked {
+        true => statement.query(params![
+            matching.named,
+            request.limit,
+            offset,
+            matching.elsewhere
+        ])?,
+        false => statement.query(params![matching.all, request.limit, offset])?,
+    };
     let mut written = 0;
     while let Some(row) = rows.next()? {
         let bytes = |i: usize| -> CatalogResult<&[u8]> {
@@ -214,11 +303,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_query_becomes_quoted_fts5_terms() {
-        let query = SearchQuery::parse("lens \"Dublin Core\" geoj").expect("a query");
+    fn a_query_becomes_quoted_fts5_terms_read_three_ways() {
+        let conn = Connection::open_in_memory().expect("a database");
+        conn.execute_batch(
+            "CREATE TABLE search_words (word TEXT PRIMARY KEY) WITHOUT ROWID; \
+             INSERT INTO search_words VALUES ('geojson'), ('geojsonld'), ('geojsom');",
+        )
+        .expect("the word list");
+        let matching = |q: &str| {
+            let query = SearchQuery::parse(q).expect("a query");
+            Matching::of(&conn, &query, Some("dev.svc.vocab")).expect("a reading")
+        };
+        let terms = "\"lens\" AND \"dublin core\" AND \"geo\"*";
+        let kind = " AND kind : \"devsvcvocab\"";
         assert_eq!(
-            fts5_match(&query, Some("dev.svc.vocab")),
-            "{name text} : (\"lens\" \"dublin core\" \"geoj\"*) AND kind : \"devsvcvocab\""
+            matching("lens \"Dublin Core\" geo"),
+            Some(Matching {
+                all: format!("{{name text}} : ({terms}){kind}"),
+                named: format!("{{name}} : ({terms}){kind}"),
+                elsewhere: format!("({{name text}} : ({terms}) NOT {{name}} : ({terms})){kind}"),
+            })
         );
+        let start = matching("geojs").expect("words begin with it").all;
+        assert!(
+            start.starts_with("{name text} : ((\"geojsom\" OR \"geojson\" OR \"geojsonld\"))"),
+            "a longer start is the words it begins: {start}"
+        );
+        assert_eq!(matching("lens geojsx"), None, "a start no word begins");
     }
 }

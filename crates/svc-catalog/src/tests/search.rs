@@ -74,6 +74,13 @@ async fn found(fresh: &Fresh, q: &str) -> Vec<String> {
 pub async fn search_finds_records_by_their_words_as_people_type_them(fresh: Fresh) {
     fresh.catalog.apply(records(), None).await.expect("apply");
     assert_eq!(found(&fresh, "geoj").await, [GEO], "the last word's start");
+    assert_eq!(found(&fresh, "geojso").await, [GEO], "a longer start");
+    assert_eq!(found(&fresh, "maps geojsx").await, Vec::<String>::new());
+    assert_eq!(
+        found(&fresh, "bibliog").await,
+        [BIBLIO, DUBLIN],
+        "a longer start, the name first"
+    );
     assert_eq!(
         found(&fresh, "geoj ").await,
         Vec::<String>::new(),
@@ -199,13 +206,31 @@ pub async fn search_finds_records_loaded_in_bulk_and_after_a_rebuild(fresh: Fres
     fresh.catalog.apply(records(), None).await.expect("stage");
     fresh.catalog.finish_bulk(None).await.expect("finish");
     assert_eq!(found(&fresh, "geoj").await, [GEO]);
+    assert_eq!(found(&fresh, "geojso").await, [GEO]);
     assert_eq!(found(&fresh, "京都").await, [TOKYO]);
     // A catalog whose index was built under another definition builds it again at open.
     forget_search_definition(&fresh.location).await;
     let queries = fresh.queries.clone();
     let fresh = fresh.reopen(queries).await;
     assert_eq!(found(&fresh, "geoj").await, [GEO]);
+    assert_eq!(found(&fresh, "metadonn").await, [DUBLIN]);
     assert_eq!(found(&fresh, "core dublin").await, [DUBLIN, MENTIONS]);
+}
+
+/// A catalog made before words were listed lists them as it is migrated.
+pub async fn an_sqlite_catalog_lists_its_words_when_migrated(fresh: Fresh) {
+    fresh.catalog.apply(records(), None).await.expect("apply");
+    let crate::Location::Sqlite(path) = &fresh.location else {
+        panic!("an SQLite catalog")
+    };
+    let conn = rusqlite::Connection::open(path).expect("open");
+    conn.execute_batch("DROP TABLE search_words; PRAGMA user_version = 10")
+        .expect("the schema before");
+    drop(conn);
+    let queries = fresh.queries.clone();
+    let fresh = fresh.reopen(queries).await;
+    assert_eq!(found(&fresh, "geojso").await, [GEO]);
+    assert_eq!(found(&fresh, "bibliog").await, [BIBLIO, DUBLIN]);
 }
 
 /// Stores another definition beside the index, as a catalog of an older build would.
