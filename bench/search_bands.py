@@ -76,6 +76,8 @@ def main(argv):
                 if answer.status != 200:
                     print("%s: %d %s" % (path, answer.status, body[:200]), file=sys.stderr)
                     continue
+                if took > 10 and "--slow" in argv:
+                    print("slow: %.1f ms %s" % (took, urllib.parse.unquote(path)), file=sys.stderr)
                 times.append(took)
                 totals.append(json.loads(body).get("total", 0))
             if not times:

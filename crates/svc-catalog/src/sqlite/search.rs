@@ -87,13 +87,12 @@ impl SqliteEngine {
 /// it, FTS5 merges the lists of the words itself.
 const START_WORDS_AT_MOST: usize = 32;
 
-/// A query in FTS5's syntax, three ways: every match, the matches whose name holds every term
-/// (the better ones), and the others.
+/// A query in FTS5's syntax, two ways: every match, and the matches whose name holds every
+/// term (the better ones).
 #[derive(Debug, PartialEq)]
 struct Matching {
     all: String,
     named: String,
-    elsewhere: String,
 }
 
 /// How a start of a word is searched: from a prefix index, as the words it begins, or (none
@@ -151,7 +150,7 @@ fn start_of(conn: &Connection, start: &str) -> CatalogResult<Start> {
 }
 
 impl Matching {
-    /// The query's three readings, with the kind when asked for; `None` when nothing can match.
+    /// The query's two readings, with the kind when asked for; `None` when nothing can match.
     fn of(
         conn: &Connection,
         query: &SearchQuery,
@@ -168,7 +167,6 @@ impl Matching {
             format!("{{name}} : ({terms})"),
         );
         Ok(Some(Matching {
-            elsewhere: format!("({all} NOT {named}){of_kind}"),
             all: format!("{all}{of_kind}"),
             named: format!("{named}{of_kind}"),
         }))
@@ -188,46 +186,35 @@ macro_rules! visible {
     };
 }
 
-/// A page (`?2` after `?3`) of the matches, then their records with their labels: when
-/// `ranked`, first those of `?1` (every term in the name) then those of `?4` (the others),
-/// else those of `?1` (every match); newest first within. Those of accounts out of sight or
-/// taken down are left out when `hidden`.
-fn page_sql(ranked: bool, hidden: bool) -> String {
+/// The matches of `?1`, oldest first, up to `?2`; those of accounts out of sight or taken
+/// down left out when `hidden`.
+fn matches_sql(hidden: bool) -> String {
     let visible = match hidden {
         true => concat!(" AND ", visible!("search.rowid")),
         false => "",
     };
-    // Newest first is the index's own order, read backwards a page at a time.
-    let matches = match ranked {
-        true => format!(
-            "SELECT rid, tier FROM (SELECT rowid AS rid, 0 AS tier FROM search \
-               WHERE search MATCH ?1{visible} \
-             UNION ALL SELECT rowid AS rid, 1 AS tier FROM search \
-               WHERE search MATCH ?4{visible}) ORDER BY tier, rid DESC LIMIT ?2 OFFSET ?3"
-        ),
-        false => format!(
-            "SELECT rowid AS rid, 0 AS tier FROM search WHERE search MATCH ?1{visible} \
-             ORDER BY rowid DESC LIMIT ?2 OFFSET ?3"
-        ),
+    format!("SELECT rowid FROM search WHERE search MATCH ?1{visible} LIMIT ?2")
+}
+
+/// A page (`?2` after `?3`) of the matches of `?1`, newest first (the index's own order, read
+/// backwards a page at a time); those out of sight left out when `hidden`.
+fn newest_sql(hidden: bool) -> String {
+    let visible = match hidden {
+        true => concat!(" AND ", visible!("search.rowid")),
+        false => "",
     };
-    let labels = labels_json!();
     format!(
-        "WITH ranked AS ({matches}) SELECT r.uri, r.rev, r.record, {labels} \
-         FROM ranked JOIN records r ON r.rowid = ranked.rid ORDER BY ranked.tier, ranked.rid DESC"
+        "SELECT rowid FROM search WHERE search MATCH ?1{visible} \
+         ORDER BY rowid DESC LIMIT ?2 OFFSET ?3"
     )
 }
 
-/// The matches, counted up to `?2` without ranking them.
-fn count_sql(hidden: bool) -> String {
-    let matches = "SELECT rowid AS rid FROM search WHERE search MATCH ?1 LIMIT ?2";
-    match hidden {
-        true => format!(
-            "SELECT count(*) FROM ({matches}) m WHERE {}",
-            visible!("m.rid")
-        ),
-        false => format!("SELECT count(*) FROM ({matches})"),
-    }
-}
+/// A record found, with its labels.
+const RECORD: &str = concat!(
+    "SELECT r.uri, r.rev, r.record, ",
+    labels_json!(),
+    " FROM records r WHERE r.rowid = ?1"
+);
 
 /// Reads one page of a search, stopped at its deadline.
 pub(crate) fn search(
@@ -257,45 +244,80 @@ fn read(
     let Some(matching) = Matching::of(conn, &request.query, request.kind.as_deref())? else {
         return Ok((0, 0));
     };
-    let counted = (SEARCH_COUNT_LIMIT + 1) as i64;
     let hidden: bool = conn
         .prepare_cached(crate::engine::ANY_HIDDEN)?
         .query_row([], |r| r.get(0))?;
-    let total: i64 = conn
-        .prepare_cached(&count_sql(hidden))?
-        .query_row(params![matching.all, counted], |r| r.get(0))?;
-    let ranked = (total.max(0) as u64) <= SEARCH_RANKED_AT_MOST;
-    let mut statement = conn.prepare_cached(&page_sql(ranked, hidden))?;
-    let offset = request.offset as i64;
-    let mut rows = match ranked {
-        true => statement.query(params![
-            matching.named,
-            request.limit,
-            offset,
-            matching.elsewhere
-        ])?,
-        false => statement.query(params![matching.all, request.limit, offset])?,
+    let counted = (SEARCH_COUNT_LIMIT + 1) as i64;
+    let found = rowids(conn, &matches_sql(hidden), params![matching.all, counted])?;
+    let total = found.len() as u64;
+    let (offset, limit) = (request.offset as usize, request.limit as usize);
+    let page: Vec<i64> = if total == 0 {
+        Vec::new()
+    } else if total <= SEARCH_RANKED_AT_MOST {
+        let named = rowids(conn, &matches_sql(false), params![matching.named, counted])?;
+        named_first(found, &named, offset, limit)
+    } else if total <= SEARCH_COUNT_LIMIT {
+        found
+            .iter()
+            .rev()
+            .skip(offset)
+            .take(limit)
+            .copied()
+            .collect()
+    } else {
+        let window = params![matching.all, limit as i64, offset as i64];
+        rowids(conn, &newest_sql(hidden), window)?
     };
+    let mut record = conn.prepare_cached(RECORD)?;
     let mut written = 0;
-    while let Some(row) = rows.next()? {
-        let bytes = |i: usize| -> CatalogResult<&[u8]> {
-            let value = row.get_ref(i)?;
-            Ok(match value {
-                rusqlite::types::ValueRef::Null => &[],
-                other => other.as_bytes().map_err(|e| {
-                    CatalogError::Storage(format!("a search row's column {i}: {e}"))
-                })?,
-            })
-        };
-        writer.item(ItemRef {
-            uri: bytes(0)?,
-            rev: bytes(1)?,
-            record_json: bytes(2)?,
-            labels: bytes(3)?,
-        });
-        written += 1;
+    for rowid in page {
+        let mut rows = record.query([rowid])?;
+        if let Some(row) = rows.next()? {
+            writer.item(item_of(row)?);
+            written += 1;
+        }
     }
-    Ok((total.max(0) as u64, written))
+    Ok((total, written))
+}
+
+/// The rowids `sql` answers.
+fn rowids(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> CatalogResult<Vec<i64>> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let found = statement.query_map(params, |r| r.get::<_, i64>(0))?;
+    Ok(found.collect::<rusqlite::Result<Vec<i64>>>()?)
+}
+
+/// A page of `found` (oldest first): those in `named` (oldest first) first, newest first within.
+fn named_first(found: Vec<i64>, named: &[i64], offset: usize, limit: usize) -> Vec<i64> {
+    let (mut first, mut then): (Vec<i64>, Vec<i64>) = found
+        .into_iter()
+        .partition(|rowid| named.binary_search(rowid).is_ok());
+    first.reverse();
+    then.reverse();
+    first
+        .into_iter()
+        .chain(then)
+        .skip(offset)
+        .take(limit)
+        .collect()
+}
+
+/// A search row as a page item.
+fn item_of<'r>(row: &'r rusqlite::Row<'_>) -> CatalogResult<ItemRef<'r>> {
+    let bytes = |i: usize| -> CatalogResult<&'r [u8]> {
+        Ok(match row.get_ref(i)? {
+            rusqlite::types::ValueRef::Null => &[],
+            other => other
+                .as_bytes()
+                .map_err(|e| CatalogError::Storage(format!("a search row's column {i}: {e}")))?,
+        })
+    };
+    Ok(ItemRef {
+        uri: bytes(0)?,
+        rev: bytes(1)?,
+        record_json: bytes(2)?,
+        labels: bytes(3)?,
+    })
 }
 
 #[cfg(test)]
@@ -303,7 +325,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_query_becomes_quoted_fts5_terms_read_three_ways() {
+    fn names_come_first_then_the_newest() {
+        let found = vec![1, 2, 3, 4, 5, 6];
+        assert_eq!(
+            named_first(found.clone(), &[2, 5], 0, 10),
+            [5, 2, 6, 4, 3, 1]
+        );
+        assert_eq!(named_first(found.clone(), &[2, 5], 1, 3), [2, 6, 4]);
+        assert_eq!(named_first(found, &[], 4, 10), [2, 1]);
+    }
+
+    #[test]
+    fn a_query_becomes_quoted_fts5_terms_read_two_ways() {
         let conn = Connection::open_in_memory().expect("a database");
         conn.execute_batch(
             "CREATE TABLE search_words (word TEXT PRIMARY KEY) WITHOUT ROWID; \
@@ -321,7 +354,6 @@ mod tests {
             Some(Matching {
                 all: format!("{{name text}} : ({terms}){kind}"),
                 named: format!("{{name}} : ({terms}){kind}"),
-                elsewhere: format!("({{name text}} : ({terms}) NOT {{name}} : ({terms})){kind}"),
             })
         );
         let start = matching("geojs").expect("words begin with it").all;
