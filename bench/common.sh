@@ -159,3 +159,59 @@ wrk_figures() {
   p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$1")")
   p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$1")")
 }
+
+# The yardstick every throughput ratio is taken against: Debian's nginx (installed when
+# missing) answering a constant 21-byte JSON body on loopback, a worker a core, keep-alive on.
+# It does not move with svc's changes, and runs on the same cores in the same run. Sets
+# `yard_url`; stopped by `stop_yardstick` (also called by `stop_server`'s callers' traps).
+start_yardstick() {
+  local nginx_bin port
+  nginx_bin=$("$root/scripts/nginx" path)
+  [ -x "$nginx_bin" ] || "$root/scripts/nginx" install >/dev/null
+  yard_dir=$(mktemp -d)
+  chmod 755 "$yard_dir"
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  cat >"$yard_dir/nginx.conf" <<CONF
+worker_processes auto;
+worker_rlimit_nofile 65536;
+events { worker_connections 16384; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$port;
+    location / { default_type application/json; return 200 '{"status":"ok"}\n'; }
+  }
+}
+CONF
+  "$nginx_bin" -p "$yard_dir" -c "$yard_dir/nginx.conf" -e "$yard_dir/error.log" \
+    -g "daemon off; pid $yard_dir/nginx.pid;" &
+  yard_pid=$!
+  yard_url="http://127.0.0.1:$port/"
+  until curl -fs "$yard_url" >/dev/null 2>&1; do
+    kill -0 "$yard_pid" 2>/dev/null || { cat "$yard_dir/error.log" >&2; exit 1; }
+    sleep 0.1
+  done
+}
+
+stop_yardstick() {
+  [ -n "${yard_pid:-}" ] && { kill "$yard_pid" 2>/dev/null; wait "$yard_pid" 2>/dev/null || true; }
+  yard_pid=""
+  [ -n "${yard_dir:-}" ] && rm -rf "$yard_dir"
+  yard_dir=""
+}
+
+# The yardstick's throughput with wrk as the figures beside it ask (CONNECTIONS, DURATION):
+# sets `yard_rate`, `yard_p50`, `yard_p99` and prints its line of the table.
+measure_yardstick() {
+  local out
+  start_yardstick
+  out=$(wrk -t2 -c"${CONNECTIONS:-32}" -d"${DURATION:-30s}" --latency "$yard_url")
+  stop_yardstick
+  wrk_figures "$out"
+  yard_rate="$rate" yard_p50="$p50" yard_p99="$p99"
+  printf '%-26s %12.0f %9s %9s %7.2f\n' "yardstick (nginx constant)" "$yard_rate" "$yard_p50" "$yard_p99" 1
+}
+
+# `rate` as a share of the yardstick's.
+of_yardstick() { awk -v a="$1" -v b="$yard_rate" 'BEGIN { printf "%.2f", a / b }'; }

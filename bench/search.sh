@@ -4,21 +4,23 @@
 #                                    measures the PostgreSQL engine (emptied first)
 # Imports N generated records (bench/gen_events.py) with this build, timed, and with OLD_SVC
 # (a build without search, when given) into a fresh catalog side by side: the import rates
-# and catalog sizes with the search index and without. Then drives /healthz, then a search mix
-# (bench/search_mix.py: one word, two words, a prefix, a phrase, a kind filter; Zipf-skewed
-# words) with wrk: throughput as a ratio of /healthz, p50/p99, non-2xx answers.
-# Environment: DURATION (per wrk run, default 30s), CONNECTIONS (32), MIX_LINES (4000),
+# and catalog sizes with the search index and without. Then drives the yardstick (nginx
+# answering a constant, bench/common.sh), then a search mix (bench/search_mix.py: one word, two
+# words, a prefix, a phrase, a kind filter; Zipf-skewed words) with wrk: throughput as a ratio
+# of the yardstick's, p50/p99, non-2xx answers. Last, with the answer cache off, single
+# searches one at a time by the frequency band of their words (bench/search_bands.py).
+# Environment: DURATION (per wrk run, default 30s), CONNECTIONS (32), MIX_LINES (6000),
 # OLD_SVC (a build to import with for the figures without search), BENCH_DIR, SVC_BIN.
 set -euo pipefail
 DURATION="${DURATION:-30s}"
 CONNECTIONS="${CONNECTIONS:-32}"
-MIX_LINES="${MIX_LINES:-4000}"
+MIX_LINES="${MIX_LINES:-6000}"
 source "$(dirname "$0")/common.sh"
 bench_args "$@"
 need_wrk
 build_svc
 need_events "$N"
-trap stop_server EXIT
+trap 'stop_server; stop_yardstick' EXIT
 
 # The catalog's size on disk: the SQLite file and its WAL, or the database.
 catalog_mb() {
@@ -50,15 +52,16 @@ wrk_mix() { MIX_FILE="$mix" wrk -t2 -c"$CONNECTIONS" -d"$1" --latency -s "$root/
 wrk_mix 10s >/dev/null
 printf '\nwith default settings (wrk -t2 -c%s -d%s)\n' "$CONNECTIONS" "$DURATION"
 printf '%-26s %12s %9s %9s %7s\n' load "requests/s" "p50 ms" "p99 ms" ratio
-out=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency "$url/healthz")
-wrk_figures "$out"
-health_rate="$rate"
-printf '%-26s %12.0f %9s %9s %7.2f\n' /healthz "$rate" "$p50" "$p99" 1
+measure_yardstick
 out=$(wrk_mix "$DURATION")
 wrk_figures "$out"
-printf '%-26s %12.0f %9s %9s %7.2f\n' "search mix ($(wc -l <"$mix") requests)" "$rate" "$p50" "$p99" \
-  "$(awk -v a="$rate" -v b="$health_rate" 'BEGIN { print a / b }')"
+printf '%-26s %12.0f %9s %9s %7s\n' "search mix ($(wc -l <"$mix") requests)" "$rate" "$p50" "$p99" \
+  "$(of_yardstick "$rate")"
 grep '^mix: ' <<<"$out" || true
 echo "server RSS after the mix: $(rss_mb) MB"
+stop_server
+# Every search asked once, nothing answered from a cache: one at a time, by word frequency.
+start_server "$work/search-server.log" --cache-mb 0
+python3 "$root/bench/search_bands.py" "$url" "$events"
 stop_server
 echo "CPU time taken by the host (steal) during the runs: $(stolen_since)%"

@@ -13,6 +13,7 @@ use crate::{
     SearchRequest,
 };
 use svc_spec::search::{SearchQuery, SearchText, Term};
+use tokio_postgres::types::ToSql;
 
 /// A record's words as the index holds them, from `$name` and `$text` (arrays, or values).
 macro_rules! vector_of {
@@ -127,16 +128,21 @@ impl Link {
 }
 
 /// The query as a `tsquery`: each word quoted (folded words hold letters and digits only),
-/// a phrase's words joined by `<->`, a prefix marked `:*`, the terms joined by `&`.
-fn tsquery(query: &SearchQuery) -> String {
+/// a phrase's words joined by `<->`, a prefix marked `:*`, the terms joined by `&`; with a
+/// `weight`, each word found only with it.
+fn tsquery(query: &SearchQuery, weight: &str) -> String {
+    let whole = match weight {
+        "" => String::new(),
+        weight => format!(":{weight}"),
+    };
     let terms: Vec<String> = query
         .terms
         .iter()
         .map(|term| match term {
-            Term::Word(word) => format!("'{word}'"),
-            Term::Prefix(start) => format!("'{start}':*"),
+            Term::Word(word) => format!("'{word}'{whole}"),
+            Term::Prefix(start) => format!("'{start}':*{weight}"),
             Term::Phrase(words) => {
-                let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+                let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'{whole}")).collect();
                 format!("({})", quoted.join(" <-> "))
             }
         })
@@ -144,7 +150,9 @@ fn tsquery(query: &SearchQuery) -> String {
     terms.join(" & ")
 }
 
-/// Leaves out the matches (`s.rid`) of an account out of sight or taken down, or taken down.
+/// The words of a name are weighted A.
+const IN_THE_NAME: &str = "A";
+
 macro_rules! visible {
     () => {
         "NOT EXISTS (SELECT 1 FROM records h WHERE h.id = s.rid AND ( \
@@ -185,9 +193,12 @@ macro_rules! page {
     };
 }
 
-/// Ranked by relevance, ties newest first: for a query that matches at most
-/// [`SEARCH_RANKED_AT_MOST`] records.
-const RANKED_PAGE: &str = page!("ts_rank(s.words, q)", "score DESC, s.rid DESC");
+/// The matches whose name holds every term (`$6`) first, newest first within: for a query
+/// that matches at most [`SEARCH_RANKED_AT_MOST`] records.
+const RANKED_PAGE: &str = page!(
+    "(s.words @@ to_tsquery('simple', $6))::int",
+    "score DESC, s.rid DESC"
+);
 /// Newest first: for a query that matches more.
 const NEWEST_PAGE: &str = page!("0", "s.rid DESC");
 
@@ -211,7 +222,8 @@ pub(super) async fn search(
         request.deadline.as_millis().max(1)
     );
     transaction.batch_execute(&timeout).await.map_err(storage)?;
-    let matching = tsquery(&request.query);
+    let matching = tsquery(&request.query, "");
+    let named = tsquery(&request.query, IN_THE_NAME);
     let kind = request.kind.as_deref();
     let counted = (SEARCH_COUNT_LIMIT + 1) as i64;
     let deadline = |error: tokio_postgres::Error| match error.code() {
@@ -231,14 +243,18 @@ pub(super) async fn search(
         .map_err(deadline)?
         .get(0);
     let (limit, offset) = (i64::from(request.limit), request.offset as i64);
-    let page = match (total.max(0) as u64) <= SEARCH_RANKED_AT_MOST {
-        true => RANKED_PAGE,
-        false => NEWEST_PAGE,
-    };
-    let rows = transaction
-        .query(page, &[&matching, &kind, &hidden, &limit, &offset])
-        .await
-        .map_err(deadline)?;
+    let rows = match (total.max(0) as u64) <= SEARCH_RANKED_AT_MOST {
+        true => {
+            let params: [&(dyn ToSql + Sync); 6] =
+                [&matching, &kind, &hidden, &limit, &offset, &named];
+            transaction.query(RANKED_PAGE, &params).await
+        }
+        false => {
+            let params: [&(dyn ToSql + Sync); 5] = [&matching, &kind, &hidden, &limit, &offset];
+            transaction.query(NEWEST_PAGE, &params).await
+        }
+    }
+    .map_err(deadline)?;
     for row in &rows {
         let text = |i: usize| row.get::<_, Option<&str>>(i).unwrap_or_default().as_bytes();
         writer.item(ItemRef {
@@ -261,6 +277,13 @@ mod tests {
     #[test]
     fn a_query_becomes_a_tsquery_of_quoted_words() {
         let query = SearchQuery::parse("lens \"Dublin Core\" geoj").expect("a query");
-        assert_eq!(tsquery(&query), "'lens' & ('dublin' <-> 'core') & 'geoj':*");
+        assert_eq!(
+            tsquery(&query, ""),
+            "'lens' & ('dublin' <-> 'core') & 'geoj':*"
+        );
+        assert_eq!(
+            tsquery(&query, IN_THE_NAME),
+            "'lens':A & ('dublin':A <-> 'core':A) & 'geoj':*A"
+        );
     }
 }
