@@ -161,7 +161,7 @@ wrk_figures() {
 }
 
 # The yardstick every throughput ratio is taken against: Debian's nginx (installed when
-# missing) answering a constant 21-byte JSON body on loopback, a worker a core, keep-alive on.
+# missing) answering a constant 16-byte JSON body on loopback, a worker a core, keep-alive on.
 # It does not move with svc's changes, and runs on the same cores in the same run. Sets
 # `yard_url`; stopped by `stop_yardstick` (also called by `stop_server`'s callers' traps).
 start_yardstick() {
