@@ -202,15 +202,16 @@ stop_yardstick() {
 }
 
 # The yardstick's throughput with wrk as the figures beside it ask (CONNECTIONS, DURATION):
-# sets `yard_rate`, `yard_p50`, `yard_p99` and prints its line of the table.
-measure_yardstick() {
-  local out
+# sets `yard_rate`, `yard_p50`, `yard_p99` and prints its line of the table, its name WIDTH
+# characters wide (default 26).
+measure_yardstick() { # [WIDTH]
+  local out width="${1:-26}"
   start_yardstick
   out=$(wrk -t2 -c"${CONNECTIONS:-32}" -d"${DURATION:-30s}" --latency "$yard_url")
   stop_yardstick
   wrk_figures "$out"
   yard_rate="$rate" yard_p50="$p50" yard_p99="$p99"
-  printf '%-26s %12.0f %9s %9s %7.2f\n' "yardstick (nginx constant)" "$yard_rate" "$yard_p50" "$yard_p99" 1
+  printf "%-${width}s %12.0f %9s %9s %7.2f\n" "yardstick (nginx constant)" "$yard_rate" "$yard_p50" "$yard_p99" 1
 }
 
 # `rate` as a share of the yardstick's.

@@ -6,8 +6,9 @@
 # Imports N generated records (bench/gen_events.py, as bench/run.sh), writes a request mix
 # (bench/mix.py: every indexed query kind, many keys drawn with Zipf-like skew, pages of
 # 10/25/100, cursors as well as offsets, a tenth at offsets up to 5,000), restarts the server
-# with default settings and drives /healthz, then the mix, with wrk: the mix's throughput as a
-# ratio of /healthz, p50/p99, the answer cache's hit rate and RSS. Then, with the cache off, it
+# with default settings and drives the yardstick (nginx answering a constant, bench/common.sh),
+# then the mix, with wrk: the mix's throughput as a ratio of the yardstick's, p50/p99, the
+# answer cache's hit rate and RSS. Then, with the cache off, it
 # times single requests at deep offsets of the largest key (open bounties) and a cursor at its
 # middle, and states what skipping one row costs.
 # Environment: DURATION (per wrk run, default 30s), CONNECTIONS (32), MIX_LINES (12000),
@@ -25,7 +26,7 @@ build_svc
 
 need_events "$N"
 fresh_catalog "$DB_URL" "$N"
-trap stop_server EXIT
+trap 'stop_server; stop_yardstick' EXIT
 import_catalog "$work/mix-import.log"
 stop_server
 if [ "${TAKEDOWN_PERCENT:-0}" != 0 ]; then
@@ -66,17 +67,14 @@ wrk_mix() { MIX_FILE="$mix" wrk -t2 -c"$CONNECTIONS" -d"$1" --latency -s "$root/
 # A server that has run a while has its caches warm; so does this one before it is measured.
 wrk_mix 10s >/dev/null
 printf '\nwith default settings (wrk -t2 -c%s -d%s)\n' "$CONNECTIONS" "$DURATION"
-printf '%-22s %12s %9s %9s %7s\n' load "requests/s" "p50 ms" "p99 ms" ratio
-out=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency "$url/healthz")
-wrk_figures "$out"
-health_rate="$rate"
-printf '%-22s %12.0f %9s %9s %7.2f\n' /healthz "$rate" "$p50" "$p99" 1
+printf '%-26s %12s %9s %9s %7s\n' load "requests/s" "p50 ms" "p99 ms" ratio
+measure_yardstick
 read -r hits0 built0 shared0 < <(outcomes)
 out=$(wrk_mix "$DURATION")
 read -r hits1 built1 shared1 < <(outcomes)
 wrk_figures "$out"
-printf '%-22s %12.0f %9s %9s %7.2f\n' "mix ($(wc -l <"$mix") requests)" "$rate" "$p50" "$p99" \
-  "$(awk -v a="$rate" -v b="$health_rate" 'BEGIN { print a / b }')"
+printf '%-26s %12.0f %9s %9s %7s\n' "mix ($(wc -l <"$mix") requests)" "$rate" "$p50" "$p99" \
+  "$(of_yardstick "$rate")"
 grep '^mix: ' <<<"$out" || true
 awk -v h=$((hits1 - hits0)) -v b=$((built1 - built0)) -v s=$((shared1 - shared0)) \
   'BEGIN { t = h + b + s; printf "answer cache: %.1f%% hits (%d hits, %d built, %d shared)\n", t ? 100 * h / t : 0, h, b, s }'

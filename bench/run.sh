@@ -8,6 +8,8 @@
 # /healthz: with the answer cache on (the default), first as wrk asks (no Accept-Encoding), then
 # as most HTTP clients ask (Accept-Encoding: gzip); then with --cache-mb 0. Each figure comes
 # with the share of CPU time the host took meanwhile (steal): figures with much of it are noise.
+# Ratios are of the yardstick's throughput (nginx answering a constant, bench/common.sh),
+# measured at the head of each table.
 # Environment: DURATION (per endpoint, default 10s), CONNECTIONS (32), BENCH_DIR (bench-data/).
 set -euo pipefail
 DURATION="${DURATION:-10s}"
@@ -22,7 +24,7 @@ hot() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv
 requester=$(hot requester_did); framework=$(hot framework); lens=$(hot lens_uri)
 
 fresh_catalog "$DB_URL" "$N"
-trap stop_server EXIT
+trap 'stop_server; stop_yardstick' EXIT
 import_catalog "$work/import.log"
 rss_after_import=$(rss_mb)
 json_bytes=$(stat -c %s "$events")
@@ -31,7 +33,7 @@ run_suite() { # label [extra wrk arguments...]
   local label="$1"; shift
   printf '\n%s (wrk -t2 -c%s -d%s %s)\n' "$label" "$CONNECTIONS" "$DURATION" "$*"
   printf '%-34s %12s %9s %9s %7s %8s\n' endpoint "requests/s" "p50 ms" "p99 ms" ratio "steal %"
-  local health_rate=""
+  measure_yardstick 34
   for entry in \
     "healthz|/healthz" \
     "bounties by requester|/v1/bounties/by-requester?requester_did=$requester" \
@@ -45,9 +47,8 @@ run_suite() { # label [extra wrk arguments...]
     out=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency "$@" "$url$path")
     wrk_figures "$out"
     if grep -q 'Non-2xx' <<<"$out"; then echo "non-2xx answers for $path" >&2; fi
-    [ -z "$health_rate" ] && health_rate="$rate"
-    printf '%-34s %12.0f %9s %9s %7.2f %8s\n' "$name" "$rate" "$p50" "$p99" \
-      "$(awk -v a="$rate" -v b="$health_rate" 'BEGIN { print a / b }')" "$(stolen_since)"
+    printf '%-34s %12.0f %9s %9s %7s %8s\n' "$name" "$rate" "$p50" "$p99" \
+      "$(of_yardstick "$rate")" "$(stolen_since)"
   done
 }
 
