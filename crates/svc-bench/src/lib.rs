@@ -61,7 +61,7 @@ pub fn start_svc_logged(
         ])
         .arg(db)
         .args(extra)
-        .env("SVC_LOG", "warn,svc::serve=info")
+        .env("SVC_LOG", "warn,svc::serve=info,svc::listening=info")
         .stderr(Stdio::piped())
         .spawn()
         .expect("start svc serve");

@@ -9,15 +9,21 @@
 //! 3. with `--storm R`, a storm: 2,000 labels alternating `!takedown` and its negation on
 //!    one account of R records (imported first), `--per-frame K` to a frame (default 500):
 //!    svc's CPU time until the last is stored, and whether the account ends shown; with
-//!    `--spaced-ms MS`, a frame every MS once svc follows the labeler (a live storm).
+//!    `--spaced-ms MS`, a frame every MS once svc follows the labeler (a live storm). Live
+//!    ingest's pace beside it: svc follows a Jetstream stand-in, which gets one record of
+//!    another account every 50 ms, each timed from its publication until the API counts it,
+//!    for 4 s before the storm and then through it.
 //!
 //! Usage: label_bench <svc binary> <work dir> [--labels N] [--skyware M] [--storm R]
 //!        [--per-frame K]
 //! Defaults: 100,000 labels from the double, none from skyware, no storm.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use svc_bench::{cpu_seconds, fresh_catalog, rss_kb, start_svc};
+use svc_bench::{cpu_seconds, fresh_catalog, percentile, rss_kb, start_svc};
 use svc_testkit::labeler::HostileLabeler;
+use svc_testkit::replay::Replay;
 
 struct Args {
     svc: String,
@@ -162,7 +168,11 @@ fn storm(args: &Args) {
     if args.spaced_ms == 0 {
         labeler.add_in_frames(&toggles, args.per_frame);
     }
-    let (mut child, url) = start_svc(&args.svc, &db, "none", &["--labeler", &labeler.did]);
+    let replay = Replay::start(Vec::new());
+    let (mut child, url) = start_svc(&args.svc, &db, &replay.url, &["--labeler", &labeler.did]);
+    let live = LiveProbe::start(replay, url.clone());
+    std::thread::sleep(Duration::from_secs(4));
+    let calm = live.delays_so_far();
     let started = Instant::now();
     // A live storm: a frame every `spaced_ms`, as the labeler states them.
     for frame in toggles
@@ -182,6 +192,7 @@ fn storm(args: &Args) {
     }
     let took = started.elapsed();
     let cpu = cpu_seconds(child.id());
+    let during = live.stop();
     let (applied, stale) = (settled("applied"), settled("stale"));
     let ready = || {
         let answer = client.get(format!("{url}/readyz")).send();
@@ -201,6 +212,91 @@ fn storm(args: &Args) {
         args.storm,
         took.as_secs_f64()
     );
+    let pace = |delays: &[f64]| {
+        format!(
+            "{} records, p50 {:.1} ms, p99 {:.1} ms",
+            delays.len(),
+            percentile(delays, 0.5),
+            percentile(delays, 0.99)
+        )
+    };
+    println!(
+        "live ingest, a record every 50 ms until counted: before the storm {}; during it {}",
+        pace(&calm),
+        pace(&during)
+    );
+}
+
+/// Live records published to the Jetstream stand-in one every 50 ms, each timed until the
+/// API counts it.
+struct LiveProbe {
+    done: Arc<AtomicBool>,
+    delays: Arc<Mutex<Vec<f64>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// The world the probe's records name: no other record does.
+const PROBE_WORLD: &str = "hierarchy-closed";
+
+impl LiveProbe {
+    fn start(replay: Replay, url: String) -> LiveProbe {
+        let done = Arc::new(AtomicBool::new(false));
+        let delays = Arc::new(Mutex::new(Vec::new()));
+        let (stop, kept) = (done.clone(), delays.clone());
+        let thread = std::thread::spawn(move || {
+            let client = reqwest::blocking::Client::new();
+            let counted = format!("{url}/v1/vocabularies/by-world?world={PROBE_WORLD}");
+            let revs = svc_syntax::TidGenerator::new(0);
+            let base = svc_syntax::now_unix_micros();
+            for n in 0u64.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let rkey = format!("probe{n:06}");
+                let event = serde_json::json!({"did": "did:plc:liveprobe", "time_us": base + n as i64,
+                    "kind": "commit", "commit": {"rev": revs.next_tid(), "operation": "create",
+                    "collection": "dev.svc.vocab", "rkey": rkey, "cid":
+                    "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm", "record": {
+                    "$type": "dev.svc.vocab", "name": rkey, "world": PROBE_WORLD,
+                    "occurredAt": "2026-11-01T12:00:00Z"}}});
+                let published = Instant::now();
+                replay.publish([(base + n as i64, event.to_string())]);
+                while svc_bench::get_json(&client, &counted)["total"].as_u64() < Some(n + 1)
+                    && published.elapsed() < Duration::from_secs(30)
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                let took = published.elapsed();
+                kept.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(took.as_secs_f64() * 1000.0);
+                std::thread::sleep(Duration::from_millis(50).saturating_sub(took));
+            }
+        });
+        LiveProbe {
+            done,
+            delays,
+            thread,
+        }
+    }
+
+    /// The delays measured so far, sorted, and forgotten.
+    fn delays_so_far(&self) -> Vec<f64> {
+        taken_sorted(&self.delays)
+    }
+
+    /// Stops publishing; the delays since the last look.
+    fn stop(self) -> Vec<f64> {
+        self.done.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+        taken_sorted(&self.delays)
+    }
+}
+
+fn taken_sorted(delays: &Mutex<Vec<f64>>) -> Vec<f64> {
+    let mut taken = std::mem::take(&mut *delays.lock().unwrap_or_else(PoisonError::into_inner));
+    taken.sort_by(f64::total_cmp);
+    taken
 }
 
 fn main() {
