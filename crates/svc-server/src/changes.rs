@@ -69,16 +69,7 @@ pub(crate) fn subscription(
     let params = Params::parse(raw);
     let cursor = match params.get("cursor")?.or(last_event_id) {
         None => None,
-        Some(text) => Some(
-            text.parse::<i64>()
-                .ok()
-                .filter(|c| *c >= 0)
-                .ok_or_else(|| {
-                    ApiError::InvalidRequest(format!(
-                        "cursor: must be a change's number, not {text:?}"
-                    ))
-                })?,
-        ),
+        Some(text) => Some(crate::params::bounded("cursor", text, 0, i64::MAX as u64)? as i64),
     };
     let Some(name) = params.get("query")? else {
         return Ok((Answer(None), cursor));

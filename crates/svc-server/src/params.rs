@@ -156,15 +156,39 @@ fn decode_component(raw: &str) -> Result<String, &'static str> {
     String::from_utf8(bytes).map_err(|_| "not valid percent-encoded UTF-8")
 }
 
-fn unsigned(name: &str, value: &str) -> Result<u64, ApiError> {
-    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ApiError::InvalidRequest(format!(
-            "{name}: must be a non-negative integer, not {value:?}"
-        )));
+/// A number as every parameter is read: decimal digits alone (no sign, no space, no point).
+fn digits(value: &str) -> Option<u64> {
+    match value.bytes().all(|b| b.is_ascii_digit()) {
+        true => value.parse().ok(),
+        false => None,
     }
-    value
-        .parse()
-        .map_err(|_| ApiError::InvalidRequest(format!("{name}: too large")))
+}
+
+/// The value shown in an error, cut so that a huge one does not come back whole.
+fn shown(value: &str) -> String {
+    value.chars().take(40).collect()
+}
+
+/// A parameter that is a whole number from `least` to `most`.
+pub(crate) fn bounded(name: &str, value: &str, least: u64, most: u64) -> Result<u64, ApiError> {
+    digits(value)
+        .filter(|n| (least..=most).contains(n))
+        .ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
+                "{name}: must be an integer from {least} to {most}, not {:?}",
+                shown(value)
+            ))
+        })
+}
+
+/// A parameter that is a whole number with no bound of its own.
+fn unsigned(name: &str, value: &str) -> Result<u64, ApiError> {
+    digits(value).ok_or_else(|| {
+        ApiError::InvalidRequest(format!(
+            "{name}: must be a non-negative integer, not {:?}",
+            shown(value)
+        ))
+    })
 }
 
 /// The paging of a raw query string, as a list endpoint reads it (for the fuzzer).
@@ -173,22 +197,7 @@ pub fn list_paging(raw_query: &str) -> Result<PageRequest, ApiError> {
 }
 
 pub(crate) fn paging(params: &Params) -> Result<PageRequest, ApiError> {
-    let limit = match params.get("limit")? {
-        None => DEFAULT_LIMIT,
-        Some(value) => {
-            let n = unsigned("limit", value).map_err(|_| {
-                ApiError::InvalidRequest(format!(
-                    "limit: must be an integer from 1 to {MAX_LIMIT}, not {value:?}"
-                ))
-            })?;
-            if !(1..=u64::from(MAX_LIMIT)).contains(&n) {
-                return Err(ApiError::InvalidRequest(format!(
-                    "limit: must be an integer from 1 to {MAX_LIMIT}, not {value:?}"
-                )));
-            }
-            n as u32
-        }
-    };
+    let limit = page_limit(params)?;
     let offset = params
         .get("offset")?
         .map(|v| unsigned("offset", v))
@@ -208,6 +217,14 @@ pub(crate) fn paging(params: &Params) -> Result<PageRequest, ApiError> {
         limit,
         offset: offset.unwrap_or(0),
         after,
+    })
+}
+
+/// A page's `limit`, as every endpoint that pages reads it.
+pub(crate) fn page_limit(params: &Params) -> Result<u32, ApiError> {
+    Ok(match params.get("limit")? {
+        None => DEFAULT_LIMIT,
+        Some(value) => bounded("limit", value, 1, u64::from(MAX_LIMIT))? as u32,
     })
 }
 

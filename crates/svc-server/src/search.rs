@@ -5,7 +5,7 @@
 
 use crate::cache::{Answer, CacheKey};
 use crate::list::{JsonPage, cached, kept_answer, respond};
-use crate::params::{DEFAULT_LIMIT, MAX_LIMIT, Params, decode_search_cursor};
+use crate::params::{Params, decode_search_cursor};
 use crate::{ApiError, AppState};
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
@@ -58,18 +58,7 @@ fn asked(state: &AppState, raw: Option<&str>) -> Result<Asked, ApiError> {
                 .to_string(),
         ),
     };
-    let limit = match params.get("limit")? {
-        None => DEFAULT_LIMIT,
-        Some(value) => value
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_LIMIT).contains(n))
-            .ok_or_else(|| {
-                ApiError::InvalidRequest(format!(
-                    "limit: must be an integer from 1 to {MAX_LIMIT}, not {value:?}"
-                ))
-            })?,
-    };
+    let limit = crate::params::page_limit(&params)?;
     let offset = params
         .get("cursor")?
         .map(decode_search_cursor)

@@ -228,6 +228,7 @@ fn bad_subscriptions_are_refused_before_a_stream_starts() {
         ("/v1/changes?query=vocabulariesWithWorld", "world"),
         ("/v1/changes?cursor=abc", "cursor"),
         ("/v1/changes?cursor=-1", "cursor"),
+        ("/v1/changes?cursor=+5", "cursor"),
         (
             "/v1/changes?query=vocabulariesWithWorld&world=a&world=b",
             "world",

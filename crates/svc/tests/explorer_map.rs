@@ -271,6 +271,7 @@ fn the_map_and_the_charts_draw_the_catalog_for_eyes_keyboards_and_screen_readers
     // Bounds out of range are 400 pages naming them.
     for (query, named) in [
         ("hops=9", "hops: must be"),
+        ("hops=+2", "hops: must be"),
         ("nodes=1", "nodes: must be"),
         ("schema=nope", "schema:"),
         ("zoom=2", "zoom"),

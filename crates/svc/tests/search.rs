@@ -147,6 +147,7 @@ fn search_answers_as_people_type_and_refuses_plainly(backend: Backend) {
         ("q=geo&cursor=", "cursor"),
         ("q=geo&cursor=10001", "cursor"),
         ("q=geo&limit=0", "limit"),
+        ("q=geo&limit=+5", "limit"),
         ("q=geo&cursor=bm90IGEgY3Vyc29y", "cursor"),
         ("q=geo&offset=3", "offset"),
     ] {

@@ -239,6 +239,7 @@ fn read_ask(params: &Params, form: &mut MapPage) -> Result<Ask, ApiError> {
     })
 }
 
+/// A number the map is asked for, `default` when not given.
 fn bounded(
     given: Option<&str>,
     name: &str,
@@ -246,15 +247,9 @@ fn bounded(
     most: usize,
     default: usize,
 ) -> Result<usize, ApiError> {
-    let Some(text) = given else {
-        return Ok(default);
-    };
-    match text.parse::<usize>() {
-        Ok(n) if (least..=most).contains(&n) => Ok(n),
-        _ => Err(ApiError::InvalidRequest(format!(
-            "{name}: must be a whole number from {least} to {most}, not {:?}",
-            cut(text, 40)
-        ))),
+    match given {
+        None => Ok(default),
+        Some(text) => Ok(crate::params::bounded(name, text, least as u64, most as u64)? as usize),
     }
 }
 
