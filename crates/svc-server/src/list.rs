@@ -257,8 +257,7 @@ const MAX_PAGE_RESERVE: usize = 256 * 1024;
 /// the cache keeps it when `compress`.
 pub(crate) struct JsonPage {
     out: Vec<u8>,
-    /// How the envelope ends: a list's cursor is its last uri, a search's the next offset.
-    searched: bool,
+    paging: Paging,
     compress: bool,
     /// The last item's uri: the cursor, if more follow.
     last_uri: LastUri,
@@ -276,11 +275,41 @@ enum LastUri {
     Copied(String),
 }
 
+/// How a page's envelope ends, and how the next page is asked for.
+#[derive(Clone, Copy)]
+enum Paging {
+    /// A list: its total exact, the next page after its last uri.
+    AfterUri,
+    /// A search: its matches counted up to a bound (past it, the total is a lower bound), the
+    /// next page from the next offset.
+    ByOffset,
+}
+
+impl Paging {
+    /// The total shown, and whether it is a lower bound.
+    fn total(self, total: u64) -> (u64, bool) {
+        match self {
+            Paging::ByOffset if total > svc_catalog::SEARCH_COUNT_LIMIT => {
+                (svc_catalog::SEARCH_COUNT_LIMIT, true)
+            }
+            _ => (total, false),
+        }
+    }
+
+    /// The cursor of the next page.
+    fn cursor(self, last_uri: Option<&str>, next_offset: u64) -> Option<String> {
+        match self {
+            Paging::AfterUri => last_uri.map(encode_cursor),
+            Paging::ByOffset => Some(crate::params::encode_search_cursor(next_offset)),
+        }
+    }
+}
+
 impl JsonPage {
     /// A search's page, which pages by offset.
     pub(crate) fn searched(limit: u32, offset: u64, compress: bool) -> JsonPage {
         JsonPage {
-            searched: true,
+            paging: Paging::ByOffset,
             ..JsonPage::new(limit, offset, compress)
         }
     }
@@ -290,7 +319,7 @@ impl JsonPage {
         out.extend_from_slice(b"{\"items\":[");
         JsonPage {
             out,
-            searched: false,
+            paging: Paging::AfterUri,
             compress,
             last_uri: LastUri::None,
             written: 0,
@@ -359,20 +388,14 @@ impl PageWriter for JsonPage {
     fn finish(self: Box<Self>, total: u64, more: bool) -> Vec<u8> {
         let JsonPage {
             mut out,
-            searched,
+            paging,
             compress,
             last_uri,
             limit,
             offset,
             written,
         } = *self;
-        // A search counts its matches up to a limit: past it, the total is a lower bound.
-        let capped = searched && total > svc_catalog::SEARCH_COUNT_LIMIT;
-        let shown = if capped {
-            svc_catalog::SEARCH_COUNT_LIMIT
-        } else {
-            total
-        };
+        let (shown, capped) = paging.total(total);
         out.extend_from_slice(
             format!("],\"total\":{shown},\"limit\":{limit},\"offset\":{offset}").as_bytes(),
         );
@@ -384,10 +407,7 @@ impl PageWriter for JsonPage {
             LastUri::Written(range) => std::str::from_utf8(&out[range.clone()]).ok(),
             LastUri::Copied(uri) => Some(uri.as_str()),
         };
-        let cursor = match searched {
-            true => Some(crate::params::encode_search_cursor(offset + written as u64)),
-            false => last_uri.map(encode_cursor),
-        };
+        let cursor = paging.cursor(last_uri, offset + written as u64);
         if let Some(cursor) = cursor.filter(|_| more) {
             out.extend_from_slice(b",\"cursor\":");
             push_json_string(&mut out, &cursor);
