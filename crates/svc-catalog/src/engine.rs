@@ -277,6 +277,9 @@ pub struct Plan<'a> {
     pub account: Option<AccountWrite>,
     pub takedowns: Vec<TakedownWrite>,
     pub labels: Vec<LabelWrite>,
+    /// Held records (a uri) and accounts (a DID) whose labels changed: every answer showing
+    /// them changes, a search's included, whether or not they are filed under keys.
+    pub relabelled: Vec<String>,
     /// The (query, key) pairs whose answers change (a record's text may change under keys
     /// that stay), for the change clock once committed.
     pub touched: IndexKeys,
@@ -291,26 +294,26 @@ impl Plan<'_> {
             RecordWrite::Row(row) => Cow::Borrowed(row.uri),
             RecordWrite::Keys { uri, .. } => Cow::Borrowed(uri.as_str()),
         });
-        let removed = self
-            .remove_repository
-            .iter()
-            .map(|did| Cow::Owned(format!("at://{did}")));
+        // What moved out of sight or back, or shows other labels: a repository removed, a
+        // subject taken down or lifted or an account's standing changed when records moved
+        // with it, a subject labelled.
+        let moved = !self.stream.is_empty();
+        let standing = (self.takedowns.iter().map(|write| &write.subject))
+            .chain(self.account.iter().map(|write| &write.did))
+            .filter(|_| moved);
+        let named = (self.remove_repository.iter())
+            .chain(standing)
+            .chain(self.relabelled.iter())
+            .map(|subject| match subject.starts_with("at://") {
+                true => Cow::Borrowed(subject.as_str()),
+                false => Cow::Owned(format!("at://{subject}")),
+            });
         LogEntry {
             keys: &self.touched,
-            uris: written.chain(removed).collect(),
+            uris: written.chain(named).collect(),
             kinds: self.kind_counts.values().any(|delta| *delta != 0),
             everything: false,
         }
-    }
-
-    /// Whether search answers may change with it: a record written or removed, or anything
-    /// moved in or out of sight.
-    pub(crate) fn changes_search(&self) -> bool {
-        !self.records.is_empty()
-            || self.remove_repository.is_some()
-            || !self.touched.is_empty()
-            || self.account.is_some()
-            || !self.takedowns.is_empty()
     }
 
     /// Moves a record's index entries and counts from its old keys to its new ones.

@@ -36,7 +36,19 @@ pub struct LogEntry<'a> {
     pub everything: bool,
 }
 
+/// Whether what a search finds, or the labels it shows, may have changed with an entry: one
+/// that moved index entries, or names uris (records written, repositories removed, subjects
+/// taken down, lifted, labelled, accounts whose standing changed). The writer and every
+/// follower ask this of each entry.
+fn changes_search(moved_keys: bool, names_uris: bool) -> bool {
+    moved_keys || names_uris
+}
+
 impl LogEntry<'_> {
+    pub fn changes_search(&self) -> bool {
+        changes_search(!self.keys.is_empty(), !self.uris.is_empty())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty() && self.uris.is_empty() && !self.kinds && !self.everything
     }
@@ -186,8 +198,7 @@ impl Follower {
         if row.kinds {
             self.clock.touch_kinds();
         }
-        // Records written, or entries moved: what a search finds may have changed.
-        if !keys.is_empty() || row.uris != "[]" {
+        if changes_search(!keys.is_empty(), row.uris != "[]") {
             self.clock.touch_search();
         }
     }

@@ -182,6 +182,7 @@ each_backend!(
     a_takedown_label_holds_its_subject_down_beside_the_operator,
     the_operator_overrules_a_labeler_s_takedown,
     a_storm_of_takedown_toggles_costs_one_change,
+    a_label_on_a_record_filed_under_no_key_moves_the_search_clock,
     a_labeler_no_longer_followed_stops_applying,
     a_labeler_s_labels_on_subjects_nobody_holds_are_bounded,
     search_finds_records_by_their_words_as_people_type_them,

@@ -261,6 +261,25 @@ pub async fn a_labeler_no_longer_followed_stops_applying(fresh: Fresh) {
     assert!(again.expect("forget").is_empty(), "nothing left of it");
 }
 
+/// Search answers show labels: a label on a record that no query files (no key moves) still
+/// moves the search clock, on the writer and, through the replication log, on followers.
+pub async fn a_label_on_a_record_filed_under_no_key_moves_the_search_clock(fresh: Fresh) {
+    // No query lists encounters.
+    let keyless = "at://did:plc:a/dev.svc.encounter/keyless";
+    let change = upsert(keyless, "3a", json!({"note": "filed under no key"}));
+    fresh
+        .catalog
+        .apply(vec![change], None)
+        .await
+        .expect("apply");
+    let before = fresh.catalog.clock().search_version();
+    store(&fresh, vec![label(keyless, "spam", false, 1_000)], 1).await;
+    assert!(
+        fresh.catalog.clock().search_version() > before,
+        "a search showing the record must be read again"
+    );
+}
+
 async fn listed(fresh: &Fresh) -> Vec<String> {
     uris(fresh, "bountiesByRequester", &[Some("did:plc:r")]).await
 }

@@ -296,11 +296,16 @@ fn touch_labelled(
     for subject in subjects {
         if !subject.starts_with("at://") {
             if !filing.hides_account(subject) {
+                let mut held = false;
                 for filed in engine.repository(subject)? {
                     if !filing.hides(&filed.uri) {
                         let keys = filing.keys_of(&filed.uri, &filed.collection, filed.keys);
                         plan.touched.extend(keys);
+                        held = true;
                     }
+                }
+                if held {
+                    plan.relabelled.push(subject.to_string());
                 }
             }
         } else if !filing.hides(subject) {
@@ -314,6 +319,7 @@ fn touch_labelled(
             {
                 plan.touched
                     .extend(filing.keys_of(subject, &collection, keys));
+                plan.relabelled.push(subject.to_string());
             }
         }
     }

@@ -28,7 +28,10 @@ impl<E: Engine> Transactions<E> {
     ) -> CatalogResult<T> {
         self.engine.begin()?;
         let outcome = work(&mut self.engine, &self.filing).and_then(|(plan, value)| {
-            let logged = self.log(&plan.log_entry())?;
+            let entry = plan.log_entry();
+            let logged = self.log(&entry)?;
+            let search = entry.changes_search();
+            drop(entry);
             let streamed = self.stream(&plan.stream)?;
             let now = svc_syntax::UnixMillis::now();
             if let Some(activity) = ActivityWrite::of(now, &plan.stream, &plan.cursors) {
@@ -37,11 +40,11 @@ impl<E: Engine> Transactions<E> {
             self.engine.commit()?;
             self.next_seq += i64::from(logged);
             self.next_change += streamed;
-            Ok((plan, value))
+            Ok((plan, value, search))
         });
         match outcome {
-            Ok((plan, value)) => {
-                self.publish(&plan);
+            Ok((plan, value, search)) => {
+                self.publish(&plan, search);
                 Ok(value)
             }
             Err(error) => {
@@ -72,12 +75,12 @@ impl<E: Engine> Transactions<E> {
     }
 
     /// Readers may cache against the clock: bump it only after the commit.
-    fn publish(&self, plan: &Plan<'_>) {
+    fn publish(&self, plan: &Plan<'_>, search: bool) {
         self.clock.touch_keys(&plan.touched);
         if plan.kind_counts.values().any(|delta| *delta != 0) {
             self.clock.touch_kinds();
         }
-        if plan.changes_search() {
+        if search {
             self.clock.touch_search();
         }
     }
