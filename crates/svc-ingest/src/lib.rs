@@ -4,6 +4,7 @@
 
 mod backfill;
 mod event;
+mod event_stream;
 pub mod firehose;
 mod host_turns;
 mod import;

@@ -3,6 +3,7 @@
 
 use super::{SourceEvent, SourceMessage};
 use crate::event::{Action, CommitEvent, account_status, record_json};
+use crate::event_stream::{self, Frame};
 use svc_repo::car;
 use svc_repo::dagcbor::{self, Blocks, Cbor, CidBytes};
 use svc_repo::mst::Op;
@@ -57,16 +58,12 @@ pub fn decode_frame(
     wanted: impl Fn(&str) -> bool,
     followed: impl Fn(&str) -> bool,
 ) -> Result<SourceMessage, String> {
-    let (header, rest) = dagcbor::decode(bytes).map_err(|e| format!("header: {e}"))?;
-    let (body, _) = dagcbor::decode(rest).map_err(|e| format!("body: {e}"))?;
-    let op = header
-        .get("op")
-        .and_then(Cbor::as_i64)
-        .ok_or("header without op")?;
-    if op == -1 {
-        let (error, message) = named_message(&body, "error");
-        return Ok(SourceMessage::only(SourceEvent::Error { error, message }));
-    }
+    let (kind, body) = match event_stream::decode(bytes)? {
+        Frame::Error { error, message } => {
+            return Ok(SourceMessage::only(SourceEvent::Error { error, message }));
+        }
+        Frame::Message { kind, body } => (kind, body),
+    };
     let seq = body.get("seq").and_then(Cbor::as_i64);
     let time_us = time_of(&body);
     let did = || {
@@ -76,7 +73,7 @@ pub fn decode_frame(
             .ok_or("event without did")
     };
     let mut proof = Proof::NotNeeded;
-    let events = match header.get("t").and_then(Cbor::as_str) {
+    let events = match kind.as_deref() {
         Some("#commit") => {
             let (events, commit_proof) = commit_events(&body, time_us, wanted, followed)?;
             proof = commit_proof;
@@ -89,7 +86,8 @@ pub fn decode_frame(
         }
         Some("#sync") => vec![SourceEvent::Sync(Box::new(sync_event(&body)?))],
         Some("#info") => {
-            let (name, message) = named_message(&body, "name");
+            let name = event_stream::text(&body, "name").unwrap_or_else(|| "unknown".into());
+            let message = event_stream::text(&body, "message").unwrap_or_default();
             vec![SourceEvent::Info { name, message }]
         }
         // Types of later versions move the cursor and nothing else.
@@ -101,13 +99,6 @@ pub fn decode_frame(
         time_us,
         proof,
     })
-}
-
-/// An error or info frame's name (its field `name_field`, else `unknown`) and message.
-fn named_message(body: &Cbor, name_field: &str) -> (String, String) {
-    let text = |field: &str| body.get(field).and_then(Cbor::as_str).map(str::to_string);
-    let name = text(name_field).unwrap_or_else(|| "unknown".into());
-    (name, text("message").unwrap_or_default())
 }
 
 /// The events of a commit's ops, and what proves them when one of them is wanted.

@@ -3,6 +3,7 @@
 //! and each label checked: its fields, its labeler, and its signature over the DAG-CBOR of
 //! the label without `sig`.
 
+use crate::event_stream::{self, Frame};
 use svc_catalog::{Label, Subject};
 use svc_repo::crypto::PublicKey;
 use svc_repo::dagcbor::{self, Cbor};
@@ -30,33 +31,13 @@ pub(crate) enum LabelerMessage {
     Unknown(String),
 }
 
-fn text(body: &Cbor, field: &str) -> String {
-    body.get(field)
-        .and_then(Cbor::as_str)
-        .unwrap_or_default()
-        .chars()
-        .take(256)
-        .collect()
-}
-
 /// Decodes one binary message of the stream.
 pub(crate) fn decode_message(bytes: &[u8]) -> Result<LabelerMessage, String> {
-    let (header, rest) = dagcbor::decode(bytes).map_err(|e| format!("header: {e}"))?;
-    let (body, rest) = dagcbor::decode(rest).map_err(|e| format!("body: {e}"))?;
-    if !rest.is_empty() {
-        return Err(format!("{} bytes after the body", rest.len()));
-    }
-    let op = header.get("op").and_then(Cbor::as_i64);
-    if op == Some(-1) {
-        return Ok(LabelerMessage::Error {
-            error: text(&body, "error"),
-            message: text(&body, "message"),
-        });
-    }
-    if op != Some(1) {
-        return Err(format!("header op {op:?}"));
-    }
-    match header.get("t").and_then(Cbor::as_str) {
+    let (kind, body) = match event_stream::decode(bytes)? {
+        Frame::Error { error, message } => return Ok(LabelerMessage::Error { error, message }),
+        Frame::Message { kind, body } => (kind, body),
+    };
+    match kind.as_deref() {
         Some("#labels") => {
             let seq = body.get("seq").and_then(Cbor::as_i64).ok_or("no seq")?;
             let labels = body
@@ -67,8 +48,8 @@ pub(crate) fn decode_message(bytes: &[u8]) -> Result<LabelerMessage, String> {
             Ok(LabelerMessage::Labels { seq, labels })
         }
         Some("#info") => Ok(LabelerMessage::Info {
-            name: text(&body, "name"),
-            message: text(&body, "message"),
+            name: event_stream::text(&body, "name").unwrap_or_default(),
+            message: event_stream::text(&body, "message").unwrap_or_default(),
         }),
         Some(other) => Ok(LabelerMessage::Unknown(other.chars().take(64).collect())),
         None => Err("header without a type".into()),
