@@ -216,3 +216,16 @@ measure_yardstick() { # [WIDTH]
 
 # `rate` as a share of the yardstick's.
 of_yardstick() { awk -v a="$1" -v b="$yard_rate" 'BEGIN { printf "%.2f", a / b }'; }
+
+# The times of RUNS requests for PATH on the running server (`url`), one at a time, in ms,
+# sorted, one a line.
+request_times() { # PATH RUNS
+  for _ in $(seq 1 "$2"); do
+    curl -s -o /dev/null -w '%{time_total}\n' "$url$1"
+  done | sort -n | awk '{ printf "%.2f\n", $1 * 1000 }'
+}
+
+# The median of RUNS requests for PATH, in ms.
+median_ms() { # PATH RUNS
+  request_times "$1" "$2" | awk '{ t[NR] = $1 } END { printf "%.2f", t[int((NR + 1) / 2)] }'
+}

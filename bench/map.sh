@@ -23,11 +23,8 @@ stop_server
 
 # Times one path RUNS times: prints its median and slowest in ms.
 time_path() { # PATH
-  local times
-  times=$(for _ in $(seq 1 "$RUNS"); do
-    curl -s -o /dev/null -w '%{time_total}\n' "$url$1"
-  done | sort -n)
-  awk '{ t[NR] = $1 * 1000 } END { printf "median %7.1f ms   slowest %7.1f ms", t[int((NR + 1) / 2)], t[NR] }' <<<"$times"
+  request_times "$1" "$RUNS" |
+    awk '{ t[NR] = $1 } END { printf "median %7.1f ms   slowest %7.1f ms", t[int((NR + 1) / 2)], t[NR] }'
 }
 
 # What a map page draws: schemas and roads.

@@ -83,22 +83,18 @@ stop_server
 
 # One request at a time, each the median of 5, with the cache off: what the server spends.
 start_server "$work/mix-offsets.log" --cache-mb 0
-median_ms() { # path
-  for _ in 1 2 3 4 5; do curl -s -o /dev/null -w '%{time_total}\n' "$url$1"; done |
-    sort -n | awk '{ t[NR] = $1 } END { printf "%.2f", t[3] * 1000 }'
-}
 total=$(curl -fs "$url/v1/bounties/open?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
 middle=$((total / 2))
 printf '\ndeep pages of /v1/bounties/open (%d open bounties), --cache-mb 0, limit=10\n' "$total"
 declare -A took
 for offset in 0 1000 10000 100000 200000 "$middle"; do
   [ "$offset" -lt "$total" ] || continue
-  took[$offset]=$(median_ms "/v1/bounties/open?limit=10&offset=$offset")
+  took[$offset]=$(median_ms "/v1/bounties/open?limit=10&offset=$offset" 5)
   printf '  offset %-9d %8s ms\n' "$offset" "${took[$offset]}"
 done
 last_uri=$(curl -fs "$url/v1/bounties/open?limit=1&offset=$middle" | python3 -c 'import json,sys; print(json.load(sys.stdin)["items"][0]["uri"])')
 cursor=$(printf 'u:%s' "$last_uri" | base64 -w0 | tr '+/' '-_' | tr -d '=')
-printf '  cursor at %-6d %8s ms\n' "$middle" "$(median_ms "/v1/bounties/open?limit=10&cursor=$cursor")"
+printf '  cursor at %-6d %8s ms\n' "$middle" "$(median_ms "/v1/bounties/open?limit=10&cursor=$cursor" 5)"
 # Pages past the middle are read from the end, so the middle is the deepest skip there is.
 awk -v a="${took[$middle]}" -v b="${took[0]}" -v n="$middle" \
   'BEGIN { printf "skipping costs %.0f ns per row (offset %d against offset 0)\n", (a - b) * 1e6 / n, n }'

@@ -12,6 +12,7 @@ import random, sys, urllib.parse
 from collections import Counter
 
 import search_words
+from mix import Ranked
 
 def main(argv):
     events, out = argv[1], argv[2]
@@ -20,9 +21,7 @@ def main(argv):
     rnd = random.Random(7)
 
     def zipf_over(counts):
-        ranked = [w for w, _ in counts.most_common(5000)]
-        weights = [1 / (rank + 1) for rank in range(len(ranked))]
-        return lambda: rnd.choices(ranked, weights)[0]
+        return Ranked(dict(counts.most_common(5000)), rnd).draw
 
     anywhere = zipf_over(words)
     of_kind = {kind: zipf_over(counts) for kind, counts in by_kind.items()}
