@@ -212,6 +212,11 @@ fn storm(args: &Args) {
         args.storm,
         took.as_secs_f64()
     );
+    print_pace(&calm, &during);
+}
+
+/// Live ingest's delays before the storm and through it.
+fn print_pace(calm: &[f64], during: &[f64]) {
     let pace = |delays: &[f64]| {
         format!(
             "{} records, p50 {:.1} ms, p99 {:.1} ms",
@@ -222,8 +227,8 @@ fn storm(args: &Args) {
     };
     println!(
         "live ingest, a record every 50 ms until counted: before the storm {}; during it {}",
-        pace(&calm),
-        pace(&during)
+        pace(calm),
+        pace(during)
     );
 }
 
