@@ -9,7 +9,9 @@
 # /healthz, the front page `/`, /explore/openBounties beside the same answer as JSON
 # (/v1/bounties/open?limit=25), /explore/verificationsForLens, the bounty's record page, the
 # lens page and the author page. Prints the count of records, then per page requests/s, p50,
-# p99, its rate as a ratio of the JSON answer's and the host's steal, then the server's RSS.
+# p99, its rate as a ratio of the yardstick's (nginx answering a constant, bench/common.sh) and
+# of the JSON answer's (what the page costs beside the same answer as JSON), and the host's
+# steal, then the server's RSS.
 # Environment: DURATION (per page, default 15s), WARMUP (per page, 3s), CONNECTIONS (32),
 # BENCH_DIR (bench-data/), SVC_BIN (a build to measure instead of this checkout's).
 set -euo pipefail
@@ -23,7 +25,7 @@ build_svc
 
 need_events "$N"
 fresh_catalog "$DB_URL" "$N"
-trap stop_server EXIT
+trap 'stop_server; stop_yardstick' EXIT
 import_catalog "$work/explorer-import.log"
 stop_server
 start_server "$work/explorer-server.log"
@@ -65,11 +67,12 @@ done
 json_rate="${rates[JSON open bounties l=25]}"
 printf '\n%d records; wrk -t2 -c%s -d%s, after %s of warm-up per page\n' \
   "$records" "$CONNECTIONS" "$DURATION" "$WARMUP"
-printf '%-26s %12s %9s %9s %9s %8s\n' page "requests/s" "p50 ms" "p99 ms" "vs JSON" "steal %"
+printf '%-26s %12s %9s %9s %7s %9s %8s\n' page "requests/s" "p50 ms" "p99 ms" ratio "vs JSON" "steal %"
+measure_yardstick
 for entry in "${pages[@]}"; do
   name="${entry%%|*}"
-  printf '%-26s %12.0f %9s %9s %9.2f %8s\n' "$name" "${rates[$name]}" "${lat50[$name]}" \
-    "${lat99[$name]}" "$(awk -v a="${rates[$name]}" -v b="$json_rate" 'BEGIN { print a / b }')" \
-    "${steal[$name]}"
+  printf '%-26s %12.0f %9s %9s %7s %9.2f %8s\n' "$name" "${rates[$name]}" "${lat50[$name]}" \
+    "${lat99[$name]}" "$(of_yardstick "${rates[$name]}")" \
+    "$(awk -v a="${rates[$name]}" -v b="$json_rate" 'BEGIN { print a / b }')" "${steal[$name]}"
 done
 echo "server RSS after the run: $(rss_mb) MB"

@@ -5,7 +5,8 @@
 //!    cache on and the old answer cached, until it answers it too. Prints p50 and p99 of that
 //!    delay: how long a replica can answer the old state after the indexer shows the new.
 //! 2. Throughput with wrk: one replica's `/healthz` and a cached list answer, then the list
-//!    on both replicas at once, as ratios of the one replica's `/healthz`.
+//!    on both replicas at once, as ratios of the yardstick's (`SVC_YARDSTICK_URL`: nginx
+//!    answering a constant, which `bench/replicas.sh` starts), measured the same way.
 //!
 //! Usage: replica_bench <svc binary> [probes] [events.jsonl to import first]
 
@@ -126,11 +127,16 @@ fn main() {
             .collect::<Vec<_>>(),
         16,
     );
-    println!("one replica /healthz: {healthz:.0} requests/s");
+    let yardstick_url =
+        std::env::var("SVC_YARDSTICK_URL").expect("SVC_YARDSTICK_URL (bench/replicas.sh sets it)");
+    let yardstick = wrk(&yardstick_url, 32);
     println!(
-        "cached list, one replica: {one:.0} /s ({:.2} of /healthz); two replicas together: {two:.0} /s ({:.2})",
-        one / healthz,
-        two / healthz
+        "yardstick (nginx constant): {yardstick:.0} requests/s; one replica /healthz: {healthz:.0}"
+    );
+    println!(
+        "cached list, one replica: {one:.0} /s ({:.3} of the yardstick); two replicas together: {two:.0} /s ({:.3})",
+        one / yardstick,
+        two / yardstick
     );
     for (mut child, _) in replicas {
         let _ = child.kill();
