@@ -84,10 +84,32 @@ start_server() { # LOG [flags...]
     kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
     sleep 0.05
   done
-  until curl -fs "$url/readyz" >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
-    sleep 0.2
+  wait_answering "$url/readyz" "$pid" "$log" 0.2
+}
+
+# Waits until URL answers with a 2xx; if PID ends first, prints LOG and ends the script.
+wait_answering() { # URL PID LOG [SECONDS between tries]
+  until curl -fs "$1" >/dev/null 2>&1; do
+    kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
+    sleep "${4:-0.1}"
   done
+}
+
+# A free TCP port on loopback.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Debian's nginx (installed when missing), run in the foreground on DIR/nginx.conf with its
+# error log and pid file in DIR, readable by its workers: sets `nginx_started` to its pid.
+run_nginx() { # DIR
+  local nginx_bin
+  nginx_bin=$("$root/scripts/nginx" path)
+  [ -x "$nginx_bin" ] || "$root/scripts/nginx" install >/dev/null
+  # Run as root, nginx's workers drop to `nobody`, who must reach its files.
+  chmod 755 "$1"
+  "$nginx_bin" -p "$1" -c "$1/nginx.conf" -e "$1/error.log" -g "daemon off; pid $1/nginx.pid;" &
+  nginx_started=$!
 }
 
 stop_server() {
@@ -165,12 +187,9 @@ wrk_figures() {
 # It does not move with svc's changes, and runs on the same cores in the same run. Sets
 # `yard_url`; stopped by `stop_yardstick` (also called by `stop_server`'s callers' traps).
 start_yardstick() {
-  local nginx_bin port
-  nginx_bin=$("$root/scripts/nginx" path)
-  [ -x "$nginx_bin" ] || "$root/scripts/nginx" install >/dev/null
+  local port
   yard_dir=$(mktemp -d)
-  chmod 755 "$yard_dir"
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port)
   cat >"$yard_dir/nginx.conf" <<CONF
 worker_processes auto;
 worker_rlimit_nofile 65536;
@@ -184,14 +203,10 @@ http {
   }
 }
 CONF
-  "$nginx_bin" -p "$yard_dir" -c "$yard_dir/nginx.conf" -e "$yard_dir/error.log" \
-    -g "daemon off; pid $yard_dir/nginx.pid;" &
-  yard_pid=$!
+  run_nginx "$yard_dir"
+  yard_pid=$nginx_started
   yard_url="http://127.0.0.1:$port/"
-  until curl -fs "$yard_url" >/dev/null 2>&1; do
-    kill -0 "$yard_pid" 2>/dev/null || { cat "$yard_dir/error.log" >&2; exit 1; }
-    sleep 0.1
-  done
+  wait_answering "$yard_url" "$yard_pid" "$yard_dir/error.log"
 }
 
 stop_yardstick() {

@@ -44,9 +44,7 @@ import_catalog "$work/proxy-import.log"
 
 # nginx as Debian runs it (a worker a core), deploy/nginx.conf in its http block.
 start_nginx() { # UPSTREAM (host:port)
-  # Run as root, nginx's workers drop to `nobody`, who must reach its files.
-  chmod 755 "$nginx_dir"
-  nginx_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  nginx_port=$(free_port)
   sed -e "s/listen 8080;/listen 127.0.0.1:$nginx_port;/" \
     -e "s/server 127.0.0.1:8788 /server $1 /" -e "s/server 127.0.0.1:8789 /server $1 /" \
     "$root/deploy/nginx.conf" >"$nginx_dir/svc.conf"
@@ -56,14 +54,10 @@ worker_rlimit_nofile 65536;
 events { worker_connections 16384; }
 http { access_log off; include $nginx_dir/svc.conf; }
 CONF
-  "$nginx_bin" -p "$nginx_dir" -c "$nginx_dir/nginx.conf" -e "$nginx_dir/error.log" \
-    -g "daemon off; pid $nginx_dir/nginx.pid;" &
-  nginx_pid=$!
+  run_nginx "$nginx_dir"
+  nginx_pid=$nginx_started
   nginx_url="http://127.0.0.1:$nginx_port"
-  until curl -fs "$nginx_url/healthz" >/dev/null 2>&1; do
-    kill -0 "$nginx_pid" 2>/dev/null || { cat "$nginx_dir/error.log" >&2; exit 1; }
-    sleep 0.1
-  done
+  wait_answering "$nginx_url/healthz" "$nginx_pid" "$nginx_dir/error.log"
 }
 start_nginx "${url#http://}"
 
