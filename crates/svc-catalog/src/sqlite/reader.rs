@@ -161,9 +161,10 @@ impl ReaderPool {
         self.jobs.send(queued).map_err(|_| CatalogError::Closed)?;
         let answer = answered
             .await
-            .map_err(|_| CatalogError::Storage("a reader failed while answering".into()))?;
-        std::mem::forget(abandoned);
-        answer
+            .map_err(|_| CatalogError::Storage("a reader failed while answering".into()));
+        // Marked once answered too: the job is over, and its flag goes with it.
+        drop(abandoned);
+        answer?
     }
 }
 
