@@ -291,17 +291,25 @@ fn page_item<'r>(rows: &'r Rows<'_>) -> ItemRef<'r> {
 }
 
 /// An item from a row of `uri, rev, record`, borrowed from the row.
-fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> CatalogResult<ItemRef<'r>> {
+/// A row of uri, rev and record, and its labels when the statement reads them (a fourth
+/// column, null while none apply), as an item.
+pub(super) fn item_ref<'r>(row: &'r rusqlite::Row<'_>) -> CatalogResult<ItemRef<'r>> {
     let bytes = |i: usize| -> CatalogResult<&'r [u8]> {
         row.get_ref(i)?
             .as_bytes()
             .map_err(|e| CatalogError::Storage(format!("a stored item's column {i}: {e}")))
     };
+    let labels = match row.as_ref().column_count() > 3 {
+        true => (row.get_ref(3)?.as_bytes_or_null())
+            .map_err(|e| CatalogError::Storage(format!("a stored item's labels: {e}")))?
+            .unwrap_or_default(),
+        false => &[],
+    };
     Ok(ItemRef {
         uri: bytes(0)?,
         rev: bytes(1)?,
         record_json: bytes(2)?,
-        labels: &[],
+        labels,
     })
 }
 

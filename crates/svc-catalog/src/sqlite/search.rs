@@ -6,11 +6,11 @@
 //! first, else newest first; only then are the page's records read.
 
 use super::engine::SqliteEngine;
-use super::reader::Reader;
+use super::reader::{Reader, item_ref};
 use super::search_rows::{PREFIX_INDEXED_CHARS, insert_listed, kind_word};
 use crate::engine::RecordRow;
 use crate::{
-    CatalogError, CatalogResult, ItemRef, PageWriter, SEARCH_COUNT_LIMIT, SEARCH_RANKED_AT_MOST,
+    CatalogError, CatalogResult, PageWriter, SEARCH_COUNT_LIMIT, SEARCH_RANKED_AT_MOST,
     SearchRequest,
 };
 use rusqlite::{Connection, OptionalExtension, params};
@@ -213,7 +213,7 @@ fn newest_sql(hidden: bool) -> String {
 const RECORD: &str = concat!(
     "SELECT r.uri, r.rev, r.record, ",
     labels_json!(),
-    " FROM records r WHERE r.rowid = ?1"
+    " FROM records r WHERE r.rowid = ?1 AND r.record IS NOT NULL"
 );
 
 /// Reads one page of a search, stopped at its deadline.
@@ -273,7 +273,7 @@ fn read(
     for rowid in page {
         let mut rows = record.query([rowid])?;
         if let Some(row) = rows.next()? {
-            writer.item(item_of(row)?);
+            writer.item(item_ref(row)?);
             written += 1;
         }
     }
@@ -300,24 +300,6 @@ fn named_first(found: Vec<i64>, named: &[i64], offset: usize, limit: usize) -> V
         .skip(offset)
         .take(limit)
         .collect()
-}
-
-/// A search row as a page item.
-fn item_of<'r>(row: &'r rusqlite::Row<'_>) -> CatalogResult<ItemRef<'r>> {
-    let bytes = |i: usize| -> CatalogResult<&'r [u8]> {
-        Ok(match row.get_ref(i)? {
-            rusqlite::types::ValueRef::Null => &[],
-            other => other
-                .as_bytes()
-                .map_err(|e| CatalogError::Storage(format!("a search row's column {i}: {e}")))?,
-        })
-    };
-    Ok(ItemRef {
-        uri: bytes(0)?,
-        rev: bytes(1)?,
-        record_json: bytes(2)?,
-        labels: bytes(3)?,
-    })
 }
 
 #[cfg(test)]
