@@ -143,29 +143,6 @@ fn settings(url: &PostgresUrl) -> CatalogResult<(tokio_postgres::Config, MakeRus
     Ok((config, MakeRustlsConnect::new(tls)))
 }
 
-/// A pool of at most `size` connections, made when reads need them.
-fn reader_pool(
-    config: &tokio_postgres::Config,
-    tls: &MakeRustlsConnect,
-    size: usize,
-) -> CatalogResult<deadpool_postgres::Pool> {
-    let manager = deadpool_postgres::Manager::from_config(
-        config.clone(),
-        tls.clone(),
-        deadpool_postgres::ManagerConfig {
-            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
-        },
-    );
-    deadpool_postgres::Pool::builder(manager)
-        .max_size(size.max(1))
-        .runtime(deadpool_postgres::Runtime::Tokio1)
-        .wait_timeout(Some(CONNECT_TIMEOUT))
-        .create_timeout(Some(CONNECT_TIMEOUT))
-        .recycle_timeout(Some(CONNECT_TIMEOUT))
-        .build()
-        .map_err(|e| CatalogError::Storage(e.to_string()))
-}
-
 impl EngineCatalog<PostgresReads> {
     /// Connects, runs pending migrations, and, with the writer lock, rebuilds the keys of
     /// queries whose definition is new or changed and starts the writer (without it, stands
@@ -176,10 +153,7 @@ impl EngineCatalog<PostgresReads> {
         readers: usize,
     ) -> CatalogResult<PostgresCatalog> {
         let (config, tls) = settings(url)?;
-        let reads = PostgresReads(reads::ReadPool::new(
-            reader_pool(&config, &tls, readers)?,
-            tls.clone(),
-        ));
+        let reads = PostgresReads(reads::ReadPool::new(&config, &tls, readers)?);
         let log = PostgresLog::shared(config.clone(), tls.clone());
         // The writer's connection lives on a runtime of its own on the writer's thread; it is
         // made, and the storage readied, on a plain thread, away from this runtime.
@@ -199,7 +173,7 @@ impl EngineCatalog<PostgresReads> {
     /// following its replication log; migrates nothing.
     pub async fn open_reader(url: &PostgresUrl, readers: usize) -> CatalogResult<PostgresCatalog> {
         let (config, tls) = settings(url)?;
-        let pool = reads::ReadPool::new(reader_pool(&config, &tls, readers)?, tls.clone());
+        let pool = reads::ReadPool::new(&config, &tls, readers)?;
         let ids = pool
             .reading(|reads| async move {
                 let client = reads::connection(&reads).await?;

@@ -4,7 +4,7 @@
 //! connections a read takes are handed back only when the read completes; when it is dropped
 //! before, each is taken out of the pool, its statement cancelled, and the connection closed.
 
-use super::storage;
+use super::{CONNECT_TIMEOUT, storage};
 use crate::{CatalogError, CatalogResult};
 use deadpool_postgres::{Object, Pool, PoolError};
 use std::future::Future;
@@ -12,6 +12,7 @@ use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
+use tokio_postgres::Config;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The pool of read connections, and what cancelling a statement on one takes.
@@ -36,8 +37,31 @@ pub(super) struct Reading {
 }
 
 impl ReadPool {
-    pub(super) fn new(pool: Pool, tls: MakeRustlsConnect) -> ReadPool {
-        ReadPool { pool, tls }
+    /// A pool of at most `size` connections, made when reads need them.
+    pub(super) fn new(
+        config: &Config,
+        tls: &MakeRustlsConnect,
+        size: usize,
+    ) -> CatalogResult<ReadPool> {
+        let manager = deadpool_postgres::Manager::from_config(
+            config.clone(),
+            tls.clone(),
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| CatalogError::Storage(e.to_string()))?;
+        Ok(ReadPool {
+            pool,
+            tls: tls.clone(),
+        })
     }
 
     /// Runs `read`; when the returned future is dropped before it completes, the statements
@@ -171,8 +195,7 @@ mod tests {
             panic!("not a postgres URL")
         };
         let (config, tls) = super::super::settings(&url).expect("settings");
-        let pool = super::super::reader_pool(&config, &tls, 1).expect("a pool of one");
-        let reads = ReadPool::new(pool, tls);
+        let reads = ReadPool::new(&config, &tls, 1).expect("a pool of one");
         let sleeping = reads.reading(|reads| async move {
             let client = connection(&reads).await?;
             client
