@@ -88,7 +88,6 @@ pub(super) fn stage(
     Ok(())
 }
 
-/// Builds the unique uri index; `false` (and nothing changed) when a uri is there twice.
 /// Lists the words a bulk load gathered, and forgets them.
 pub(super) fn list_words(conn: &Connection, words: &mut BTreeSet<String>) -> CatalogResult<()> {
     super::search_rows::list_words(conn, words.iter().map(String::as_str))?;
@@ -96,6 +95,7 @@ pub(super) fn list_words(conn: &Connection, words: &mut BTreeSet<String>) -> Cat
     Ok(())
 }
 
+/// Builds the unique uri index; `false` (and nothing changed) when a uri is there twice.
 pub(super) fn make_unique(conn: &Connection) -> CatalogResult<bool> {
     conn.execute_batch("SAVEPOINT unique_uris")?;
     match conn.execute_batch("CREATE UNIQUE INDEX records_uri ON records (uri)") {
