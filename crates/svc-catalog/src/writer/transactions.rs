@@ -30,7 +30,7 @@ impl<E: Engine> Transactions<E> {
         let outcome = work(&mut self.engine, &self.filing).and_then(|(plan, value)| {
             let entry = plan.log_entry();
             let logged = self.log(&entry)?;
-            let search = entry.changes_search();
+            let news = (entry.kinds, entry.changes_search());
             drop(entry);
             let streamed = self.stream(&plan.stream)?;
             let now = svc_syntax::UnixMillis::now();
@@ -40,11 +40,11 @@ impl<E: Engine> Transactions<E> {
             self.engine.commit()?;
             self.next_seq += i64::from(logged);
             self.next_change += streamed;
-            Ok((plan, value, search))
+            Ok((plan, value, news))
         });
         match outcome {
-            Ok((plan, value, search)) => {
-                self.publish(&plan, search);
+            Ok((plan, value, (kinds, search))) => {
+                self.publish(&plan.touched, kinds, search);
                 Ok(value)
             }
             Err(error) => {
@@ -74,10 +74,12 @@ impl<E: Engine> Transactions<E> {
         Ok(entries.len() as i64)
     }
 
-    /// Readers may cache against the clock: bump it only after the commit.
-    fn publish(&self, plan: &Plan<'_>, search: bool) {
-        self.clock.touch_keys(&plan.touched);
-        if plan.kind_counts.values().any(|delta| *delta != 0) {
+    /// Readers may cache against the clock: bump it only after the commit, as the committed
+    /// log entry says (the keys it touched, whether kinds' counts moved and searches may
+    /// have changed), as followers read it.
+    fn publish(&self, touched: &svc_spec::IndexKeys, kinds: bool, search: bool) {
+        self.clock.touch_keys(touched);
+        if kinds {
             self.clock.touch_kinds();
         }
         if search {
