@@ -173,36 +173,29 @@ impl Matching {
     }
 }
 
-/// Leaves out the matches (`search.rowid`, or `m.rid`) of an account out of sight or taken
-/// down, or taken down.
-macro_rules! visible {
-    ($rid:literal) => {
-        concat!(
-            "NOT EXISTS (SELECT 1 FROM records h WHERE h.rowid = ",
-            $rid,
-            " AND (EXISTS (SELECT 1 FROM inactive_accounts WHERE did = h.author) \
+/// The condition that leaves out the matches of an account out of sight or taken down, or
+/// taken down, when any record is (`hidden`).
+fn visible(hidden: bool) -> &'static str {
+    match hidden {
+        true => {
+            " AND NOT EXISTS (SELECT 1 FROM records h WHERE h.rowid = search.rowid \
+             AND (EXISTS (SELECT 1 FROM inactive_accounts WHERE did = h.author) \
              OR EXISTS (SELECT 1 FROM takedowns WHERE subject IN (h.uri, h.author))))"
-        )
-    };
+        }
+        false => "",
+    }
 }
 
-/// The matches of `?1`, oldest first, up to `?2`; those of accounts out of sight or taken
-/// down left out when `hidden`.
+/// The matches of `?1`, oldest first, up to `?2`; those out of sight left out when `hidden`.
 fn matches_sql(hidden: bool) -> String {
-    let visible = match hidden {
-        true => concat!(" AND ", visible!("search.rowid")),
-        false => "",
-    };
+    let visible = visible(hidden);
     format!("SELECT rowid FROM search WHERE search MATCH ?1{visible} LIMIT ?2")
 }
 
 /// A page (`?2` after `?3`) of the matches of `?1`, newest first (the index's own order, read
 /// backwards a page at a time); those out of sight left out when `hidden`.
 fn newest_sql(hidden: bool) -> String {
-    let visible = match hidden {
-        true => concat!(" AND ", visible!("search.rowid")),
-        false => "",
-    };
+    let visible = visible(hidden);
     format!(
         "SELECT rowid FROM search WHERE search MATCH ?1{visible} \
          ORDER BY rowid DESC LIMIT ?2 OFFSET ?3"
