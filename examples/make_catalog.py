@@ -15,7 +15,7 @@ and appended as they are; then come the records made after them.
 
 The story: a handful of people (a schema/lens author, a verifier, adapter authors, requesters, a
 geo moderator, a did:web verification bot) and four communities. Schemas and lenses live in
-`dev.panproto.schema.*` records (not in this file; referenced by at-uri). Bounties ask for lenses
+`dev.panproto.schema.*` records, referenced by at-uri and published at the end. Bounties ask for lenses
 (two of them for the same schema pair), verifications and adapters; verifications of every kind
 cover a hot lens; adapters for serde, pydantic, zod, jackson; communities recommend lens paths,
 own dialects and vocabularies, deliberate and tally; beliefs are held about records of the file.
@@ -987,11 +987,68 @@ def later(s):
             "property": prop, "result": result, "occurredAt": t})
 
 
+def schema_blob(entry, fields, nsid=None):
+    """A panproto schema's blob, as small as it comes: one object vertex and its string fields."""
+    vertices = {entry: {"id": entry, "kind": "object", "nsid": nsid}}
+    edges = []
+    for field in fields:
+        vertices["%s.%s" % (entry, field)] = {"id": "%s.%s" % (entry, field), "kind": "string", "nsid": None}
+        edges.append([{"kind": "prop", "name": field, "src": entry, "tgt": "%s.%s" % (entry, field)}, "prop"])
+    return {"entries": [entry], "vertices": vertices, "edges": edges,
+            "nsids": {entry: nsid} if nsid else {}}
+
+
+def object_hash(blob):
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def published(s):
+    """The schema and lens records the rest refer to, published last: each schema by the name its
+    blob gives it, each lens with its round-trip class. FHIR Patient reaches person.json in two
+    hops (through contact v2), the road a bounty asks for in one."""
+    schemas = [
+        (S_PERSON_LEX, "atproto", schema_blob("person", ["name", "email"], "app.example.person")),
+        (S_PERSON_JS, "json-schema", schema_blob("person.schema.json", ["name", "email"])),
+        (S_FHIR_PATIENT, "fhir", schema_blob("fhir.Patient", ["name", "telecom"])),
+        (S_CONTACT_V2, "protobuf", schema_blob("contact.v2.Contact", ["display_name", "email"])),
+        (S_GEOJSON, "json-schema", schema_blob("geojson.Feature", ["geometry", "properties"])),
+        (S_PLACE, "json-ld", schema_blob("schemaorg.Place", ["name", "geo"])),
+        (S_PET, "openapi", schema_blob("petstore.Pet", ["name", "tag"])),
+        (S_USER_PY, "pydantic", schema_blob("app.models.User", ["name", "tag"])),
+    ]
+    for ref, protocol, blob in schemas:
+        publish(s, ref, lambda t, protocol=protocol, blob=blob: {
+            "protocol": protocol, "blob": blob, "vertexCount": len(blob["vertices"]),
+            "edgeCount": len(blob["edges"]), "objectHash": object_hash(blob), "createdAt": t})
+    lenses = [
+        (L_PERSON, S_PERSON_LEX, S_PERSON_JS, "iso", "rename_sort_person"),
+        (L_FHIR_CONTACT, S_FHIR_PATIENT, S_CONTACT_V2, "projection", "drop_telecom_use"),
+        (L_GEO_PLACE, S_GEOJSON, S_PLACE, "iso", "geometry_to_geo"),
+        (L_CONTACT_PERSON, S_CONTACT_V2, S_PERSON_JS, "retraction", "display_name_to_name"),
+        (L_PET_USER, S_PET, S_USER_PY, "opaque", "pet_as_user"),
+    ]
+    for ref, source, target, klass, step in lenses:
+        blob = {"steps": [{"name": step, "complement_constructor": "Empty"}]}
+        publish(s, ref, lambda t, source=source, target=target, klass=klass, blob=blob: {
+            "sourceSchema": source["uri"], "targetSchema": target["uri"], "roundTripClass": klass,
+            "blob": blob, "objectHash": object_hash(blob), "createdAt": t})
+
+
+def publish(s, ref, build):
+    """A record at the uri other records already name."""
+    s.tick()
+    did, coll, rkey = ref["uri"][5:].split("/")
+    record = build(s.at())
+    record["$type"] = coll
+    s._emit(did, coll, rkey, "create", record)
+
+
 def main(argv):
     out = argv[1] if len(argv) > 1 else os.path.join(HERE, "catalog.jsonl")
     s = build(Stream())
     append_control_plane(s)
     later(s)
+    published(s)
     with open(out, "w", encoding="utf-8") as f:
         for line in s.lines:
             f.write(line + "\n")

@@ -41,7 +41,7 @@ impl Filing {
         match keys {
             StoredKeys::Filed(keys) => keys,
             StoredKeys::InRecord(text) => match svc_spec::Json::parse(&text) {
-                Ok(record) => self.queries.index_keys(collection, &record),
+                Ok(record) => self.queries.index_keys(collection, uri, &record),
                 // Stored text was valid JSON when written: only a damaged row gets here, and
                 // its entries are left as they are rather than the write refused.
                 Err(error) => {

@@ -89,8 +89,10 @@ pub(crate) fn upsert(uri: &str, rev: &str, record: Value) -> Change {
     let mut record = record;
     record["$type"] = json!(collection.as_str());
     let json = svc_spec::Json::from_value(&record);
-    let keys = queries.index_keys(&collection, &json);
-    let search = queries.indexes().search_text(&collection, &json);
+    let keys = queries.index_keys(&collection, uri.as_str(), &json);
+    let search = queries
+        .indexes()
+        .search_text(&collection, uri.as_str(), &json);
     Change::Upsert(Upsert {
         keys,
         search,

@@ -90,7 +90,9 @@ fn run_stage(stage: usize, lines: &[String], queries: &QuerySet, ingestor: &Inge
             continue;
         }
         if stage >= 3 {
-            outcome += queries.index_keys(&event.collection, &record).len();
+            outcome += queries
+                .index_keys(&event.collection, &event.uri(), &record)
+                .len();
         }
     }
     outcome

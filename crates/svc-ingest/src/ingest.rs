@@ -19,6 +19,11 @@ use svc_syntax::{AtUri, Cid, Did, Nsid, RecordKey, Tid};
 /// the network's relays accept (did:plc, did:web) gives uris far below this.
 pub const MAX_RECORD_URI_BYTES: usize = 2048;
 
+/// The largest record text that is filed: twice the one million bytes the sync protocol
+/// allows a record's block, as JSON may be larger than the DAG-CBOR it was read from (a lens or
+/// schema blob can be large). A larger one is refused and counted, on every source.
+pub const MAX_RECORD_JSON_BYTES: usize = 2_000_000;
+
 /// How far ahead of this host's clock a time a source gives may be (a rev's, an event's, a
 /// Jetstream cursor): clocks drift by seconds, and a relay allows minutes; a time beyond was
 /// not made now, and kept as a rev or a cursor it would stand above everything that follows.
@@ -98,6 +103,13 @@ impl Ingestor {
                     rev: fields.rev,
                 });
             }
+            (_, Some(json)) if json.len() > MAX_RECORD_JSON_BYTES => {
+                let reason = format!(
+                    "record: {} bytes, over the limit of {MAX_RECORD_JSON_BYTES}",
+                    json.len()
+                );
+                return self.invalid(uri, &reason);
+            }
             (_, Some(json)) => json,
             (_, None) => return self.invalid(uri, "record: missing"),
         };
@@ -110,11 +122,14 @@ impl Ingestor {
             if let Err(error) = self.lexicons.validate_json(&fields.collection, &record) {
                 return self.invalid(uri, &error.to_string());
             }
-            let keys = self.queries.index_keys(&fields.collection, &record);
-            let search = self
+            let keys = self
                 .queries
-                .indexes()
-                .search_text(&fields.collection, &record);
+                .index_keys(&fields.collection, fields.uri.as_str(), &record);
+            let search = self.queries.indexes().search_text(
+                &fields.collection,
+                fields.uri.as_str(),
+                &record,
+            );
             (keys, search)
         };
         Prepared::Change(Change::Upsert(Upsert {
@@ -286,6 +301,36 @@ mod tests {
         let mut foreign = event("app.bsky.feed.post", "{}");
         foreign.rev = "~~~".into();
         assert!(matches!(ingestor.prepare(foreign), Prepared::Ignored));
+    }
+
+    #[test]
+    fn lens_and_schema_records_are_filed_and_an_oversized_blob_refused() {
+        let ingestor = ingestor();
+        let schema = r#"{"$type":"dev.panproto.schema.schema","protocol":"atproto","objectHash":"ab","createdAt":"2026-01-01T00:00:00Z","blob":{"entries":["post"],"nsids":{"post":"app.example.post"}}}"#;
+        let Prepared::Change(Change::Upsert(upsert)) =
+            ingestor.prepare(event("dev.panproto.schema.schema", schema))
+        else {
+            panic!("a schema record is filed");
+        };
+        let search = upsert.search.expect("a schema is searched by its name");
+        assert!(search.name.contains("example"), "{search:?}");
+        let lens = r#"{"$type":"dev.panproto.schema.lens","sourceSchema":"at://did:plc:a/dev.panproto.schema.schema/s","targetSchema":"at://did:plc:a/dev.panproto.schema.schema/t","objectHash":"ab","createdAt":"2026-01-01T00:00:00Z","blob":{"steps":[]}}"#;
+        assert!(matches!(
+            ingestor.prepare(event("dev.panproto.schema.lens", lens)),
+            Prepared::Change(Change::Upsert(_))
+        ));
+        let padding = "x".repeat(MAX_RECORD_JSON_BYTES);
+        let huge = lens.replace(r#""steps":[]"#, &format!(r#""steps":[],"pad":"{padding}""#));
+        assert!(matches!(
+            ingestor.prepare(event("dev.panproto.schema.lens", &huge)),
+            Prepared::Invalid
+        ));
+        let no_source = lens.replace("sourceSchema", "source");
+        assert!(matches!(
+            ingestor.prepare(event("dev.panproto.schema.lens", &no_source)),
+            Prepared::Invalid
+        ));
+        assert_eq!(ingestor.metrics().invalid_records.get(), 2);
     }
 
     #[test]

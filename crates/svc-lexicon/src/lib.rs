@@ -66,6 +66,17 @@ impl Lexicons {
         self.records.iter().map(String::as_str)
     }
 
+    /// The namespaces the record kinds live in, as Jetstream's `wantedCollections` names them
+    /// (`dev.svc.*`), in byte order.
+    pub fn record_namespaces(&self) -> Vec<String> {
+        let mut namespaces: Vec<String> = self
+            .record_collections()
+            .filter_map(|nsid| nsid.rsplit_once('.').map(|(space, _)| format!("{space}.*")))
+            .collect();
+        namespaces.dedup();
+        namespaces
+    }
+
     pub fn is_record_collection(&self, nsid: &str) -> bool {
         self.records.contains(nsid)
     }

@@ -16,6 +16,7 @@ mod forwarded;
 mod guarded;
 mod health;
 mod json_head_errors;
+mod lens_routes;
 mod limits;
 mod list;
 mod metrics;
@@ -25,6 +26,7 @@ mod params;
 mod plain;
 mod replay_pace;
 mod routes;
+mod schema_names;
 mod search;
 mod socket_budget;
 mod stats;
@@ -283,6 +285,7 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::Stats => get(stats::serve),
         Endpoint::Sufficiency => get(sufficiency::serve),
         Endpoint::Search => get(search::serve),
+        Endpoint::Routes => get(lens_routes::serve),
         Endpoint::Changes => get(changes::serve),
         Endpoint::ChangesSocket => get(changes_ws::serve),
         Endpoint::Explorer => get(explorer::front),

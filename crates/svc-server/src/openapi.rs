@@ -202,6 +202,9 @@ fn route_operation(
              "schema": {"type": "string", "pattern": crate::params::SEARCH_CURSOR_PATTERN}}
         ]);
     }
+    if route.endpoint == Endpoint::Routes {
+        operation["parameters"] = routes_parameters();
+    }
     if route.endpoint == Endpoint::Sufficiency {
         operation["parameters"] = json!([
             {"name": "lens_uri", "in": "query", "required": true, "schema": at_uri_schema()},
@@ -225,6 +228,12 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
             let mut responses = errors(limits);
             responses["200"] = json!({"description": "The best matches first (ties newest first). `total` counts matches exactly up to 10,000; past that it is 10,000 and `total_is_lower_bound` is true.",
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResponse"}}}});
+            responses
+        }
+        Endpoint::Routes => {
+            let mut responses = errors(limits);
+            responses["200"] = json!({"description": "The best chains first; none when no chain within max_hops joins the schemas (or either is unknown). A question whose search passes its bounds is a 400 naming the bound.",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Routes"}}}});
             responses
         }
         Endpoint::Stats => {
@@ -293,6 +302,7 @@ fn schemas() -> Value {
             "total_is_lower_bound": {"type": "boolean", "description": "Present (true) when more matches exist than `total` says."},
             "limit": {"type": "integer"}, "offset": {"type": "integer"},
             "cursor": {"type": "string", "description": "Present when more items follow."}}},
+        "Routes": routes_schema(),
         "Sufficiency": {"type": "object", "required": ["sufficient", "required_kinds", "require_holds"], "properties": {
             "sufficient": {"type": "boolean"}, "required_kinds": {"type": "array", "items": {"type": "string"}},
             "require_holds": {"type": "boolean"}}},
@@ -339,4 +349,41 @@ fn change() -> Value {
         "if": {"properties": {"op": {"const": "leave"}}},
         "then": {"not": {"required": ["item"]}},
         "else": {"required": ["item"]}})
+}
+
+/// The parameters of `/v1/routes`.
+fn routes_parameters() -> Value {
+    let (default_hops, most_hops) = crate::lens_routes::HOPS;
+    json!([
+        {"name": "from", "in": "query", "required": true, "description": "The schema records are in: its at-uri.", "schema": at_uri_schema()},
+        {"name": "to", "in": "query", "required": true, "description": "The schema they should reach: its at-uri.", "schema": at_uri_schema()},
+        {"name": "max_hops", "in": "query", "required": false,
+         "schema": {"type": "integer", "minimum": 1, "maximum": most_hops, "default": default_hops}},
+        {"name": "kinds", "in": "query", "required": false,
+         "description": "Comma-separated verification kinds each lens must have a holding verification of. Absent: a lens suffices when some verification holds and none is falsified.",
+         "schema": {"type": "string", "pattern": kinds_pattern()}},
+        {"name": "limit", "in": "query", "required": false,
+         "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10}}
+    ])
+}
+
+fn routes_schema() -> Value {
+    let counts = json!({"type": "object", "required": ["held", "failed"], "properties": {
+        "held": {"type": "integer"}, "failed": {"type": "integer"}}});
+    let hop = json!({"type": "object",
+        "required": ["lens", "from", "to", "class", "known_by", "verifications", "sufficient"],
+        "properties": {
+            "lens": {"type": "string", "format": "at-uri"},
+            "from": {"type": "string", "format": "at-uri"},
+            "to": {"type": "string", "format": "at-uri"},
+            "class": {"type": ["string", "null"], "description": "The lens record's roundTripClass; null when it gives none or the lens is known only from encounters."},
+            "known_by": {"type": "string", "enum": ["record", "encounters"]},
+            "verifications": {"type": "object", "additionalProperties": counts},
+            "sufficient": {"type": "boolean"}}});
+    json!({"type": "object", "required": ["routes", "limit", "names"], "properties": {
+        "routes": {"type": "array", "items": {"type": "object", "required": ["hops", "sufficient"],
+            "properties": {"hops": {"type": "array", "items": hop}, "sufficient": {"type": "boolean"}}}},
+        "limit": {"type": "integer"},
+        "names": {"type": "object", "additionalProperties": {"type": "string"},
+            "description": "The readable name of each schema the routes pass that the catalog holds a schema record of."}}})
 }

@@ -14,6 +14,7 @@ pub(crate) enum Endpoint {
     Stats,
     Sufficiency,
     Search,
+    Routes,
     Changes,
     ChangesSocket,
     Explorer,
@@ -108,6 +109,17 @@ pub(crate) const ROUTES: &[Route] = &[
         listed: true,
         summary: Some(
             "Records whose words match a query (words in any order, \"a phrase\", the last word's start), best match first.",
+        ),
+    },
+    Route {
+        path: "/v1/routes",
+        name: "routes",
+        endpoint: Endpoint::Routes,
+        xrpc: true,
+        api: true,
+        listed: true,
+        summary: Some(
+            "The best chains of lenses from one schema to another: sufficient chains first, then fewer hops, then the weakest hop's round-trip class.",
         ),
     },
     Route {

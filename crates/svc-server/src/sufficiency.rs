@@ -109,22 +109,10 @@ fn read_question<'a>(params: &'a Params) -> Result<Question<'a>, ApiError> {
             )));
         }
     };
-    let mut tokens = Vec::new();
+    let tokens = kind_positions(kinds_text)?;
     let mut asked = [false; VERIFICATION_KINDS.len()];
-    for token in kinds_text
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    {
-        let Some(kind) = VERIFICATION_KINDS.iter().position(|(k, _)| *k == token) else {
-            let known: Vec<&str> = VERIFICATION_KINDS.iter().map(|(k, _)| *k).collect();
-            return Err(ApiError::InvalidRequest(format!(
-                "kinds: unknown verification kind {token:?} (known: {})",
-                known.join(", ")
-            )));
-        };
-        tokens.push(kind);
-        asked[kind] = true;
+    for kind in &tokens {
+        asked[*kind] = true;
     }
     Ok(Question {
         lens,
@@ -132,6 +120,28 @@ fn read_question<'a>(params: &'a Params) -> Result<Question<'a>, ApiError> {
         asked,
         require_holds,
     })
+}
+
+/// The verification kinds a `kinds` parameter lists (comma-separated), each as its place in
+/// [`VERIFICATION_KINDS`], in order and with repeats; an unknown one is a bad request.
+pub(crate) fn kind_positions(kinds_text: &str) -> Result<Vec<usize>, ApiError> {
+    kinds_text
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|token| {
+            VERIFICATION_KINDS
+                .iter()
+                .position(|(k, _)| *k == token)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = VERIFICATION_KINDS.iter().map(|(k, _)| *k).collect();
+                    ApiError::InvalidRequest(format!(
+                        "kinds: unknown verification kind {token:?} (known: {})",
+                        known.join(", ")
+                    ))
+                })
+        })
+        .collect()
 }
 
 /// The question in a byte a token: whether results must hold, each token's kind as a digit,

@@ -66,7 +66,11 @@ fn the_record(queries: &QuerySet) -> Change {
     let uri = AtUri::new(RECORD).expect("a record's uri");
     let (author, collection, _) = uri.record_parts().expect("a record's uri");
     Change::Upsert(Upsert {
-        keys: queries.index_keys(&collection, &svc_spec::Json::from_value(&record)),
+        keys: queries.index_keys(
+            &collection,
+            uri.as_str(),
+            &svc_spec::Json::from_value(&record),
+        ),
         search: None,
         uri,
         collection,

@@ -122,6 +122,11 @@ pub struct IndexParam {
     /// A record without a value there is filed under no value too.
     #[serde(default)]
     pub required: bool,
+    /// An optional parameter whose keys say what the record holds: its value, or no value
+    /// when it has none, never both (a lookup without it finds only records without one).
+    /// Only the service's own indexes use it, to read a value back from the keys.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exact: bool,
 }
 
 /// What defines an index: the kind of record it files, its parameters and its filter. Only
@@ -149,6 +154,7 @@ impl QueryDef {
                     name: p.name.clone(),
                     param_type: p.param_type,
                     required: p.required,
+                    exact: false,
                 })
                 .collect(),
             filter: self.filter.clone(),

@@ -4,7 +4,7 @@
 use crate::def::{ConditionDef, IndexDef, IndexParam};
 use crate::keys::{self, KEY_FORMAT, encode_key, fold, keys_of_tuples};
 use crate::search::SearchText;
-use crate::{IndexKeys, Json, JsonPath, QueryId, SpecError};
+use crate::{IndexKeys, Json, JsonPath, QueryId, RecordView, SpecError};
 use std::borrow::Cow;
 use svc_syntax::Nsid;
 
@@ -134,8 +134,16 @@ impl IndexSet {
     }
 
     /// A record's searchable words, folded; `None` when its kind has none or it holds none.
-    pub fn search_text(&self, collection: &str, record: &Json<'_>) -> Option<SearchText> {
-        self.search.0.get(collection)?.text_of(record)
+    pub fn search_text(
+        &self,
+        collection: &str,
+        uri: &str,
+        record: &Json<'_>,
+    ) -> Option<SearchText> {
+        self.search
+            .0
+            .get(collection)?
+            .text_of(&RecordView::new(uri, record))
     }
 
     /// The kinds search reads.
@@ -148,13 +156,14 @@ impl IndexSet {
         &self.search.1
     }
 
-    /// The keys under which a record of `collection` is filed by each index over that
-    /// collection.
-    pub fn index_keys(&self, collection: &str, record: &Json<'_>) -> IndexKeys {
+    /// The keys under which the record of `collection` at `uri` is filed by each index over
+    /// that collection.
+    pub fn index_keys(&self, collection: &str, uri: &str, record: &Json<'_>) -> IndexKeys {
         let mut keys = IndexKeys::new();
+        let view = RecordView::new(uri, record);
         for &position in self.by_kind.get(collection).into_iter().flatten() {
             let index = &self.indexes[position];
-            for key in index.index_keys(record) {
+            for key in index.index_keys(&view) {
                 keys.insert((index.id.clone(), key));
             }
         }
@@ -304,12 +313,12 @@ fn bind_param(
 /// Strings at a path, for key extraction and evaluation.
 pub(crate) fn strings_at<'v>(
     path: &JsonPath,
-    record: &'v Json<'v>,
+    record: &'v RecordView<'v>,
 ) -> impl Iterator<Item = &'v str> {
-    path.values(record).into_iter().filter_map(Json::as_str)
+    path.values_in(record).into_iter().filter_map(Json::as_str)
 }
 
-fn guard_holds(condition: &Condition, record: &Json) -> bool {
+fn guard_holds(condition: &Condition, record: &RecordView) -> bool {
     match &condition.test {
         Test::Equals {
             bound: Bound::Const(constant),
@@ -320,7 +329,7 @@ fn guard_holds(condition: &Condition, record: &Json) -> bool {
             ..
         } => true,
         Test::OneOf { values, or_absent } => {
-            let found = condition.path.values(record);
+            let found = condition.path.values_in(record);
             if found.is_empty() {
                 *or_absent
             } else {
@@ -330,7 +339,7 @@ fn guard_holds(condition: &Condition, record: &Json) -> bool {
                     .any(|s| values.iter().any(|v| v == s))
             }
         }
-        Test::Present => condition.path.values(record).iter().any(|v| match v {
+        Test::Present => condition.path.values_in(record).iter().any(|v| match v {
             Json::Null => false,
             Json::String(s) => !s.is_empty(),
             Json::Object(map) => !map.is_empty(),
@@ -342,7 +351,7 @@ fn guard_holds(condition: &Condition, record: &Json) -> bool {
 
 impl Index {
     /// The keys under which `record` (of this query's kind) matches, sorted and distinct.
-    pub fn index_keys(&self, record: &Json) -> Vec<String> {
+    pub fn index_keys(&self, record: &RecordView) -> Vec<String> {
         if !self.conditions.iter().all(|c| guard_holds(c, record)) {
             return Vec::new();
         }
@@ -357,8 +366,11 @@ impl Index {
                 .collect();
             values.sort();
             values.dedup();
-            if !param.required {
-                values.insert(0, None);
+            match (param.required, param.exact) {
+                (true, _) => {}
+                (false, true) if values.is_empty() => values.push(None),
+                (false, true) => {}
+                (false, false) => values.insert(0, None),
             }
             if values.is_empty() {
                 return Vec::new();
@@ -372,7 +384,8 @@ impl Index {
     }
 
     /// Evaluates the filter on one record directly, with bound parameter values.
-    pub fn matches(&self, record: &Json, args: &[Option<&str>]) -> bool {
+    pub fn matches(&self, uri: &str, record: &Json, args: &[Option<&str>]) -> bool {
+        let record = &RecordView::new(uri, record);
         self.conditions
             .iter()
             .all(|condition| match &condition.test {

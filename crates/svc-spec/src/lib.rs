@@ -11,7 +11,9 @@ mod kinds_table;
 mod lexicon;
 mod path;
 mod query;
+mod record_view;
 pub mod roads;
+pub mod schema_name;
 pub mod search;
 
 pub use def::{
@@ -23,6 +25,7 @@ pub use kinds::{BenchShare, EMBEDDED_KINDS, Fact, KindDef, Kinds, People, Relate
 pub use lexicon::{query_lexicon, query_nsid, search_lexicon};
 pub use path::JsonPath;
 pub use query::{Query, QuerySet};
+pub use record_view::RecordView;
 
 use std::collections::BTreeSet;
 pub use svc_json::Json;
@@ -76,7 +79,36 @@ const INTERNAL_INDEXES_SPEC: &str = r#"[{
     {"op": "ref_uri", "path": "wants.source", "param": "source"},
     {"op": "ref_uri", "path": "wants.target", "param": "target"}
   ]
+}, {
+  "name": "publishedRoadsFrom",
+  "kind": "dev.panproto.schema.lens",
+  "params": [
+    {"name": "source", "type": "at-uri", "required": true},
+    {"name": "target", "type": "at-uri", "required": true},
+    {"name": "lens", "type": "at-uri", "required": true},
+    {"name": "class", "type": "string", "exact": true}
+  ],
+  "filter": [
+    {"op": "eq", "path": "sourceSchema", "param": "source"},
+    {"op": "eq", "path": "targetSchema", "param": "target"},
+    {"op": "eq", "path": "@uri", "param": "lens"},
+    {"op": "eq", "path": "roundTripClass", "param": "class"}
+  ]
+}, {
+  "name": "schemaNames",
+  "kind": "dev.panproto.schema.schema",
+  "params": [
+    {"name": "schema", "type": "at-uri", "required": true},
+    {"name": "name", "type": "string", "required": true}
+  ],
+  "filter": [
+    {"op": "eq", "path": "@uri", "param": "schema"},
+    {"op": "eq", "path": "@name", "param": "name"}
+  ]
 }]"#;
+
+/// The index of each schema's readable name, keyed by the schema's uri then the name.
+pub const SCHEMA_NAMES_INDEX: &str = "schemaNames";
 
 /// The service's own indexes, compiled.
 pub(crate) fn internal_indexes() -> Vec<Index> {

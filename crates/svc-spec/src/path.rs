@@ -4,7 +4,11 @@
 //! Arrays fan out: a path step on an array applies to each element, and a path that ends on an
 //! array yields its elements. So `members` yields every member DID and `lensPath` yields nothing
 //! when the array is empty.
+//!
+//! A path may start from a fact svc derives of the record instead of its fields (`@uri`,
+//! `@name`: [`crate::RecordView`]); such a path reaches nothing in a bare record.
 
+use crate::record_view::{Derived, RecordView};
 use svc_json::Json;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,13 +19,24 @@ pub(crate) struct Step {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonPath {
+    derived: Option<Derived>,
     steps: Vec<Step>,
 }
 
 impl JsonPath {
     pub fn parse(text: &str) -> Result<JsonPath, String> {
+        let first = text.split(['.', '[']).next().unwrap_or_default();
+        let fact = Derived::named(first).map_err(|error| format!("path {text}: {error}"))?;
+        let mut rest = match fact {
+            Some(_) => text[first.len()..]
+                .strip_prefix('.')
+                .unwrap_or(&text[first.len()..]),
+            None => text,
+        };
+        if fact.is_some() && !rest.is_empty() && text[first.len()..].starts_with('[') {
+            return Err(format!("path {text}: a fact takes no selector"));
+        }
         let mut steps = Vec::new();
-        let mut rest = text;
         while !rest.is_empty() {
             let bracket = rest.find('[');
             let dot = rest.find('.');
@@ -55,10 +70,18 @@ impl JsonPath {
             });
             rest = remainder;
         }
-        if steps.is_empty() {
+        if steps.is_empty() && fact.is_none() {
             return Err("empty path".to_string());
         }
-        Ok(JsonPath { steps })
+        Ok(JsonPath {
+            derived: fact,
+            steps,
+        })
+    }
+
+    /// Whether the path starts from a fact rather than the record's fields.
+    pub fn reads_fact(&self) -> bool {
+        self.derived.is_some()
     }
 
     /// Appends a field step (`lens` + `uri` for a reference's uri).
@@ -68,13 +91,30 @@ impl JsonPath {
             field: field.to_string(),
             type_selector: None,
         });
-        JsonPath { steps }
+        JsonPath {
+            derived: self.derived,
+            steps,
+        }
     }
 
-    /// Every value the path reaches, arrays at the end expanded into their elements.
+    /// Every value the path reaches, arrays at the end expanded into their elements. A path
+    /// from a fact reaches nothing here: a bare record has no facts.
     pub fn values<'v>(&self, root: &'v Json<'v>) -> Vec<&'v Json<'v>> {
         let mut out = Vec::new();
-        reach(root, &self.steps, &mut out);
+        if self.derived.is_none() {
+            reach(root, &self.steps, &mut out);
+        }
+        out
+    }
+
+    /// Every value the path reaches in a record being filed, facts included.
+    pub fn values_in<'r>(&self, record: &'r RecordView<'r>) -> Vec<&'r Json<'r>> {
+        let mut out = Vec::new();
+        let start = match self.derived {
+            Some(fact) => record.fact(fact),
+            None => record.json(),
+        };
+        reach(start, &self.steps, &mut out);
         out
     }
 }
@@ -170,8 +210,33 @@ mod tests {
     }
 
     #[test]
+    fn a_path_from_a_fact_reads_the_view_and_nothing_in_a_bare_record() {
+        let value = json!({"@uri": "spoofed", "blob": {"entries": ["post:body"]}});
+        let record = tree(&value);
+        let view = RecordView::new("at://did:plc:a/dev.panproto.schema.schema/k", &record);
+        let uri = JsonPath::parse("@uri").unwrap();
+        assert_eq!(
+            uri.values_in(&view),
+            vec![&tree(&json!("at://did:plc:a/dev.panproto.schema.schema/k"))]
+        );
+        assert!(uri.values(&record).is_empty());
+        let name = JsonPath::parse("@name").unwrap();
+        assert_eq!(name.values_in(&view), vec![&tree(&json!("post:body"))]);
+        let field = JsonPath::parse("blob.entries").unwrap();
+        assert_eq!(field.values_in(&view).len(), 1);
+    }
+
+    #[test]
     fn refuses_malformed_paths() {
-        for bad in ["", "a..b", "a[$type=x", "a[0]", "a[$type=x]b"] {
+        for bad in [
+            "",
+            "a..b",
+            "a[$type=x",
+            "a[0]",
+            "a[$type=x]b",
+            "@nope",
+            "@uri[$type=x]",
+        ] {
             assert!(JsonPath::parse(bad).is_err(), "{bad}");
         }
     }

@@ -82,13 +82,13 @@ impl Query {
     }
 
     /// The keys under which `record` (of this query's kind) matches, sorted and distinct.
-    pub fn index_keys(&self, record: &Json) -> Vec<String> {
-        self.index.index_keys(record)
+    pub fn index_keys(&self, uri: &str, record: &Json) -> Vec<String> {
+        self.index.index_keys(&crate::RecordView::new(uri, record))
     }
 
     /// Evaluates the filter on one record directly, with bound parameter values.
-    pub fn matches(&self, record: &Json, args: &[Option<&str>]) -> bool {
-        self.index.matches(record, args)
+    pub fn matches(&self, uri: &str, record: &Json, args: &[Option<&str>]) -> bool {
+        self.index.matches(uri, record, args)
     }
 }
 
@@ -145,8 +145,8 @@ impl QuerySet {
     }
 
     /// The keys under which a record of `collection` is filed by every index.
-    pub fn index_keys(&self, collection: &str, record: &Json<'_>) -> IndexKeys {
-        self.indexes.index_keys(collection, record)
+    pub fn index_keys(&self, collection: &str, uri: &str, record: &Json<'_>) -> IndexKeys {
+        self.indexes.index_keys(collection, uri, record)
     }
 
     /// Every index: the queries' and the service's own. All storage needs.

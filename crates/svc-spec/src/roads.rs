@@ -1,5 +1,6 @@
-//! The roads between schemas that records state: a lens an encounter used, with the schemas
-//! it read from and wrote to, and a lens an open bounty wants between two schemas. Each is
+//! The roads between schemas that records state: a lens published as a record, from its
+//! source schema to its target, with its round-trip class; a lens an encounter used, with the
+//! schemas it read from and wrote to; and a lens an open bounty wants between two schemas. Each is
 //! kept by two of the service's own indexes, one keyed from the source and one from the
 //! target, so that a schema's roads both ways are two ranges of keys. An index's count under
 //! a key is how many records state that road, so reading the counts reads the roads already
@@ -10,7 +11,9 @@ use crate::keys::{decode_key, key_prefix};
 /// What a road is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RoadKind {
-    /// A lens, from the encounters that used it.
+    /// A lens published as a `dev.panproto.schema.lens` record.
+    Published,
+    /// A lens known only from the encounters that used it.
     Lens,
     /// A lens asked for by open bounties; it has no uri.
     Wanted,
@@ -26,8 +29,19 @@ pub struct RoadIndex {
     pub keyed_by_source: bool,
 }
 
-/// The four road indexes: lenses and wanted lenses, each from and into a schema.
-pub const ROAD_INDEXES: [RoadIndex; 4] = [
+/// The six road indexes: published lenses, used lenses and wanted lenses, each from and into
+/// a schema.
+pub const ROAD_INDEXES: [RoadIndex; 6] = [
+    RoadIndex {
+        name: "publishedRoadsFrom",
+        kind: RoadKind::Published,
+        keyed_by_source: true,
+    },
+    RoadIndex {
+        name: "publishedRoadsInto",
+        kind: RoadKind::Published,
+        keyed_by_source: false,
+    },
     RoadIndex {
         name: "lensRoadsFrom",
         kind: RoadKind::Lens,
@@ -58,6 +72,8 @@ pub struct Road {
     pub kind: RoadKind,
     /// The lens's uri; none for a wanted road.
     pub lens: Option<String>,
+    /// A published lens's round-trip class, when its record gives one.
+    pub class: Option<String>,
     pub records: u64,
 }
 
@@ -80,9 +96,14 @@ impl RoadIndex {
     /// are too long to have been kept whole (stored as a digest).
     pub fn road(&self, key: &str, records: u64) -> Option<Road> {
         let parts = decode_key(key)?;
-        let (first, second, lens) = match (self.kind, parts.as_slice()) {
-            (RoadKind::Lens, [Some(a), Some(b), Some(lens)]) => (a, b, Some(lens.to_string())),
-            (RoadKind::Wanted, [Some(a), Some(b)]) => (a, b, None),
+        let (first, second, lens, class) = match (self.kind, parts.as_slice()) {
+            (RoadKind::Published, [Some(a), Some(b), Some(lens), class]) => {
+                (a, b, Some(lens.to_string()), class.map(str::to_string))
+            }
+            (RoadKind::Lens, [Some(a), Some(b), Some(lens)]) => {
+                (a, b, Some(lens.to_string()), None)
+            }
+            (RoadKind::Wanted, [Some(a), Some(b)]) => (a, b, None, None),
             _ => return None,
         };
         let (source, target) = match self.keyed_by_source {
@@ -94,6 +115,7 @@ impl RoadIndex {
             target: target.to_string(),
             kind: self.kind,
             lens,
+            class,
             records,
         })
     }
@@ -117,7 +139,7 @@ mod tests {
         let set = QuerySet::embedded();
         let record: serde_json::Value = serde_json::from_str(record).expect("test record");
         let tree = Json::from_value(&record);
-        set.index_keys(collection, &tree)
+        set.index_keys(collection, "at://did:plc:a/x.y.z/k", &tree)
             .into_iter()
             .filter(|(query, _)| ROAD_INDEXES.iter().any(|r| r.name == query.as_str()))
             .map(|(query, key)| (query.as_str().to_string(), key))
@@ -164,5 +186,34 @@ mod tests {
         assert_eq!(keys_of("dev.svc.bounty", &format!("{{{wanted}}}")).len(), 2);
         let done = format!("{{{wanted},\"status\":\"fulfilled\"}}");
         assert!(keys_of("dev.svc.bounty", &done).is_empty());
+    }
+
+    #[test]
+    fn a_published_lens_files_itself_with_its_class_or_without_one() {
+        let lens =
+            r#"{"sourceSchema":"at://s/x/1","targetSchema":"at://t/x/1","roundTripClass":"iso"}"#;
+        let keys = keys_of("dev.panproto.schema.lens", lens);
+        assert_eq!(keys.len(), 2, "{keys:?}");
+        for (query, key) in &keys {
+            let index = ROAD_INDEXES.iter().find(|r| r.name == query).expect("road");
+            let road = index.road(key, 1).expect("readable");
+            assert_eq!(road.kind, RoadKind::Published);
+            assert_eq!(road.lens.as_deref(), Some("at://did:plc:a/x.y.z/k"));
+            assert_eq!(road.class.as_deref(), Some("iso"));
+            assert_eq!(
+                (road.source.as_str(), road.target.as_str()),
+                ("at://s/x/1", "at://t/x/1")
+            );
+        }
+        let classless = lens.replace(r#","roundTripClass":"iso""#, "");
+        let keys = keys_of("dev.panproto.schema.lens", &classless);
+        assert_eq!(
+            keys.len(),
+            2,
+            "one key each way, never a wildcard beside it"
+        );
+        let (query, key) = &keys[0];
+        let index = ROAD_INDEXES.iter().find(|r| r.name == query).expect("road");
+        assert_eq!(index.road(key, 1).expect("readable").class, None);
     }
 }

@@ -7,8 +7,8 @@
 //! (a phrase of adjacent characters). Both engines then split on spaces only, so they find
 //! the same records.
 
+use crate::RecordView;
 use crate::path::JsonPath;
-use svc_json::Json;
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
@@ -42,11 +42,11 @@ pub const MAX_FOLDED_BYTES: usize = 32 * 1024;
 
 impl SearchFields {
     /// The record's words under these fields; `None` when it has none.
-    pub fn text_of(&self, record: &Json) -> Option<SearchText> {
+    pub fn text_of(&self, record: &RecordView) -> Option<SearchText> {
         let gather = |paths: &[JsonPath]| {
             let mut out = String::new();
             for path in paths {
-                for value in path.values(record) {
+                for value in path.values_in(record) {
                     if let Some(text) = value.as_str() {
                         fold_into(text, &mut out, MAX_FOLDED_BYTES);
                     }

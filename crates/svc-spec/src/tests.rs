@@ -2,11 +2,11 @@ use super::*;
 use serde_json::json;
 
 fn keys_of(query: &Query, record: &serde_json::Value) -> Vec<String> {
-    query.index_keys(&Json::from_value(record))
+    query.index_keys("at://did:plc:a/x.y.z/k", &Json::from_value(record))
 }
 
 fn matches(query: &Query, record: &serde_json::Value, args: &[Option<&str>]) -> bool {
-    query.matches(&Json::from_value(record), args)
+    query.matches("at://did:plc:a/x.y.z/k", &Json::from_value(record), args)
 }
 
 fn query(name: &str) -> Query {
@@ -19,10 +19,10 @@ fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a st
 }
 
 #[test]
-fn the_embedded_spec_declares_the_twenty_three_queries() {
+fn the_embedded_spec_declares_the_twenty_eight_queries() {
     let set = QuerySet::embedded();
     let names: Vec<&str> = set.public().map(|(_, q)| q.name()).collect();
-    assert_eq!(names.len(), 23);
+    assert_eq!(names.len(), 28);
     assert!(
         set.indexes()
             .get(&QueryId::new(SUFFICIENCY_INDEX))
@@ -31,6 +31,16 @@ fn the_embedded_spec_declares_the_twenty_three_queries() {
     assert!(set.position(SUFFICIENCY_INDEX).is_none(), "not routed");
     assert!(names.contains(&"vocabulariesByName"));
     assert!(names.contains(&"federationsForPeer"));
+}
+
+#[test]
+fn a_schema_is_found_by_its_readable_name_whatever_its_case() {
+    let q = query("schemasByName");
+    let schema = json!({"protocol": "atproto", "blob": {"entries": ["post"], "nsids": {"post": "App.Example.Post"}}});
+    let keys = keys_of(&q, &schema);
+    assert_eq!(keys, vec![q.lookup_key(&[Some("app.example.post")])]);
+    let unnamed = json!({"protocol": "atproto"});
+    assert_eq!(keys_of(&q, &unnamed), vec![q.lookup_key(&[Some("k")])]);
 }
 
 #[test]

@@ -155,7 +155,9 @@ fn every_answer_equals_the_specification_evaluated_directly(backend: Backend) {
             };
             let mut expected: Vec<String> = records
                 .iter()
-                .filter(|(_, record)| query.matches(&svc_spec::Json::from_value(record), &args))
+                .filter(|(uri, record)| {
+                    query.matches(uri, &svc_spec::Json::from_value(record), &args)
+                })
                 .map(|(uri, _)| uri.to_string())
                 .collect();
             expected.sort();

@@ -307,9 +307,9 @@ async fn lookups_equal_direct_evaluation(fresh: Fresh, ops: &[Op], batch: usize,
                 .iter()
                 .filter(|(uri, (_, record))| {
                     uri.split('/').nth(3) == Some(query.kind())
-                        && record
-                            .as_ref()
-                            .is_some_and(|r| query.matches(&svc_spec::Json::from_value(r), &args))
+                        && record.as_ref().is_some_and(|r| {
+                            query.matches(uri, &svc_spec::Json::from_value(r), &args)
+                        })
                 })
                 .map(|(uri, _)| uri)
                 .collect();
@@ -351,7 +351,8 @@ async fn searches_equal_direct_evaluation(
         .iter()
         .filter_map(|(uri, (_, record))| {
             let kind = uri.split('/').nth(3)?;
-            let text = indexes.search_text(kind, &svc_spec::Json::from_value(record.as_ref()?))?;
+            let text =
+                indexes.search_text(kind, uri, &svc_spec::Json::from_value(record.as_ref()?))?;
             let words = format!("{} {}", text.name, text.text);
             Some((uri, words.split_whitespace().map(str::to_string).collect()))
         })

@@ -51,6 +51,7 @@ fn road(source: &str, target: &str, lens: Option<&str>, records: u64) -> Road {
             None => RoadKind::Wanted,
         },
         lens: lens.map(str::to_string),
+        class: None,
         records,
     }
 }

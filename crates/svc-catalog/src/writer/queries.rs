@@ -87,7 +87,7 @@ fn rebuild(engine: &mut dyn Engine, query: &Index, filing: &Filing) -> CatalogRe
         let mut plan = Plan::default();
         for (filed, text) in rows {
             let keys: Vec<String> = svc_spec::Json::parse(&text)
-                .map(|record| query.index_keys(&record))
+                .map(|record| query.index_keys(&svc_spec::RecordView::new(&filed.uri, &record)))
                 .unwrap_or_default();
             let mut all = filing.keys_of(&filed.uri, &filed.collection, filed.keys);
             all.retain(|(id, _)| id != query.id());

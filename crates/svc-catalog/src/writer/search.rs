@@ -44,7 +44,7 @@ fn rebuild<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<()> {
                 .iter()
                 .filter_map(|(filed, text)| {
                     let record = svc_spec::Json::parse(text).ok()?;
-                    let words = queries.search_text(&filed.collection, &record)?;
+                    let words = queries.search_text(&filed.collection, &filed.uri, &record)?;
                     Some((filed.uri.clone(), words))
                 })
                 .collect();

@@ -31,7 +31,12 @@ pub enum LiveError {
 fn connect_url(kind: SourceKind, endpoint: &str, cursor: Option<i64>, compress: bool) -> String {
     match kind {
         SourceKind::Jetstream => {
-            let mut url = format!("{endpoint}?wantedCollections=dev.svc.*");
+            let wanted: Vec<String> = svc_lexicon::Lexicons::embedded()
+                .record_namespaces()
+                .iter()
+                .map(|space| format!("wantedCollections={space}"))
+                .collect();
+            let mut url = format!("{endpoint}?{}", wanted.join("&"));
             if compress {
                 url.push_str("&compress=true");
             }

@@ -36,7 +36,8 @@ pub fn subcommands(orchestrator: Command, queries: &QuerySet) -> Command {
     let mut orchestrator = orchestrator
         .subcommand(Command::new("stats").about("Record counts per kind (GET /v1/stats)"))
         .subcommand(sufficiency_command())
-        .subcommand(search_command());
+        .subcommand(search_command())
+        .subcommand(route_command());
     let mut watch = Command::new("watch")
         .about(
             "Follow changes as they happen (GET /v1/changes): every record's, or a \
@@ -121,8 +122,15 @@ pub async fn run(base_url: &str, queries: &QuerySet, matches: &ArgMatches) -> an
     }
     let (path, mut pairs) = match name {
         "stats" => ("/v1/stats".to_string(), Vec::new()),
-        "sufficiency" => sufficiency_request(sub),
-        "search" => search_request(sub),
+        "sufficiency" => (
+            "/v1/verifications/sufficient".to_string(),
+            given_pairs(sub, &["lens_uri", "kinds", "hold"]),
+        ),
+        "search" => ("/v1/search".to_string(), given_pairs(sub, &["q", "kind"])),
+        "route" => (
+            "/v1/routes".to_string(),
+            given_pairs(sub, &["from", "to", "max_hops", "kinds"]),
+        ),
         _ => query_request(queries, name, sub)?,
     };
     for (name, _) in svc_spec::paging_parameters() {
@@ -164,15 +172,15 @@ fn sufficiency_command() -> Command {
         )
 }
 
-fn sufficiency_request(matches: &ArgMatches) -> (String, Vec<(String, String)>) {
-    let pairs = ["lens_uri", "kinds", "hold"]
-        .into_iter()
+/// The flags among `names` that were given, as query parameters.
+fn given_pairs(matches: &ArgMatches, names: &[&str]) -> Vec<(String, String)> {
+    names
+        .iter()
         .filter_map(|name| {
             let value = matches.get_one::<String>(name)?;
             Some((name.to_string(), value.clone()))
         })
-        .collect();
-    ("/v1/verifications/sufficient".to_string(), pairs)
+        .collect()
 }
 
 /// `search`: the records whose words match a query.
@@ -200,15 +208,34 @@ fn search_command() -> Command {
         )
 }
 
-fn search_request(matches: &ArgMatches) -> (String, Vec<(String, String)>) {
-    let pairs = ["q", "kind"]
-        .into_iter()
-        .filter_map(|name| {
-            let value = matches.get_one::<String>(name)?;
-            Some((name.to_string(), value.clone()))
-        })
-        .collect();
-    ("/v1/search".to_string(), pairs)
+/// `route`: the best chains of lenses from one schema to another.
+fn route_command() -> Command {
+    Command::new("route")
+        .about(
+            "The best chains of lenses from one schema to another, each hop with its lens, round-trip class and verifications (GET /v1/routes)",
+        )
+        .arg(
+            Arg::new("from")
+                .long("from")
+                .required(true)
+                .help("AT-URI of the schema the records are in."),
+        )
+        .arg(
+            Arg::new("to")
+                .long("to")
+                .required(true)
+                .help("AT-URI of the schema they should reach."),
+        )
+        .arg(
+            Arg::new("max_hops")
+                .long("max-hops")
+                .alias("max_hops")
+                .help("Lenses a chain may take (1-6, default 4)."),
+        )
+        .arg(Arg::new("kinds").long("kinds").help(
+            "Verification kinds each lens must have one holding verification of, comma-separated.",
+        ))
+        .arg(Arg::new("limit").long("limit").help("Chains listed (1-100, default 10)."))
 }
 
 /// `watch`: the subscription the flags ask for (a query and its parameters, or nothing for

@@ -186,8 +186,10 @@ fn change(queries: &QuerySet, uri: &str, rev: Tid, record: Option<Value>) -> Cha
     record["$type"] = json!(collection.as_str());
     let json = svc_spec::Json::from_value(&record);
     Change::Upsert(Upsert {
-        keys: queries.index_keys(&collection, &json),
-        search: queries.indexes().search_text(&collection, &json),
+        keys: queries.index_keys(&collection, uri.as_str(), &json),
+        search: queries
+            .indexes()
+            .search_text(&collection, uri.as_str(), &json),
         uri,
         collection,
         author,
