@@ -19,10 +19,11 @@ use svc_syntax::{AtUri, Cid, Did, Nsid, RecordKey, Tid};
 /// the network's relays accept (did:plc, did:web) gives uris far below this.
 pub const MAX_RECORD_URI_BYTES: usize = 2048;
 
-/// The largest record text that is filed: twice the one million bytes the sync protocol
-/// allows a record's block, as JSON may be larger than the DAG-CBOR it was read from (a lens or
-/// schema blob can be large). A larger one is refused and counted, on every source.
-pub const MAX_RECORD_JSON_BYTES: usize = 2_000_000;
+/// The largest record text that is filed: 2 MiB, as the network's indexers take a record's
+/// JSON, twice the one million bytes the sync protocol allows its DAG-CBOR block (JSON may be
+/// larger than the block it was read from; a lens or schema blob can be large). A larger one
+/// is refused and counted, on every source.
+pub const MAX_RECORD_JSON_BYTES: usize = 2 << 20;
 
 /// How far ahead of this host's clock a time a source gives may be (a rev's, an event's, a
 /// Jetstream cursor): clocks drift by seconds, and a relay allows minutes; a time beyond was

@@ -15,6 +15,7 @@ mod lost;
 mod map;
 mod query;
 mod record;
+mod routes;
 mod search;
 
 pub(crate) use front::FrontCache;
@@ -23,6 +24,7 @@ pub(crate) use lost::{nowhere, queries};
 pub(crate) use map::map;
 pub(crate) use query::query;
 pub(crate) use record::{author, collection, record};
+pub(crate) use routes::routes;
 pub(crate) use search::search;
 
 use crate::{ApiError, AppState};
@@ -55,8 +57,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
 ];
 /// The type of every page.
 const HTML: &str = "text/html; charset=utf-8";
-/// The NSID of lens records: the catalog holds none, yet a lens has a page (its verifications).
+/// The NSID of lens records: a lens has a page (its verifications) even when the catalog
+/// holds no record of it.
 const LENS: &str = "dev.panproto.schema.lens";
+/// The NSID of schema records, whose links read as the schema's name.
+const SCHEMA: &str = "dev.panproto.schema.schema";
 
 /// A piece of a stranger's text, linked to the explorer's page for it where there is one.
 pub(crate) struct Linked {
@@ -81,10 +86,12 @@ impl Linked {
     }
 }
 
-/// Where links may point: the records the catalog holds, among those a page names.
+/// Where links may point: the records the catalog holds, among those a page names; and the
+/// readable names of the schemas among them, which their links read as.
 #[derive(Default)]
 pub(crate) struct Links {
     held: HashSet<String>,
+    names: std::collections::HashMap<String, String>,
 }
 
 impl Links {
@@ -95,10 +102,21 @@ impl Links {
         uris.sort_unstable();
         uris.dedup();
         uris.truncate(Self::MOST);
+        let schemas = uris
+            .iter()
+            .filter(|uri| collection_of(uri) == Some(SCHEMA))
+            .map(String::as_str);
+        let names = crate::schema_names::names_of(state.catalog.as_ref(), schemas).await?;
         let held = state.catalog.held(uris).await?;
         Ok(Links {
             held: held.into_iter().collect(),
+            names,
         })
+    }
+
+    /// The readable name of the schema at `uri`, when it is one the catalog holds.
+    fn name(&self, uri: &str) -> Option<&str> {
+        self.names.get(uri).map(String::as_str)
     }
 
     /// A string's link: a DID to its author's records; an at-uri naming a record to its page

@@ -296,6 +296,7 @@ fn handler(endpoint: routes::Endpoint) -> axum::routing::MethodRouter<Arc<AppSta
         Endpoint::ExplorerAsset => get(explorer::asset),
         Endpoint::ExplorerSearch => get(explorer::search),
         Endpoint::ExplorerMap => get(explorer::map),
+        Endpoint::ExplorerRoutes => get(explorer::routes),
         Endpoint::ExplorerQueries => get(explorer::queries),
     }
 }

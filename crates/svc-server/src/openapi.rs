@@ -262,6 +262,7 @@ fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
         | Endpoint::ExplorerAsset
         | Endpoint::ExplorerSearch
         | Endpoint::ExplorerMap
+        | Endpoint::ExplorerRoutes
         | Endpoint::ExplorerQueries => {
             json!({"200": text_response("A page for people.")})
         }

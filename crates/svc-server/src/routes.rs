@@ -25,6 +25,7 @@ pub(crate) enum Endpoint {
     ExplorerAsset,
     ExplorerSearch,
     ExplorerMap,
+    ExplorerRoutes,
     ExplorerQueries,
 }
 
@@ -156,6 +157,7 @@ pub(crate) const ROUTES: &[Route] = &[
     page("/assets/{file}", "explorerAsset", Endpoint::ExplorerAsset),
     page("/search", "explorerSearch", Endpoint::ExplorerSearch),
     page("/map", "explorerMap", Endpoint::ExplorerMap),
+    page("/routes", "explorerRoutes", Endpoint::ExplorerRoutes),
     Route {
         path: "/xrpc/dev.svc.sync.subscribeChanges",
         name: "subscribeChanges",

@@ -89,6 +89,53 @@ pub fn search_lexicon() -> Value {
     })
 }
 
+/// The lexicon document of routes (`dev.svc.query.routes`, `/v1/routes`).
+pub fn routes_lexicon() -> Value {
+    json!({
+        "lexicon": 1,
+        "id": query_nsid("routes"),
+        "defs": {
+            "main": {
+                "type": "query",
+                "description": "The best chains of lenses from one schema to another: chains whose every lens suffices first, then fewer hops, then the weakest hop's round-trip class. A question whose search passes its bounds is refused, naming the bound. Also served at /v1/routes.",
+                "parameters": {
+                    "type": "params",
+                    "required": ["from", "to"],
+                    "properties": {
+                        "from": {"type": "string", "format": "at-uri", "description": "The schema the records are in."},
+                        "to": {"type": "string", "format": "at-uri", "description": "The schema they should reach."},
+                        "max_hops": {"type": "integer", "minimum": 1, "maximum": 6, "default": 4},
+                        "kinds": {"type": "string", "description": "Comma-separated verification kinds each lens must have a holding verification of; absent, a lens suffices when some verification holds and none is falsified."},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10}
+                    }
+                },
+                "output": {"encoding": "application/json", "schema": {
+                    "type": "object",
+                    "required": ["routes", "limit", "names"],
+                    "properties": {
+                        "routes": {"type": "array", "items": {"type": "ref", "ref": "#route"}},
+                        "limit": {"type": "integer"},
+                        "names": {"type": "unknown", "description": "The readable name of each schema the routes pass, by its at-uri."}
+                    }
+                }}
+            },
+            "route": {"type": "object", "required": ["hops", "sufficient"], "properties": {
+                "hops": {"type": "array", "items": {"type": "ref", "ref": "#hop"}},
+                "sufficient": {"type": "boolean"}}},
+            "hop": {"type": "object",
+                "required": ["lens", "from", "to", "known_by", "verifications", "sufficient"],
+                "properties": {
+                    "lens": {"type": "string", "format": "at-uri"},
+                    "from": {"type": "string", "format": "at-uri"},
+                    "to": {"type": "string", "format": "at-uri"},
+                    "class": {"type": "string", "description": "The lens record's roundTripClass; null when none is known."},
+                    "known_by": {"type": "string", "knownValues": ["record", "encounters"]},
+                    "verifications": {"type": "unknown", "description": "By verification kind: how many hold and how many are falsified."},
+                    "sufficient": {"type": "boolean"}}}
+        }
+    })
+}
+
 /// `limit`, `offset` and `cursor`, as every list query takes them.
 fn paging_properties() -> Map<String, Value> {
     let described = crate::paging_parameters();
@@ -225,16 +272,21 @@ mod tests {
             );
             expected.push(file);
         }
-        let search = format!("{:#}\n", search_lexicon());
-        if bless {
-            std::fs::write(dir.join("search.json"), &search).expect("the search lexicon written");
+        for (file, document) in [
+            ("search.json", search_lexicon()),
+            ("routes.json", routes_lexicon()),
+        ] {
+            let text = format!("{document:#}\n");
+            if bless {
+                std::fs::write(dir.join(file), &text).expect("a route's lexicon written");
+            }
+            let found = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+            assert!(
+                found == text,
+                "lexicons/dev/svc/query/{file} differs; SVC_BLESS=1 writes it"
+            );
+            expected.push(file.to_string());
         }
-        let found = std::fs::read_to_string(dir.join("search.json")).unwrap_or_default();
-        assert!(
-            found == search,
-            "lexicons/dev/svc/query/search.json differs; SVC_BLESS=1 writes it"
-        );
-        expected.push("search.json".to_string());
         let mut present: Vec<String> = std::fs::read_dir(&dir)
             .expect("lexicons/dev/svc/query")
             .filter_map(|entry| entry.ok()?.file_name().into_string().ok())

@@ -55,7 +55,9 @@ fn argument(query: &Query, param: &str, record: &Value) -> Option<String> {
         })?;
     let path = JsonPath::parse(path).ok()?;
     let json = Json::from_value(record);
-    path.values(&json).into_iter().find_map(|value| {
+    // The examples' records are read without their uris: a schema is named by its blob.
+    let view = svc_spec::RecordView::new("", &json);
+    path.values_in(&view).into_iter().find_map(|value| {
         let value = if is_ref { value.get("uri")? } else { value };
         match value.as_array() {
             Some(items) => items.first()?.as_str().map(str::to_string),

@@ -615,11 +615,13 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
         ("vocabularies", 2),
         ("encounters", 0),
         ("deliberationVotes", 0),
+        ("lenses", 0),
+        ("schemas", 0),
         ("total", 22),
     ] {
         assert_eq!(stats[name], n, "{name}");
     }
-    assert_eq!(stats.as_object().unwrap().len(), 21);
+    assert_eq!(stats.as_object().unwrap().len(), 23);
     assert_eq!(
         s.get_raw("/healthz"),
         (200, "text/plain; charset=utf-8".into(), "ok\n".into())
@@ -669,24 +671,27 @@ fn stats_health_readiness_metrics_openapi_and_cors(backend: Backend) {
         "/v1/stats",
         "/v1/changes/open",
         "/xrpc/dev.svc.query.federationsForPeer",
+        "/v1/routes",
+        "/xrpc/dev.svc.query.routes",
+        "/v1/lenses/between",
     ] {
         assert!(paths.contains_key(path), "{path}");
     }
-    // The 23 list queries, the sufficiency question and search.
+    // The 28 list queries, the sufficiency question, search and routes.
     assert_eq!(
         paths
             .keys()
             .filter(|p| p.starts_with("/xrpc/dev.svc.query."))
             .count(),
-        25
+        31
     );
-    // The change stream follows a query by its name: one of the 23, nothing else.
+    // The change stream follows a query by its name: one of the 28, nothing else.
     let follows = &paths["/v1/changes"]["get"]["parameters"][0];
     assert_eq!(follows["name"], "query");
     let names = follows["schema"]["enum"]
         .as_array()
         .expect("the query names");
-    assert_eq!(names.len(), 23);
+    assert_eq!(names.len(), 28);
     assert!(names.contains(&serde_json::json!("openBounties")));
     let response = common::http()
         .clone()

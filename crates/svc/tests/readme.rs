@@ -273,13 +273,16 @@ fn first_line_of(mut child: std::process::Child) -> Result<Vec<u8>, String> {
     }
 }
 
-/// An answer that is a list (`items`) must hold at least one: an example that promises results
-/// shows some.
+/// An answer that is a list (`items`, or a route answer's `routes`) must hold at least one: an
+/// example that promises results shows some.
 fn finds_something(body: &[u8]) -> Result<(), String> {
     let Ok(json) = serde_json::from_slice::<Value>(body) else {
         return Ok(());
     };
-    match json.get("items").and_then(Value::as_array) {
+    let listed = ["items", "routes"]
+        .into_iter()
+        .find_map(|list| json.get(list).and_then(Value::as_array));
+    match listed {
         Some(items) if items.is_empty() => Err(format!("found nothing: {json}")),
         _ => Ok(()),
     }

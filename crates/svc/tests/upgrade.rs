@@ -1,7 +1,7 @@
 //! A catalog written before the queries of the interface's version 0.13 (change proposals,
-//! releases, migration runs, federations) opens with them, files the records it already holds
-//! under them, and answers every query exactly as a catalog filled afresh does, on both
-//! engines.
+//! releases, migration runs, federations) and before the lens and schema queries opens with
+//! them, files the records it already holds under them, and answers every query exactly as a
+//! catalog filled afresh does, on both engines.
 
 use svc_testkit as common;
 
@@ -9,7 +9,8 @@ use common::*;
 use serde_json::Value;
 use svc_spec::QuerySet;
 
-/// The queries of version 0.13, which a catalog written before it never filed records under.
+/// The queries of version 0.13 and the lens and schema queries, which a catalog written before
+/// them never filed records under.
 const NEW_QUERIES: &[&str] = &[
     "openChangeProposals",
     "changeProposalsForCommunity",
@@ -18,6 +19,11 @@ const NEW_QUERIES: &[&str] = &[
     "migrationRunsForChange",
     "federationsForCommunity",
     "federationsForPeer",
+    "lensesFromSchema",
+    "lensesToSchema",
+    "lensesBetweenSchemas",
+    "schemasByProtocol",
+    "schemasByName",
 ];
 
 /// The built-in specification without the queries of version 0.13.

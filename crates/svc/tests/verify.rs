@@ -465,3 +465,94 @@ fn a_published_verification_makes_the_lens_sufficient() {
         b["sufficient"] == true
     });
 }
+
+#[test]
+fn lens_and_schema_records_published_by_svc_are_served_as_routes() {
+    let Some(peers) = peers() else { return };
+    let p = Published::new(peers, "publish-lens");
+    let server_dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::launch(
+        server_dir.path().join("catalog.db"),
+        &["--firehose", peers.pds_ws.as_str(), "--ready-lag", "5s"],
+    );
+    let did = &p.account.did;
+    let at = |collection: &str, rkey: &str| format!("at://{did}/{collection}/{rkey}");
+    let publish = |kind: &str, rkey: &str, record: &Value| {
+        let args = ["publish", kind, "--rkey", rkey, "--record", "-"];
+        p.cli().run_with(&args, Some(&record.to_string()), &[])
+    };
+    for (rkey, file) in [
+        ("pub-src", "source-schema-record.json"),
+        ("pub-tgt", "target-schema-record.json"),
+    ] {
+        let output = publish("schema", rkey, &fixture(file));
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let mut lens = fixture("lens-record.json");
+    lens["sourceSchema"] = json!(at(SCHEMA, "pub-src"));
+    lens["targetSchema"] = json!(at(SCHEMA, "pub-tgt"));
+    let mut no_target = lens.clone();
+    no_target
+        .as_object_mut()
+        .expect("object")
+        .remove("targetSchema");
+    let refused = publish("lens", "pub-bad", &no_target);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("targetSchema"),
+        "{}",
+        stderr(&refused)
+    );
+    let output = publish("lens", "pub-lens", &lens);
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // Through the firehose into the catalog, then out by every path.
+    let (src, tgt) = (
+        encode(&at(SCHEMA, "pub-src")),
+        encode(&at(SCHEMA, "pub-tgt")),
+    );
+    let routes = format!("/v1/routes?from={src}&to={tgt}");
+    server.wait_for(&routes, std::time::Duration::from_secs(15), |b| {
+        b["routes"].as_array().is_some_and(|r| !r.is_empty())
+    });
+    let (_, answer) = server.get(&routes);
+    assert_eq!(answer["routes"][0]["hops"][0]["lens"], at(LENS, "pub-lens"));
+    assert_eq!(answer["routes"][0]["hops"][0]["class"], "iso");
+    assert_eq!(answer["names"][at(SCHEMA, "pub-src")], "post:body");
+    let (_, xrpc) = server.get(&format!("/xrpc/dev.svc.query.routes?from={src}&to={tgt}"));
+    assert_eq!(xrpc, answer);
+    let cli = json_out(&p.cli().run(&[
+        "--url",
+        &server.url,
+        "orchestrator",
+        "route",
+        "--from",
+        &at(SCHEMA, "pub-src"),
+        "--to",
+        &at(SCHEMA, "pub-tgt"),
+    ]));
+    assert_eq!(cli, answer);
+    let between = json_out(&p.cli().run(&[
+        "--url",
+        &server.url,
+        "orchestrator",
+        "lenses",
+        "--source-uri",
+        &at(SCHEMA, "pub-src"),
+        "--target-uri",
+        &at(SCHEMA, "pub-tgt"),
+    ]));
+    assert_eq!(between["items"][0]["uri"], at(LENS, "pub-lens"));
+    assert_eq!(
+        between["items"][0]["record"]["blob"], lens["blob"],
+        "the blob kept whole"
+    );
+    let (_, found) = server.get("/v1/search?q=body&kind=schema");
+    assert!(found["total"].as_u64().unwrap_or_default() >= 2, "{found}");
+    let (status, _, page) = server.get_raw(&format!("/at/{did}/{LENS}/pub-lens"));
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("post:body") && page.contains(">iso<"),
+        "{page}"
+    );
+}

@@ -128,8 +128,9 @@ pub(crate) fn cell(value: Option<&Json>, links: &Links) -> Linked {
     let text = match value {
         Json::String(text) => {
             let href = links.link(text);
+            let shown = links.name(text).unwrap_or(text);
             return Linked {
-                text: cut(text, CELL_CHARS),
+                text: cut(shown, CELL_CHARS),
                 href,
             };
         }
@@ -140,6 +141,29 @@ pub(crate) fn cell(value: Option<&Json>, links: &Links) -> Linked {
         other => other.to_string(),
     };
     Linked::plain(cut(&text, CELL_CHARS))
+}
+
+/// A value as a record page's fact shows it: a list of strings, or of objects with a `name`
+/// (a lens's steps), as those names in order; anything else as one cell.
+pub(crate) fn listed(value: &Json, links: &Links) -> Linked {
+    let named = |item: &Json| match item {
+        Json::Object(..) => item.get("name").and_then(Json::as_str).map(str::to_string),
+        other => other.as_str().map(str::to_string),
+    };
+    match value {
+        Json::Array(items, more) if !items.is_empty() => {
+            let names: Option<Vec<String>> = items.iter().map(named).collect();
+            let Some(names) = names else {
+                return cell(Some(value), links);
+            };
+            let rest = match more {
+                0 => String::new(),
+                n => format!(" → … ({n} more)"),
+            };
+            Linked::plain(cut(&format!("{}{rest}", names.join(" → ")), CELL_CHARS))
+        }
+        other => cell(Some(other), links),
+    }
 }
 
 /// The record's time, as it says it.

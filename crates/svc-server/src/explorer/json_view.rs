@@ -132,6 +132,7 @@ mod tests {
     fn rendered_within(value: &serde_json::Value, held: &[&str], bounds: Bounds) -> Vec<String> {
         let links = Links {
             held: held.iter().map(|uri| uri.to_string()).collect(),
+            ..Links::default()
         };
         let (value, _) = read(&value.to_string(), bounds).expect("JSON");
         lines(&value, &links)

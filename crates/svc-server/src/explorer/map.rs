@@ -10,7 +10,8 @@ mod layout;
 #[cfg(test)]
 mod tests;
 
-use graph::{Ask, Graph, Verdict};
+use graph::{Ask, Graph};
+pub(crate) use graph::{Findings, Verdict};
 use layout::Layout;
 
 use super::fields::cut;
@@ -205,7 +206,7 @@ fn roads_version(state: &AppState) -> u64 {
     ROAD_INDEXES
         .iter()
         .map(|index| index.name)
-        .chain([SUFFICIENCY_INDEX])
+        .chain([SUFFICIENCY_INDEX, svc_spec::SCHEMA_NAMES_INDEX])
         .map(|name| clock.query_version(&QueryId::new(name)))
         .fold(0u64, u64::wrapping_add)
 }
@@ -288,7 +289,7 @@ fn node_views(graph: &Graph, laid: &Layout, link: &dyn Fn(&str) -> String) -> Ve
     let texts: Vec<String> = graph
         .nodes
         .iter()
-        .map(|node| cut(&label(&node.uri), LABEL_CHARS))
+        .map(|node| cut(&schema_label(graph, &node.uri), LABEL_CHARS))
         .collect();
     let chars: Vec<usize> = texts.iter().map(|text| text.chars().count()).collect();
     let places = labels::place(laid, &radii, &chars);
@@ -340,12 +341,12 @@ fn edge_view(
         |l| cut(l, URI_CHARS),
     );
     let short = [
-        cut(&label(source), LABEL_CHARS),
+        cut(&schema_label(graph, source), LABEL_CHARS),
         match &edge.lens {
             Some(lens) => cut(&label(lens), LABEL_CHARS),
             None => lens.clone(),
         },
-        cut(&label(target), LABEL_CHARS),
+        cut(&schema_label(graph, target), LABEL_CHARS),
     ];
     let reading = match edge.verdict {
         Verdict::Wanted => "wanted: no lens yet".to_string(),
@@ -415,7 +416,12 @@ fn left_out(graph: &Graph) -> Vec<String> {
     notes
 }
 
-/// A schema's short name: its record key and its author's DID, shortened.
+/// A schema's readable name, else its short name.
+fn schema_label(graph: &Graph, uri: &str) -> String {
+    graph.names.get(uri).cloned().unwrap_or_else(|| label(uri))
+}
+
+/// A record's short name: its record key and its author's DID, shortened.
 fn label(uri: &str) -> String {
     match svc_syntax::check_at_uri(uri) {
         Ok(parts) => {

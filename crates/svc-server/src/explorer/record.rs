@@ -7,7 +7,7 @@
 
 use super::bounded::{self, Bounds, Json, Tally, Wanted};
 use super::query::{EnvelopeItem, ask};
-use super::{LENS, Linked, Links, envelope, fields, json_view, page, record_path};
+use super::{LENS, Linked, Links, SCHEMA, envelope, fields, json_view, page, record_path};
 use crate::params::{Params, encode_component};
 use crate::{ApiError, AppState};
 use askama::Template;
@@ -43,6 +43,8 @@ struct RecordPage {
     /// The labels in force on the record or its author: value, and the labeler.
     labels: Vec<(String, Linked)>,
     lens: Option<LensPanel>,
+    /// A schema's page asks for routes from it to another schema.
+    route_from: Option<String>,
     lists: Vec<RecordList>,
     lines: Vec<json_view::Line>,
     /// What of the record the layout leaves out, when it leaves any.
@@ -181,6 +183,7 @@ async fn build(
     let mut uris = Vec::new();
     json_view::at_uris(&reading.shown, &mut uris);
     json_view::at_uris(&reading.fields, &mut uris);
+    uris.push(uri.clone());
     let links = Links::of(state, uris).await?;
     let author = svc_syntax::at_uri_authority(&uri).unwrap_or_default();
     let record = &reading.fields;
@@ -195,7 +198,10 @@ async fn build(
             .into_iter()
             .map(|label| (label.val, Linked::did(&label.src)))
             .collect(),
-        title: heading(&collection, &uri, record),
+        title: links
+            .name(&uri)
+            .map_or_else(|| heading(&collection, &uri, record), str::to_string),
+        route_from: (collection == SCHEMA).then(|| uri.clone()),
         author: Linked::did(author),
         rev,
         facts: facts(kind, record, &links),
@@ -285,7 +291,7 @@ fn facts(kind: &KindDef, record: &Json, links: &Links) -> Vec<(String, Linked)> 
         .iter()
         .filter_map(|fact| {
             let value = fields::at_path(record, &fact.path)?;
-            Some((fact.label.clone(), fields::cell(Some(value), links)))
+            Some((fact.label.clone(), fields::listed(value, links)))
         })
         .collect()
 }
@@ -492,6 +498,7 @@ mod tests {
             facts: Vec::new(),
             labels: Vec::new(),
             lens: None,
+            route_from: None,
             lists: Vec::new(),
             lines: json_view::lines(&shown, &Links::default()),
             cut: cut(&tally),

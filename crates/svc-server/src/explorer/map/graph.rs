@@ -179,6 +179,8 @@ pub(crate) struct Graph {
     pub roads_left_out: usize,
     /// Roads not drawn because their uris are too long to have been kept whole.
     pub unreadable: u64,
+    /// The readable names of the schemas shown that the catalog holds records of.
+    pub names: HashMap<String, String>,
 }
 
 impl Graph {
@@ -422,6 +424,7 @@ async fn assemble(
         .into_iter()
         .map(|(source, target, road)| Edge::of(source, target, road, &found_by_lens))
         .collect();
+    let names = crate::schema_names::names_of(catalog, order.iter().map(String::as_str)).await?;
     let nodes = order
         .into_iter()
         .zip(weight)
@@ -439,6 +442,7 @@ async fn assemble(
         roads_cut: found.cut,
         roads_left_out,
         unreadable: found.unreadable,
+        names,
     })
 }
 
