@@ -1,7 +1,7 @@
 //! Lens and schema records, followed live: schemas are named as their blobs name them (a
 //! hostile name stays inert text), lens queries list what connects where, `/v1/routes` ranks
 //! the chains between two schemas (sufficient first, then fewer hops, then the weakest class)
-//! and a lens deleted or published changes the routes at once. In Chromium: the map names
+//! and a lens deleted, published, taken down or restored changes the routes at once. In Chromium: the map names
 //! schemas, a schema's page lists its lenses and asks for a route, the route page links and
 //! colours each hop, a lens's page shows its class, schemas by name and steps.
 
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 const AUTHOR: &str = "did:plc:routes";
+const PASSWORD: &str = "correct horse battery staple";
 /// A schema's entry vertex that spells markup: its name must stay text.
 const HOSTILE: &str = "<img src=x onerror=window.pwned=1>";
 
@@ -128,6 +129,17 @@ fn routes(server: &Server, from: &str, to: &str, more: &str) -> Value {
     body
 }
 
+fn take_down(server: &Server, uri: &str, applied: bool) {
+    let subject = json!({"$type": "com.atproto.repo.strongRef", "uri": uri, "cid": CID});
+    let response = http()
+        .post(format!("{}/xrpc/com.atproto.admin.updateSubjectStatus", server.url))
+        .basic_auth("admin", Some(PASSWORD))
+        .json(&json!({"subject": subject, "takedown": {"applied": applied}}))
+        .send()
+        .expect("the takedown");
+    assert_eq!(response.status(), 200);
+}
+
 fn lenses_of(route: &Value) -> Vec<String> {
     route["hops"]
         .as_array()
@@ -150,7 +162,19 @@ fn lens_records_make_routes_that_the_api_ranks_and_the_explorer_shows() {
     let base = now_us() - 2_000_000;
     let replay = Replay::start(events(base));
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::following(dir.path().join("catalog.db"), &replay.url);
+    let password = dir.path().join("admin-password");
+    write_private(&password, PASSWORD);
+    let server = Server::launch(
+        dir.path().join("catalog.db"),
+        &[
+            "--firehose",
+            &replay.url,
+            "--ready-lag",
+            "5s",
+            "--admin-password-file",
+            password.to_str().unwrap(),
+        ],
+    );
     server.wait_for("/v1/stats", Duration::from_secs(10), |b| {
         b["lenses"] == 4 && b["schemas"] == 4
     });
@@ -247,6 +271,13 @@ fn lens_records_make_routes_that_the_api_ranks_and_the_explorer_shows() {
         Duration::from_secs(10),
         |b| b["routes"][0]["hops"][0]["lens"] == lens("ad"),
     );
+    // Taken down by the operator, the lens leaves every route; restored, it comes back.
+    let first = |b: &Value| b["routes"][0]["hops"][0]["lens"].clone();
+    let a_to_d = format!("/v1/routes?from={}&to={}", encode(&schema("a")), encode(&schema("d")));
+    take_down(&server, &lens("ad"), true);
+    server.wait_for(&a_to_d, Duration::from_secs(10), |b| first(b) == lens("ac"));
+    take_down(&server, &lens("ad"), false);
+    server.wait_for(&a_to_d, Duration::from_secs(10), |b| first(b) == lens("ad"));
     let known = routes(&server, "d", "b", "");
     assert_eq!(
         known["routes"][0]["hops"][0]["known_by"], "encounters",
