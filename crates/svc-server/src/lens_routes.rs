@@ -8,11 +8,10 @@
 mod chains;
 mod explore;
 
-use crate::cache::{Answer, CacheKey, compress};
+use crate::cache::{Answer, CacheKey};
 use crate::list::{cached, json_response};
 use crate::params::Params;
 use crate::{ApiError, AppState};
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 pub(crate) use chains::Chain;
@@ -78,10 +77,7 @@ async fn build(state: &AppState, ask: &RouteAsk, kept: bool) -> Result<Arc<Answe
     let routes = find(state, ask).await?;
     let body = serde_json::to_vec(&encode(ask, &routes))
         .map_err(|e| ApiError::Internal(format!("routes do not encode: {e}")))?;
-    Ok(Arc::new(match kept {
-        true => Answer::from_compressed(Bytes::from(compress(&body)))?,
-        false => Answer::new(Bytes::from(body)),
-    }))
+    Answer::built(body, kept)
 }
 
 /// The question from the request's parameters.

@@ -84,6 +84,16 @@ impl Params {
             Some(Err(reason)) => Err(ApiError::InvalidRequest(format!("{name}: {reason}"))),
         }
     }
+
+    /// A parameter's value as a page's form echoes it back: empty when absent, repeated or
+    /// unreadable (reading it for the answer says what is wrong).
+    pub fn echoed(&self, name: &str) -> String {
+        self.get(name)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .to_string()
+    }
 }
 
 /// The index key a query's parameters ask for: each declared parameter given at most once,

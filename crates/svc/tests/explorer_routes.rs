@@ -132,7 +132,10 @@ fn routes(server: &Server, from: &str, to: &str, more: &str) -> Value {
 fn take_down(server: &Server, uri: &str, applied: bool) {
     let subject = json!({"$type": "com.atproto.repo.strongRef", "uri": uri, "cid": CID});
     let response = http()
-        .post(format!("{}/xrpc/com.atproto.admin.updateSubjectStatus", server.url))
+        .post(format!(
+            "{}/xrpc/com.atproto.admin.updateSubjectStatus",
+            server.url
+        ))
         .basic_auth("admin", Some(PASSWORD))
         .json(&json!({"subject": subject, "takedown": {"applied": applied}}))
         .send()
@@ -273,7 +276,11 @@ fn lens_records_make_routes_that_the_api_ranks_and_the_explorer_shows() {
     );
     // Taken down by the operator, the lens leaves every route; restored, it comes back.
     let first = |b: &Value| b["routes"][0]["hops"][0]["lens"].clone();
-    let a_to_d = format!("/v1/routes?from={}&to={}", encode(&schema("a")), encode(&schema("d")));
+    let a_to_d = format!(
+        "/v1/routes?from={}&to={}",
+        encode(&schema("a")),
+        encode(&schema("d"))
+    );
     take_down(&server, &lens("ad"), true);
     server.wait_for(&a_to_d, Duration::from_secs(10), |b| first(b) == lens("ac"));
     take_down(&server, &lens("ad"), false);
@@ -364,4 +371,52 @@ fn lens_records_make_routes_that_the_api_ranks_and_the_explorer_shows() {
         "{:?}",
         browser.console_errors()
     );
+}
+
+/// A hub with more lenses out than a question may read schemas: four hops would read past the
+/// bound, and are refused naming it; two hops read the hub and the target alone, and answer.
+#[test]
+fn a_route_question_past_its_bounds_is_refused_naming_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = Events::new();
+    for i in 0..2_100 {
+        let record = lens_record("hub", &format!("s{i}"), "iso", &["spread"]);
+        events.put(
+            AUTHOR,
+            "dev.panproto.schema.lens",
+            &format!("h{i}"),
+            &tid(i + 1),
+            record,
+        );
+    }
+    let last = lens_record("s0", "end", "iso", &["arrive"]);
+    events.put(
+        AUTHOR,
+        "dev.panproto.schema.lens",
+        "last",
+        &tid(3_000),
+        last,
+    );
+    let file = events.write(&dir.path().join("hub.jsonl"));
+    let server = Server::start(
+        dir.path().join("catalog.db"),
+        &["--import", file.to_str().unwrap()],
+    );
+    let ask = |hops: u32| {
+        server.get(&format!(
+            "/v1/routes?from={}&to={}&max_hops={hops}",
+            encode(&schema("hub")),
+            encode(&schema("end"))
+        ))
+    };
+    let (status, refused) = ask(4);
+    assert_eq!(status, 400, "{refused}");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("2000 schemas") && message.contains("max_hops"),
+        "{message}"
+    );
+    let (status, answer) = ask(2);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(lenses_of(&answer["routes"][0]), ["h0", "last"]);
 }

@@ -5,7 +5,7 @@ use super::ALLOCATION_SLACK;
 use crate::ApiError;
 use axum::body::Bytes;
 use std::io::Write;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// One encoded answer, in the forms asked for so far.
 pub(crate) struct Answer {
@@ -67,6 +67,15 @@ impl Answer {
             expanded: OnceLock::new(),
             gzip: OnceLock::new(),
         })
+    }
+
+    /// An answer built whole (a page, a route answer): in the form the cache keeps when
+    /// `kept`, else as it goes out.
+    pub fn built(body: Vec<u8>, kept: bool) -> Result<Arc<Answer>, ApiError> {
+        Ok(Arc::new(match kept {
+            true => Answer::from_compressed(Bytes::from(compress(&body)))?,
+            false => Answer::new(Bytes::from(body)),
+        }))
     }
 
     /// The answer as it goes to a client that takes no compression.

@@ -16,7 +16,7 @@ use layout::Layout;
 
 use super::fields::cut;
 use super::page;
-use crate::cache::{Answer, CacheKey, compress};
+use crate::cache::{Answer, CacheKey};
 use crate::list::cached;
 use crate::params::{Params, encode_component};
 use crate::{ApiError, AppState};
@@ -193,11 +193,7 @@ async fn drawn(
     let html = map_page
         .render()
         .map_err(|e| ApiError::Internal(format!("the map failed to render: {e}")))?;
-    let answer = match kept {
-        true => Answer::from_compressed(Bytes::from(compress(html.as_bytes())))?,
-        false => Answer::new(Bytes::from(html)),
-    };
-    Ok(Arc::new(answer))
+    Answer::built(html.into_bytes(), kept)
 }
 
 /// Moves whenever a road or a verification changes anywhere.

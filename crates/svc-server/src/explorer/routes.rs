@@ -7,13 +7,12 @@
 use super::fields::cut;
 use super::map::{Findings, Verdict};
 use super::{Linked, page, record_path};
-use crate::cache::{Answer, CacheKey, compress};
+use crate::cache::{Answer, CacheKey};
 use crate::lens_routes::{self, Chain, RouteAsk, Routes};
 use crate::list::cached;
 use crate::params::Params;
 use crate::{ApiError, AppState};
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -62,14 +61,7 @@ pub(crate) async fn routes(
 ) -> Response {
     let client = crate::costly::client_of(asker);
     let params = Params::parse(raw.as_deref());
-    let text = |name| {
-        params
-            .get(name)
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-            .to_string()
-    };
+    let text = |name| params.echoed(name);
     let mut form = RoutesPage {
         from: text("from"),
         to: text("to"),
@@ -137,10 +129,7 @@ async fn rendered(
     let html = found
         .render()
         .map_err(|e| ApiError::Internal(format!("the routes page failed to render: {e}")))?;
-    Ok(Arc::new(match kept {
-        true => Answer::from_compressed(Bytes::from(compress(html.as_bytes())))?,
-        false => Answer::new(Bytes::from(html)),
-    }))
+    Answer::built(html.into_bytes(), kept)
 }
 
 fn found(ask: &RouteAsk, routes: &Routes) -> Found {

@@ -8,12 +8,11 @@ use super::bounded::{Json, Wanted};
 use super::envelope::{EnvelopeItem, picked};
 use super::fields::{self, TITLES};
 use super::{collection_of, page, record_path};
-use crate::cache::{Answer, CacheKey, compress};
+use crate::cache::{Answer, CacheKey};
 use crate::list::cached;
 use crate::params::{Params, decode_search_cursor, encode_component, encode_search_cursor};
 use crate::{ApiError, AppState};
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -63,14 +62,7 @@ pub(crate) async fn search(
 ) -> Response {
     let client = crate::costly::client_of(asker);
     let params = Params::parse(raw.as_deref());
-    let text = |name| {
-        params
-            .get(name)
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-            .to_string()
-    };
+    let text = |name| params.echoed(name);
     let mut search_page = SearchPage {
         q: text("q"),
         kind: text("kind"),
@@ -120,10 +112,7 @@ async fn rendered(
     let html = found
         .render()
         .map_err(|e| ApiError::Internal(format!("the search page failed to render: {e}")))?;
-    Ok(Arc::new(match kept {
-        true => Answer::from_compressed(Bytes::from(compress(html.as_bytes())))?,
-        false => Answer::new(Bytes::from(html)),
-    }))
+    Answer::built(html.into_bytes(), kept)
 }
 
 async fn results(
