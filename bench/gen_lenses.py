@@ -9,8 +9,9 @@ SCHEMAS * u^2 for u uniform): a few hub schemas have hundreds of lenses from and
 have a handful. Classes: iso 40%, projection 25%, retraction 15%, lossy 10%, none given 10%.
 One lens in five has a round-trip verification (holds 80%, else falsified). A third of the
 schemas name an NSID (an atproto lexicon's schema), the rest their entry vertex. Also writes
-`<OUT>.pairs.txt`: 2,000 (from, to) schema uri pairs, uniform over the schemas, for the
-questions the benchmark asks. Deterministic for given counts and seed.
+the questions the benchmark asks, 2,000 (from, to) schema uri pairs each: `<OUT>.pairs.txt`,
+uniform over the schemas, and `<OUT>.hub-pairs.txt`, drawn with the lenses' skew (busy
+schemas, where chains are many). Deterministic for given counts and seed.
 """
 
 import os
@@ -84,11 +85,12 @@ def main(argv):
                     '"property":{"$type":"dev.svc.defs#lpRoundtrip","domain":"all"},'
                     '"result":"%s","occurredAt":"$NOW"}' % (lens, authors[i % 50], result))
             emit(authors[i % 50], "dev.svc.verification", body)
-    with open(out + ".pairs.txt", "w") as f:
-        for _ in range(2000):
-            a, b = rng.choice(schema_uris), rng.choice(schema_uris)
-            if a != b:
-                f.write("%s %s\n" % (a, b))
+    for name, pick in [("pairs", lambda: rng.choice(schema_uris)), ("hub-pairs", end)]:
+        with open("%s.%s.txt" % (out, name), "w") as f:
+            for _ in range(2000):
+                a, b = pick(), pick()
+                if a != b:
+                    f.write("%s %s\n" % (a, b))
 
 
 if __name__ == "__main__":
