@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use svc_catalog::{CatalogError, CatalogRead};
-use svc_spec::roads::{ROAD_INDEXES, Road, RoadIndex};
+use svc_spec::roads::{ROAD_INDEXES, Road, RoadIndex, RoadKind};
 use svc_spec::{QueryId, SUFFICIENCY_INDEX, decode_key, key_prefix};
 
 /// The most roads read at one schema from one index: a busier schema shows its busiest
@@ -382,13 +382,42 @@ async fn whole(catalog: &dyn CatalogRead, found: Found) -> Result<Graph, Catalog
     assemble(catalog, order, &hop_of, found).await
 }
 
+/// A lens both published and used by encounters is one road: its record's, counting the
+/// encounters' records too.
+fn merge_used_into_published(roads: BTreeSet<Road>) -> BTreeSet<Road> {
+    type Ends = (String, String, Option<String>);
+    let ends = |road: &Road| (road.source.clone(), road.target.clone(), road.lens.clone());
+    let published: HashSet<Ends> = roads
+        .iter()
+        .filter(|road| road.kind == RoadKind::Published)
+        .map(ends)
+        .collect();
+    let mut used: HashMap<Ends, u64> = HashMap::new();
+    let mut kept = Vec::with_capacity(roads.len());
+    for road in roads {
+        match road.kind == RoadKind::Lens && published.contains(&ends(&road)) {
+            true => *used.entry(ends(&road)).or_default() += road.records,
+            false => kept.push(road),
+        }
+    }
+    kept.into_iter()
+        .map(|mut road| {
+            if road.kind == RoadKind::Published {
+                road.records += used.get(&ends(&road)).copied().unwrap_or(0);
+            }
+            road
+        })
+        .collect()
+}
+
 /// Nodes in order, the roads among them as edges, and each lens's verdict.
 async fn assemble(
     catalog: &dyn CatalogRead,
     order: Vec<String>,
     hop_of: &BTreeMap<String, u32>,
-    found: Found,
+    mut found: Found,
 ) -> Result<Graph, CatalogError> {
+    found.roads = merge_used_into_published(std::mem::take(&mut found.roads));
     let position: HashMap<&str, usize> = order
         .iter()
         .enumerate()
@@ -480,4 +509,34 @@ async fn findings(
             (lens.clone(), findings)
         })
         .collect())
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    fn road(kind: RoadKind, lens: &str, records: u64) -> Road {
+        Road {
+            source: "at://s/x/1".into(),
+            target: "at://t/x/1".into(),
+            kind,
+            lens: Some(lens.into()),
+            class: None,
+            records,
+        }
+    }
+
+    #[test]
+    fn a_lens_published_and_used_is_one_road_counting_both() {
+        let roads = BTreeSet::from([
+            road(RoadKind::Published, "at://l/x/1", 1),
+            road(RoadKind::Lens, "at://l/x/1", 3),
+            road(RoadKind::Lens, "at://l/x/2", 2),
+        ]);
+        let merged: Vec<(RoadKind, u64)> = merge_used_into_published(roads)
+            .into_iter()
+            .map(|road| (road.kind, road.records))
+            .collect();
+        assert_eq!(merged, [(RoadKind::Published, 4), (RoadKind::Lens, 2)]);
+    }
 }
