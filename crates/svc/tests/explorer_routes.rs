@@ -315,7 +315,7 @@ fn lens_records_make_routes_that_the_api_ranks_and_the_explorer_shows() {
     ));
     assert_eq!(browser.text("h1"), "post:body");
     assert!(browser.text("main").contains("Lenses from it"));
-    browser.fill("#route-to", &schema("d"));
+    browser.fill("#route-to", "D"); // by its name, in any case
     browser.eval("window.leaving = true");
     browser.click("form.route button");
     browser.wait_until("window.leaving === undefined && document.readyState === 'complete' && document.querySelector('#routes-summary') !== null", Duration::from_secs(10));
@@ -353,6 +353,12 @@ fn lens_records_make_routes_that_the_api_ranks_and_the_explorer_shows() {
     let (status, _, page) =
         server.get_raw(&format!("/routes?from={0}&to={0}", encode(&schema("a"))));
     assert_eq!(status, 400, "{page}");
+    let (status, _, page) = server.get_raw("/routes?from=app.example.a&to=nowhere");
+    assert_eq!(status, 400, "{page}");
+    assert!(
+        page.contains("to: no schema is named &#34;nowhere&#34;"),
+        "{page}"
+    );
 
     // A lens's page: its class, its ends by name, its steps, beside its verifications.
     browser.navigate(&format!(

@@ -1,16 +1,19 @@
 //! `/routes`: the best chains of lenses from one schema to another, as a page: a form (a
-//! schema's page fills in where from), then each chain hop by hop, every schema by its name
+//! schema's page fills in where from; either end may be given by its at-uri or by its
+//! readable name), then each chain hop by hop, every schema by its name
 //! and linked to its page, every lens linked and coloured as the map colours its road. The
 //! same question as `/v1/routes`, answered by the same search; kept in the answer cache until
 //! a lens, a verification or a schema's name changes.
 
+use super::bounded::Wanted;
 use super::fields::cut;
 use super::map::{Findings, Verdict};
+use super::query::ask;
 use super::{Linked, page, record_path};
 use crate::cache::{Answer, CacheKey};
 use crate::lens_routes::{self, Chain, RouteAsk, Routes};
 use crate::list::cached;
-use crate::params::Params;
+use crate::params::{Params, encode_component};
 use crate::{ApiError, AppState};
 use askama::Template;
 use axum::extract::{RawQuery, State};
@@ -74,7 +77,7 @@ pub(crate) async fn routes(
     if form.from.is_empty() || form.to.is_empty() {
         return page(&form, StatusCode::OK);
     }
-    let ask = match lens_routes::read_ask(&params) {
+    let ask = match ask_by_uris(&state, &params).await {
         Ok(ask) => ask,
         Err(error) => return with_problem(form, error),
     };
@@ -96,6 +99,36 @@ pub(crate) async fn routes(
             with_problem(form, error)
         }
     }
+}
+
+/// The question the form asks, each end named by its at-uri, or by a schema's readable name
+/// (the first schema of that name in uri order).
+async fn ask_by_uris(state: &AppState, params: &Params) -> Result<RouteAsk, ApiError> {
+    let mut pairs = Vec::new();
+    for name in ["from", "to"] {
+        let given = params.echoed(name);
+        let uri = match given.starts_with("at://") {
+            true => given,
+            false => schema_named(state, &given).await?.ok_or_else(|| {
+                let shown = cut(&given, NAME_CHARS);
+                ApiError::InvalidRequest(format!("{name}: no schema is named {shown:?}"))
+            })?,
+        };
+        pairs.push(format!("{name}={}", encode_component(&uri)));
+    }
+    for name in ["max_hops", "kinds", "limit"] {
+        if let Some(value) = params.get(name)? {
+            pairs.push(format!("{name}={}", encode_component(value)));
+        }
+    }
+    params.only(&["from", "to", "max_hops", "kinds", "limit"])?;
+    lens_routes::read_ask(&Params::parse(Some(&pairs.join("&"))))
+}
+
+/// The uri of the first schema whose readable name is `name`, if any.
+async fn schema_named(state: &AppState, name: &str) -> Result<Option<String>, ApiError> {
+    let found = ask(state, "schemasByName", &[("name", name)], 1, Wanted::of([])).await?;
+    Ok(found.and_then(|envelope| envelope.items.first().map(|item| item.uri.clone())))
 }
 
 /// The form again, saying what was wrong with the question.
