@@ -526,7 +526,10 @@ fn lost_addresses_lead_on(browser: &Browser, server: &Server) {
     browser.navigate(&format!("{}/no/such/page", server.url));
     assert_eq!(browser.text("h1"), "No page here");
     let ways = browser.eval("[...document.querySelectorAll('main a, main form')].map(e => e.getAttribute('href') || e.getAttribute('action'))");
-    assert_eq!(ways, json!(["/", "/#queries", "/map", "/search"]));
+    assert_eq!(
+        ways,
+        json!(["/", "/#queries", "/map", "/routes", "/search"])
+    );
     browser.shoot("lost");
     let errors = browser.console_errors();
     let errors: Vec<&String> = errors.iter().filter(|e| !e.contains("404")).collect();
