@@ -42,6 +42,15 @@ impl CommitEvent {
     }
 }
 
+/// The most bytes a record's block may hold: the sync protocol's hard limit. A larger block
+/// reaches validation as a missing record: refused and counted, never decoded.
+pub const MAX_RECORD_BLOCK_BYTES: usize = 1_000_000;
+
+/// Whether a record's block is within [`MAX_RECORD_BLOCK_BYTES`].
+pub fn block_within_limit(block: &[u8]) -> bool {
+    block.len() <= MAX_RECORD_BLOCK_BYTES
+}
+
 /// The atproto JSON form of a record: links as `{"$link": cid}`, bytes as `{"$bytes": base64}`.
 /// Floats have no place in the data model; they come out as JSON numbers, and lexicon
 /// validation refuses them.

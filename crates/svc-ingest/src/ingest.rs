@@ -112,7 +112,10 @@ impl Ingestor {
                 return self.invalid(uri, &reason);
             }
             (_, Some(json)) => json,
-            (_, None) => return self.invalid(uri, "record: missing"),
+            (_, None) => {
+                let reason = "record: missing, not DAG-CBOR, or its block over 1,000,000 bytes";
+                return self.invalid(uri, reason);
+            }
         };
         // The tree borrows from the text, so it lives only until the keys are taken.
         let (keys, search) = {

@@ -71,9 +71,11 @@ impl VerifiedRepository {
             action: Action::Create,
             rev: self.rev.to_string(),
             cid: Some(svc_syntax::cid_to_string(record.cid)),
-            // A record that is not DAG-CBOR reaches validation as invalid, not unseen.
-            record_json: dagcbor::decode_block(record.block)
-                .ok()
+            // A record that is not DAG-CBOR, or over the block limit, reaches validation as
+            // invalid, not unseen.
+            record_json: Some(record.block)
+                .filter(|block| crate::event::block_within_limit(block))
+                .and_then(|block| dagcbor::decode_block(block).ok())
                 .map(|value| record_json(&value).to_string()),
             time_us: None,
         }

@@ -241,11 +241,12 @@ impl Commit<'_> {
         let text = match (action, &cid) {
             (Action::Delete, _) => None,
             _ if !wanted(collection) => None,
-            // A record missing from the slice (a `tooBig` commit) reaches validation as
-            // invalid rather than being dropped unseen.
+            // A record missing from the slice (a `tooBig` commit) or over the block limit
+            // reaches validation as invalid rather than being dropped unseen.
             (_, Some(cid)) => self
                 .blocks
                 .get(cid)
+                .filter(|block| crate::event::block_within_limit(block))
                 .and_then(|block| dagcbor::decode(block).ok())
                 .map(|(record, _)| record_json(&record).to_string()),
             (_, None) => None,
@@ -340,6 +341,58 @@ mod tests {
                 "a": 1, "b": [true, null, -2], "c": {"$bytes": "AQI"}, "d": "hé",
                 "e": {"$link": "bafyq"}
             })
+        );
+    }
+}
+
+#[cfg(test)]
+mod block_limit_tests {
+    use super::*;
+    use svc_repo::author::{Repository, SigningKey, Write};
+    use svc_repo::crypto::Curve;
+    use svc_syntax::UnixMicros;
+
+    /// The record of a lens whose blob's one string is `bytes` long.
+    fn lens(bytes: usize) -> Cbor {
+        Cbor::Map(vec![
+            (
+                "$type".into(),
+                Cbor::Text("dev.panproto.schema.lens".into()),
+            ),
+            (
+                "blob".into(),
+                Cbor::Map(vec![("pad".into(), Cbor::Text("x".repeat(bytes)))]),
+            ),
+        ])
+    }
+
+    #[test]
+    fn a_record_block_past_the_sync_limit_comes_out_unread() {
+        let did = Did::new("did:plc:blocklimit").expect("a DID");
+        let key = SigningKey::from_seed(Curve::K256, b"block limit");
+        let mut repo = Repository::new(did, key);
+        let writes =
+            [("small", 999_000), ("large", 1_000_100)].map(|(rkey, bytes)| Write::Create {
+                collection: "dev.panproto.schema.lens".into(),
+                rkey: rkey.into(),
+                record: lens(bytes),
+            });
+        let commit = repo.commit(&writes).expect("a commit");
+        let frame = commit.frame(1, UnixMicros::now());
+        let message = decode_frame(&frame, |_| true, |_| false).expect("a frame");
+        let read: Vec<(String, bool)> = message
+            .events
+            .iter()
+            .filter_map(|event| match event {
+                SourceEvent::Commit(commit) => {
+                    Some((commit.rkey.clone(), commit.record_json.is_some()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            read,
+            [("small".to_string(), true), ("large".to_string(), false)]
         );
     }
 }
