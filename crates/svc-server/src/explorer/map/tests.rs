@@ -1,6 +1,8 @@
-//! Property: for random catalogs of encounters, bounties and verifications, built by upserts
-//! and deletes, the map of the whole catalog draws exactly the roads its records state (each
-//! encounter with its lens and both schemas; each open bounty wanting a lens), each with the
+//! Property: for random catalogs of lens records, encounters, bounties and verifications,
+//! built by upserts and deletes, the map of the whole catalog draws exactly the roads its
+//! records state (each lens record from its source to its target; each encounter with its lens
+//! and both schemas, one road with the lens's own record when they agree; each open bounty
+//! wanting a lens), each with the
 //! number of records stating it and the verdict the lens's verifications give; and every
 //! neighbourhood holds exactly those roads among its schemas.
 
@@ -62,6 +64,12 @@ enum Write {
         kind: u8,
         result: u8,
     },
+    /// A lens record at one of [`LENSES`].
+    Lens {
+        at: u8,
+        source: u8,
+        target: u8,
+    },
     Delete {
         kind: u8,
         at: u8,
@@ -104,18 +112,29 @@ fn write() -> impl Strategy<Value = Write> {
                 result,
             }
         }),
-        (0..3u8, 0..6u8).prop_map(|(kind, at)| Write::Delete { kind, at }),
+        (0..3u8, 0..5u8, 0..5u8).prop_map(|(at, source, target)| Write::Lens {
+            at,
+            source,
+            target
+        }),
+        (0..4u8, 0..6u8).prop_map(|(kind, at)| Write::Delete { kind, at }),
     ]
 }
 
-const KINDS: [&str; 3] = [
+const KINDS: [&str; 4] = [
     "dev.svc.encounter",
     "dev.svc.bounty",
     "dev.svc.verification",
+    "dev.panproto.schema.lens",
 ];
 
+/// The uri of the `at`th record of a kind; a lens record is at one of the lenses the other
+/// records name.
 fn uri(kind: usize, at: u8) -> String {
-    format!("at://did:plc:w{at}/{}/r{at}", KINDS[kind])
+    match KINDS[kind] {
+        "dev.panproto.schema.lens" => LENSES[at as usize % LENSES.len()].to_string(),
+        kind => format!("at://did:plc:w{at}/{kind}/r{at}"),
+    }
 }
 
 /// The write's uri and its record (none for a deletion).
@@ -168,6 +187,12 @@ fn record(write: &Write) -> (String, Option<Value>) {
                 "property": {"$type": property, "domain": "d"},
                 "result": RESULTS[result as usize], "occurredAt": time});
             (uri(2, at), Some(record))
+        }
+        Write::Lens { at, source, target } => {
+            let record = json!({"sourceSchema": SCHEMAS[source as usize],
+                "targetSchema": SCHEMAS[target as usize], "roundTripClass": "iso",
+                "objectHash": "00", "createdAt": time});
+            (uri(3, at), Some(record))
         }
         Write::Delete { kind, at } => (uri(kind as usize, at), None),
     }
@@ -234,8 +259,13 @@ fn stated(records: &BTreeMap<String, Value>) -> Drawn {
     };
     let results = kinds_found(records);
     let mut drawn = Drawn::new();
-    for record in records.values() {
+    for (uri, record) in records {
         let road = match record["$type"].as_str() {
+            Some("dev.panproto.schema.lens") => (
+                text(record, &["sourceSchema"]),
+                text(record, &["targetSchema"]),
+                Some(uri.clone()),
+            ),
             Some("dev.svc.encounter") => (
                 text(record, &["sourceSchema", "uri"]),
                 text(record, &["targetSchema", "uri"]),
