@@ -187,14 +187,13 @@ fn found(ask: &RouteAsk, routes: &Routes) -> Found {
 
 fn chain_view(routes: &Routes, chain: &Chain) -> ChainView {
     let hops = chain.hops.len();
-    let summary = format!(
-        "{hops} hop{}; {}",
-        if hops == 1 { "" } else { "s" },
-        match chain.sufficient {
-            true => "every lens suffices",
-            false => "not every lens suffices",
-        }
-    );
+    let summary = match (hops, chain.sufficient) {
+        (0, _) => "The same schema: no lens is needed.".to_string(),
+        (1, true) => "1 hop; its lens suffices".to_string(),
+        (1, false) => "1 hop; its lens does not suffice".to_string(),
+        (_, true) => format!("{hops} hops; every lens suffices"),
+        (_, false) => format!("{hops} hops; not every lens suffices"),
+    };
     ChainView {
         summary,
         sufficient: chain.sufficient,
@@ -217,15 +216,7 @@ fn chain_view(routes: &Routes, chain: &Chain) -> ChainView {
                         href: record_path(lens),
                     },
                     verdict: Verdict::of(findings).class(),
-                    reading: format!(
-                        "{class}; known by its {}; {}",
-                        if known == "record" {
-                            "record"
-                        } else {
-                            "encounters"
-                        },
-                        findings.words()
-                    ),
+                    reading: format!("{class}; known by its {known}; {}", findings.words()),
                 }
             })
             .collect(),
