@@ -24,12 +24,14 @@ const clone = (v) => structuredClone(v)
 
 // Definitions by absolute id ("nsid" for main, "nsid#name" otherwise), as the validators see them.
 const defs = new Map()
-const dir = join(ROOT, 'lexicons/dev/svc')
-// The record documents; the service's own methods (sync/) describe no record.
-for (const file of readdirSync(dir).sort().filter((f) => f.endsWith('.json'))) {
-  const doc = JSON.parse(readFileSync(join(dir, file), 'utf8'))
-  for (const [name, def] of Object.entries(doc.defs)) {
-    defs.set(name === 'main' ? doc.id : `${doc.id}#${name}`, { doc: doc.id, def })
+// The record documents, of the family and of the lens and schema records; the service's own
+// methods (query/, sync/) describe no record.
+for (const dir of ['lexicons/dev/svc', 'lexicons/dev/panproto/schema'].map((d) => join(ROOT, d))) {
+  for (const file of readdirSync(dir).sort().filter((f) => f.endsWith('.json'))) {
+    const doc = JSON.parse(readFileSync(join(dir, file), 'utf8'))
+    for (const [name, def] of Object.entries(doc.defs)) {
+      defs.set(name === 'main' ? doc.id : `${doc.id}#${name}`, { doc: doc.id, def })
+    }
   }
 }
 const absolute = (doc, ref) => (ref.startsWith('#') ? doc + ref : ref).replace(/#main$/, '')

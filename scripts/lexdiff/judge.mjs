@@ -12,11 +12,13 @@ const modules = process.env.SVC_PEERS_NODE_MODULES
 if (!modules) throw new Error('run me through scripts/peers node, which sets SVC_PEERS_NODE_MODULES')
 const { Lexicons, jsonToLex } = await import(pathToFileURL(join(modules, '@atproto/lexicon/dist/index.js')))
 
-const dir = new URL('../../lexicons/dev/svc/', import.meta.url).pathname
-const docs = readdirSync(dir)
-  .sort()
-  .filter((f) => f.endsWith('.json'))
-  .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')))
+const docs = ['dev/svc/', 'dev/panproto/schema/'].flatMap((sub) => {
+  const dir = new URL(`../../lexicons/${sub}`, import.meta.url).pathname
+  return readdirSync(dir)
+    .sort()
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')))
+})
 
 // dev.svc.defs names three unions (basis, evidence, lensProperty) that other documents ref. The
 // lexicon spec does not allow a union as a named definition and @atproto/lexicon fails every
