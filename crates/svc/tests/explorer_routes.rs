@@ -249,42 +249,30 @@ fn lens_records_make_routes_that_the_api_ranks_and_the_explorer_shows() {
     assert_eq!(status, 400);
 
     // A lens deleted, and another published, change the routes at once.
-    replay.publish([line(base + 100, "dev.panproto.schema.lens", "ab", None)]);
-    server.wait_for(
-        &format!(
-            "/v1/routes?from={}&to={}",
-            encode(&schema("a")),
-            encode(&schema("d"))
-        ),
-        Duration::from_secs(10),
-        |b| b["routes"].as_array().is_some_and(|r| r.len() == 1),
-    );
-    replay.publish([line(
-        base + 101,
-        "dev.panproto.schema.lens",
-        "ad",
-        Some(lens_record("a", "d", "iso", &["direct"])),
-    )]);
-    server.wait_for(
-        &format!(
-            "/v1/routes?from={}&to={}",
-            encode(&schema("a")),
-            encode(&schema("d"))
-        ),
-        Duration::from_secs(10),
-        |b| b["routes"][0]["hops"][0]["lens"] == lens("ad"),
-    );
-    // Taken down by the operator, the lens leaves every route; restored, it comes back.
     let first = |b: &Value| b["routes"][0]["hops"][0]["lens"].clone();
     let a_to_d = format!(
         "/v1/routes?from={}&to={}",
         encode(&schema("a")),
         encode(&schema("d"))
     );
+    let within = Duration::from_secs(10);
+    replay.publish([line(base + 100, "dev.panproto.schema.lens", "ab", None)]);
+    server.wait_for(&a_to_d, within, |b| {
+        b["routes"].as_array().is_some_and(|r| r.len() == 1)
+    });
+    let direct = lens_record("a", "d", "iso", &["direct"]);
+    replay.publish([line(
+        base + 101,
+        "dev.panproto.schema.lens",
+        "ad",
+        Some(direct),
+    )]);
+    server.wait_for(&a_to_d, within, |b| first(b) == lens("ad"));
+    // Taken down by the operator, the lens leaves every route; restored, it comes back.
     take_down(&server, &lens("ad"), true);
-    server.wait_for(&a_to_d, Duration::from_secs(10), |b| first(b) == lens("ac"));
+    server.wait_for(&a_to_d, within, |b| first(b) == lens("ac"));
     take_down(&server, &lens("ad"), false);
-    server.wait_for(&a_to_d, Duration::from_secs(10), |b| first(b) == lens("ad"));
+    server.wait_for(&a_to_d, within, |b| first(b) == lens("ad"));
     let known = routes(&server, "d", "b", "");
     assert_eq!(
         known["routes"][0]["hops"][0]["known_by"], "encounters",
