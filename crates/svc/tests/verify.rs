@@ -468,6 +468,7 @@ fn a_published_verification_makes_the_lens_sufficient() {
 
 #[test]
 fn lens_and_schema_records_published_by_svc_are_served_as_routes() {
+    // Published by `svc publish`, followed live from the firehose, then read by a backfill.
     let Some(peers) = peers() else { return };
     let p = Published::new(peers, "publish-lens");
     let server_dir = tempfile::tempdir().expect("temp dir");
@@ -555,4 +556,21 @@ fn lens_and_schema_records_published_by_svc_are_served_as_routes() {
         page.contains("post:body") && page.contains(">iso<"),
         "{page}"
     );
+
+    // A backfill reads the same records from the repositories whole, verified.
+    let backfill_dir = tempfile::tempdir().expect("temp dir");
+    let backfilled = Server::launch(
+        backfill_dir.path().join("catalog.db"),
+        &[
+            "--firehose",
+            "none",
+            "--backfill",
+            peers.pds.as_str(),
+            "--plc-url",
+            peers.plc.as_str(),
+        ],
+    );
+    backfilled.wait_for(&routes, std::time::Duration::from_secs(30), |b| {
+        b["routes"][0]["hops"][0] == answer["routes"][0]["hops"][0] && b["names"] == answer["names"]
+    });
 }
