@@ -23,6 +23,7 @@ pub(crate) fn embedded_search() -> SearchTable {
 }
 
 fn compiled(defs: &BTreeMap<String, SearchDef>) -> (BTreeMap<String, SearchFields>, String) {
+    // The folding, a space, then each kind's fields as JSON: read back by `kinds_added`.
     let fingerprint = format!(
         "{} {}",
         FOLDING_VERSION,
@@ -45,4 +46,60 @@ fn compiled(defs: &BTreeMap<String, SearchDef>) -> (BTreeMap<String, SearchField
         })
         .collect();
     (fields, fingerprint)
+}
+
+/// The kinds the search definition `wanted` reads that `stored` did not, when nothing else
+/// differs (the same folding, every kind of `stored` read the same way): an index built under
+/// `stored` needs only those kinds' records filed. `None` when it must be built whole.
+pub fn kinds_added(stored: &str, wanted: &str) -> Option<Vec<String>> {
+    type Defs = serde_json::Map<String, serde_json::Value>;
+    let read = |fingerprint: &str| -> Option<(String, Defs)> {
+        let (folding, defs) = fingerprint.split_once(' ')?;
+        Some((folding.to_string(), serde_json::from_str(defs).ok()?))
+    };
+    let ((stored_folding, stored), (wanted_folding, wanted)) = (read(stored)?, read(wanted)?);
+    let kept = stored_folding == wanted_folding
+        && stored
+            .iter()
+            .all(|(kind, def)| wanted.get(kind) == Some(def));
+    kept.then(|| {
+        wanted
+            .keys()
+            .filter(|kind| !stored.contains_key(*kind))
+            .cloned()
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_kinds_added_to_an_unchanged_definition_are_filed_alone() {
+        let wanted = embedded_search().1.clone();
+        let (folding, defs) = wanted.split_once(' ').expect("folding, then the fields");
+        let mut fewer: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(defs).expect("JSON");
+        fewer.remove("dev.panproto.schema.schema");
+        let stored = format!("{folding} {}", serde_json::Value::Object(fewer.clone()));
+        assert_eq!(
+            kinds_added(&stored, &wanted),
+            Some(vec!["dev.panproto.schema.schema".to_string()])
+        );
+        assert_eq!(kinds_added(&wanted, &wanted), Some(Vec::new()));
+        let refolded = format!("fold-0 {}", serde_json::Value::Object(fewer.clone()));
+        assert_eq!(kinds_added(&refolded, &wanted), None, "another folding");
+        fewer.insert(
+            "dev.svc.vocab".into(),
+            serde_json::json!({"name": ["other"]}),
+        );
+        let changed = format!("{folding} {}", serde_json::Value::Object(fewer));
+        assert_eq!(
+            kinds_added(&changed, &wanted),
+            None,
+            "a kind read otherwise"
+        );
+        assert_eq!(kinds_added("not a fingerprint", &wanted), None);
+    }
 }

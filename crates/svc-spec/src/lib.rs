@@ -22,6 +22,7 @@ pub use def::{
 pub use index::{Index, IndexSet};
 pub use keys::{decode_key, encode_key, key_prefix, prefix_end};
 pub use kinds::{BenchShare, EMBEDDED_KINDS, Fact, KindDef, Kinds, People, Related, SearchDef};
+pub use kinds_table::kinds_added as search_kinds_added;
 pub use lexicon::{query_lexicon, query_nsid, routes_lexicon, search_lexicon};
 pub use path::JsonPath;
 pub use query::{Query, QuerySet};

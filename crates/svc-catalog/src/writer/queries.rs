@@ -7,6 +7,7 @@ use crate::engine::{Engine, Plan, RecordWrite};
 use crate::replication_log::LogEntry;
 use crate::rules::Filing;
 use crate::stream::StreamEntry;
+use std::collections::BTreeMap;
 use svc_spec::{Index, IndexKeys};
 
 /// Records read and refiled per step of a rebuild.
@@ -32,22 +33,31 @@ pub(super) fn register(
         }
         let started = std::time::Instant::now();
         let mut filed = 0;
+        // The queries of one kind are rebuilt together: one read of that kind's records.
+        let mut by_kind: BTreeMap<&str, Vec<&Index>> = BTreeMap::new();
         for query in queries.all() {
             let fingerprint = query.fingerprint();
             let current = stored
                 .iter()
                 .any(|(id, known)| id == query.id() && *known == fingerprint);
             if !current {
-                let one = std::time::Instant::now();
                 engine.define_query(query.id(), &fingerprint)?;
-                rebuild(engine, query, filing)?;
-                tracing::debug!(
-                    query = %query.id(),
-                    "filed the stored records under a new or changed query in {:.1}s",
-                    one.elapsed().as_secs_f64()
-                );
+                by_kind
+                    .entry(query.kind().as_str())
+                    .or_default()
+                    .push(query);
                 filed += 1;
             }
+        }
+        for group in by_kind.values() {
+            let one = std::time::Instant::now();
+            rebuild(engine, group, filing)?;
+            tracing::debug!(
+                kind = %group[0].kind(),
+                queries = group.len(),
+                "filed the stored records under new or changed queries in {:.1}s",
+                one.elapsed().as_secs_f64()
+            );
         }
         if filed > 0 {
             // One line at start, however many queries are new (a new catalog: all of them);
@@ -75,23 +85,24 @@ pub(super) fn register(
     outcome
 }
 
-/// Files every stored record of the query's kind under the query's keys, in chunks of uris.
-/// An inactive account's records get their keys stored but stay out of the index.
-fn rebuild(engine: &mut dyn Engine, query: &Index, filing: &Filing) -> CatalogResult<()> {
+/// Files every stored record of the queries' kind (one kind for all of them) under their
+/// keys, in chunks of uris. An inactive account's records get their keys stored but stay out
+/// of the index.
+fn rebuild(engine: &mut dyn Engine, queries: &[&Index], filing: &Filing) -> CatalogResult<()> {
+    let Some(kind) = queries.first().map(|query| query.kind()) else {
+        return Ok(());
+    };
     let mut after = String::new();
     loop {
-        let rows = engine.records_of_kind(query.kind(), &after, REBUILD_CHUNK)?;
+        let rows = engine.records_of_kind(kind, &after, REBUILD_CHUNK)?;
         let Some(last) = rows.last().map(|(filed, _)| filed.uri.clone()) else {
             return Ok(());
         };
         let mut plan = Plan::default();
         for (filed, text) in rows {
-            let keys: Vec<String> = svc_spec::Json::parse(&text)
-                .map(|record| query.index_keys(&svc_spec::RecordView::new(&filed.uri, &record)))
-                .unwrap_or_default();
+            let mine = keys_under(queries, &filed.uri, &text);
             let mut all = filing.keys_of(&filed.uri, &filed.collection, filed.keys);
-            all.retain(|(id, _)| id != query.id());
-            let mine: IndexKeys = keys.into_iter().map(|k| (query.id().clone(), k)).collect();
+            all.retain(|(id, _)| !queries.iter().any(|query| query.id() == id));
             if !filing.hides(&filed.uri) {
                 plan.refile(&filed.uri, &IndexKeys::new(), &mine);
             }
@@ -104,4 +115,22 @@ fn rebuild(engine: &mut dyn Engine, query: &Index, filing: &Filing) -> CatalogRe
         engine.write(&plan)?;
         after = last;
     }
+}
+
+/// The keys a stored record's text is filed under by `queries`; none when it does not parse.
+fn keys_under(queries: &[&Index], uri: &str, text: &str) -> IndexKeys {
+    let Ok(record) = svc_spec::Json::parse(text) else {
+        return IndexKeys::new();
+    };
+    let view = svc_spec::RecordView::new(uri, &record);
+    queries
+        .iter()
+        .flat_map(|query| {
+            let id = query.id();
+            query
+                .index_keys(&view)
+                .into_iter()
+                .map(|key| (id.clone(), key))
+        })
+        .collect()
 }

@@ -1,5 +1,6 @@
 //! The search index built whole, at start, when the catalog's index was built under another
-//! definition (a kind's fields, or the folding, changed; or the catalog predates search).
+//! definition (a kind's fields, or the folding, changed; or the catalog predates search); when
+//! the definition only adds kinds, only their records are filed.
 //! Every live record of each searched kind is read in pages and its words filed, a
 //! transaction a page; the definition is stored last, with an entry of the replication log
 //! that tells other processes to read their searches again, so an interrupted build is done
@@ -14,22 +15,37 @@ use svc_syntax::Nsid;
 /// Records read and filed in one transaction.
 const PAGE: usize = 2_000;
 
-/// Builds the index again unless it was built under this definition.
+/// Builds the index again unless it was built under this definition; when the definition
+/// only adds kinds, files those kinds' records and keeps the rest.
 pub(super) fn ensure_current<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<()> {
     let wanted = tx.filing.queries.search_fingerprint().to_string();
-    if tx.engine.search_fingerprint()?.as_deref() == Some(wanted.as_str()) {
+    let stored = tx.engine.search_fingerprint()?;
+    if stored.as_deref() == Some(wanted.as_str()) {
         return Ok(());
     }
-    rebuild(tx)
+    match stored.and_then(|stored| svc_spec::search_kinds_added(&stored, &wanted)) {
+        Some(added) => build(tx, &added, false),
+        None => {
+            let every: Vec<String> = tx
+                .filing
+                .queries
+                .searched_kinds()
+                .map(String::from)
+                .collect();
+            build(tx, &every, true)
+        }
+    }
 }
 
-/// Empties the index and files every live record's words again.
-fn rebuild<E: Engine>(tx: &mut Transactions<E>) -> CatalogResult<()> {
+/// Files the words of every live record of `kinds`, after emptying the index when `whole`.
+fn build<E: Engine>(tx: &mut Transactions<E>, kinds: &[String], whole: bool) -> CatalogResult<()> {
     let started = std::time::Instant::now();
     let queries = tx.filing.queries.clone();
-    in_transaction(&mut tx.engine, |engine| engine.clear_search())?;
+    if whole {
+        in_transaction(&mut tx.engine, |engine| engine.clear_search())?;
+    }
     let mut filed = 0;
-    for kind in queries.searched_kinds() {
+    for kind in kinds {
         let Ok(collection) = Nsid::new(kind) else {
             continue;
         };
