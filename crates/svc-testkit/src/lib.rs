@@ -328,6 +328,23 @@ impl Server {
         Some(line)
     }
 
+    /// The operator's takedown of `subject` (a strongRef or a repoRef) applied or lifted
+    /// through `com.atproto.admin.updateSubjectStatus`, as `admin` with `password`; the
+    /// answer's status.
+    pub fn set_takedown(&self, password: &str, subject: Value, applied: bool) -> u16 {
+        http()
+            .post(format!(
+                "{}/xrpc/com.atproto.admin.updateSubjectStatus",
+                self.url
+            ))
+            .basic_auth("admin", Some(password))
+            .json(&json!({"subject": subject, "takedown": {"applied": applied}}))
+            .send()
+            .expect("the takedown")
+            .status()
+            .as_u16()
+    }
+
     pub fn get(&self, path_and_query: &str) -> (u16, Value) {
         let (status, _, body) = self.get_raw(path_and_query);
         let value = serde_json::from_str(&body)

@@ -131,16 +131,7 @@ fn routes(server: &Server, from: &str, to: &str, more: &str) -> Value {
 
 fn take_down(server: &Server, uri: &str, applied: bool) {
     let subject = json!({"$type": "com.atproto.repo.strongRef", "uri": uri, "cid": CID});
-    let response = http()
-        .post(format!(
-            "{}/xrpc/com.atproto.admin.updateSubjectStatus",
-            server.url
-        ))
-        .basic_auth("admin", Some(PASSWORD))
-        .json(&json!({"subject": subject, "takedown": {"applied": applied}}))
-        .send()
-        .expect("the takedown");
-    assert_eq!(response.status(), 200);
+    assert_eq!(server.set_takedown(PASSWORD, subject, applied), 200);
 }
 
 fn lenses_of(route: &Value) -> Vec<String> {

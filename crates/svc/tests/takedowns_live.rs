@@ -28,16 +28,7 @@ fn wait_named(server: &Server, name: &str, total: u64) {
 }
 
 fn update(server: &Server, subject: Value, applied: bool) {
-    let response = http()
-        .post(format!(
-            "{}/xrpc/com.atproto.admin.updateSubjectStatus",
-            server.url
-        ))
-        .basic_auth("admin", Some(PASSWORD))
-        .json(&json!({"subject": subject, "takedown": {"applied": applied}}))
-        .send()
-        .expect("the update");
-    assert_eq!(response.status(), 200);
+    assert_eq!(server.set_takedown(PASSWORD, subject, applied), 200);
 }
 
 fn record(uri: &str) -> Value {
