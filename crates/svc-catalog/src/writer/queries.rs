@@ -8,7 +8,7 @@ use crate::replication_log::LogEntry;
 use crate::rules::Filing;
 use crate::stream::StreamEntry;
 use std::collections::BTreeMap;
-use svc_spec::{Index, IndexKeys};
+use svc_spec::{Index, IndexKeys, QueryId};
 
 /// Records read and refiled per step of a rebuild.
 const REBUILD_CHUNK: usize = 10_000;
@@ -20,54 +20,12 @@ pub(super) fn register(
     filing: &Filing,
     log_seq: i64,
 ) -> CatalogResult<bool> {
-    let queries = &filing.queries;
     let stored = engine.queries()?;
     engine.begin()?;
     let outcome = (|| {
-        let mut changed = false;
-        for (id, _) in &stored {
-            if queries.get(id).is_none() {
-                engine.drop_query(id)?;
-                changed = true;
-            }
-        }
-        let started = std::time::Instant::now();
-        let mut filed = 0;
-        // The queries of one kind are rebuilt together: one read of that kind's records.
-        let mut by_kind: BTreeMap<&str, Vec<&Index>> = BTreeMap::new();
-        for query in queries.all() {
-            let fingerprint = query.fingerprint();
-            let current = stored
-                .iter()
-                .any(|(id, known)| id == query.id() && *known == fingerprint);
-            if !current {
-                engine.define_query(query.id(), &fingerprint)?;
-                by_kind
-                    .entry(query.kind().as_str())
-                    .or_default()
-                    .push(query);
-                filed += 1;
-            }
-        }
-        for group in by_kind.values() {
-            let one = std::time::Instant::now();
-            rebuild(engine, group, filing)?;
-            tracing::debug!(
-                kind = %group[0].kind(),
-                queries = group.len(),
-                "filed the stored records under new or changed queries in {:.1}s",
-                one.elapsed().as_secs_f64()
-            );
-        }
-        if filed > 0 {
-            // One line at start, however many queries are new (a new catalog: all of them);
-            // each is named at debug.
-            tracing::info!(
-                "filed the stored records under {filed} new or changed queries in {:.1}s",
-                started.elapsed().as_secs_f64()
-            );
-            changed = true;
-        }
+        let dropped = drop_unspecified(engine, filing, &stored)?;
+        let filed = file_new_and_changed(engine, filing, &stored)?;
+        let changed = dropped || filed;
         if changed {
             engine.log(log_seq, &LogEntry::everything())?;
             // Readers of the change stream hold answers by the old definitions.
@@ -83,6 +41,66 @@ pub(super) fn register(
         engine.rollback();
     }
     outcome
+}
+
+/// Drops the keys of the stored queries the specification no longer has; whether any.
+fn drop_unspecified(
+    engine: &mut dyn Engine,
+    filing: &Filing,
+    stored: &[(QueryId, String)],
+) -> CatalogResult<bool> {
+    let mut dropped = false;
+    for (id, _) in stored {
+        if filing.queries.get(id).is_none() {
+            engine.drop_query(id)?;
+            dropped = true;
+        }
+    }
+    Ok(dropped)
+}
+
+/// Defines each query that is new or whose definition changed, and files the stored records
+/// under it, the queries of one kind together (one read of that kind's records); whether any.
+fn file_new_and_changed(
+    engine: &mut dyn Engine,
+    filing: &Filing,
+    stored: &[(QueryId, String)],
+) -> CatalogResult<bool> {
+    let started = std::time::Instant::now();
+    let mut by_kind: BTreeMap<&str, Vec<&Index>> = BTreeMap::new();
+    for query in filing.queries.all() {
+        let fingerprint = query.fingerprint();
+        let current = stored
+            .iter()
+            .any(|(id, known)| id == query.id() && *known == fingerprint);
+        if !current {
+            engine.define_query(query.id(), &fingerprint)?;
+            by_kind
+                .entry(query.kind().as_str())
+                .or_default()
+                .push(query);
+        }
+    }
+    for group in by_kind.values() {
+        let one = std::time::Instant::now();
+        rebuild(engine, group, filing)?;
+        tracing::debug!(
+            kind = %group[0].kind(),
+            queries = group.len(),
+            "filed the stored records under new or changed queries in {:.1}s",
+            one.elapsed().as_secs_f64()
+        );
+    }
+    let filed: usize = by_kind.values().map(Vec::len).sum();
+    if filed > 0 {
+        // One line at start, however many queries are new (a new catalog: all of them);
+        // each kind is named at debug.
+        tracing::info!(
+            "filed the stored records under {filed} new or changed queries in {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(filed > 0)
 }
 
 /// Files every stored record of the queries' kind (one kind for all of them) under their
