@@ -216,26 +216,31 @@ fn route_operation(
     json!({"get": operation})
 }
 
+/// The errors every request may meet, and a 200 of JSON in the `schema` of the components.
+fn json_answer(limits: &RequestLimits, description: &str, schema: &str) -> Value {
+    let mut responses = errors(limits);
+    responses["200"] = json!({"description": description, "content": {"application/json": {
+        "schema": {"$ref": format!("#/components/schemas/{schema}")}}}});
+    responses
+}
+
 fn route_responses(endpoint: Endpoint, limits: &RequestLimits) -> Value {
     match endpoint {
-        Endpoint::Sufficiency => {
-            let mut responses = errors(limits);
-            responses["200"] = json!({"description": "Whether the lens has the listed verifications.",
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Sufficiency"}}}});
-            responses
-        }
-        Endpoint::Search => {
-            let mut responses = errors(limits);
-            responses["200"] = json!({"description": "The best matches first (ties newest first). `total` counts matches exactly up to 10,000; past that it is 10,000 and `total_is_lower_bound` is true.",
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResponse"}}}});
-            responses
-        }
-        Endpoint::Routes => {
-            let mut responses = errors(limits);
-            responses["200"] = json!({"description": "The best chains first; none when no chain within max_hops joins the schemas (or either is unknown). A question whose search passes its bounds is a 400 naming the bound.",
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Routes"}}}});
-            responses
-        }
+        Endpoint::Sufficiency => json_answer(
+            limits,
+            "Whether the lens has the listed verifications.",
+            "Sufficiency",
+        ),
+        Endpoint::Search => json_answer(
+            limits,
+            "The best matches first (ties newest first). `total` counts matches exactly up to 10,000; past that it is 10,000 and `total_is_lower_bound` is true.",
+            "SearchResponse",
+        ),
+        Endpoint::Routes => json_answer(
+            limits,
+            "The best chains first; none when no chain within max_hops joins the schemas (or either is unknown). A question whose search passes its bounds is a 400 naming the bound.",
+            "Routes",
+        ),
         Endpoint::Stats => {
             json!({"200": {"description": "Counts.", "content": {"application/json": {
             "schema": {"type": "object", "additionalProperties": {"type": "integer"}}}}}})
