@@ -410,6 +410,33 @@ fn merge_used_into_published(roads: BTreeSet<Road>) -> BTreeSet<Road> {
         .collect()
 }
 
+/// Roads among the schemas at these positions, as (source, target, road), the most used
+/// ones when more than a map draws; each schema's weight; how many were left out.
+type Shown<'r> = (Vec<(usize, usize, &'r Road)>, Vec<u64>, usize);
+
+fn roads_shown<'r>(roads: &'r BTreeSet<Road>, position: &HashMap<&str, usize>) -> Shown<'r> {
+    let mut weight = vec![0u64; position.len()];
+    let mut shown = Vec::new();
+    for road in roads {
+        let (Some(&source), Some(&target)) = (
+            position.get(road.source.as_str()),
+            position.get(road.target.as_str()),
+        ) else {
+            continue;
+        };
+        weight[source] += road.records;
+        weight[target] += road.records;
+        shown.push((source, target, road));
+    }
+    let left_out = shown.len().saturating_sub(ROADS_DRAWN_AT_MOST);
+    if left_out > 0 {
+        shown.sort_by(|a, b| b.2.records.cmp(&a.2.records).then(a.2.cmp(b.2)));
+        shown.truncate(ROADS_DRAWN_AT_MOST);
+        shown.sort_by(|a, b| a.2.cmp(b.2));
+    }
+    (shown, weight, left_out)
+}
+
 /// Nodes in order, the roads among them as edges, and each lens's verdict.
 async fn assemble(
     catalog: &dyn CatalogRead,
@@ -423,25 +450,7 @@ async fn assemble(
         .enumerate()
         .map(|(i, uri)| (uri.as_str(), i))
         .collect();
-    let mut weight = vec![0u64; order.len()];
-    let mut shown = Vec::new();
-    for road in &found.roads {
-        let (Some(&source), Some(&target)) = (
-            position.get(road.source.as_str()),
-            position.get(road.target.as_str()),
-        ) else {
-            continue;
-        };
-        weight[source] += road.records;
-        weight[target] += road.records;
-        shown.push((source, target, road));
-    }
-    let roads_left_out = shown.len().saturating_sub(ROADS_DRAWN_AT_MOST);
-    if roads_left_out > 0 {
-        shown.sort_by(|a, b| b.2.records.cmp(&a.2.records).then(a.2.cmp(b.2)));
-        shown.truncate(ROADS_DRAWN_AT_MOST);
-        shown.sort_by(|a, b| a.2.cmp(b.2));
-    }
+    let (shown, weight, roads_left_out) = roads_shown(&found.roads, &position);
     let lenses: Vec<String> = shown
         .iter()
         .filter_map(|(_, _, road)| road.lens.clone())
