@@ -25,6 +25,18 @@ pub const MAX_RECORD_URI_BYTES: usize = 2048;
 /// is refused and counted, on every source.
 pub const MAX_RECORD_JSON_BYTES: usize = 2 << 20;
 
+/// A created or updated record's text, when it came and is within [`MAX_RECORD_JSON_BYTES`].
+fn within_limit(record_json: Option<String>) -> Result<String, String> {
+    match record_json {
+        Some(json) if json.len() > MAX_RECORD_JSON_BYTES => Err(format!(
+            "record: {} bytes, over the limit of {MAX_RECORD_JSON_BYTES}",
+            json.len()
+        )),
+        Some(json) => Ok(json),
+        None => Err("record: missing, not DAG-CBOR, or its block over 1,000,000 bytes".into()),
+    }
+}
+
 /// How far ahead of this host's clock a time a source gives may be (a rev's, an event's, a
 /// Jetstream cursor): clocks drift by seconds, and a relay allows minutes; a time beyond was
 /// not made now, and kept as a rev or a cursor it would stand above everything that follows.
@@ -96,45 +108,18 @@ impl Ingestor {
             Err(reason) => return self.invalid(&raw_uri, &reason),
         };
         let uri = fields.uri.as_str();
-        let record_json = match (event.action, event.record_json) {
-            (Action::Delete, _) => {
-                return Prepared::Change(Change::Delete {
-                    uri: fields.uri,
-                    collection: fields.collection,
-                    rev: fields.rev,
-                });
-            }
-            (_, Some(json)) if json.len() > MAX_RECORD_JSON_BYTES => {
-                let reason = format!(
-                    "record: {} bytes, over the limit of {MAX_RECORD_JSON_BYTES}",
-                    json.len()
-                );
-                return self.invalid(uri, &reason);
-            }
-            (_, Some(json)) => json,
-            (_, None) => {
-                let reason = "record: missing, not DAG-CBOR, or its block over 1,000,000 bytes";
-                return self.invalid(uri, reason);
-            }
-        };
-        // The tree borrows from the text, so it lives only until the keys are taken.
-        let (keys, search) = {
-            let record = match Json::parse(&record_json) {
-                Ok(record) => record,
-                Err(error) => return self.invalid(uri, &format!("record: not JSON: {error}")),
-            };
-            if let Err(error) = self.lexicons.validate_json(&fields.collection, &record) {
-                return self.invalid(uri, &error.to_string());
-            }
-            let keys = self
-                .queries
-                .index_keys(&fields.collection, fields.uri.as_str(), &record);
-            let search = self.queries.indexes().search_text(
-                &fields.collection,
-                fields.uri.as_str(),
-                &record,
-            );
-            (keys, search)
+        if matches!(event.action, Action::Delete) {
+            return Prepared::Change(Change::Delete {
+                uri: fields.uri,
+                collection: fields.collection,
+                rev: fields.rev,
+            });
+        }
+        let filed = within_limit(event.record_json)
+            .and_then(|text| Ok((self.filed_under(&fields.collection, uri, &text)?, text)));
+        let ((keys, search), record_json) = match filed {
+            Ok(filed) => filed,
+            Err(reason) => return self.invalid(uri, &reason),
         };
         Prepared::Change(Change::Upsert(Upsert {
             keys,
@@ -146,6 +131,23 @@ impl Ingestor {
             cid: fields.cid,
             record_json,
         }))
+    }
+
+    /// A record's keys and searchable words, once its text parses and is valid; the tree
+    /// borrows from the text, so it lives only until they are taken.
+    fn filed_under(
+        &self,
+        collection: &Nsid,
+        uri: &str,
+        text: &str,
+    ) -> Result<(svc_spec::IndexKeys, Option<svc_spec::search::SearchText>), String> {
+        let record = Json::parse(text).map_err(|error| format!("record: not JSON: {error}"))?;
+        self.lexicons
+            .validate_json(collection, &record)
+            .map_err(|error| error.to_string())?;
+        let keys = self.queries.index_keys(collection, uri, &record);
+        let search = self.queries.indexes().search_text(collection, uri, &record);
+        Ok((keys, search))
     }
 
     fn invalid(&self, uri: &str, reason: &str) -> Prepared {
