@@ -15,7 +15,7 @@ use crate::{ApiError, AppState};
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 pub(crate) use chains::Chain;
-use chains::{Tally, TooManyChains};
+use chains::TooManyChains;
 use explore::ExploreError;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -23,7 +23,6 @@ use std::sync::Arc;
 use svc_spec::roads::{ROAD_INDEXES, RoadKind};
 use svc_spec::{
     QueryId, SCHEMA_NAMES_INDEX, SUFFICIENCY_INDEX, VERIFICATION_KINDS, check_at_uri_parameter,
-    decode_key, key_prefix,
 };
 
 /// Hops a chain may take: the default, and the most.
@@ -32,8 +31,6 @@ pub(crate) const HOPS: (u32, u32) = (4, 6);
 const LIMIT: (usize, usize) = (10, 100);
 /// What route answers are cached under.
 const ROUTES: &str = "routes";
-/// Verification counts read for one lens (kinds by results: a handful).
-const TALLY_KEYS: usize = 64;
 
 /// A route question, every parameter checked.
 #[derive(Debug, Clone)]
@@ -126,12 +123,19 @@ fn cache_key(ask: &RouteAsk) -> CacheKey {
     }
 }
 
-/// Moves whenever a lens's road, a schema's name or a verification changes anywhere.
+/// What a route answer is cached against: moves whenever a lens's road, a schema's name or a
+/// verification changes anywhere.
 pub(crate) fn version(state: &AppState) -> u64 {
+    roads_version(state, false)
+}
+
+/// Moves whenever a road (with `wanted`, a wanted road too), a schema's name or a
+/// verification changes anywhere: what the map and the routes read.
+pub(crate) fn roads_version(state: &AppState, wanted: bool) -> u64 {
     let clock = state.catalog.clock();
     ROAD_INDEXES
         .iter()
-        .filter(|index| index.kind != RoadKind::Wanted)
+        .filter(|index| wanted || index.kind != RoadKind::Wanted)
         .map(|index| index.name)
         .chain([SUFFICIENCY_INDEX, SCHEMA_NAMES_INDEX])
         .map(|name| clock.query_version(&QueryId::new(name)))
@@ -159,7 +163,7 @@ pub(crate) async fn find(state: &AppState, ask: &RouteAsk) -> Result<Routes, Api
     let schema_chains = chains::schema_chains(&explored, &ask.from, &ask.to, ask.max_hops)
         .map_err(|TooManyChains| ApiError::InvalidRequest(format!("max_hops: {TooManyChains}")))?;
     let lenses = chains::lenses_of(&explored, &schema_chains);
-    let tallies = tallies(state, &lenses).await?;
+    let tallies = crate::lens_tally::tallies(catalog, &lenses).await?;
     let chains = chains::best(&explored, &schema_chains, &tallies, &ask.kinds, ask.limit);
     let schemas = chains
         .iter()
@@ -169,62 +173,20 @@ pub(crate) async fn find(state: &AppState, ask: &RouteAsk) -> Result<Routes, Api
     Ok(Routes { chains, names })
 }
 
-/// Each lens's verifications by kind and result, from the sufficiency index's counts.
-async fn tallies(state: &AppState, lenses: &[String]) -> Result<HashMap<String, Tally>, ApiError> {
-    let mut tallies = HashMap::new();
-    for chunk in lenses.chunks(256) {
-        let prefixes = chunk.iter().map(|lens| key_prefix(lens)).collect();
-        let read = state
-            .catalog
-            .keys_under(QueryId::new(SUFFICIENCY_INDEX), prefixes, TALLY_KEYS)
-            .await?;
-        for (lens, keys) in chunk.iter().zip(read) {
-            tallies.insert(lens.clone(), tally_of(&keys));
-        }
-    }
-    Ok(tallies)
-}
-
-fn tally_of(keys: &[(String, u64)]) -> Tally {
-    let mut by_kind: Vec<(usize, u64, u64)> = Vec::new();
-    for (key, count) in keys {
-        let Some(parts) = decode_key(key) else {
-            continue;
-        };
-        let (variant, result) = match parts.as_slice() {
-            [_, Some(variant), Some(result)] => (*variant, *result),
-            _ => continue,
-        };
-        let Some(kind) = VERIFICATION_KINDS.iter().position(|(_, v)| *v == variant) else {
-            continue;
-        };
-        let at = match by_kind.iter().position(|(k, _, _)| *k == kind) {
-            Some(at) => at,
-            None => {
-                by_kind.push((kind, 0, 0));
-                by_kind.len() - 1
-            }
-        };
-        match result {
-            "holds" => by_kind[at].1 += count,
-            "falsified" => by_kind[at].2 += count,
-            _ => {}
-        }
-    }
-    by_kind.sort_unstable();
-    Tally { by_kind }
-}
-
 /// The answer's JSON: `{"routes": [{"hops": [...], "sufficient"}], "limit", "names"}`.
 fn encode(ask: &RouteAsk, routes: &Routes) -> Value {
     let hop = |hop: &chains::Hop| {
+        // By the kinds' names; a variant no kind proves is left out.
         let verifications: serde_json::Map<String, Value> = hop
             .tally
-            .by_kind
+            .by_variant
             .iter()
-            .map(|(kind, held, failed)| {
-                let name = VERIFICATION_KINDS[*kind].0.to_string();
-                (name, json!({"held": held, "failed": failed}))
+            .filter_map(|counted| {
+                let (name, _) = VERIFICATION_KINDS
+                    .iter()
+                    .find(|(_, variant)| *variant == counted.variant)?;
+                let counts = json!({"held": counted.held, "failed": counted.failed});
+                Some((name.to_string(), counts))
             })
             .collect();
         json!({

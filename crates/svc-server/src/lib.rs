@@ -17,6 +17,7 @@ mod guarded;
 mod health;
 mod json_head_errors;
 mod lens_routes;
+mod lens_tally;
 mod limits;
 mod list;
 mod metrics;

@@ -26,8 +26,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use std::sync::Arc;
-use svc_spec::roads::ROAD_INDEXES;
-use svc_spec::{QueryId, SUFFICIENCY_INDEX, check_at_uri_parameter};
+use svc_spec::{QueryId, check_at_uri_parameter};
 
 /// Hops from the centre: the default, and the most.
 const HOPS: (u32, u32) = (2, 4);
@@ -127,7 +126,7 @@ pub(crate) async fn map(
         key: format!("{}|{}|{}", ask.hops, ask.nodes, form.schema),
         page: None,
     };
-    let version = roads_version(&state);
+    let version = crate::lens_routes::roads_version(&state, true);
     let drawn = cached(&state, &cache_key, version, |kept| {
         let build = drawn(&state, &ask, &form.schema, kept);
         crate::costly::gated(&state.costly, client, build)
@@ -194,17 +193,6 @@ async fn drawn(
         .render()
         .map_err(|e| ApiError::Internal(format!("the map failed to render: {e}")))?;
     Answer::built(html.into_bytes(), kept)
-}
-
-/// Moves whenever a road or a verification changes anywhere.
-fn roads_version(state: &AppState) -> u64 {
-    let clock = state.catalog.clock();
-    ROAD_INDEXES
-        .iter()
-        .map(|index| index.name)
-        .chain([SUFFICIENCY_INDEX, svc_spec::SCHEMA_NAMES_INDEX])
-        .map(|name| clock.query_version(&QueryId::new(name)))
-        .fold(0u64, u64::wrapping_add)
 }
 
 /// The ask from the address, echoed into the form as given.

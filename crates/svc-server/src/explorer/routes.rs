@@ -201,10 +201,7 @@ fn chain_view(routes: &Routes, chain: &Chain) -> ChainView {
             .hops
             .iter()
             .map(|hop| {
-                let findings = Findings {
-                    holds: hop.tally.by_kind.iter().filter(|k| k.1 > 0).count() as u32,
-                    falsified: hop.tally.by_kind.iter().filter(|k| k.2 > 0).count() as u32,
-                };
+                let findings = Findings::from(&hop.tally);
                 let lens = hop.road.lens.as_deref().unwrap_or_default();
                 let class = hop.road.class.as_deref().unwrap_or("class not given");
                 let known = lens_routes::known_by(hop.road.kind);

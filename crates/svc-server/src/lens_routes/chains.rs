@@ -6,6 +6,7 @@
 //! unknown one), then the lenses' uris, so that the same catalog gives the same answer.
 
 use super::explore::Explored;
+use crate::lens_tally::Tally;
 use std::collections::{HashMap, HashSet};
 use svc_spec::roads::{Road, RoadKind};
 
@@ -93,32 +94,6 @@ impl Search<'_> {
         match self.explored.to_target.get(schema) {
             Some(distance) => *distance <= left,
             None => left > self.explored.backward_hops,
-        }
-    }
-}
-
-/// What the verifications of a lens found, by kind (a position in
-/// [`svc_spec::VERIFICATION_KINDS`]): how many hold and how many are falsified.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Tally {
-    pub by_kind: Vec<(usize, u64, u64)>,
-}
-
-impl Tally {
-    /// With `kinds`, whether each has a verification that holds (as sufficiency decides);
-    /// without, whether some holds and none is falsified.
-    pub fn suffices(&self, kinds: &[usize]) -> bool {
-        let held = |kind: usize| {
-            self.by_kind
-                .iter()
-                .any(|(k, held, _)| *k == kind && *held > 0)
-        };
-        match kinds.is_empty() {
-            false => kinds.iter().all(|kind| held(*kind)),
-            true => {
-                self.by_kind.iter().any(|(_, held, _)| *held > 0)
-                    && self.by_kind.iter().all(|(_, _, failed)| *failed == 0)
-            }
         }
     }
 }
@@ -284,7 +259,11 @@ mod tests {
         let chains = schema_chains(&explored, "a", "d", 3).expect("few chains");
         assert_eq!(chains.len(), 2, "{chains:?}");
         let verified = Tally {
-            by_kind: vec![(0, 1, 0)],
+            by_variant: vec![crate::lens_tally::VariantTally {
+                variant: svc_spec::VERIFICATION_KINDS[0].1.to_string(),
+                held: 1,
+                failed: 0,
+            }],
         };
         let tallies: HashMap<String, Tally> = ["ab", "bc", "cd"]
             .into_iter()
@@ -315,16 +294,5 @@ mod tests {
         let ranked = best(&explored, &chains, &HashMap::new(), &[], 10);
         assert_eq!(ranked[0].lenses().collect::<Vec<_>>(), ["iso"]);
         assert_eq!(class_rank(None), 2);
-    }
-
-    #[test]
-    fn sufficiency_asks_each_kind_or_a_clean_record() {
-        let tally = Tally {
-            by_kind: vec![(0, 2, 0), (1, 0, 1)],
-        };
-        assert!(tally.suffices(&[0]));
-        assert!(!tally.suffices(&[0, 1]));
-        assert!(!tally.suffices(&[]), "a falsified kind spoils it");
-        assert!(!Tally::default().suffices(&[]));
     }
 }

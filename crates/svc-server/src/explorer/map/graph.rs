@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use svc_catalog::{CatalogError, CatalogRead};
+use svc_spec::QueryId;
 use svc_spec::roads::{ROAD_INDEXES, Road, RoadIndex, RoadKind};
-use svc_spec::{QueryId, SUFFICIENCY_INDEX, decode_key, key_prefix};
 
 /// The most roads read at one schema from one index: a busier schema shows its busiest
 /// neighbours among these, and says it has more.
@@ -39,6 +39,15 @@ impl Findings {
             (h, 0) => format!("holds for {}, none falsified", kinds(h)),
             (0, f) => format!("falsified for {}, holds for none", kinds(f)),
             (h, f) => format!("holds for {}, falsified for {f}", kinds(h)),
+        }
+    }
+}
+
+impl From<&crate::lens_tally::Tally> for Findings {
+    fn from(tally: &crate::lens_tally::Tally) -> Findings {
+        Findings {
+            holds: tally.variants_holding() as u32,
+            falsified: tally.variants_falsified() as u32,
         }
     }
 }
@@ -457,7 +466,11 @@ async fn assemble(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let found_by_lens = findings(catalog, &lenses).await?;
+    let found_by_lens: HashMap<String, Findings> = crate::lens_tally::tallies(catalog, &lenses)
+        .await?
+        .into_iter()
+        .map(|(lens, tally)| (lens, Findings::from(&tally)))
+        .collect();
     let edges = shown
         .into_iter()
         .map(|(source, target, road)| Edge::of(source, target, road, &found_by_lens))
@@ -482,42 +495,6 @@ async fn assemble(
         unreadable: found.unreadable,
         names,
     })
-}
-
-/// Each lens's findings, from the sufficiency index's counts by lens, kind (its property
-/// variant) and result: counts alone, never the verifications.
-async fn findings(
-    catalog: &dyn CatalogRead,
-    lenses: &[String],
-) -> Result<HashMap<String, Findings>, CatalogError> {
-    if lenses.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let prefixes = lenses.iter().map(|lens| key_prefix(lens)).collect();
-    let counted = catalog
-        .keys_under(QueryId::new(SUFFICIENCY_INDEX), prefixes, 256)
-        .await?;
-    Ok(lenses
-        .iter()
-        .zip(counted)
-        .map(|(lens, keys)| {
-            let mut holds: BTreeSet<&str> = BTreeSet::new();
-            let mut falsified: BTreeSet<&str> = BTreeSet::new();
-            for (key, n) in &keys {
-                let parts = decode_key(key);
-                match parts.as_deref() {
-                    Some(&[_, Some(kind), Some("holds")]) if *n > 0 => holds.insert(kind),
-                    Some(&[_, Some(kind), Some("falsified")]) if *n > 0 => falsified.insert(kind),
-                    _ => false,
-                };
-            }
-            let findings = Findings {
-                holds: holds.len() as u32,
-                falsified: falsified.len() as u32,
-            };
-            (lens.clone(), findings)
-        })
-        .collect())
 }
 
 #[cfg(test)]
