@@ -79,16 +79,25 @@ async fn build(state: &AppState, ask: &RouteAsk, kept: bool) -> Result<Arc<Answe
 
 /// The question from the request's parameters.
 pub(crate) fn read_ask(params: &Params) -> Result<RouteAsk, ApiError> {
+    let ends = (schema_uri(params, "from")?, schema_uri(params, "to")?);
+    read_options(params, ends)
+}
+
+/// The schema a parameter names by its at-uri, which it requires.
+pub(crate) fn schema_uri(params: &Params, name: &str) -> Result<String, ApiError> {
+    let uri = params
+        .get(name)?
+        .ok_or_else(|| ApiError::InvalidRequest(format!("{name}: required (a schema's at-uri)")))?;
+    check_at_uri_parameter(uri).map_err(|e| ApiError::InvalidRequest(format!("{name}: {e}")))?;
+    Ok(uri.to_string())
+}
+
+/// The question between these two schemas, with the rest of its parameters checked.
+pub(crate) fn read_options(
+    params: &Params,
+    (from, to): (String, String),
+) -> Result<RouteAsk, ApiError> {
     params.only(&["from", "to", "max_hops", "kinds", "limit"])?;
-    let schema = |name: &str| -> Result<String, ApiError> {
-        let uri = params.get(name)?.ok_or_else(|| {
-            ApiError::InvalidRequest(format!("{name}: required (a schema's at-uri)"))
-        })?;
-        check_at_uri_parameter(uri)
-            .map_err(|e| ApiError::InvalidRequest(format!("{name}: {e}")))?;
-        Ok(uri.to_string())
-    };
-    let (from, to) = (schema("from")?, schema("to")?);
     let number = |name: &str, (default, most): (u64, u64)| -> Result<u64, ApiError> {
         match params.get(name)? {
             None => Ok(default),

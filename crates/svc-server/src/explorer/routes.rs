@@ -13,7 +13,7 @@ use super::{Linked, page, record_path};
 use crate::cache::{Answer, CacheKey};
 use crate::lens_routes::{self, Chain, RouteAsk, Routes};
 use crate::list::cached;
-use crate::params::{Params, encode_component};
+use crate::params::Params;
 use crate::{ApiError, AppState};
 use askama::Template;
 use axum::extract::{RawQuery, State};
@@ -104,25 +104,21 @@ pub(crate) async fn routes(
 /// The question the form asks, each end named by its at-uri, or by a schema's readable name
 /// (the first schema of that name in uri order).
 async fn ask_by_uris(state: &AppState, params: &Params) -> Result<RouteAsk, ApiError> {
-    let mut pairs = Vec::new();
-    for name in ["from", "to"] {
-        let given = params.echoed(name);
-        let uri = match given.starts_with("at://") {
-            true => given,
-            false => schema_named(state, &given).await?.ok_or_else(|| {
-                let shown = cut(&given, NAME_CHARS);
-                ApiError::InvalidRequest(format!("{name}: no schema is named {shown:?}"))
-            })?,
-        };
-        pairs.push(format!("{name}={}", encode_component(&uri)));
+    let from = schema_given(state, params, "from").await?;
+    let to = schema_given(state, params, "to").await?;
+    lens_routes::read_options(params, (from, to))
+}
+
+/// The at-uri of the schema a parameter names by its at-uri or its readable name.
+async fn schema_given(state: &AppState, params: &Params, name: &str) -> Result<String, ApiError> {
+    let given = params.echoed(name);
+    if given.starts_with("at://") {
+        return lens_routes::schema_uri(params, name);
     }
-    for name in ["max_hops", "kinds", "limit"] {
-        if let Some(value) = params.get(name)? {
-            pairs.push(format!("{name}={}", encode_component(value)));
-        }
-    }
-    params.only(&["from", "to", "max_hops", "kinds", "limit"])?;
-    lens_routes::read_ask(&Params::parse(Some(&pairs.join("&"))))
+    schema_named(state, &given).await?.ok_or_else(|| {
+        let shown = cut(&given, NAME_CHARS);
+        ApiError::InvalidRequest(format!("{name}: no schema is named {shown:?}"))
+    })
 }
 
 /// The uri of the first schema whose readable name is `name`, if any.
