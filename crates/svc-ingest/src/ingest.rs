@@ -145,9 +145,10 @@ impl Ingestor {
         self.lexicons
             .validate_json(collection, &record)
             .map_err(|error| error.to_string())?;
-        let keys = self.queries.index_keys(collection, uri, &record);
-        let search = self.queries.indexes().search_text(collection, uri, &record);
-        Ok((keys, search))
+        Ok(self
+            .queries
+            .indexes()
+            .keys_and_words(collection, uri, &record))
     }
 
     fn invalid(&self, uri: &str, reason: &str) -> Prepared {

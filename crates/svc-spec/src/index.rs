@@ -146,6 +146,23 @@ impl IndexSet {
             .text_of(&RecordView::new(uri, record))
     }
 
+    /// A record's keys and its searchable words, from one view of it (a schema's name is
+    /// derived once for both).
+    pub fn keys_and_words(
+        &self,
+        collection: &str,
+        uri: &str,
+        record: &Json<'_>,
+    ) -> (IndexKeys, Option<SearchText>) {
+        let view = RecordView::new(uri, record);
+        let words = self
+            .search
+            .0
+            .get(collection)
+            .and_then(|fields| fields.text_of(&view));
+        (self.keys_of(collection, &view), words)
+    }
+
     /// The kinds search reads.
     pub fn searched_kinds(&self) -> impl Iterator<Item = &str> {
         self.search.0.keys().map(String::as_str)
@@ -159,11 +176,14 @@ impl IndexSet {
     /// The keys under which the record of `collection` at `uri` is filed by each index over
     /// that collection.
     pub fn index_keys(&self, collection: &str, uri: &str, record: &Json<'_>) -> IndexKeys {
+        self.keys_of(collection, &RecordView::new(uri, record))
+    }
+
+    fn keys_of(&self, collection: &str, view: &RecordView) -> IndexKeys {
         let mut keys = IndexKeys::new();
-        let view = RecordView::new(uri, record);
         for &position in self.by_kind.get(collection).into_iter().flatten() {
             let index = &self.indexes[position];
-            for key in index.index_keys(&view) {
+            for key in index.index_keys(view) {
                 keys.insert((index.id.clone(), key));
             }
         }
