@@ -143,26 +143,26 @@ pub(crate) fn cell(value: Option<&Json>, links: &Links) -> Linked {
     Linked::plain(cut(&text, CELL_CHARS))
 }
 
-/// A value as a record page's fact shows it: a list of strings, or of objects with a `name`
-/// (a lens's steps), as those names in order; anything else as one cell.
+/// A value as a record page's fact shows it: a list of objects with a `name` (a lens's
+/// steps) as those names in order; anything else as one cell.
 pub(crate) fn listed(value: &Json, links: &Links) -> Linked {
     let named = |item: &Json| match item {
         Json::Object(..) => item.get("name").and_then(Json::as_str).map(str::to_string),
-        other => other.as_str().map(str::to_string),
+        _ => None,
     };
-    match value {
-        Json::Array(items, more) if !items.is_empty() => {
-            let names: Option<Vec<String>> = items.iter().map(named).collect();
-            let Some(names) = names else {
-                return cell(Some(value), links);
-            };
+    let Json::Array(items, more) = value else {
+        return cell(Some(value), links);
+    };
+    let names: Option<Vec<String>> = items.iter().map(named).collect();
+    match names {
+        Some(names) if !names.is_empty() => {
             let rest = match more {
                 0 => String::new(),
                 n => format!(" → … ({n} more)"),
             };
             Linked::plain(cut(&format!("{}{rest}", names.join(" → ")), CELL_CHARS))
         }
-        other => cell(Some(other), links),
+        _ => cell(Some(value), links),
     }
 }
 
