@@ -6,7 +6,7 @@
 //! when the array is empty.
 //!
 //! A path may start from a fact svc derives of the record instead of its fields (`@uri`,
-//! `@name`: [`crate::RecordView`]); such a path reaches nothing in a bare record.
+//! `@name`: [`crate::RecordView`]).
 
 use crate::record_view::{Derived, RecordView};
 use svc_json::Json;
@@ -33,7 +33,7 @@ impl JsonPath {
                 .unwrap_or(&text[first.len()..]),
             None => text,
         };
-        if fact.is_some() && !rest.is_empty() && text[first.len()..].starts_with('[') {
+        if fact.is_some() && text[first.len()..].starts_with('[') {
             return Err(format!("path {text}: a fact takes no selector"));
         }
         let mut steps = Vec::new();
@@ -79,11 +79,6 @@ impl JsonPath {
         })
     }
 
-    /// Whether the path starts from a fact rather than the record's fields.
-    pub fn reads_fact(&self) -> bool {
-        self.derived.is_some()
-    }
-
     /// Appends a field step (`lens` + `uri` for a reference's uri).
     pub fn child(&self, field: &str) -> JsonPath {
         let mut steps = self.steps.clone();
@@ -97,17 +92,8 @@ impl JsonPath {
         }
     }
 
-    /// Every value the path reaches, arrays at the end expanded into their elements. A path
-    /// from a fact reaches nothing here: a bare record has no facts.
-    pub fn values<'v>(&self, root: &'v Json<'v>) -> Vec<&'v Json<'v>> {
-        let mut out = Vec::new();
-        if self.derived.is_none() {
-            reach(root, &self.steps, &mut out);
-        }
-        out
-    }
-
-    /// Every value the path reaches in a record being filed, facts included.
+    /// Every value the path reaches in a record, facts included, arrays at the end expanded
+    /// into their elements.
     pub fn values_in<'r>(&self, record: &'r RecordView<'r>) -> Vec<&'r Json<'r>> {
         let mut out = Vec::new();
         let start = match self.derived {
@@ -179,38 +165,42 @@ mod tests {
             "lensPath": []
         });
         let record = tree(&value);
+        let view = RecordView::new("at://did:plc:a/a.b.c/k", &record);
         let path = JsonPath::parse("conditions[$type=a#sourceIs].schema.uri").unwrap();
         assert_eq!(
-            path.values(&record),
+            path.values_in(&view),
             vec![
                 &tree(&json!("at://x/a.b.c/1")),
                 &tree(&json!("at://x/a.b.c/3"))
             ]
         );
-        assert_eq!(JsonPath::parse("members").unwrap().values(&record).len(), 2);
+        assert_eq!(
+            JsonPath::parse("members").unwrap().values_in(&view).len(),
+            2
+        );
         assert!(
             JsonPath::parse("lensPath")
                 .unwrap()
-                .values(&record)
+                .values_in(&view)
                 .is_empty()
         );
         assert!(
             JsonPath::parse("missing.deeper")
                 .unwrap()
-                .values(&record)
+                .values_in(&view)
                 .is_empty()
         );
         assert_eq!(
             JsonPath::parse("conditions.$type")
                 .unwrap()
-                .values(&record)
+                .values_in(&view)
                 .len(),
             3
         );
     }
 
     #[test]
-    fn a_path_from_a_fact_reads_the_view_and_nothing_in_a_bare_record() {
+    fn a_path_from_a_fact_reads_the_view_and_a_field_of_that_name_is_a_field() {
         let value = json!({"@uri": "spoofed", "blob": {"entries": ["post:body"]}});
         let record = tree(&value);
         let view = RecordView::new("at://did:plc:a/dev.panproto.schema.schema/k", &record);
@@ -219,7 +209,6 @@ mod tests {
             uri.values_in(&view),
             vec![&tree(&json!("at://did:plc:a/dev.panproto.schema.schema/k"))]
         );
-        assert!(uri.values(&record).is_empty());
         let name = JsonPath::parse("@name").unwrap();
         assert_eq!(name.values_in(&view), vec![&tree(&json!("post:body"))]);
         let field = JsonPath::parse("blob.entries").unwrap();
